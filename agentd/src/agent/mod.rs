@@ -1,0 +1,253 @@
+//! The agentic loop (spec 2.5): call the model, run the tools it asks for, feed the results
+//! back, and repeat until it answers with text only, a limit is hit, or the work is aborted.
+//! Steering is drained before the first call and after every tool round; loop detection
+//! (spec 2.10) and the context-usage warning (spec 5.5) run between rounds.
+//!
+//! The loop knows nothing of sockets or the registry: it talks to its session through
+//! [`Host`].
+
+mod loop_detection;
+mod tool_calls;
+
+use crate::exec::ExecutionEnvironment;
+use crate::llm::{self, Delta, ErrorKind, Provider, RetryPolicy};
+use crate::profile::Profile;
+use agentd_proto::{EventBody, HistoryEntry, LimitKind, QueuedInput, SessionConfig, Turn, Usage};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// What the loop needs from the session that runs it.
+pub trait Host: Send + Sync {
+    /// Records an event.
+    fn emit(&self, body: EventBody);
+    /// Appends a turn to the history (and persists it).
+    fn append(&self, turn: Turn);
+    /// The history as it is now.
+    fn history(&self) -> Vec<Arc<HistoryEntry>>;
+    /// The config for the next LLM call (`session/set_config` may have changed it).
+    fn config(&self) -> SessionConfig;
+    /// Removes and returns every queued steering message.
+    fn drain_steering(&self) -> Vec<QueuedInput>;
+    /// Adds one call's usage; returns the session total.
+    fn add_usage(&self, usage: &Usage) -> Usage;
+    /// The system prompt for `model`.
+    fn system_prompt(&self, model: &str) -> String;
+}
+
+/// What the session's tools and model are.
+pub struct Agent<'a> {
+    /// The session.
+    pub host: &'a dyn Host,
+    /// Where tools run.
+    pub env: &'a dyn ExecutionEnvironment,
+    /// Tools and defaults.
+    pub profile: &'a Profile,
+    /// The model's API.
+    pub provider: &'a dyn Provider,
+    /// Retries of failed calls.
+    pub retry: &'a RetryPolicy,
+}
+
+/// How processing one input ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The model answered with text only.
+    Completed,
+    /// A turn or round limit stopped it.
+    TurnLimit,
+    /// The work was aborted.
+    Aborted,
+    /// An error stopped it; the session can take more input.
+    Failed,
+    /// An error the session cannot recover from (authentication): it must close.
+    Fatal,
+}
+
+impl Agent<'_> {
+    /// Processes one input (spec 2.5 `process_input`, without the follow-up tail, which the
+    /// session runs so that it can stop after an abort).
+    pub async fn process_input(&self, input: QueuedInput, cancel: &CancellationToken) -> Outcome {
+        let host = self.host;
+        host.append(Turn::User { text: input.text.clone(), input_id: input.input_id.clone() });
+        host.emit(EventBody::UserInput { input_id: input.input_id, text: input.text });
+        self.drain_steering();
+        let mut rounds = 0u32;
+        let mut context_warned = false;
+        loop {
+            let config = host.config();
+            if config.max_tool_rounds_per_input > 0 && rounds >= config.max_tool_rounds_per_input {
+                host.emit(EventBody::TurnLimit { limit: LimitKind::MaxToolRoundsPerInput, count: rounds });
+                return Outcome::TurnLimit;
+            }
+            let entries = host.history();
+            let assistant_turns = entries.iter().filter(|e| matches!(e.turn, Turn::Assistant { .. })).count() as u32;
+            if config.max_turns > 0 && assistant_turns >= config.max_turns {
+                host.emit(EventBody::TurnLimit { limit: LimitKind::MaxTurns, count: assistant_turns });
+                return Outcome::TurnLimit;
+            }
+            if cancel.is_cancelled() {
+                return Outcome::Aborted;
+            }
+            if !context_warned {
+                context_warned = self.check_context_usage(&entries, &config);
+            }
+
+            let system = host.system_prompt(&config.model);
+            let history: Vec<&Turn> = entries.iter().map(|e| &e.turn).collect();
+            let request = llm::Request {
+                model: &config.model,
+                system: &system,
+                history: &history,
+                tools: self.profile.tools.definitions().collect(),
+                reasoning_effort: config.reasoning_effort,
+                max_output_tokens: config.max_output_tokens,
+            };
+            let mut partial = String::new();
+            let result = {
+                let mut on_delta = |d: Delta| match d {
+                    Delta::TextStart => host.emit(EventBody::AssistantTextStart {}),
+                    Delta::Text(t) => {
+                        partial.push_str(&t);
+                        host.emit(EventBody::AssistantTextDelta { delta: t });
+                    }
+                    Delta::Reasoning(t) => host.emit(EventBody::AssistantReasoningDelta { delta: t }),
+                };
+                let mut on_retry = |n: llm::RetryNotice<'_>| {
+                    host.emit(EventBody::Warning {
+                        message: format!("{}; retrying in {:.1}s (attempt {})", n.error, n.delay.as_secs_f64(), n.attempt),
+                    })
+                };
+                tokio::select! {
+                    r = llm::complete(self.provider, &request, self.retry, &mut on_retry, &mut on_delta) => Some(r),
+                    _ = cancel.cancelled() => None,
+                }
+            };
+            let response = match result {
+                None => {
+                    self.record_interrupted(partial);
+                    return Outcome::Aborted;
+                }
+                Some(Err(e)) => return self.fail(e, partial),
+                Some(Ok(r)) => r,
+            };
+
+            let total = host.add_usage(&response.usage);
+            host.emit(EventBody::Usage { call: response.usage, total });
+            let reasoning = (!response.reasoning.is_empty())
+                .then(|| response.reasoning.iter().map(|r| r.text.as_str()).collect::<Vec<_>>().join("\n"));
+            let calls = response.tool_calls;
+            host.append(Turn::Assistant {
+                text: response.text.clone(),
+                reasoning: response.reasoning,
+                tool_calls: calls.clone(),
+                usage: response.usage,
+                response_id: response.response_id,
+                model: response.model.unwrap_or_else(|| config.model.clone()),
+            });
+            host.emit(EventBody::AssistantTextEnd { text: response.text, reasoning, tool_calls: calls.len() });
+            if calls.is_empty() {
+                return Outcome::Completed;
+            }
+
+            rounds += 1;
+            let results = self.execute_tool_calls(&calls, &config, cancel).await;
+            host.append(Turn::ToolResults { results });
+            if cancel.is_cancelled() {
+                return Outcome::Aborted;
+            }
+            self.drain_steering();
+            if config.enable_loop_detection
+                && loop_detection::detect_loop(&host.history(), config.loop_detection_window)
+            {
+                let message = format!(
+                    "Loop detected: the last {} tool calls follow a repeating pattern. Try a different approach.",
+                    config.loop_detection_window
+                );
+                host.append(Turn::Steering { text: message.clone(), input_id: None });
+                host.emit(EventBody::LoopDetection { message });
+            }
+        }
+    }
+
+    fn drain_steering(&self) {
+        for msg in self.host.drain_steering() {
+            self.host.append(Turn::Steering { text: msg.text.clone(), input_id: Some(msg.input_id.clone()) });
+            self.host.emit(EventBody::SteeringInjected { input_id: msg.input_id, text: msg.text });
+        }
+    }
+
+    /// Emits the spec 5.5 warning when the history passes 80% of the context window; returns
+    /// whether it did.
+    fn check_context_usage(&self, entries: &[Arc<HistoryEntry>], config: &SessionConfig) -> bool {
+        let chars: usize = entries.iter().map(|e| turn_chars(&e.turn)).sum();
+        let approx_tokens = chars as u64 / 4;
+        let window = config.context_window_tokens.max(1);
+        if approx_tokens * 10 > window * 8 {
+            let percent = approx_tokens * 100 / window;
+            self.host.emit(EventBody::Warning { message: format!("Context usage at ~{percent}% of context window") });
+            return true;
+        }
+        false
+    }
+
+    /// Keeps what the model had written before an abort, and notes the interruption so the
+    /// model knows on the next input.
+    fn record_interrupted(&self, partial: String) {
+        if !partial.is_empty() {
+            self.host.append(Turn::Assistant {
+                text: partial.clone(),
+                reasoning: vec![],
+                tool_calls: vec![],
+                usage: Usage::default(),
+                response_id: None,
+                model: self.host.config().model,
+            });
+            self.host.emit(EventBody::AssistantTextEnd { text: partial, reasoning: None, tool_calls: 0 });
+        }
+        self.host.append(Turn::System { text: "[The user interrupted the previous response.]".into() });
+    }
+
+    fn fail(&self, e: llm::Error, partial: String) -> Outcome {
+        if !partial.is_empty() {
+            self.record_interrupted_by_error(partial);
+        }
+        match e.kind {
+            ErrorKind::Authentication => {
+                self.host.emit(EventBody::Error { message: format!("{e}. The session is closed; check the API key and create a new session."), fatal: true });
+                Outcome::Fatal
+            }
+            ErrorKind::ContextLength => {
+                self.host.emit(EventBody::Warning { message: format!("context window exceeded: {e}") });
+                Outcome::Failed
+            }
+            _ => {
+                self.host.emit(EventBody::Error { message: e.to_string(), fatal: false });
+                Outcome::Failed
+            }
+        }
+    }
+
+    fn record_interrupted_by_error(&self, partial: String) {
+        self.host.append(Turn::Assistant {
+            text: partial,
+            reasoning: vec![],
+            tool_calls: vec![],
+            usage: Usage::default(),
+            response_id: None,
+            model: self.host.config().model,
+        });
+        self.host.append(Turn::System { text: "[The previous response was cut off by an error.]".into() });
+    }
+}
+
+fn turn_chars(turn: &Turn) -> usize {
+    match turn {
+        Turn::User { text, .. } | Turn::Steering { text, .. } | Turn::System { text } => text.len(),
+        Turn::Assistant { text, reasoning, tool_calls, .. } => {
+            text.len()
+                + reasoning.iter().map(|r| r.text.len()).sum::<usize>()
+                + tool_calls.iter().map(|c| c.name.len() + c.arguments.to_string().len()).sum::<usize>()
+        }
+        Turn::ToolResults { results } => results.iter().map(|r| r.content.len()).sum(),
+    }
+}

@@ -1,0 +1,337 @@
+//! The daemon's configuration: built-in defaults, then `~/.config/agentd/config.toml`, then
+//! environment variables. A bad file is an error that names the key, never a panic.
+
+use agentd_proto::{ConfigPatch, ProviderInfo, SessionConfig};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Environment variable naming another config file.
+pub const CONFIG_ENV: &str = "AGENTD_CONFIG";
+
+/// An API key. Its `Debug` and `Display` never show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// The key, for the one place that puts it in a request header.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(***)")
+    }
+}
+
+/// The API family a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// Anthropic Messages API.
+    Anthropic,
+}
+
+impl ProviderKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Anthropic => "anthropic",
+        }
+    }
+}
+
+/// One provider the daemon can use.
+#[derive(Debug, Clone)]
+pub struct ProviderConfig {
+    /// The name sessions use.
+    pub name: String,
+    /// The API family.
+    pub kind: ProviderKind,
+    /// Base URL, without the `/v1/...` path.
+    pub base_url: String,
+    /// The key, when one is configured.
+    pub api_key: Option<ApiKey>,
+    /// Where the key is read from, for error messages.
+    pub api_key_env: String,
+    /// Whether the base URL was set explicitly (a gateway or local server may need no key).
+    pub custom_base_url: bool,
+    /// Model used when a session names none.
+    pub default_model: String,
+    /// Context window of the default model, in tokens.
+    pub context_window_tokens: u64,
+}
+
+impl ProviderConfig {
+    /// Whether requests can be sent: a key is set, or a custom endpoint that may need none.
+    pub fn is_usable(&self) -> bool {
+        self.api_key.is_some() || self.custom_base_url
+    }
+
+    /// What a user must set to make this provider usable.
+    pub fn setup_hint(&self) -> String {
+        format!(
+            "provider {:?} has no API key: set {} (or point {} at a server that needs none), \
+             or configure [providers.{}] in the config file",
+            self.name,
+            self.api_key_env,
+            format_args!("{}_BASE_URL", self.kind.as_str().to_ascii_uppercase()),
+            self.name
+        )
+    }
+
+    /// The provider as listed by `daemon/info`.
+    pub fn info(&self) -> ProviderInfo {
+        ProviderInfo {
+            name: self.name.clone(),
+            kind: self.kind.as_str().into(),
+            base_url: self.base_url.clone(),
+            has_key: self.api_key.is_some(),
+            default_model: self.default_model.clone(),
+        }
+    }
+}
+
+/// The daemon's configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Provider used when `session/create` names none.
+    pub default_provider: String,
+    /// Every provider, by name.
+    pub providers: BTreeMap<String, ProviderConfig>,
+    /// Overrides of the built-in session defaults.
+    pub session_defaults: ConfigPatch,
+    /// `tracing` filter, e.g. `info` or `agentd=debug`.
+    pub log_level: String,
+    /// The file this came from, if any.
+    pub source: Option<PathBuf>,
+}
+
+/// A configuration problem; the message names the file and key.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has a bad key or value.
+    #[error("invalid config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message, naming the key and line.
+        message: String,
+    },
+    /// A value is out of range or refers to something that does not exist.
+    #[error("invalid config: {0}")]
+    Invalid(String),
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    default_provider: Option<String>,
+    log_level: Option<String>,
+    #[serde(default)]
+    providers: BTreeMap<String, FileProvider>,
+    #[serde(default)]
+    session: ConfigPatch,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileProvider {
+    kind: Option<ProviderKind>,
+    base_url: Option<String>,
+    api_key_env: Option<String>,
+    default_model: Option<String>,
+    context_window_tokens: Option<u64>,
+}
+
+const ANTHROPIC_DEFAULT_MODEL: &str = "claude-sonnet-4-5";
+
+/// The spec's defaults (spec 2.2) for a session on `provider` with `model`.
+pub fn default_session_config(provider: &str, model: &str) -> SessionConfig {
+    SessionConfig {
+        provider: provider.into(),
+        model: model.into(),
+        reasoning_effort: None,
+        max_output_tokens: 16_000,
+        max_turns: 0,
+        max_tool_rounds_per_input: 0,
+        default_command_timeout_ms: 10_000,
+        max_command_timeout_ms: 600_000,
+        tool_output_limits: BTreeMap::new(),
+        tool_line_limits: BTreeMap::new(),
+        enable_loop_detection: true,
+        loop_detection_window: 10,
+        context_window_tokens: 200_000,
+    }
+}
+
+/// Where the config file is looked for by default.
+pub fn default_config_path() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(CONFIG_ENV).filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    directories::ProjectDirs::from("", "", "agentd").map(|d| d.config_dir().join("config.toml"))
+}
+
+impl Config {
+    /// Loads `path` (a missing default file is fine; a missing explicit one is an error) and
+    /// applies the environment.
+    pub fn load(path: Option<&Path>, explicit: bool) -> Result<Self, Error> {
+        let (file, source) = match path {
+            Some(p) => match std::fs::read_to_string(p) {
+                Ok(text) => (parse(&text, p)?, Some(p.to_owned())),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => (FileConfig::default(), None),
+                Err(e) => return Err(Error::Read { path: p.to_owned(), source: e }),
+            },
+            None => (FileConfig::default(), None),
+        };
+        Self::build(file, source, &|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+    }
+
+    fn build(file: FileConfig, source: Option<PathBuf>, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, Error> {
+        let mut providers = BTreeMap::new();
+        // The built-in Anthropic provider, always present.
+        let mut entries: Vec<(String, Option<FileProvider>)> = vec![("anthropic".into(), None)];
+        for (name, p) in file.providers {
+            match entries.iter_mut().find(|(n, _)| *n == name) {
+                Some(slot) => slot.1 = Some(p),
+                None => entries.push((name, Some(p))),
+            }
+        }
+        for (name, p) in entries {
+            let kind = match p.as_ref().and_then(|p| p.kind) {
+                Some(k) => k,
+                None if name == "anthropic" => ProviderKind::Anthropic,
+                None => return Err(Error::Invalid(format!("providers.{name}.kind is missing (one of: anthropic)"))),
+            };
+            let env_prefix = kind.as_str().to_ascii_uppercase();
+            let api_key_env = p.as_ref().and_then(|p| p.api_key_env.clone()).unwrap_or_else(|| format!("{env_prefix}_API_KEY"));
+            let env_base = if name == kind.as_str() { env(&format!("{env_prefix}_BASE_URL")) } else { None };
+            let file_base = p.as_ref().and_then(|p| p.base_url.clone());
+            let custom_base_url = env_base.is_some() || file_base.is_some();
+            let base_url = env_base.or(file_base).unwrap_or_else(|| "https://api.anthropic.com".into());
+            if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+                return Err(Error::Invalid(format!("providers.{name}.base_url must start with http:// or https://, got {base_url:?}")));
+            }
+            let provider = ProviderConfig {
+                name: name.clone(),
+                kind,
+                base_url: base_url.trim_end_matches('/').to_owned(),
+                api_key: env(&api_key_env).map(ApiKey),
+                api_key_env,
+                custom_base_url,
+                default_model: p.as_ref().and_then(|p| p.default_model.clone()).unwrap_or_else(|| ANTHROPIC_DEFAULT_MODEL.into()),
+                context_window_tokens: p.as_ref().and_then(|p| p.context_window_tokens).unwrap_or(200_000),
+            };
+            providers.insert(name, provider);
+        }
+        let default_provider = file.default_provider.unwrap_or_else(|| "anthropic".into());
+        if !providers.contains_key(&default_provider) {
+            return Err(Error::Invalid(format!("default_provider {default_provider:?} is not a configured provider")));
+        }
+        let config = Self {
+            default_provider,
+            providers,
+            session_defaults: file.session,
+            log_level: env("AGENTD_LOG").or(file.log_level).unwrap_or_else(|| "info".into()),
+            source,
+        };
+        config.session_config("anthropic", None)?;
+        Ok(config)
+    }
+
+    /// The initial config of a new session on `provider` (default: the configured one), with
+    /// the file's session defaults applied and validated.
+    pub fn session_config(&self, provider: &str, model: Option<&str>) -> Result<SessionConfig, Error> {
+        let p = self.providers.get(provider).ok_or_else(|| {
+            let known: Vec<&str> = self.providers.keys().map(String::as_str).collect();
+            Error::Invalid(format!("unknown provider {provider:?}; configured: {}", known.join(", ")))
+        })?;
+        let mut config = default_session_config(provider, model.unwrap_or(&p.default_model));
+        config.context_window_tokens = p.context_window_tokens;
+        config.apply(&self.session_defaults);
+        validate_session_config(&config)?;
+        Ok(config)
+    }
+}
+
+/// Checks the values a session config may not take.
+pub fn validate_session_config(c: &SessionConfig) -> Result<(), Error> {
+    let bad = |key: &str, why: &str| Err(Error::Invalid(format!("{key} {why}")));
+    if c.model.trim().is_empty() {
+        return bad("model", "must not be empty");
+    }
+    if c.max_output_tokens == 0 {
+        return bad("max_output_tokens", "must be at least 1");
+    }
+    if c.default_command_timeout_ms == 0 || c.max_command_timeout_ms == 0 {
+        return bad("default_command_timeout_ms and max_command_timeout_ms", "must be at least 1");
+    }
+    if c.enable_loop_detection && c.loop_detection_window < 2 {
+        return bad("loop_detection_window", "must be at least 2");
+    }
+    if c.context_window_tokens == 0 {
+        return bad("context_window_tokens", "must be at least 1");
+    }
+    Ok(())
+}
+
+fn parse(text: &str, path: &Path) -> Result<FileConfig, Error> {
+    toml::from_str(text).map_err(|e| Error::Parse { path: path.to_owned(), message: e.to_string().trim_end().to_owned() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn build(text: &str, env: &[(&str, &str)]) -> Result<Config, Error> {
+        let file = parse(text, Path::new("config.toml"))?;
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::build(file, None, &move |k| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+    }
+
+    #[test]
+    fn anthropic_is_built_in_and_reads_env() {
+        let c = build("", &[("ANTHROPIC_API_KEY", "sk"), ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/")]).unwrap();
+        let p = &c.providers["anthropic"];
+        assert_eq!(p.base_url, "http://127.0.0.1:9");
+        assert_eq!(p.api_key.as_ref().map(ApiKey::expose), Some("sk"));
+        assert_eq!(format!("{:?}", p.api_key), "Some(ApiKey(***))");
+        assert!(p.is_usable());
+        let unusable = build("", &[]).unwrap();
+        assert!(!unusable.providers["anthropic"].is_usable());
+        assert!(unusable.providers["anthropic"].setup_hint().contains("ANTHROPIC_API_KEY"));
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err = build("[session]\nmax_turnz = 3\n", &[]).unwrap_err().to_string();
+        assert!(err.contains("max_turnz"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let err = build("[session]\nloop_detection_window = 1\n", &[]).unwrap_err().to_string();
+        assert!(err.contains("loop_detection_window"), "{err}");
+        let err = build("default_provider = \"nope\"\n", &[]).unwrap_err().to_string();
+        assert!(err.contains("nope"), "{err}");
+        let err = build("[providers.local]\nbase_url = \"http://x\"\n", &[]).unwrap_err().to_string();
+        assert!(err.contains("providers.local.kind"), "{err}");
+    }
+
+    #[test]
+    fn session_defaults_apply() {
+        let c = build("[session]\nmax_turns = 7\n", &[]).unwrap();
+        assert_eq!(c.session_config("anthropic", Some("m")).unwrap().max_turns, 7);
+    }
+}

@@ -1,0 +1,175 @@
+//! Where tools run: the [`ExecutionEnvironment`] trait (spec 4.1) and its local implementation.
+//!
+//! Only this module spawns processes. Every command runs in its own process group so that a
+//! timeout or an abort can signal the command and everything it forked at once.
+
+mod env_filter;
+mod local;
+mod utf8;
+
+pub use env_filter::EnvPolicy;
+pub use local::LocalExecutionEnvironment;
+
+use agentd_proto::OutputStream;
+use async_trait::async_trait;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// What an environment operation can fail with. Tools turn these into error results for the
+/// model; they never end a session.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The path does not exist.
+    #[error("file not found: {0}")]
+    NotFound(PathBuf),
+    /// The OS refused access.
+    #[error("permission denied: {0}")]
+    PermissionDenied(PathBuf),
+    /// Any other I/O failure on a path.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path involved.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The command could not be started.
+    #[error("could not start command: {0}")]
+    Spawn(std::io::Error),
+    /// The environment does not allow this operation (for example a write when read-only).
+    #[error("{0}")]
+    NotAllowed(String),
+}
+
+impl Error {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
+        match source.kind() {
+            std::io::ErrorKind::NotFound => Self::NotFound(path.to_owned()),
+            std::io::ErrorKind::PermissionDenied => Self::PermissionDenied(path.to_owned()),
+            _ => Self::Io { path: path.to_owned(), source },
+        }
+    }
+}
+
+/// The result of one command (spec 4.1 `ExecResult`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecResult {
+    /// Everything the command wrote to stdout (up to the retention cap).
+    pub stdout: String,
+    /// Everything the command wrote to stderr (up to the retention cap).
+    pub stderr: String,
+    /// Exit code; `None` when killed by a signal.
+    pub exit_code: Option<i32>,
+    /// Whether the timeout fired.
+    pub timed_out: bool,
+    /// Whether the caller's cancellation (an abort) stopped it.
+    pub cancelled: bool,
+    /// Wall-clock duration.
+    pub duration: Duration,
+}
+
+/// One command to run.
+#[derive(Debug, Clone)]
+pub struct ExecRequest<'a> {
+    /// The command line, run with `/bin/bash -c`.
+    pub command: &'a str,
+    /// Kill the process group after this long.
+    pub timeout: Duration,
+    /// Working directory; the environment's own if `None`.
+    pub working_dir: Option<&'a Path>,
+}
+
+/// Receives command output as it arrives.
+pub type OutputSink<'a> = &'a (dyn Fn(OutputStream, &str) + Send + Sync);
+
+/// One entry of a directory listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    /// Path relative to the listed directory.
+    pub name: String,
+    /// Whether it is a directory.
+    pub is_dir: bool,
+    /// Size in bytes for files.
+    pub size: Option<u64>,
+}
+
+/// Where a session's tools read, write and run (spec 4.1). Implement it to run the same tools
+/// somewhere else (a container, a remote host); wrap one to add a policy (see
+/// [`ReadOnly`]).
+#[async_trait]
+pub trait ExecutionEnvironment: Send + Sync {
+    /// The directory relative paths resolve against.
+    fn working_directory(&self) -> &Path;
+    /// `linux`, `darwin`, ...
+    fn platform(&self) -> &str;
+    /// A human-readable OS version.
+    fn os_version(&self) -> String;
+    /// Reads a whole file.
+    async fn read_file(&self, path: &Path) -> Result<Vec<u8>, Error>;
+    /// Writes a whole file, creating parent directories.
+    async fn write_file(&self, path: &Path, content: &[u8]) -> Result<(), Error>;
+    /// Whether a path exists.
+    async fn file_exists(&self, path: &Path) -> bool;
+    /// Lists a directory down to `depth` levels (1 = direct children).
+    async fn list_directory(&self, path: &Path, depth: usize) -> Result<Vec<DirEntry>, Error>;
+    /// Runs a command in a new process group. On timeout or cancellation the group gets
+    /// SIGTERM, then SIGKILL two seconds later; the output collected so far is returned.
+    async fn exec_command(
+        &self,
+        request: ExecRequest<'_>,
+        output: OutputSink<'_>,
+        cancel: &CancellationToken,
+    ) -> Result<ExecResult, Error>;
+    /// Terminates every process this environment started that is still alive (commands that
+    /// left background children behind). Called when a session aborts or closes.
+    async fn terminate_all(&self);
+
+    /// Resolves `path` against the working directory.
+    fn resolve(&self, path: &Path) -> PathBuf {
+        if path.is_absolute() {
+            path.to_owned()
+        } else {
+            self.working_directory().join(path)
+        }
+    }
+}
+
+/// An environment that refuses every write and delegates everything else (spec 4.4).
+pub struct ReadOnly<E>(pub E);
+
+#[async_trait]
+impl<E: ExecutionEnvironment> ExecutionEnvironment for ReadOnly<E> {
+    fn working_directory(&self) -> &Path {
+        self.0.working_directory()
+    }
+    fn platform(&self) -> &str {
+        self.0.platform()
+    }
+    fn os_version(&self) -> String {
+        self.0.os_version()
+    }
+    async fn read_file(&self, path: &Path) -> Result<Vec<u8>, Error> {
+        self.0.read_file(path).await
+    }
+    async fn write_file(&self, _path: &Path, _content: &[u8]) -> Result<(), Error> {
+        Err(Error::NotAllowed("write operations are disabled in read-only mode".into()))
+    }
+    async fn file_exists(&self, path: &Path) -> bool {
+        self.0.file_exists(path).await
+    }
+    async fn list_directory(&self, path: &Path, depth: usize) -> Result<Vec<DirEntry>, Error> {
+        self.0.list_directory(path, depth).await
+    }
+    async fn exec_command(
+        &self,
+        request: ExecRequest<'_>,
+        output: OutputSink<'_>,
+        cancel: &CancellationToken,
+    ) -> Result<ExecResult, Error> {
+        self.0.exec_command(request, output, cancel).await
+    }
+    async fn terminate_all(&self) {
+        self.0.terminate_all().await
+    }
+}

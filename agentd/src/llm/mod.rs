@@ -1,0 +1,181 @@
+//! LLM providers over HTTP + SSE. Only this module does HTTP.
+//!
+//! A [`Provider`] turns a [`Request`] (the conversation as [`Turn`]s plus tools) into an open
+//! byte stream, and decodes that stream into [`Delta`]s as they arrive and a final
+//! [`Response`]. [`complete`] adds the one retry policy every provider shares: failures before
+//! the stream starts are retried with backoff; once deltas have reached the client, a failure
+//! is reported, never silently replayed.
+
+pub mod anthropic;
+mod retry;
+
+pub use retry::RetryPolicy;
+
+use crate::tools::ToolDefinition;
+use agentd_proto::{ReasoningBlock, ReasoningEffort, ToolCall, Turn, Usage};
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use std::time::Duration;
+
+/// One LLM call.
+#[derive(Debug, Clone)]
+pub struct Request<'a> {
+    /// Model identifier.
+    pub model: &'a str,
+    /// The system prompt.
+    pub system: &'a str,
+    /// The conversation so far.
+    pub history: &'a [&'a Turn],
+    /// Tools the model may call.
+    pub tools: Vec<&'a ToolDefinition>,
+    /// Reasoning effort; `None` is the provider default.
+    pub reasoning_effort: Option<ReasoningEffort>,
+    /// Most output tokens.
+    pub max_output_tokens: u32,
+}
+
+/// Incremental output of a streaming call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delta {
+    /// The model started writing text.
+    TextStart,
+    /// More text.
+    Text(String),
+    /// More reasoning.
+    Reasoning(String),
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    /// It finished its turn.
+    EndTurn,
+    /// It requested tools.
+    ToolUse,
+    /// It hit the output token limit.
+    MaxTokens,
+    /// A stop sequence matched.
+    StopSequence,
+    /// It refused.
+    Refusal,
+    /// The context window is full.
+    ContextWindowExceeded,
+    /// Something this daemon does not know.
+    Other(String),
+}
+
+/// A complete model response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Response {
+    /// All text blocks, joined.
+    pub text: String,
+    /// Reasoning blocks, verbatim.
+    pub reasoning: Vec<ReasoningBlock>,
+    /// Tool calls, in order. The loop decides from these, never from `stop_reason` alone.
+    pub tool_calls: Vec<ToolCall>,
+    /// Token counts (final cumulative values).
+    pub usage: Usage,
+    /// Why it stopped.
+    pub stop_reason: Option<StopReason>,
+    /// The provider's response id.
+    pub response_id: Option<String>,
+    /// The model that answered.
+    pub model: Option<String>,
+}
+
+/// What kind of failure an [`Error`] is; decides retries and what the session does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// 401/403: bad or missing credentials. Closes the session (spec 9.11).
+    Authentication,
+    /// 429.
+    RateLimited,
+    /// A hard quota or spend limit; retrying will not help.
+    QuotaExceeded,
+    /// 529 or an `overloaded_error`.
+    Overloaded,
+    /// 408 or 5xx.
+    Server,
+    /// The request was too large for the context window: a warning, the session continues.
+    ContextLength,
+    /// Any other 4xx.
+    InvalidRequest,
+    /// The connection failed before the response started.
+    Network,
+    /// The stream broke, was malformed, reported an error or ended early.
+    Stream,
+}
+
+/// A provider failure.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct Error {
+    /// What kind of failure.
+    pub kind: ErrorKind,
+    /// What happened, for people.
+    pub message: String,
+    /// HTTP status, when there was one.
+    pub status: Option<u16>,
+    /// How long the server asked us to wait.
+    pub retry_after: Option<Duration>,
+}
+
+impl Error {
+    /// An error of `kind` with `message`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into(), status: None, retry_after: None }
+    }
+
+    /// Whether sending the same request again may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self.kind, ErrorKind::RateLimited | ErrorKind::Overloaded | ErrorKind::Server | ErrorKind::Network)
+    }
+}
+
+/// A response body as it arrives.
+pub type ByteStream = BoxStream<'static, Result<Bytes, Error>>;
+
+/// One LLM API family.
+#[async_trait]
+pub trait Provider: Send + Sync {
+    /// Sends the request and returns the body once the status says it will stream.
+    async fn open(&self, request: &Request<'_>) -> Result<ByteStream, Error>;
+    /// Decodes a streaming body, reporting deltas as they arrive.
+    async fn decode(&self, body: ByteStream, on_delta: &mut (dyn FnMut(Delta) + Send)) -> Result<Response, Error>;
+}
+
+/// A retry about to happen, for a `warning` event.
+#[derive(Debug, Clone)]
+pub struct RetryNotice<'a> {
+    /// The failure.
+    pub error: &'a Error,
+    /// Attempt number about to be made (2 for the first retry).
+    pub attempt: u32,
+    /// How long until then.
+    pub delay: Duration,
+}
+
+/// Runs one call: opens the stream (retrying per `policy`), then decodes it.
+pub async fn complete(
+    provider: &dyn Provider,
+    request: &Request<'_>,
+    policy: &RetryPolicy,
+    on_retry: &mut (dyn FnMut(RetryNotice<'_>) + Send),
+    on_delta: &mut (dyn FnMut(Delta) + Send),
+) -> Result<Response, Error> {
+    let mut attempt = 1;
+    let body = loop {
+        match provider.open(request).await {
+            Ok(body) => break body,
+            Err(e) if e.is_retryable() && attempt < policy.max_attempts => {
+                let delay = policy.delay(attempt, e.retry_after);
+                attempt += 1;
+                on_retry(RetryNotice { error: &e, attempt, delay });
+                tokio::time::sleep(delay).await;
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    provider.decode(body, on_delta).await
+}

@@ -1,0 +1,132 @@
+//! The `agentd` binary: parses arguments, loads the configuration, binds (or adopts) the
+//! socket, and runs the server until SIGTERM, SIGINT or `daemon/shutdown`.
+
+use agentd::config::{Config, default_config_path};
+use agentd::server::{self, Daemon, Limits, Listener};
+use agentd::session::Registry;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Hosts coding-agent sessions and serves them over JSON-RPC on a Unix socket.
+#[derive(Parser)]
+#[command(version, about)]
+struct Args {
+    /// Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]
+    #[arg(long, env = "AGENTD_SOCKET")]
+    socket: Option<PathBuf>,
+    /// Config file [default: ~/.config/agentd/config.toml]
+    #[arg(long, env = "AGENTD_CONFIG")]
+    config: Option<PathBuf>,
+    /// Validate the config file and environment, then exit.
+    #[arg(long)]
+    check_config: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the protocol's JSON Schema.
+    Schema,
+}
+
+/// sysexits: configuration error.
+const EX_CONFIG: u8 = 78;
+
+fn main() -> ExitCode {
+    // Before any thread exists: it edits the environment.
+    let systemd_fd = server::take_systemd_fd();
+    let args = Args::parse();
+    if let Some(Command::Schema) = args.command {
+        println!("{}", serde_json::to_string_pretty(&agentd_proto::schema::protocol_schema()).unwrap_or_default());
+        return ExitCode::SUCCESS;
+    }
+    let explicit = args.config.is_some();
+    let config_path = args.config.clone().or_else(default_config_path);
+    let config = match Config::load(config_path.as_deref(), explicit) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("agentd: {e}");
+            return ExitCode::from(EX_CONFIG);
+        }
+    };
+    if args.check_config {
+        let source = config.source.as_ref().map_or("built-in defaults (no config file)".into(), |p| p.display().to_string());
+        println!("config ok: {source}");
+        for p in config.providers.values() {
+            let status = if p.is_usable() { "ready" } else { "no key" };
+            println!("  provider {}: {} {} ({status}, default model {})", p.name, p.info().kind, p.base_url, p.default_model);
+        }
+        return ExitCode::SUCCESS;
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&config.log_level).unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("agentd: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(args.socket, systemd_fd, config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("agentd: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(socket: Option<PathBuf>, systemd_fd: Option<i32>, config: Config) -> anyhow::Result<()> {
+    let listener = match systemd_fd {
+        Some(fd) => {
+            tracing::info!(fd, "adopting the socket passed by systemd");
+            Listener::adopt_systemd(fd)?
+        }
+        None => {
+            let path = socket.unwrap_or_else(|| agentd_proto::socket::default_socket_path(nix::unistd::geteuid().as_raw()));
+            Listener::bind(&path)?
+        }
+    };
+    let shutdown = CancellationToken::new();
+    let daemon = Arc::new(Daemon {
+        registry: Registry::new(Arc::new(config)),
+        started: Instant::now(),
+        socket: listener.path.clone(),
+        shutdown: shutdown.clone(),
+    });
+    tokio::spawn(stop_on_signal(shutdown));
+    let socket_display = listener.path.display().to_string();
+    server::run(listener, daemon, Limits::default(), || {
+        tracing::info!(socket = %socket_display, pid = std::process::id(), "agentd ready");
+        if std::env::var_os("NOTIFY_SOCKET").is_some() {
+            if let Err(e) = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]) {
+                tracing::warn!("sd_notify READY=1 failed: {e}");
+            }
+        }
+    })
+    .await;
+    tracing::info!("agentd stopped");
+    Ok(())
+}
+
+async fn stop_on_signal(shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::error!("cannot install signal handlers");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+    }
+    shutdown.cancel();
+}

@@ -1,0 +1,256 @@
+//! Every method's handler, registered from the `proto` method table, and the single place
+//! where session errors become protocol errors.
+
+use super::Daemon;
+use crate::session::{self, LIVE_BUFFER};
+use agentd_proto::methods::{self as m, Method, Subscription};
+use agentd_proto::{
+    CloseResponse, DaemonEvent, DaemonInfo, ErrorData, ErrorKind, HistoryResponse, ListResponse, SessionSnapshot,
+    SessionState, ShutdownResponse, StreamEnd, StreamEndReason, StreamItem,
+};
+use jsonrpsee::core::server::{Methods, PendingSubscriptionSink, RpcModule, SubscriptionMessage, SubscriptionSink};
+use jsonrpsee::types::{ErrorObjectOwned, Params, error::INVALID_PARAMS_CODE};
+use serde::Serialize;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::broadcast::error::RecvError;
+
+/// How long a subscriber may leave a notification unread before it is dropped as lagged.
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn app_error(kind: ErrorKind, message: String, session_id: Option<agentd_proto::SessionId>) -> ErrorObjectOwned {
+    let data = ErrorData { kind, retryable: kind.is_retryable(), session_id };
+    ErrorObjectOwned::owned(kind.code(), message, Some(data))
+}
+
+impl From<session::Error> for ErrorObjectOwned {
+    fn from(e: session::Error) -> Self {
+        let message = e.to_string();
+        match e {
+            session::Error::NotFound(id) => app_error(ErrorKind::SessionNotFound, message, Some(id)),
+            session::Error::Busy(id) => app_error(ErrorKind::SessionBusy, message, Some(id)),
+            session::Error::Closed(id) => app_error(ErrorKind::SessionClosed, message, Some(id)),
+            session::Error::InvalidConfig(_) => app_error(ErrorKind::InvalidConfig, message, None),
+            session::Error::ProviderNotConfigured(_) => app_error(ErrorKind::ProviderNotConfigured, message, None),
+            session::Error::ShuttingDown => app_error(ErrorKind::ShuttingDown, message, None),
+        }
+    }
+}
+
+/// Parses the params object; absent params parse as `{}` so methods without required fields
+/// can be called bare.
+fn parse<T: serde::de::DeserializeOwned>(params: &Params<'_>) -> Result<T, ErrorObjectOwned> {
+    let raw = params.as_str().unwrap_or("{}");
+    serde_json::from_str(raw).map_err(|e| ErrorObjectOwned::owned(INVALID_PARAMS_CODE, format!("invalid params: {e}"), None::<()>))
+}
+
+fn register<M, F, Fut>(module: &mut RpcModule<Daemon>, handler: F)
+where
+    M: Method,
+    M::Response: Clone,
+    F: Fn(Arc<Daemon>, M::Params) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Result<M::Response, session::Error>> + Send + 'static,
+{
+    let result = module.register_async_method(M::NAME, move |params, daemon, _| {
+        let handler = handler.clone();
+        async move {
+            let params: M::Params = parse(&params)?;
+            if daemon.shutdown.is_cancelled() {
+                return Err(ErrorObjectOwned::from(session::Error::ShuttingDown));
+            }
+            handler(daemon, params).await.map_err(ErrorObjectOwned::from)
+        }
+    });
+    if let Err(e) = result {
+        tracing::error!("method {} registered twice: {e}", M::NAME);
+    }
+}
+
+fn register_subscription<S, F, Fut>(module: &mut RpcModule<Daemon>, handler: F)
+where
+    S: Subscription,
+    F: Fn(Arc<Daemon>, S::Params, PendingSubscriptionSink) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let result = module.register_subscription(S::NAME, S::NOTIFICATION, S::UNSUBSCRIBE, move |params, pending, daemon, _| {
+        let handler = handler.clone();
+        async move {
+            match parse::<S::Params>(&params) {
+                Ok(p) => handler(daemon, p, pending).await,
+                Err(e) => pending.reject(e).await,
+            }
+        }
+    });
+    if let Err(e) = result {
+        tracing::error!("subscription {} registered twice: {e}", S::NAME);
+    }
+}
+
+/// Builds the method table.
+pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
+    let mut module = RpcModule::from_arc(daemon);
+
+    register::<m::DaemonInfoMethod, _, _>(&mut module, |d, _| async move {
+        let (sessions, sessions_processing) = d.registry.counts();
+        Ok(DaemonInfo {
+            version: env!("CARGO_PKG_VERSION").into(),
+            protocol: agentd_proto::PROTOCOL_VERSION,
+            pid: std::process::id(),
+            uptime_ms: d.started.elapsed().as_millis() as u64,
+            socket: d.socket.display().to_string(),
+            sessions,
+            sessions_processing,
+            providers: d.registry.config().providers.values().map(|p| p.info()).collect(),
+        })
+    });
+    register::<m::DaemonShutdown, _, _>(&mut module, |d, _| async move {
+        let (_, processing) = d.registry.counts();
+        // Answer first; the shutdown runs once this response is on its way.
+        let token = d.shutdown.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            token.cancel();
+        });
+        Ok(ShutdownResponse { aborted: processing })
+    });
+    register::<m::SessionCreate, _, _>(&mut module, |d, p| async move {
+        // Runs in its own task: a client that disconnects mid-call must not leave a half-made session.
+        tokio::spawn(async move { d.registry.create(p).map(|s| s.snapshot()) }).await.map_err(|_| session::Error::ShuttingDown)?
+    });
+    register::<m::SessionList, _, _>(&mut module, |d, p| async move {
+        let sessions = d
+            .registry
+            .list()
+            .iter()
+            .map(|s| s.summary())
+            .filter(|s| p.state.is_none_or(|st| st == s.state) && p.cwd.as_ref().is_none_or(|c| *c == s.cwd))
+            .collect();
+        Ok(ListResponse { sessions })
+    });
+    register::<m::SessionGet, _, _>(&mut module, |d, p| async move { Ok(d.registry.get(&p.session_id)?.snapshot()) });
+    register::<m::SessionSubmit, _, _>(&mut module, |d, p| async move {
+        d.registry.get(&p.session_id)?.submit(p.text, p.client_input_id, p.when_busy.unwrap_or_default())
+    });
+    register::<m::SessionSteer, _, _>(&mut module, |d, p| async move { d.registry.get(&p.session_id)?.steer(p.text) });
+    register::<m::SessionFollowUp, _, _>(&mut module, |d, p| async move { d.registry.get(&p.session_id)?.follow_up(p.text) });
+    register::<m::SessionQueue, _, _>(&mut module, |d, p| async move { Ok(d.registry.get(&p.session_id)?.queue()) });
+    register::<m::SessionQueueClear, _, _>(&mut module, |d, p| async move { Ok(d.registry.get(&p.session_id)?.queue_clear()) });
+    register::<m::SessionAbort, _, _>(&mut module, |d, p| async move {
+        let session = d.registry.get(&p.session_id)?;
+        tokio::spawn(async move { session.abort(p.close).await }).await.map_err(|_| session::Error::ShuttingDown)?
+    });
+    register::<m::SessionClose, _, _>(&mut module, |d, p| async move {
+        let session = d.registry.get(&p.session_id)?;
+        tokio::spawn(async move { session.close("closed by client").await }).await.map_err(|_| session::Error::ShuttingDown)?;
+        Ok(CloseResponse { state: SessionState::Closed })
+    });
+    register::<m::SessionSetConfig, _, _>(&mut module, |d, p| async move {
+        let session = d.registry.get(&p.session_id)?;
+        session.set_config(&p.config)?;
+        Ok::<SessionSnapshot, _>(session.snapshot())
+    });
+    register::<m::SessionHistory, _, _>(&mut module, |d, p| async move {
+        let history = d.registry.get(&p.session_id)?.history();
+        let limit = p.limit.unwrap_or(100);
+        let entries = history.iter().skip(p.offset).take(limit).map(|e| (**e).clone()).collect();
+        Ok(HistoryResponse { entries, total: history.len() })
+    });
+    register_subscription::<m::SessionSubscribe, _, _>(&mut module, stream_session);
+    register_subscription::<m::DaemonSubscribe, _, _>(&mut module, stream_daemon);
+    module.into()
+}
+
+fn message<T: Serialize>(item: &T) -> Option<SubscriptionMessage> {
+    serde_json::value::to_raw_value(item).ok().map(SubscriptionMessage::from)
+}
+
+/// Sends an item, dropping a subscriber that leaves it unread too long.
+async fn send<T: Serialize>(sink: &SubscriptionSink, item: &T) -> Result<(), ()> {
+    let msg = message(item).ok_or(())?;
+    sink.send_timeout(msg, SEND_TIMEOUT).await.map_err(|_| ())
+}
+
+async fn end(sink: &SubscriptionSink, reason: StreamEndReason, last_seq: u64) {
+    if let Some(msg) = message(&StreamItem::End(StreamEnd { reason, last_seq })) {
+        let _ = sink.send_timeout(msg, Duration::from_secs(1)).await;
+    }
+}
+
+async fn stream_session(d: Arc<Daemon>, p: agentd_proto::SubscribeParams, pending: PendingSubscriptionSink) {
+    let session = match d.registry.get(&p.session_id) {
+        Ok(s) => s,
+        Err(e) => return pending.reject(ErrorObjectOwned::from(e)).await,
+    };
+    let subscription = session.events().subscribe(p.since_seq);
+    let Ok(sink) = pending.accept().await else { return };
+    let mut last_seq = p.since_seq.unwrap_or(0);
+    let mut live = subscription.live;
+    for event in subscription.replay {
+        last_seq = event.seq;
+        if send(&sink, &StreamItem::Event((*event).clone())).await.is_err() {
+            return end(&sink, StreamEndReason::Lagged, last_seq).await;
+        }
+    }
+    if session.state() == SessionState::Closed && live.is_empty() {
+        return end(&sink, StreamEndReason::SessionClosed, last_seq).await;
+    }
+    loop {
+        let received = tokio::select! {
+            r = live.recv() => r,
+            _ = sink.closed() => return,
+            _ = d.shutdown.cancelled() => return end(&sink, StreamEndReason::DaemonShutdown, last_seq).await,
+        };
+        match received {
+            Ok(event) if event.seq <= last_seq => continue,
+            Ok(event) => {
+                last_seq = event.seq;
+                let closed = matches!(event.body, agentd_proto::EventBody::SessionEnd { .. });
+                if send(&sink, &StreamItem::Event((*event).clone())).await.is_err() {
+                    return end(&sink, StreamEndReason::Lagged, last_seq).await;
+                }
+                if closed {
+                    return end(&sink, StreamEndReason::SessionClosed, last_seq).await;
+                }
+            }
+            Err(RecvError::Lagged(missed)) => {
+                tracing::debug!(session = %p.session_id, missed, buffer = LIVE_BUFFER, "dropping a lagging subscriber");
+                return end(&sink, StreamEndReason::Lagged, last_seq).await;
+            }
+            Err(RecvError::Closed) => return end(&sink, StreamEndReason::SessionClosed, last_seq).await,
+        }
+    }
+}
+
+async fn stream_daemon(d: Arc<Daemon>, _: agentd_proto::Empty, pending: PendingSubscriptionSink) {
+    let mut events = d.registry.daemon_events();
+    let Ok(sink) = pending.accept().await else { return };
+    loop {
+        let received = tokio::select! {
+            r = events.recv() => r,
+            _ = sink.closed() => return,
+            _ = d.shutdown.cancelled() => {
+                let _ = send(&sink, &DaemonEvent::Shutdown {}).await;
+                return;
+            }
+        };
+        let item = match received {
+            Ok(e) => e,
+            Err(RecvError::Lagged(_)) => DaemonEvent::Lagged {},
+            Err(RecvError::Closed) => DaemonEvent::Shutdown {},
+        };
+        let last = !matches!(item, DaemonEvent::SessionCreated { .. } | DaemonEvent::StateChanged { .. });
+        if send(&sink, &item).await.is_err() || last {
+            return;
+        }
+    }
+}
+
+/// Answers a connection from another user with one error and closes it.
+pub(super) async fn refuse(mut stream: tokio::net::UnixStream) {
+    let error = app_error(ErrorKind::Unauthorized, "permission denied: the daemon serves only its own user".into(), None);
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": error});
+    let _ = stream.write_all(format!("{body}\n").as_bytes()).await;
+    let _ = stream.shutdown().await;
+}

@@ -1,0 +1,92 @@
+//! The session task: runs one input at a time through the agent loop, then the follow-ups
+//! queued meanwhile, and performs the close sequence.
+
+use super::{Command, Session, lock};
+use crate::agent::{Agent, Outcome};
+use crate::llm::{Provider, RetryPolicy};
+use agentd_proto::{EventBody, ProcessingEndReason, QueuedInput, SessionState};
+use futures::FutureExt;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+pub(super) struct Actor {
+    pub(super) session: Arc<Session>,
+    pub(super) provider: Arc<dyn Provider>,
+    pub(super) retry: RetryPolicy,
+}
+
+impl Actor {
+    pub(super) async fn run(self, mut commands: mpsc::Receiver<Command>) {
+        while let Some(command) = commands.recv().await {
+            match command {
+                Command::Process(input, token) => {
+                    if let Some(reason) = self.process(input, token).await {
+                        self.close(&reason).await;
+                        break;
+                    }
+                }
+                Command::Close(reason) => {
+                    self.close(&reason).await;
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Runs `input` and the follow-ups after it. Returns a reason to close the session when an
+    /// unrecoverable error stopped the work.
+    async fn process(&self, mut input: QueuedInput, mut token: CancellationToken) -> Option<String> {
+        let session = &self.session;
+        loop {
+            let agent = Agent {
+                host: session.as_ref(),
+                env: session.env.as_ref(),
+                profile: &session.profile,
+                provider: self.provider.as_ref(),
+                retry: &self.retry,
+            };
+            // A bug in the loop must not take the daemon or other sessions down with it.
+            let outcome = match AssertUnwindSafe(agent.process_input(input, &token)).catch_unwind().await {
+                Ok(outcome) => outcome,
+                Err(_) => {
+                    session.events.emit(EventBody::Error { message: "internal error: the agent loop crashed".into(), fatal: false });
+                    Outcome::Failed
+                }
+            };
+            if outcome == Outcome::Aborted {
+                session.env.terminate_all().await;
+            }
+            let mut c = lock(&session.control);
+            if matches!(outcome, Outcome::Completed | Outcome::TurnLimit) && !c.closing {
+                if let Some(next) = c.follow_up.pop_front() {
+                    token = CancellationToken::new();
+                    c.turn = Some(token.clone());
+                    session.queue_changed(&c);
+                    input = next;
+                    continue;
+                }
+            }
+            c.turn = None;
+            let reason = match outcome {
+                Outcome::Completed => ProcessingEndReason::Completed,
+                Outcome::TurnLimit => ProcessingEndReason::TurnLimit,
+                Outcome::Aborted => ProcessingEndReason::Aborted,
+                Outcome::Failed | Outcome::Fatal => ProcessingEndReason::Error,
+            };
+            session.events.emit(EventBody::ProcessingEnd { reason });
+            if outcome == Outcome::Fatal {
+                return Some("unrecoverable provider error".into());
+            }
+            session.set_state(&mut c, SessionState::Idle);
+            return None;
+        }
+    }
+
+    async fn close(&self, reason: &str) {
+        self.session.env.terminate_all().await;
+        let mut c = lock(&self.session.control);
+        self.session.finish_close(&mut c, reason);
+    }
+}

@@ -1,0 +1,69 @@
+//! Tools the model can call: the [`ToolRegistry`] (spec 3.8), output truncation (spec 5) and
+//! the tools themselves. A tool that fails returns a [`ToolError`], which the agent loop turns
+//! into an error result for the model; a tool never ends a session.
+
+mod read_file;
+mod registry;
+mod shell;
+pub mod truncate;
+
+pub use read_file::ReadFile;
+pub use registry::{RegisterError, RegisteredTool, ToolRegistry};
+pub use shell::Shell;
+
+use crate::exec::{ExecutionEnvironment, OutputSink};
+use agentd_proto::SessionConfig;
+use async_trait::async_trait;
+use serde::Serialize;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// What the model is told about a tool.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolDefinition {
+    /// Unique name.
+    pub name: String,
+    /// What it does and when to use it.
+    pub description: String,
+    /// JSON Schema of the arguments; the root is an object.
+    pub parameters: serde_json::Value,
+}
+
+/// Everything a tool may use while it runs.
+pub struct ToolContext<'a> {
+    /// Where to read, write and run.
+    pub env: &'a dyn ExecutionEnvironment,
+    /// The session's settings at the time of the call.
+    pub config: &'a SessionConfig,
+    /// The profile's shell timeout when the call sets none (spec 3.5: 120 s for Anthropic).
+    pub default_command_timeout: Duration,
+    /// Fires when the session aborts the call.
+    pub cancel: &'a CancellationToken,
+    /// Streams output as it is produced (`tool_call_output_delta`).
+    pub output: OutputSink<'a>,
+}
+
+/// A failed tool call; the message goes to the model as an error result.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct ToolError(pub String);
+
+impl From<crate::exec::Error> for ToolError {
+    fn from(e: crate::exec::Error) -> Self {
+        Self(e.to_string())
+    }
+}
+
+/// One tool. Arguments arrive already validated against [`Tool::definition`]'s schema.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// Name, description and argument schema.
+    fn definition(&self) -> ToolDefinition;
+    /// Runs the tool and returns its full output.
+    async fn execute(&self, args: serde_json::Value, ctx: &ToolContext<'_>) -> Result<String, ToolError>;
+}
+
+/// Deserializes validated arguments into a tool's own argument struct.
+pub(crate) fn parse_args<T: serde::de::DeserializeOwned>(args: serde_json::Value) -> Result<T, ToolError> {
+    serde_json::from_value(args).map_err(|e| ToolError(format!("invalid arguments: {e}")))
+}

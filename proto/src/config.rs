@@ -1,0 +1,139 @@
+//! Session configuration as it appears on the wire: the full [`SessionConfig`] in snapshots
+//! and the partial [`ConfigPatch`] accepted by `session/create` and `session/set_config`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// How much the model should reason before answering (spec 2.7). `None` means the provider's
+/// default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningEffort {
+    /// Minimal reasoning.
+    Low,
+    /// Balanced reasoning.
+    Medium,
+    /// Deep reasoning.
+    High,
+}
+
+/// The settings a session runs with (spec 2.2). Every field has a default; limits of 0 mean
+/// unlimited.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionConfig {
+    /// Provider name: `anthropic` or a configured endpoint.
+    pub provider: String,
+    /// Model identifier passed to the provider.
+    pub model: String,
+    /// Reasoning effort for the next LLM call; `null` is the provider default.
+    pub reasoning_effort: Option<ReasoningEffort>,
+    /// Most output tokens one LLM call may produce.
+    pub max_output_tokens: u32,
+    /// Most turns across the whole session; 0 is unlimited.
+    pub max_turns: u32,
+    /// Most tool rounds for one user input; 0 is unlimited.
+    pub max_tool_rounds_per_input: u32,
+    /// Shell timeout when a call sets none, in milliseconds.
+    pub default_command_timeout_ms: u64,
+    /// Upper bound on any shell call's `timeout_ms`.
+    pub max_command_timeout_ms: u64,
+    /// Per-tool character limits on the output the model sees (spec 5.2), overriding defaults.
+    pub tool_output_limits: BTreeMap<String, usize>,
+    /// Per-tool line limits applied after the character limit (spec 5.3), overriding defaults.
+    pub tool_line_limits: BTreeMap<String, usize>,
+    /// Whether repeating tool-call patterns inject a warning (spec 2.10).
+    pub enable_loop_detection: bool,
+    /// How many recent tool calls loop detection looks at.
+    pub loop_detection_window: usize,
+    /// Context window size in tokens, for the 80% usage warning (spec 5.5).
+    pub context_window_tokens: u64,
+}
+
+/// A partial [`SessionConfig`]: every field that is present replaces the current value.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigPatch {
+    /// See [`SessionConfig::model`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// See [`SessionConfig::reasoning_effort`]. Absent leaves it as it is; `null` sets the
+    /// provider default.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub reasoning_effort: Option<Option<ReasoningEffort>>,
+    /// See [`SessionConfig::max_output_tokens`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
+    /// See [`SessionConfig::max_turns`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
+    /// See [`SessionConfig::max_tool_rounds_per_input`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tool_rounds_per_input: Option<u32>,
+    /// See [`SessionConfig::default_command_timeout_ms`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_command_timeout_ms: Option<u64>,
+    /// See [`SessionConfig::max_command_timeout_ms`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_command_timeout_ms: Option<u64>,
+    /// Merged into [`SessionConfig::tool_output_limits`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_output_limits: Option<BTreeMap<String, usize>>,
+    /// Merged into [`SessionConfig::tool_line_limits`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_line_limits: Option<BTreeMap<String, usize>>,
+    /// See [`SessionConfig::enable_loop_detection`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_loop_detection: Option<bool>,
+    /// See [`SessionConfig::loop_detection_window`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_detection_window: Option<usize>,
+    /// See [`SessionConfig::context_window_tokens`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window_tokens: Option<u64>,
+}
+
+impl SessionConfig {
+    /// Applies every field present in `patch`.
+    pub fn apply(&mut self, patch: &ConfigPatch) {
+        let p = patch.clone();
+        if let Some(v) = p.model {
+            self.model = v;
+        }
+        if let Some(v) = p.reasoning_effort {
+            self.reasoning_effort = v;
+        }
+        macro_rules! set {
+            ($($field:ident),*) => { $( if let Some(v) = p.$field { self.$field = v; } )* };
+        }
+        set!(
+            max_output_tokens,
+            max_turns,
+            max_tool_rounds_per_input,
+            default_command_timeout_ms,
+            max_command_timeout_ms,
+            enable_loop_detection,
+            loop_detection_window,
+            context_window_tokens
+        );
+        if let Some(m) = p.tool_output_limits {
+            self.tool_output_limits.extend(m);
+        }
+        if let Some(m) = p.tool_line_limits {
+            self.tool_line_limits.extend(m);
+        }
+    }
+}
+
+/// Tells a present `null` (`Some(None)`) from an absent field (`None`, via `default`).
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}

@@ -1,0 +1,88 @@
+//! Application error codes. Standard JSON-RPC codes (-32700, -32600, -32601, -32602, -32603)
+//! are used for protocol errors; everything agentd-specific has a code in -32000..-32099 and a
+//! stable `data.kind` string, so clients match on the kind, never on the message.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What went wrong, as carried in an error's `data.kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The daemon is at a limit; retry later.
+    Overloaded,
+    /// The peer's uid is not the daemon's.
+    Unauthorized,
+    /// No session has that id.
+    SessionNotFound,
+    /// The session is working and the request asked not to queue (`when_busy: reject`).
+    SessionBusy,
+    /// The session is closed and takes no more input.
+    SessionClosed,
+    /// A configuration value is invalid; the message names the key.
+    InvalidConfig,
+    /// The requested provider has no key or endpoint configured; the message says what to set.
+    ProviderNotConfigured,
+    /// The daemon is shutting down.
+    ShuttingDown,
+}
+
+impl ErrorKind {
+    /// The JSON-RPC error code for this kind.
+    pub const fn code(self) -> i32 {
+        match self {
+            Self::Overloaded => -32001,
+            Self::Unauthorized => -32002,
+            Self::ShuttingDown => -32003,
+            Self::SessionNotFound => -32010,
+            Self::SessionBusy => -32011,
+            Self::SessionClosed => -32012,
+            Self::InvalidConfig => -32020,
+            Self::ProviderNotConfigured => -32021,
+        }
+    }
+
+    /// The stable string in `data.kind`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Overloaded => "overloaded",
+            Self::Unauthorized => "unauthorized",
+            Self::ShuttingDown => "shutting_down",
+            Self::SessionNotFound => "session_not_found",
+            Self::SessionBusy => "session_busy",
+            Self::SessionClosed => "session_closed",
+            Self::InvalidConfig => "invalid_config",
+            Self::ProviderNotConfigured => "provider_not_configured",
+        }
+    }
+
+    /// Whether the same request may succeed if sent again later.
+    pub const fn is_retryable(self) -> bool {
+        matches!(self, Self::Overloaded)
+    }
+
+    /// Every kind, for documentation and schema export.
+    pub const ALL: [ErrorKind; 8] = [
+        Self::Overloaded,
+        Self::Unauthorized,
+        Self::ShuttingDown,
+        Self::SessionNotFound,
+        Self::SessionBusy,
+        Self::SessionClosed,
+        Self::InvalidConfig,
+        Self::ProviderNotConfigured,
+    ];
+}
+
+/// The `data` member of an application error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ErrorData {
+    /// What went wrong.
+    pub kind: ErrorKind,
+    /// Whether retrying later may succeed.
+    pub retryable: bool,
+    /// The session the error concerns, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<crate::SessionId>,
+}

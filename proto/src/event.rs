@@ -1,0 +1,276 @@
+//! Events: everything a session does, in order, each with a per-session `seq`.
+//!
+//! A subscription to a session (`session/subscribe`) delivers [`StreamItem`]s: events, then
+//! always one final [`StreamEnd`] saying why the stream stopped.
+
+use crate::{InputId, SessionConfig, SessionId, ToolCallId, Usage};
+use crate::params::{QueueContents, SessionState};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// One event of one session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Event {
+    /// The session that emitted it.
+    pub session_id: SessionId,
+    /// Position in the session's event log: 1 for the first event, then one more each time.
+    pub seq: u64,
+    /// When it was emitted (RFC 3339, milliseconds).
+    pub ts: String,
+    /// `kind` and `data`.
+    #[serde(flatten)]
+    pub body: EventBody,
+}
+
+/// Why a processing cycle ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcessingEndReason {
+    /// The model answered with text only.
+    Completed,
+    /// A client aborted the work.
+    Aborted,
+    /// `max_tool_rounds_per_input` or `max_turns` was reached.
+    TurnLimit,
+    /// An error stopped the work; an `error` event came before.
+    Error,
+}
+
+/// Which limit a `turn_limit` event reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitKind {
+    /// Tool rounds for one input.
+    MaxToolRoundsPerInput,
+    /// Turns across the session.
+    MaxTurns,
+}
+
+/// Which output stream of a command a delta came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputStream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// The kind of an event and its data, as `{"kind": ..., "data": {...}}` (spec 2.9).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
+pub enum EventBody {
+    /// The session was created.
+    SessionStart {
+        /// Working directory.
+        cwd: String,
+        /// Tool profile.
+        profile: String,
+        /// Initial configuration.
+        config: Box<SessionConfig>,
+        /// Title given at creation.
+        title: Option<String>,
+    },
+    /// The session closed; no event follows.
+    SessionEnd {
+        /// Final state (always `closed`).
+        state: SessionState,
+        /// Why it closed.
+        reason: String,
+    },
+    /// The session changed state.
+    StateChanged {
+        /// The new state.
+        state: SessionState,
+    },
+    /// An input started processing.
+    UserInput {
+        /// Its id.
+        input_id: InputId,
+        /// Its text.
+        text: String,
+    },
+    /// The processing cycle finished and the session is idle.
+    ProcessingEnd {
+        /// Why it ended.
+        reason: ProcessingEndReason,
+    },
+    /// The model began a response.
+    AssistantTextStart {},
+    /// Text the model produced, as it arrives.
+    AssistantTextDelta {
+        /// The new text.
+        delta: String,
+    },
+    /// Reasoning the model produced, as it arrives.
+    AssistantReasoningDelta {
+        /// The new reasoning text.
+        delta: String,
+    },
+    /// The model finished a response.
+    AssistantTextEnd {
+        /// The whole text.
+        text: String,
+        /// The whole reasoning, if any.
+        reasoning: Option<String>,
+        /// How many tool calls the response requested.
+        tool_calls: usize,
+    },
+    /// A tool call began.
+    ToolCallStart {
+        /// The call's id.
+        call_id: ToolCallId,
+        /// The tool.
+        tool_name: String,
+        /// The arguments the model sent.
+        arguments: serde_json::Value,
+    },
+    /// Output of a running tool call, as it arrives.
+    ToolCallOutputDelta {
+        /// The call's id.
+        call_id: ToolCallId,
+        /// Which stream.
+        stream: OutputStream,
+        /// The new output.
+        delta: String,
+    },
+    /// A tool call finished: `output` holds the FULL untruncated output, or `error` the failure.
+    ToolCallEnd {
+        /// The call's id.
+        call_id: ToolCallId,
+        /// The tool.
+        tool_name: String,
+        /// Full output on success.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<String>,
+        /// Error message on failure.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        /// Wall-clock duration.
+        duration_ms: u64,
+    },
+    /// A steering message was added to the conversation.
+    SteeringInjected {
+        /// The input's id.
+        input_id: InputId,
+        /// The message.
+        text: String,
+    },
+    /// A turn limit stopped the loop.
+    TurnLimit {
+        /// Which limit.
+        limit: LimitKind,
+        /// The count that reached it.
+        count: u32,
+    },
+    /// The last tool calls repeat a pattern; a warning was injected for the model.
+    LoopDetection {
+        /// The warning the model sees.
+        message: String,
+    },
+    /// A non-fatal problem (context usage, retries, interrupted work).
+    Warning {
+        /// What happened.
+        message: String,
+    },
+    /// An error; processing stops, and the session closes if it cannot continue.
+    Error {
+        /// What happened.
+        message: String,
+        /// Whether the session was closed because of it.
+        fatal: bool,
+    },
+    /// Token usage of one LLM call, and the session's total.
+    Usage {
+        /// This call.
+        call: Usage,
+        /// The session so far.
+        total: Usage,
+    },
+    /// The steering or follow-up queue changed.
+    QueueChanged {
+        /// What is queued now.
+        queue: QueueContents,
+    },
+}
+
+impl EventBody {
+    /// The `kind` string of this event.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::SessionStart { .. } => "session_start",
+            Self::SessionEnd { .. } => "session_end",
+            Self::StateChanged { .. } => "state_changed",
+            Self::UserInput { .. } => "user_input",
+            Self::ProcessingEnd { .. } => "processing_end",
+            Self::AssistantTextStart {} => "assistant_text_start",
+            Self::AssistantTextDelta { .. } => "assistant_text_delta",
+            Self::AssistantReasoningDelta { .. } => "assistant_reasoning_delta",
+            Self::AssistantTextEnd { .. } => "assistant_text_end",
+            Self::ToolCallStart { .. } => "tool_call_start",
+            Self::ToolCallOutputDelta { .. } => "tool_call_output_delta",
+            Self::ToolCallEnd { .. } => "tool_call_end",
+            Self::SteeringInjected { .. } => "steering_injected",
+            Self::TurnLimit { .. } => "turn_limit",
+            Self::LoopDetection { .. } => "loop_detection",
+            Self::Warning { .. } => "warning",
+            Self::Error { .. } => "error",
+            Self::Usage { .. } => "usage",
+            Self::QueueChanged { .. } => "queue_changed",
+        }
+    }
+}
+
+/// Why a subscription's stream ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamEndReason {
+    /// The session closed; its last event was `session_end`.
+    SessionClosed,
+    /// The subscriber fell behind its bounded buffer. Resubscribe with `since_seq` set to the
+    /// last `seq` received: nothing is lost.
+    Lagged,
+    /// The daemon is shutting down.
+    DaemonShutdown,
+}
+
+/// The final message of every subscription.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StreamEnd {
+    /// Why the stream ended.
+    pub reason: StreamEndReason,
+    /// The seq of the last event delivered on this stream (0 if none).
+    pub last_seq: u64,
+}
+
+/// What a `session/event` notification carries: an event, or the end of the stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum StreamItem {
+    /// One event.
+    Event(Event),
+    /// The stream ended; no more notifications follow on this subscription.
+    End(StreamEnd),
+}
+
+/// What a `daemon/event` notification carries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum DaemonEvent {
+    /// A session was created.
+    SessionCreated {
+        /// Its id.
+        session_id: SessionId,
+    },
+    /// A session changed state.
+    StateChanged {
+        /// Its id.
+        session_id: SessionId,
+        /// The new state.
+        state: SessionState,
+    },
+    /// The subscriber fell behind and was dropped; resubscribe and call `session/list`.
+    Lagged {},
+    /// The daemon is shutting down; this is the last notification.
+    Shutdown {},
+}

@@ -1,0 +1,134 @@
+//! The conversation as stored and as returned by `session/history`: a list of entries, each
+//! holding one [`Turn`] (spec 2.4).
+
+use crate::{EntryId, InputId, ToolCallId};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Token counts for one LLM call, or summed over a session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Usage {
+    /// Input tokens that were not read from the provider's cache.
+    pub input_tokens: u64,
+    /// Output tokens, reasoning included.
+    pub output_tokens: u64,
+    /// Input tokens read from the provider's prompt cache.
+    #[serde(default)]
+    pub cache_read_tokens: u64,
+    /// Input tokens written to the provider's prompt cache.
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+    /// Output tokens spent on reasoning, where the provider reports them.
+    #[serde(default)]
+    pub reasoning_tokens: u64,
+}
+
+impl Usage {
+    /// Adds `other` to `self`, field by field.
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+        self.reasoning_tokens += other.reasoning_tokens;
+    }
+}
+
+/// One tool invocation requested by the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolCall {
+    /// The provider's id for this call.
+    pub id: ToolCallId,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments as the model sent them (a JSON object when well-formed).
+    pub arguments: serde_json::Value,
+}
+
+/// The outcome of one tool call, as the model sees it (possibly truncated).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolResult {
+    /// The call this answers.
+    pub call_id: ToolCallId,
+    /// The output or error text sent to the model.
+    pub content: String,
+    /// Whether the call failed.
+    pub is_error: bool,
+}
+
+/// A block of model reasoning, kept verbatim so it can be sent back to the provider that made
+/// it (Anthropic requires thinking blocks and their signatures unchanged).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ReasoningBlock {
+    /// The reasoning text, empty when the provider hides it.
+    pub text: String,
+    /// The provider's signature over the block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+    /// Opaque redacted or encrypted content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redacted: Option<String>,
+}
+
+/// One entry of the conversation (spec 2.4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Turn {
+    /// What the user submitted.
+    User {
+        /// The input's text.
+        text: String,
+        /// The input's id.
+        input_id: InputId,
+    },
+    /// One model response.
+    Assistant {
+        /// The text the model wrote.
+        text: String,
+        /// Reasoning blocks, in the order the model produced them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        reasoning: Vec<ReasoningBlock>,
+        /// Tool calls the model requested.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+        /// Token counts of this call.
+        usage: Usage,
+        /// The provider's response id.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        response_id: Option<String>,
+        /// The model that answered.
+        model: String,
+    },
+    /// Results of the tool calls of the preceding assistant turn, in call order.
+    ToolResults {
+        /// One result per call.
+        results: Vec<ToolResult>,
+    },
+    /// A message injected between tool rounds; the model sees it as a user message.
+    Steering {
+        /// The message.
+        text: String,
+        /// The input's id, when it came from a client rather than loop detection.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input_id: Option<InputId>,
+    },
+    /// A note from the daemon recorded in the conversation (for example an interrupted turn).
+    System {
+        /// The note.
+        text: String,
+    },
+}
+
+/// One entry of a session's history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HistoryEntry {
+    /// This entry's id.
+    pub id: EntryId,
+    /// The entry before it on this branch; `None` for the first.
+    pub parent_id: Option<EntryId>,
+    /// When it was recorded (RFC 3339).
+    pub ts: String,
+    /// The turn.
+    #[serde(flatten)]
+    pub turn: Turn,
+}

@@ -1,0 +1,41 @@
+//! The agentd wire protocol: every type that crosses the daemon's socket.
+//!
+//! agentd speaks JSON-RPC 2.0 over a Unix socket. This crate names every method
+//! ([`methods`]), its `*Params` and `*Response` types, the events a session emits
+//! ([`Event`], [`EventBody`]), the turns of a conversation ([`Turn`]) and the error codes
+//! ([`ErrorKind`]). It does no I/O: the daemon and every client share these types, and
+//! [`schema::protocol_schema`] exports them as JSON Schema.
+//!
+//! ```
+//! use agentd_proto::{methods::{Method, SessionSubmit}, SubmitParams, SessionId};
+//!
+//! assert_eq!(SessionSubmit::NAME, "session/submit");
+//! let params = SubmitParams { session_id: SessionId::from("s1"), text: "hi".into(),
+//!     client_input_id: None, when_busy: None };
+//! let wire = serde_json::to_value(&params).unwrap();
+//! assert_eq!(wire["text"], "hi");
+//! ```
+#![deny(missing_docs)]
+
+mod config;
+mod error;
+mod event;
+mod history;
+mod ids;
+pub mod methods;
+mod params;
+pub mod schema;
+pub mod socket;
+
+pub use config::{ConfigPatch, ReasoningEffort, SessionConfig};
+pub use error::{ErrorData, ErrorKind};
+pub use event::{
+    DaemonEvent, Event, EventBody, LimitKind, OutputStream, ProcessingEndReason,
+    StreamEnd, StreamEndReason, StreamItem,
+};
+pub use history::{HistoryEntry, ReasoningBlock, ToolCall, ToolResult, Turn, Usage};
+pub use ids::{EntryId, InputId, SessionId, ToolCallId};
+pub use params::*;
+
+/// Protocol version, bumped on every incompatible change to the wire types.
+pub const PROTOCOL_VERSION: u32 = 1;

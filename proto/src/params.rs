@@ -1,0 +1,329 @@
+//! Parameters and results of every method. Params are always a JSON object (named params);
+//! an absent `params` is accepted where every field is optional.
+
+use crate::{HistoryEntry, InputId, SessionConfig, SessionId, Usage};
+use crate::config::ConfigPatch;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A session's lifecycle state (spec 2.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    /// Waiting for input.
+    Idle,
+    /// Running the agentic loop.
+    Processing,
+    /// The model asked the user a question.
+    AwaitingInput,
+    /// Terminated; takes no more input.
+    Closed,
+}
+
+/// What `session/submit` does when the session is already processing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WhenBusy {
+    /// Queue the text as a follow-up, run after the current input completes.
+    #[default]
+    Queue,
+    /// Queue the text as steering, injected after the current tool round.
+    Steer,
+    /// Fail with `session_busy`.
+    Reject,
+}
+
+/// What happened to a submitted input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Disposition {
+    /// Processing started with this input.
+    Started,
+    /// Queued as a follow-up.
+    FollowUp,
+    /// Queued as steering.
+    Steering,
+}
+
+/// An input waiting in a queue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct QueuedInput {
+    /// Its id.
+    pub input_id: InputId,
+    /// Its text.
+    pub text: String,
+}
+
+/// The steering and follow-up queues of a session.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct QueueContents {
+    /// Injected after the current tool round, in order.
+    pub steering: Vec<QueuedInput>,
+    /// Processed after the current input completes, in order.
+    pub follow_up: Vec<QueuedInput>,
+}
+
+/// A configured provider, as listed by `daemon/info`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProviderInfo {
+    /// The name used in `session/create`.
+    pub name: String,
+    /// The API family (`anthropic`).
+    pub kind: String,
+    /// Base URL requests go to.
+    pub base_url: String,
+    /// Whether a key is configured (the key itself is never sent).
+    pub has_key: bool,
+    /// The model used when a session names none.
+    pub default_model: String,
+}
+
+/// Everything about a session except its history and events.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionSnapshot {
+    /// Its id.
+    pub session_id: SessionId,
+    /// Title given at creation.
+    pub title: Option<String>,
+    /// Working directory.
+    pub cwd: String,
+    /// Tool profile.
+    pub profile: String,
+    /// Lifecycle state.
+    pub state: SessionState,
+    /// Current configuration.
+    pub config: SessionConfig,
+    /// Queued steering and follow-ups.
+    pub queue: QueueContents,
+    /// Tokens used so far.
+    pub usage: Usage,
+    /// Turns in the history.
+    pub turns: usize,
+    /// Seq of the newest event (0 if none).
+    pub last_seq: u64,
+    /// Creation time (RFC 3339).
+    pub created: String,
+    /// Time of the newest event (RFC 3339).
+    pub updated: String,
+}
+
+/// One line of `session/list`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionSummary {
+    /// Its id.
+    pub session_id: SessionId,
+    /// Title given at creation.
+    pub title: Option<String>,
+    /// Working directory.
+    pub cwd: String,
+    /// Lifecycle state.
+    pub state: SessionState,
+    /// Provider name.
+    pub provider: String,
+    /// Model.
+    pub model: String,
+    /// Creation time (RFC 3339).
+    pub created: String,
+    /// Time of the newest event (RFC 3339).
+    pub updated: String,
+    /// Tokens used so far.
+    pub usage: Usage,
+}
+
+/// `daemon/info` takes no parameters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Empty {}
+
+/// Result of `daemon/info`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DaemonInfo {
+    /// agentd's version.
+    pub version: String,
+    /// Protocol version ([`crate::PROTOCOL_VERSION`]).
+    pub protocol: u32,
+    /// The daemon's process id.
+    pub pid: u32,
+    /// Milliseconds since the daemon started.
+    pub uptime_ms: u64,
+    /// The socket it serves.
+    pub socket: String,
+    /// Sessions it holds.
+    pub sessions: usize,
+    /// Sessions processing now.
+    pub sessions_processing: usize,
+    /// Configured providers.
+    pub providers: Vec<ProviderInfo>,
+}
+
+/// Result of `daemon/shutdown`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ShutdownResponse {
+    /// Sessions whose work was aborted.
+    pub aborted: usize,
+}
+
+/// Parameters of `session/create`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateParams {
+    /// Working directory (absolute) the session's tools run in.
+    pub cwd: String,
+    /// Provider name; the configured default if absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Model; the provider's default if absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Tool profile; the provider's own if absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// Overrides of the configured session defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<ConfigPatch>,
+    /// A title for lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Instructions appended last to the system prompt (spec 6.1, layer 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+}
+
+/// Parameters of every method that names only a session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionParams {
+    /// The session.
+    pub session_id: SessionId,
+}
+
+/// Parameters of `session/list`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    /// Only sessions in this state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<SessionState>,
+    /// Only sessions with this working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+}
+
+/// Result of `session/list`, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ListResponse {
+    /// The sessions.
+    pub sessions: Vec<SessionSummary>,
+}
+
+/// Parameters of `session/submit`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitParams {
+    /// The session.
+    pub session_id: SessionId,
+    /// The input.
+    pub text: String,
+    /// A client-chosen key: a second submit with the same key returns the first result and
+    /// queues nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_input_id: Option<String>,
+    /// What to do if the session is processing (default `queue`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_busy: Option<WhenBusy>,
+}
+
+/// Result of `session/submit`, `session/steer` and `session/follow_up`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SubmitResponse {
+    /// The input's id.
+    pub input_id: InputId,
+    /// What happened to it.
+    pub disposition: Disposition,
+    /// Whether it waits in a queue (`disposition` is not `started`).
+    pub queued: bool,
+}
+
+/// Parameters of `session/steer` and `session/follow_up`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TextParams {
+    /// The session.
+    pub session_id: SessionId,
+    /// The message.
+    pub text: String,
+}
+
+/// Parameters of `session/abort`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AbortParams {
+    /// The session.
+    pub session_id: SessionId,
+    /// Also close the session.
+    #[serde(default)]
+    pub close: bool,
+}
+
+/// Result of `session/abort`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AbortResponse {
+    /// Whether work was running and has been stopped.
+    pub aborted: bool,
+    /// The state after the abort (`idle`, or `closed`).
+    pub state: SessionState,
+    /// Items still queued. They are not run by themselves; the next submit runs them, or
+    /// `session/queue_clear` removes them.
+    pub queue: QueueContents,
+}
+
+/// Result of `session/close`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CloseResponse {
+    /// Always `closed`.
+    pub state: SessionState,
+}
+
+/// Parameters of `session/set_config`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetConfigParams {
+    /// The session.
+    pub session_id: SessionId,
+    /// Fields to change; they apply from the next LLM call.
+    pub config: ConfigPatch,
+}
+
+/// Parameters of `session/history`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryParams {
+    /// The session.
+    pub session_id: SessionId,
+    /// Index of the first entry to return.
+    #[serde(default)]
+    pub offset: usize,
+    /// Most entries to return (default 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+/// Result of `session/history`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HistoryResponse {
+    /// The entries, oldest first.
+    pub entries: Vec<HistoryEntry>,
+    /// How many entries the history has in all.
+    pub total: usize,
+}
+
+/// Parameters of `session/subscribe`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubscribeParams {
+    /// The session.
+    pub session_id: SessionId,
+    /// Replay events with a greater seq first. Absent: live events only; 0: everything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_seq: Option<u64>,
+}

@@ -1,0 +1,19 @@
+//! Where the daemon's socket lives, shared by the daemon and every client so they agree.
+
+use std::path::PathBuf;
+
+/// Environment variable that overrides the socket path.
+pub const SOCKET_ENV: &str = "AGENTD_SOCKET";
+
+/// The socket path: `$AGENTD_SOCKET`, else `$XDG_RUNTIME_DIR/agentd/agentd.sock`, else
+/// `<tmp>/agentd-<uid>/agentd.sock`.
+pub fn default_socket_path(uid: u32) -> PathBuf {
+    if let Some(p) = std::env::var_os(SOCKET_ENV).filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let dir = match std::env::var_os("XDG_RUNTIME_DIR").filter(|p| !p.is_empty()) {
+        Some(runtime) => PathBuf::from(runtime).join("agentd"),
+        None => std::env::temp_dir().join(format!("agentd-{uid}")),
+    };
+    dir.join("agentd.sock")
+}
