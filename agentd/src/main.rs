@@ -68,6 +68,7 @@ fn main() -> ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::try_new(&config.log_level).unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
@@ -102,6 +103,7 @@ async fn serve(socket: Option<PathBuf>, systemd_fd: Option<i32>, config: Config)
         started: Instant::now(),
         socket: listener.path.clone(),
         shutdown: shutdown.clone(),
+        streams_closed: CancellationToken::new(),
     });
     tokio::spawn(stop_on_signal(shutdown));
     let socket_display = listener.path.display().to_string();

@@ -1,1 +1,328 @@
-//! placeholder
+//! Test support for agentd: the real daemon on a temp socket ([`TestDaemon`]), a raw
+//! newline-delimited JSON-RPC client ([`RawClient`]), the real `agentctl`, and a mock
+//! Anthropic server that speaks the recorded SSE wire format and records every request
+//! ([`mock::MockAnthropic`]). Nothing here reaches the network.
+
+pub mod mock;
+pub mod sse;
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Once;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+
+/// Upper bound on any single wait in a test; a guard against hangs, not a timing assertion.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// The directory holding the built `agentd` and `agentctl`, built once per test run so the
+/// tests never run stale binaries.
+pub fn bin_dir() -> PathBuf {
+    static BUILD: Once = Once::new();
+    BUILD.call_once(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--quiet", "-p", "agentd", "-p", "agentctl"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building agentd and agentctl failed");
+    });
+    let exe = std::env::current_exe().expect("test binary path");
+    // target/<profile>/deps/<test> or target/<profile>/<bin>
+    let mut dir = exe.parent().expect("exe dir").to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    if !dir.join("agentd").exists() {
+        // The tests were built in another profile; the build above used `debug`.
+        dir = dir.parent().expect("target dir").join("debug");
+    }
+    dir
+}
+
+/// The real `agentd` on a temp socket with temp XDG directories. Killed on drop.
+pub struct TestDaemon {
+    child: Option<Child>,
+    /// The temp root (runtime, config and state dirs live below it).
+    pub root: tempfile::TempDir,
+    /// The socket.
+    pub socket: PathBuf,
+    /// Where the daemon's stderr goes.
+    pub log: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+impl TestDaemon {
+    /// Starts a daemon whose Anthropic provider points at `anthropic_url` with a test key.
+    pub async fn start(anthropic_url: &str) -> Result<Self> {
+        Self::start_with(&[("ANTHROPIC_BASE_URL", anthropic_url), ("ANTHROPIC_API_KEY", "test-key")]).await
+    }
+
+    /// Starts a daemon with these extra environment variables.
+    pub async fn start_with(env: &[(&str, &str)]) -> Result<Self> {
+        // Short paths: sun_path holds 107 bytes.
+        let root = tempfile::Builder::new().prefix("ad").tempdir_in("/tmp")?;
+        let socket = root.path().join("run/agentd/agentd.sock");
+        let mut daemon = Self {
+            child: None,
+            log: root.path().join("agentd.log"),
+            socket,
+            root,
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        };
+        daemon.spawn()?;
+        daemon.wait_ready().await?;
+        Ok(daemon)
+    }
+
+    /// The environment the daemon and `agentctl` run with.
+    pub fn command(&self, program: &str) -> Command {
+        let mut cmd = Command::new(bin_dir().join(program));
+        let root = self.root.path();
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", root)
+            .env("XDG_RUNTIME_DIR", root.join("run"))
+            .env("XDG_CONFIG_HOME", root.join("config"))
+            .env("XDG_STATE_HOME", root.join("state"))
+            .env("AGENTD_SOCKET", &self.socket)
+            .env("AGENTD_LOG", "debug");
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    fn spawn(&mut self) -> Result<()> {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log)?;
+        let child = self.command("agentd").stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log).spawn()?;
+        self.child = Some(child);
+        Ok(())
+    }
+
+    async fn wait_ready(&mut self) -> Result<()> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if UnixStream::connect(&self.socket).await.is_ok() {
+                return Ok(());
+            }
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                bail!("agentd exited with {status}: {}", self.log_text());
+            }
+            if Instant::now() > deadline {
+                bail!("agentd did not start: {}", self.log_text());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The daemon's log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The daemon's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    /// Sends a signal and waits for the daemon to exit.
+    pub async fn stop_with(&mut self, signal: nix::sys::signal::Signal) -> Result<std::process::ExitStatus> {
+        let mut child = self.child.take().ok_or_else(|| anyhow!("not running"))?;
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal)?;
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok(status);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                bail!("agentd did not exit: {}", self.log_text());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Connects a raw client.
+    pub async fn client(&self) -> Result<RawClient> {
+        RawClient::connect(&self.socket).await
+    }
+
+    /// Runs `agentctl` with `args` (and `stdin` if given) to completion.
+    pub async fn agentctl(&self, args: &[&str], stdin: Option<&str>) -> Result<Output> {
+        let mut cmd = self.command("agentctl");
+        cmd.args(args).stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = tokio::process::Command::from(cmd).spawn()?;
+        if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(text.as_bytes()).await?;
+        }
+        Ok(tokio::time::timeout(WAIT, child.wait_with_output()).await.context("agentctl hung")??)
+    }
+
+    /// Creates a session in `cwd` and returns its id.
+    pub async fn create_session(&self, client: &mut RawClient, cwd: &Path, extra: Value) -> Result<String> {
+        let mut params = json!({"cwd": cwd.display().to_string()});
+        if let (Some(p), Some(e)) = (params.as_object_mut(), extra.as_object()) {
+            p.extend(e.clone());
+        }
+        let snapshot = client.call("session/create", params).await?;
+        Ok(snapshot["session_id"].as_str().ok_or_else(|| anyhow!("no session id in {snapshot}"))?.to_owned())
+    }
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A JSON-RPC client that writes lines and reads lines, keeping notifications aside.
+pub struct RawClient {
+    reader: BufReader<OwnedReadHalf>,
+    writer: OwnedWriteHalf,
+    next_id: u64,
+    notifications: std::collections::VecDeque<Value>,
+    /// The subscription [`RawClient::item`] reads; items of older ones are skipped.
+    current: Option<String>,
+}
+
+impl RawClient {
+    /// Connects to `socket`.
+    pub async fn connect(socket: &Path) -> Result<Self> {
+        let (r, w) = UnixStream::connect(socket).await?.into_split();
+        Ok(Self { reader: BufReader::new(r), writer: w, next_id: 1, notifications: Default::default(), current: None })
+    }
+
+    /// Writes raw bytes.
+    pub async fn send_raw(&mut self, bytes: &[u8]) -> Result<()> {
+        self.writer.write_all(bytes).await?;
+        Ok(())
+    }
+
+    /// Reads the next line as JSON (any message).
+    pub async fn read_message(&mut self) -> Result<Value> {
+        let mut line = String::new();
+        let n = tokio::time::timeout(WAIT, self.reader.read_line(&mut line)).await.context("no message from agentd")??;
+        if n == 0 {
+            bail!("connection closed");
+        }
+        Ok(serde_json::from_str(&line).with_context(|| format!("bad line {line:?}"))?)
+    }
+
+    /// Reads until the response with `id`; notifications seen meanwhile are kept.
+    pub async fn response(&mut self, id: &Value) -> Result<Value> {
+        loop {
+            let msg = self.read_message().await?;
+            if msg.get("id") == Some(id) && msg.get("method").is_none() {
+                return Ok(msg);
+            }
+            if msg.get("method").is_some() {
+                self.notifications.push_back(msg);
+            } else {
+                bail!("unexpected message {msg}");
+            }
+        }
+    }
+
+    /// Sends a request and returns the whole response object.
+    pub async fn request(&mut self, method: &str, params: Value) -> Result<Value> {
+        let id = json!(self.next_id);
+        self.next_id += 1;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_raw(format!("{line}\n").as_bytes()).await?;
+        self.response(&id).await
+    }
+
+    /// Sends a request and returns its result, or fails with the error object.
+    pub async fn call(&mut self, method: &str, params: Value) -> Result<Value> {
+        let response = self.request(method, params).await?;
+        match response.get("result") {
+            Some(r) => Ok(r.clone()),
+            None => bail!("{method} failed: {}", response["error"]),
+        }
+    }
+
+    /// The next notification.
+    pub async fn notification(&mut self) -> Result<Value> {
+        if let Some(n) = self.notifications.pop_front() {
+            return Ok(n);
+        }
+        let msg = self.read_message().await?;
+        if msg.get("method").is_none() {
+            bail!("expected a notification, got {msg}");
+        }
+        Ok(msg)
+    }
+
+    /// Subscribes to a session's events; returns the subscription id.
+    pub async fn subscribe(&mut self, session: &str, since_seq: Option<u64>) -> Result<String> {
+        let mut params = json!({"session_id": session});
+        if let Some(s) = since_seq {
+            params["since_seq"] = json!(s);
+        }
+        let id = self.call("session/subscribe", params).await?;
+        let id = id.as_str().ok_or_else(|| anyhow!("subscription id is not a string: {id}"))?.to_owned();
+        self.current = Some(id.clone());
+        Ok(id)
+    }
+
+    /// The next stream item (`{"type":"event",...}` or `{"type":"end",...}`) of the newest
+    /// subscription.
+    pub async fn item(&mut self) -> Result<Value> {
+        loop {
+            let n = self.notification().await?;
+            if n["method"] != "session/event" {
+                bail!("unexpected notification {n}");
+            }
+            if self.current.as_deref().is_some_and(|c| n["params"]["subscription"] != c) {
+                continue;
+            }
+            return Ok(n["params"]["result"].clone());
+        }
+    }
+
+    /// Reads events until one of `kind` satisfies `pred`; returns every event read, that one last.
+    pub async fn events_until(&mut self, kind: &str, pred: impl Fn(&Value) -> bool) -> Result<Vec<Value>> {
+        let mut seen = Vec::new();
+        loop {
+            let item = self.item().await?;
+            if item["type"] == "end" {
+                bail!("stream ended before {kind}: {item}; saw {}", kinds(&seen).join(","));
+            }
+            let matched = item["kind"] == kind && pred(&item);
+            seen.push(item);
+            if matched {
+                return Ok(seen);
+            }
+        }
+    }
+}
+
+/// The `kind` of each event.
+pub fn kinds(events: &[Value]) -> Vec<String> {
+    events.iter().map(|e| e["kind"].as_str().unwrap_or("?").to_owned()).collect()
+}
+
+/// Processes whose process group is `pgid` and that are not zombies.
+pub fn live_group_members(pgid: i32) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        // Fields after the parenthesised command: state ppid pgrp ...
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { continue };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.len() > 2 && fields[0] != "Z" && fields[2].parse::<i32>().ok() == Some(pgid) {
+            pids.push(pid);
+        }
+    }
+    pids
+}

@@ -11,7 +11,7 @@ use jsonrpsee::core::server::{
 };
 use jsonrpsee::core::id_providers::RandomStringIdProvider;
 use jsonrpsee::types::error::{ErrorCode, ErrorObject, reject_too_big_batch_request, reject_too_big_request, reject_too_many_subscriptions};
-use jsonrpsee::types::{Id, Notification, Params, Request};
+use jsonrpsee::types::{ErrorObjectOwned, Id, Notification, Params, Request};
 use serde_json::value::RawValue;
 use std::io;
 use std::sync::Arc;
@@ -108,6 +108,26 @@ pub(super) async fn serve(stream: UnixStream, peer: Peer, methods: Methods, conn
     // runs until every handler and subscription holding the sink has finished.
     drop(ctx);
     let _ = writer.await;
+}
+
+/// Answers the first request of a refused connection with `error` (under the request's own
+/// id, so that clients match it to their call) and closes the connection.
+pub(super) async fn refuse(stream: UnixStream, error: ErrorObjectOwned, limits: Limits) {
+    let (read, write) = stream.into_split();
+    let mut reader = BufReader::new(read);
+    let answer = async {
+        let framing = detect_framing(&mut reader).await.ok().flatten()?;
+        let id = match read_frame(&mut reader, framing, limits.max_request_size as usize).await.ok()? {
+            Frame::Message(bytes) => prepare_error(&bytes).0.into_owned(),
+            Frame::TooBig | Frame::Eof => Id::Null,
+        };
+        let response = MethodResponse::error(id, error);
+        let mut out = BufWriter::new(write);
+        write_frame(&mut out, response.as_json().get(), framing).await.ok()?;
+        out.flush().await.ok()?;
+        out.shutdown().await.ok()
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), answer).await;
 }
 
 async fn detect_framing(reader: &mut BufReader<OwnedReadHalf>) -> io::Result<Option<Framing>> {
@@ -291,8 +311,9 @@ async fn handle_batch(bytes: &[u8], ctx: &Ctx) -> Option<Box<RawValue>> {
         } else if serde_json::from_str::<Notification<Option<&RawValue>>>(item.get()).is_ok() {
             continue;
         } else {
-            let (id, code) = prepare_error(item.get().as_bytes());
-            MethodResponse::error(id, ErrorObject::from(code))
+            // The element is valid JSON (the array parsed), so it can only be an invalid request.
+            let (id, _) = prepare_error(item.get().as_bytes());
+            MethodResponse::error(id, ErrorObject::from(ErrorCode::InvalidRequest))
         };
         if let Err(too_big) = batch.append(response) {
             return Some(too_big.into_json());

@@ -14,11 +14,12 @@ use serde::Serialize;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
 use tokio::sync::broadcast::error::RecvError;
 
 /// How long a subscriber may leave a notification unread before it is dropped as lagged.
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the final notification waits for a lagging subscriber to make room.
+const END_TIMEOUT: Duration = Duration::from_secs(60);
 
 fn app_error(kind: ErrorKind, message: String, session_id: Option<agentd_proto::SessionId>) -> ErrorObjectOwned {
     let data = ErrorData { kind, retryable: kind.is_retryable(), session_id };
@@ -43,7 +44,12 @@ impl From<session::Error> for ErrorObjectOwned {
 /// can be called bare.
 fn parse<T: serde::de::DeserializeOwned>(params: &Params<'_>) -> Result<T, ErrorObjectOwned> {
     let raw = params.as_str().unwrap_or("{}");
-    serde_json::from_str(raw).map_err(|e| ErrorObjectOwned::owned(INVALID_PARAMS_CODE, format!("invalid params: {e}"), None::<()>))
+    serde_json::from_str(raw).map_err(|e| {
+        // The position is noise for a one-line params object.
+        let message = e.to_string();
+        let message = message.rsplit_once(" at line ").map_or(message.as_str(), |(m, _)| m);
+        ErrorObjectOwned::owned(INVALID_PARAMS_CODE, format!("invalid params: {message}"), None::<()>)
+    })
 }
 
 fn register<M, F, Fut>(module: &mut RpcModule<Daemon>, handler: F)
@@ -172,9 +178,11 @@ async fn send<T: Serialize>(sink: &SubscriptionSink, item: &T) -> Result<(), ()>
     sink.send_timeout(msg, SEND_TIMEOUT).await.map_err(|_| ())
 }
 
+/// Sends the final notification. A lagging subscriber may still have a full queue, so this
+/// waits for room (bounded, in case the client is gone for good).
 async fn end(sink: &SubscriptionSink, reason: StreamEndReason, last_seq: u64) {
     if let Some(msg) = message(&StreamItem::End(StreamEnd { reason, last_seq })) {
-        let _ = sink.send_timeout(msg, Duration::from_secs(1)).await;
+        let _ = sink.send_timeout(msg, END_TIMEOUT).await;
     }
 }
 
@@ -198,9 +206,11 @@ async fn stream_session(d: Arc<Daemon>, p: agentd_proto::SubscribeParams, pendin
     }
     loop {
         let received = tokio::select! {
+            biased;
             r = live.recv() => r,
             _ = sink.closed() => return,
-            _ = d.shutdown.cancelled() => return end(&sink, StreamEndReason::DaemonShutdown, last_seq).await,
+            // Events the shutdown's aborts produce are delivered first (biased toward `live`).
+            _ = d.streams_closed.cancelled() => return end(&sink, StreamEndReason::DaemonShutdown, last_seq).await,
         };
         match received {
             Ok(event) if event.seq <= last_seq => continue,
@@ -230,7 +240,7 @@ async fn stream_daemon(d: Arc<Daemon>, _: agentd_proto::Empty, pending: PendingS
         let received = tokio::select! {
             r = events.recv() => r,
             _ = sink.closed() => return,
-            _ = d.shutdown.cancelled() => {
+            _ = d.streams_closed.cancelled() => {
                 let _ = send(&sink, &DaemonEvent::Shutdown {}).await;
                 return;
             }
@@ -247,10 +257,7 @@ async fn stream_daemon(d: Arc<Daemon>, _: agentd_proto::Empty, pending: PendingS
     }
 }
 
-/// Answers a connection from another user with one error and closes it.
-pub(super) async fn refuse(mut stream: tokio::net::UnixStream) {
-    let error = app_error(ErrorKind::Unauthorized, "permission denied: the daemon serves only its own user".into(), None);
-    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": error});
-    let _ = stream.write_all(format!("{body}\n").as_bytes()).await;
-    let _ = stream.shutdown().await;
+/// The error a connection from another user gets.
+pub(super) fn unauthorized() -> ErrorObjectOwned {
+    app_error(ErrorKind::Unauthorized, "permission denied: the daemon serves only its own user".into(), None)
 }

@@ -55,8 +55,10 @@ pub struct Daemon {
     pub started: Instant,
     /// The socket it serves.
     pub socket: PathBuf,
-    /// Cancelled when the daemon begins to shut down.
+    /// Cancelled when the daemon begins to shut down: no new connections or requests.
     pub shutdown: CancellationToken,
+    /// Cancelled once every session has stopped: subscriptions send their final notification.
+    pub streams_closed: CancellationToken,
 }
 
 /// Serves `listener` until `daemon.shutdown` fires, then stops every session's work and waits
@@ -90,7 +92,7 @@ pub async fn run(listener: Listener, daemon: Arc<Daemon>, limits: Limits, ready:
         };
         if peer.uid != uid {
             tracing::warn!(peer_uid = peer.uid, "refused a connection from another user");
-            connections.spawn(methods::refuse(stream));
+            connections.spawn(connection::refuse(stream, methods::unauthorized(), limits));
             continue;
         }
         let conn_id = next_conn.fetch_add(1, Ordering::Relaxed);
@@ -98,6 +100,7 @@ pub async fn run(listener: Listener, daemon: Arc<Daemon>, limits: Limits, ready:
     }
     let aborted = daemon.registry.shutdown().await;
     tracing::info!(aborted, "sessions stopped");
+    daemon.streams_closed.cancel();
     listener.remove_file();
     connections.close();
     // Connections end once their subscriptions have sent their final notification.

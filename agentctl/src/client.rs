@@ -1,0 +1,81 @@
+//! The connection to agentd: jsonrpsee's client core over newline-delimited JSON on the Unix
+//! socket, and typed calls through the `proto` method table.
+
+use agentd_proto::methods::{Method, Subscription};
+use jsonrpsee::async_client::{Client, ClientBuilder};
+use jsonrpsee::core::client::{ClientT, ReceivedMessage, SubscriptionClientT, TransportReceiverT, TransportSenderT};
+use jsonrpsee::core::traits::ToRpcParams;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use std::io;
+use std::path::Path;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+
+struct Sender(BufWriter<OwnedWriteHalf>);
+
+impl TransportSenderT for Sender {
+    type Error = io::Error;
+
+    async fn send(&mut self, msg: String) -> io::Result<()> {
+        self.0.write_all(msg.as_bytes()).await?;
+        self.0.write_all(b"\n").await?;
+        self.0.flush().await
+    }
+}
+
+struct Receiver(BufReader<OwnedReadHalf>, String);
+
+impl TransportReceiverT for Receiver {
+    type Error = io::Error;
+
+    async fn receive(&mut self) -> io::Result<ReceivedMessage> {
+        self.1.clear();
+        if self.0.read_line(&mut self.1).await? == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        Ok(ReceivedMessage::Text(std::mem::take(&mut self.1)))
+    }
+}
+
+/// Sends a params struct as the `params` object itself.
+struct Object<T>(T);
+
+impl<T: Serialize> ToRpcParams for Object<T> {
+    fn to_rpc_params(self) -> Result<Option<Box<RawValue>>, serde_json::Error> {
+        serde_json::value::to_raw_value(&self.0).map(Some)
+    }
+}
+
+/// A connected client.
+pub(crate) struct Connection {
+    client: Client,
+}
+
+impl Connection {
+    /// Connects to the daemon's socket.
+    pub(crate) async fn connect(socket: &Path) -> io::Result<Self> {
+        let (read, write) = UnixStream::connect(socket).await?.into_split();
+        let client = ClientBuilder::default()
+            // Subscriptions replay whole logs; the default 1024 would drop long ones.
+            .max_buffer_capacity_per_subscription(1 << 16)
+            .request_timeout(Duration::from_secs(120))
+            .build_with_tokio(Sender(BufWriter::new(write)), Receiver(BufReader::new(read), String::new()));
+        Ok(Self { client })
+    }
+
+    /// Calls method `M`.
+    pub(crate) async fn call<M: Method>(&self, params: M::Params) -> Result<M::Response, jsonrpsee::core::ClientError> {
+        self.client.request(M::NAME, Object(params)).await
+    }
+
+    /// Opens subscription `S`.
+    pub(crate) async fn subscribe<S: Subscription>(
+        &self,
+        params: S::Params,
+    ) -> Result<jsonrpsee::core::client::Subscription<S::Item>, jsonrpsee::core::ClientError> {
+        self.client.subscribe(S::NAME, Object(params), S::UNSUBSCRIBE).await
+    }
+}

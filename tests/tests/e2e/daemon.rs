@@ -1,0 +1,158 @@
+//! The daemon process: single instance, stale sockets, peer credentials, graceful shutdown,
+//! systemd socket activation and readiness.
+
+use crate::{of_kind, setup};
+use agentd_tests::{TestDaemon, bin_dir, sse};
+use nix::sys::signal::Signal;
+use serde_json::json;
+use std::os::unix::fs::PermissionsExt;
+use std::process::Stdio;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_daemon_refuses_to_start() {
+    let s = setup().await;
+    let out = s.daemon.command("agentd").stdin(Stdio::null()).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("another agentd already serves"), "{err}");
+    // The first one is unharmed.
+    let mut c = s.daemon.client().await.unwrap();
+    c.call("daemon/info", json!({})).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn socket_and_directory_are_private_and_a_stale_socket_is_replaced() {
+    let mut d = TestDaemon::start_with(&[("ANTHROPIC_API_KEY", "k")]).await.unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&d.socket), 0o600);
+    assert_eq!(mode(d.socket.parent().unwrap()), 0o700);
+    d.stop_with(Signal::SIGKILL).await.unwrap();
+    assert!(d.socket.exists(), "SIGKILL leaves the socket file behind");
+    let mut restarted = d.command("agentd").stdin(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let deadline = std::time::Instant::now() + agentd_tests::WAIT;
+    loop {
+        if let Ok(mut c) = agentd_tests::RawClient::connect(&d.socket).await {
+            if c.call("daemon/info", json!({})).await.is_ok() {
+                break;
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "the restarted daemon never answered");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    restarted.kill().unwrap();
+    restarted.wait().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_of_another_user_is_refused() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("not root: cannot run a client as another uid; the peer check is covered by the socket's 0600 mode");
+        return;
+    }
+    let s = setup().await;
+    // Open the file permissions so only the SO_PEERCRED check stands in the way.
+    let mut dir = s.daemon.socket.parent().unwrap().to_path_buf();
+    std::fs::set_permissions(&s.daemon.socket, std::fs::Permissions::from_mode(0o777)).unwrap();
+    while dir.starts_with(s.daemon.root.path()) {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        dir.pop();
+    }
+    let mut cmd = s.daemon.command("agentctl");
+    cmd.args(["--json", "status"]);
+    std::os::unix::process::CommandExt::uid(&mut cmd, 65534);
+    std::os::unix::process::CommandExt::gid(&mut cmd, 65534);
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(77), "{err}");
+    assert!(err.contains("permission denied: the daemon serves only its own user"), "{err}");
+    let mut c = s.daemon.client().await.unwrap();
+    c.call("daemon/info", json!({})).await.unwrap();
+    assert!(s.daemon.log_text().contains("refused a connection from another user"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_aborts_work_ends_streams_and_removes_the_socket() {
+    let mut s = setup().await;
+    s.mock.push_stream(sse::shell("t", "echo started; sleep 1000"));
+    s.client.subscribe(&s.session, Some(0)).await.unwrap();
+    s.client.call("session/submit", json!({"session_id": s.session, "text": "x"})).await.unwrap();
+    s.client.events_until("tool_call_output_delta", |_| true).await.unwrap();
+    let status = s.daemon.stop_with(Signal::SIGTERM).await.unwrap();
+    assert!(status.success(), "{status}: {}", s.daemon.log_text());
+    let events = s.client.events_until("processing_end", |_| true).await.unwrap();
+    assert_eq!(of_kind(&events, "processing_end")[0]["data"]["reason"], "aborted");
+    let mut end = s.client.item().await.unwrap();
+    while end["type"] == "event" {
+        end = s.client.item().await.unwrap();
+    }
+    assert_eq!(end["reason"], "daemon_shutdown");
+    assert!(!s.daemon.socket.exists(), "the socket file is removed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemon_shutdown_method_stops_the_daemon() {
+    let mut s = setup().await;
+    let r = s.client.call("daemon/shutdown", json!({})).await.unwrap();
+    assert_eq!(r, json!({"aborted": 0}));
+    let deadline = std::time::Instant::now() + agentd_tests::WAIT;
+    while s.daemon.socket.exists() {
+        assert!(std::time::Instant::now() < deadline, "the daemon did not stop");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn systemd_socket_activation_and_readiness() {
+    let Ok(activate) = which("systemd-socket-activate") else {
+        eprintln!("systemd-socket-activate is not installed; skipping");
+        return;
+    };
+    let root = tempfile::Builder::new().prefix("sd").tempdir_in("/tmp").unwrap();
+    let socket = root.path().join("agentd.sock");
+    let notify_path = root.path().join("notify");
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    notify.set_read_timeout(Some(agentd_tests::WAIT)).unwrap();
+    let mut child = std::process::Command::new(activate)
+        .arg("-l")
+        .arg(&socket)
+        .arg("-E")
+        .arg("ANTHROPIC_API_KEY=k")
+        .arg("-E")
+        .arg(format!("NOTIFY_SOCKET={}", notify_path.display()))
+        .arg(bin_dir().join("agentd"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", root.path())
+        .env("XDG_RUNTIME_DIR", root.path())
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The socket exists before agentd runs; the first connection starts it.
+    let deadline = std::time::Instant::now() + agentd_tests::WAIT;
+    while !socket.exists() {
+        assert!(std::time::Instant::now() < deadline);
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let mut c = agentd_tests::RawClient::connect(&socket).await.unwrap();
+    let info = c.call("daemon/info", json!({})).await.unwrap();
+    assert_eq!(info["socket"], socket.display().to_string());
+    let mut buf = [0u8; 256];
+    let n = notify.recv(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("READY=1"));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    let mut log = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut log).unwrap();
+    assert!(log.contains("adopting the socket passed by systemd"), "{log}");
+}
+
+fn which(program: &str) -> Result<std::path::PathBuf, ()> {
+    std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .map(|d| std::path::Path::new(d).join(program))
+        .find(|p| p.exists())
+        .ok_or(())
+}
