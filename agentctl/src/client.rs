@@ -3,7 +3,9 @@
 
 use agentd_proto::methods::{Method, Subscription};
 use jsonrpsee::async_client::{Client, ClientBuilder};
-use jsonrpsee::core::client::{ClientT, ReceivedMessage, SubscriptionClientT, TransportReceiverT, TransportSenderT};
+use jsonrpsee::core::client::{
+    ClientT, ReceivedMessage, SubscriptionClientT, TransportReceiverT, TransportSenderT,
+};
 use jsonrpsee::core::traits::ToRpcParams;
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -62,12 +64,18 @@ impl Connection {
             // Subscriptions replay whole logs; the default 1024 would drop long ones.
             .max_buffer_capacity_per_subscription(1 << 16)
             .request_timeout(Duration::from_secs(120))
-            .build_with_tokio(Sender(BufWriter::new(write)), Receiver(BufReader::new(read), String::new()));
+            .build_with_tokio(
+                Sender(BufWriter::new(write)),
+                Receiver(BufReader::new(read), String::new()),
+            );
         Ok(Self { client })
     }
 
     /// Calls method `M`.
-    pub(crate) async fn call<M: Method>(&self, params: M::Params) -> Result<M::Response, jsonrpsee::core::ClientError> {
+    pub(crate) async fn call<M: Method>(
+        &self,
+        params: M::Params,
+    ) -> Result<M::Response, jsonrpsee::core::ClientError> {
         self.client.request(M::NAME, Object(params)).await
     }
 
@@ -76,6 +84,8 @@ impl Connection {
         &self,
         params: S::Params,
     ) -> Result<jsonrpsee::core::client::Subscription<S::Item>, jsonrpsee::core::ClientError> {
-        self.client.subscribe(S::NAME, Object(params), S::UNSUBSCRIBE).await
+        self.client
+            .subscribe(S::NAME, Object(params), S::UNSUBSCRIBE)
+            .await
     }
 }

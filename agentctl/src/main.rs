@@ -9,8 +9,9 @@ mod render;
 
 use agentd_proto::methods as m;
 use agentd_proto::{
-    AbortParams, CreateParams, Empty, EventBody, HistoryParams, ListParams, ProcessingEndReason, SessionId, SessionParams,
-    SessionState, StreamItem, SubmitParams, SubscribeParams, TextParams, WhenBusy,
+    AbortParams, CreateParams, Empty, EventBody, HistoryParams, ListParams, ProcessingEndReason,
+    SessionId, SessionParams, SessionState, StreamItem, SubmitParams, SubscribeParams, TextParams,
+    WhenBusy,
 };
 use clap::{Parser, Subcommand, ValueEnum};
 use client::Connection;
@@ -150,14 +151,17 @@ impl From<ClientError> for Failure {
                     .and_then(|d| serde_json::from_str::<serde_json::Value>(d.get()).ok())
                     .and_then(|d| d["kind"].as_str().map(str::to_owned));
                 match kind {
-                    Some(kind) if kind == "unauthorized" => Failure(EX_NOPERM, format!("{} ({kind})", err.message())),
+                    Some(kind) if kind == "unauthorized" => {
+                        Failure(EX_NOPERM, format!("{} ({kind})", err.message()))
+                    }
                     Some(kind) => Failure(1, format!("{} ({kind})", err.message())),
                     None => Failure(1, err.message().to_owned()),
                 }
             }
-            ClientError::RestartNeeded(_) | ClientError::Transport(_) => {
-                Failure(EX_UNAVAILABLE, format!("lost the connection to agentd: {e}"))
-            }
+            ClientError::RestartNeeded(_) | ClientError::Transport(_) => Failure(
+                EX_UNAVAILABLE,
+                format!("lost the connection to agentd: {e}"),
+            ),
             other => Failure(1, other.to_string()),
         }
     }
@@ -167,7 +171,10 @@ type Result<T> = std::result::Result<T, Failure>;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("agentctl: {e}");
@@ -184,7 +191,9 @@ fn main() -> ExitCode {
 }
 
 async fn connect(cli: &Cli) -> Result<Connection> {
-    let socket = cli.socket.clone().unwrap_or_else(|| agentd_proto::socket::default_socket_path(nix::unistd::geteuid().as_raw()));
+    let socket = cli.socket.clone().unwrap_or_else(|| {
+        agentd_proto::socket::default_socket_path(nix::unistd::geteuid().as_raw())
+    });
     Connection::connect(&socket).await.map_err(|e| {
         Failure(
             EX_UNAVAILABLE,
@@ -207,7 +216,9 @@ fn join_text(words: &[String]) -> Result<String> {
         if std::io::stdin().is_terminal() {
             eprintln!("(reading the prompt from stdin; end with Ctrl-D)");
         }
-        std::io::stdin().read_to_string(&mut text).map_err(|e| Failure(1, format!("cannot read stdin: {e}")))?;
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| Failure(1, format!("cannot read stdin: {e}")))?;
         text
     } else {
         words.join(" ")
@@ -224,11 +235,21 @@ async fn resolve(conn: &Connection, id: &str) -> Result<SessionId> {
     if list.sessions.iter().any(|s| s.session_id.as_str() == id) {
         return Ok(SessionId::from(id));
     }
-    let matches: Vec<_> = list.sessions.iter().filter(|s| s.session_id.as_str().starts_with(id)).collect();
+    let matches: Vec<_> = list
+        .sessions
+        .iter()
+        .filter(|s| s.session_id.as_str().starts_with(id))
+        .collect();
     match matches.as_slice() {
         [one] => Ok(one.session_id.clone()),
         [] => Ok(SessionId::from(id)),
-        _ => Err(Failure(2, format!("session prefix {id:?} is ambiguous ({} sessions match)", matches.len()))),
+        _ => Err(Failure(
+            2,
+            format!(
+                "session prefix {id:?} is ambiguous ({} sessions match)",
+                matches.len()
+            ),
+        )),
     }
 }
 
@@ -256,12 +277,24 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::Status => {
             let info = conn.call::<m::DaemonInfoMethod>(Empty {}).await?;
             print(json, &info, |i| {
-                println!("agentd {} (protocol {}), pid {}, up {}s", i.version, i.protocol, i.pid, i.uptime_ms / 1000);
+                println!(
+                    "agentd {} (protocol {}), pid {}, up {}s",
+                    i.version,
+                    i.protocol,
+                    i.pid,
+                    i.uptime_ms / 1000
+                );
                 println!("socket   {}", i.socket);
-                println!("sessions {} ({} processing)", i.sessions, i.sessions_processing);
+                println!(
+                    "sessions {} ({} processing)",
+                    i.sessions, i.sessions_processing
+                );
                 for p in &i.providers {
                     let key = if p.has_key { "key set" } else { "no key" };
-                    println!("provider {} [{}] {} ({key}, default model {})", p.name, p.kind, p.base_url, p.default_model);
+                    println!(
+                        "provider {} [{}] {} ({key}, default model {})",
+                        p.name, p.kind, p.base_url, p.default_model
+                    );
                 }
             });
         }
@@ -277,7 +310,9 @@ async fn run(cli: Cli) -> Result<u8> {
                         .map_err(|_| Failure(2, format!("unknown state {s:?}: use idle, processing, awaiting_input or closed")))?,
                 ),
             };
-            let list = conn.call::<m::SessionList>(ListParams { state, cwd: None }).await?;
+            let list = conn
+                .call::<m::SessionList>(ListParams { state, cwd: None })
+                .await?;
             if json {
                 for s in &list.sessions {
                     print(true, s, |_| {});
@@ -285,25 +320,48 @@ async fn run(cli: Cli) -> Result<u8> {
             } else {
                 for s in &list.sessions {
                     let title = s.title.as_deref().unwrap_or("");
-                    println!("{}  {:<10}  {:<20}  {}  {title}", s.session_id, format!("{:?}", s.state).to_lowercase(), s.model, s.cwd);
+                    println!(
+                        "{}  {:<10}  {:<20}  {}  {title}",
+                        s.session_id,
+                        format!("{:?}", s.state).to_lowercase(),
+                        s.model,
+                        s.cwd
+                    );
                 }
             }
         }
         Command::Show { session } => {
             let session_id = resolve(&conn, &session).await?;
-            let s = conn.call::<m::SessionGet>(SessionParams { session_id }).await?;
-            print(json, &s, |s| println!("{}", serde_json::to_string_pretty(s).unwrap_or_default()));
+            let s = conn
+                .call::<m::SessionGet>(SessionParams { session_id })
+                .await?;
+            print(json, &s, |s| {
+                println!("{}", serde_json::to_string_pretty(s).unwrap_or_default())
+            });
         }
-        Command::Submit { new, follow, when_busy, client_input_id, new_args, args } => {
+        Command::Submit {
+            new,
+            follow,
+            when_busy,
+            client_input_id,
+            new_args,
+            args,
+        } => {
             let (session_id, words) = if new {
-                let snapshot = conn.call::<m::SessionCreate>(create_params(new_args)?).await?;
+                let snapshot = conn
+                    .call::<m::SessionCreate>(create_params(new_args)?)
+                    .await?;
                 if !json {
                     eprintln!("session {}", snapshot.session_id);
                 }
                 (snapshot.session_id, args)
             } else {
                 let Some((first, rest)) = args.split_first() else {
-                    return Err(Failure(2, "usage: agentctl submit SESSION [PROMPT] or agentctl submit --new [PROMPT]".into()));
+                    return Err(Failure(
+                        2,
+                        "usage: agentctl submit SESSION [PROMPT] or agentctl submit --new [PROMPT]"
+                            .into(),
+                    ));
                 };
                 (resolve(&conn, first).await?, rest.to_vec())
             };
@@ -313,7 +371,12 @@ async fn run(cli: Cli) -> Result<u8> {
                 BusyArg::Steer => WhenBusy::Steer,
                 BusyArg::Reject => WhenBusy::Reject,
             };
-            let params = SubmitParams { session_id: session_id.clone(), text, client_input_id, when_busy: Some(when_busy) };
+            let params = SubmitParams {
+                session_id: session_id.clone(),
+                text,
+                client_input_id,
+                when_busy: Some(when_busy),
+            };
             if !follow {
                 let r = conn.call::<m::SessionSubmit>(params).await?;
                 print(json, &r, |r| println!("{}", r.input_id));
@@ -322,27 +385,49 @@ async fn run(cli: Cli) -> Result<u8> {
             // Installed before submitting, so no Ctrl-C is lost between here and the loop.
             let sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
                 .map_err(|e| Failure(1, format!("cannot handle Ctrl-C: {e}")))?;
-            let since = conn.call::<m::SessionGet>(SessionParams { session_id: session_id.clone() }).await?.last_seq;
-            let stream = conn.subscribe::<m::SessionSubscribe>(SubscribeParams { session_id: session_id.clone(), since_seq: Some(since) }).await?;
+            let since = conn
+                .call::<m::SessionGet>(SessionParams {
+                    session_id: session_id.clone(),
+                })
+                .await?
+                .last_seq;
+            let stream = conn
+                .subscribe::<m::SessionSubscribe>(SubscribeParams {
+                    session_id: session_id.clone(),
+                    since_seq: Some(since),
+                })
+                .await?;
             let submitted = conn.call::<m::SessionSubmit>(params).await?;
             return follow_work(&conn, stream, sigint, session_id, submitted.input_id, json).await;
         }
         Command::Steer { session, text } => {
             let session_id = resolve(&conn, &session).await?;
-            let r = conn.call::<m::SessionSteer>(TextParams { session_id, text: join_text(&text)? }).await?;
+            let r = conn
+                .call::<m::SessionSteer>(TextParams {
+                    session_id,
+                    text: join_text(&text)?,
+                })
+                .await?;
             print(json, &r, |r| println!("{}", r.input_id));
         }
         Command::FollowUp { session, text } => {
             let session_id = resolve(&conn, &session).await?;
-            let r = conn.call::<m::SessionFollowUp>(TextParams { session_id, text: join_text(&text)? }).await?;
+            let r = conn
+                .call::<m::SessionFollowUp>(TextParams {
+                    session_id,
+                    text: join_text(&text)?,
+                })
+                .await?;
             print(json, &r, |r| println!("{}", r.input_id));
         }
         Command::Queue { session, clear } => {
             let session_id = resolve(&conn, &session).await?;
             let q = if clear {
-                conn.call::<m::SessionQueueClear>(SessionParams { session_id }).await?
+                conn.call::<m::SessionQueueClear>(SessionParams { session_id })
+                    .await?
             } else {
-                conn.call::<m::SessionQueue>(SessionParams { session_id }).await?
+                conn.call::<m::SessionQueue>(SessionParams { session_id })
+                    .await?
             };
             print(json, &q, |q| {
                 for i in &q.steering {
@@ -355,9 +440,18 @@ async fn run(cli: Cli) -> Result<u8> {
         }
         Command::Abort { session, close } => {
             let session_id = resolve(&conn, &session).await?;
-            let r = conn.call::<m::SessionAbort>(AbortParams { session_id, close }).await?;
+            let r = conn
+                .call::<m::SessionAbort>(AbortParams { session_id, close })
+                .await?;
             print(json, &r, |r| {
-                println!("{}", if r.aborted { "aborted" } else { "nothing was running" });
+                println!(
+                    "{}",
+                    if r.aborted {
+                        "aborted"
+                    } else {
+                        "nothing was running"
+                    }
+                );
                 let queued = r.queue.steering.len() + r.queue.follow_up.len();
                 if queued > 0 {
                     println!("{queued} queued item(s) kept; see `agentctl queue`");
@@ -366,13 +460,29 @@ async fn run(cli: Cli) -> Result<u8> {
         }
         Command::Close { session } => {
             let session_id = resolve(&conn, &session).await?;
-            let r = conn.call::<m::SessionClose>(SessionParams { session_id }).await?;
+            let r = conn
+                .call::<m::SessionClose>(SessionParams { session_id })
+                .await?;
             print(json, &r, |_| println!("closed"));
         }
-        Command::Events { session, since, follow } => {
+        Command::Events {
+            session,
+            since,
+            follow,
+        } => {
             let session_id = resolve(&conn, &session).await?;
-            let last = conn.call::<m::SessionGet>(SessionParams { session_id: session_id.clone() }).await?.last_seq;
-            let mut stream = conn.subscribe::<m::SessionSubscribe>(SubscribeParams { session_id, since_seq: Some(since) }).await?;
+            let last = conn
+                .call::<m::SessionGet>(SessionParams {
+                    session_id: session_id.clone(),
+                })
+                .await?
+                .last_seq;
+            let mut stream = conn
+                .subscribe::<m::SessionSubscribe>(SubscribeParams {
+                    session_id,
+                    since_seq: Some(since),
+                })
+                .await?;
             if !follow && last <= since {
                 return Ok(0);
             }
@@ -380,21 +490,41 @@ async fn run(cli: Cli) -> Result<u8> {
                 let item = item.map_err(|e| Failure(1, format!("bad event: {e}")))?;
                 match &item {
                     StreamItem::Event(e) => {
-                        print(json, e, |e| println!("{:>6} {} {} {}", e.seq, e.ts, e.body.kind(), event_data(&e.body)));
+                        print(json, e, |e| {
+                            println!(
+                                "{:>6} {} {} {}",
+                                e.seq,
+                                e.ts,
+                                e.body.kind(),
+                                event_data(&e.body)
+                            )
+                        });
                         if !follow && e.seq >= last {
                             break;
                         }
                     }
                     StreamItem::End(end) => {
-                        print(json, &item, |_| eprintln!("(stream ended: {:?} at seq {})", end.reason, end.last_seq));
+                        print(json, &item, |_| {
+                            eprintln!("(stream ended: {:?} at seq {})", end.reason, end.last_seq)
+                        });
                         break;
                     }
                 }
             }
         }
-        Command::History { session, offset, limit } => {
+        Command::History {
+            session,
+            offset,
+            limit,
+        } => {
             let session_id = resolve(&conn, &session).await?;
-            let h = conn.call::<m::SessionHistory>(HistoryParams { session_id, offset, limit }).await?;
+            let h = conn
+                .call::<m::SessionHistory>(HistoryParams {
+                    session_id,
+                    offset,
+                    limit,
+                })
+                .await?;
             if json {
                 for e in &h.entries {
                     print(true, e, |_| {});
@@ -412,7 +542,11 @@ async fn run(cli: Cli) -> Result<u8> {
 fn event_data(body: &EventBody) -> String {
     let v = serde_json::to_value(body).unwrap_or_default();
     let s = v.get("data").map(|d| d.to_string()).unwrap_or_default();
-    if s.chars().count() > 200 { format!("{}…", s.chars().take(199).collect::<String>()) } else { s }
+    if s.chars().count() > 200 {
+        format!("{}…", s.chars().take(199).collect::<String>())
+    } else {
+        s
+    }
 }
 
 /// Renders the session's events until the work that includes `input_id` ends. Ctrl-C aborts
@@ -439,7 +573,10 @@ async fn follow_work(
             }
         };
         let Some(item) = item else {
-            return Err(Failure(EX_UNAVAILABLE, "the daemon closed the event stream".into()));
+            return Err(Failure(
+                EX_UNAVAILABLE,
+                "the daemon closed the event stream".into(),
+            ));
         };
         let item = item.map_err(|e| Failure(1, format!("bad event: {e}")))?;
         let event = match item {

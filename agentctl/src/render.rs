@@ -49,13 +49,25 @@ impl Renderer {
                 self.close_line();
                 eprintln!("› {}", text.lines().next().unwrap_or_default());
             }
-            EventBody::ToolCallStart { tool_name, arguments, .. } => {
+            EventBody::ToolCallStart {
+                tool_name,
+                arguments,
+                ..
+            } => {
                 self.close_line();
                 eprintln!("● {tool_name} {}", summarize_args(tool_name, arguments));
             }
-            EventBody::ToolCallEnd { tool_name, error, duration_ms, .. } => match error {
+            EventBody::ToolCallEnd {
+                tool_name,
+                error,
+                duration_ms,
+                ..
+            } => match error {
                 None => eprintln!("  ✓ {tool_name} ({duration_ms} ms)"),
-                Some(e) => eprintln!("  ✗ {tool_name} ({duration_ms} ms): {}", e.lines().last().unwrap_or_default()),
+                Some(e) => eprintln!(
+                    "  ✗ {tool_name} ({duration_ms} ms): {}",
+                    e.lines().last().unwrap_or_default()
+                ),
             },
             EventBody::SteeringInjected { text, .. } => eprintln!("↳ steering: {text}"),
             EventBody::TurnLimit { limit, count } => {
@@ -86,7 +98,9 @@ impl Renderer {
                 self.close_line();
                 eprintln!("■ session closed: {reason}");
             }
-            EventBody::StateChanged { state: SessionState::Closed } => self.close_line(),
+            EventBody::StateChanged {
+                state: SessionState::Closed,
+            } => self.close_line(),
             _ => {}
         }
     }

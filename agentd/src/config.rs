@@ -190,15 +190,28 @@ impl Config {
         let (file, source) = match path {
             Some(p) => match std::fs::read_to_string(p) {
                 Ok(text) => (parse(&text, p)?, Some(p.to_owned())),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => (FileConfig::default(), None),
-                Err(e) => return Err(Error::Read { path: p.to_owned(), source: e }),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
+                    (FileConfig::default(), None)
+                }
+                Err(e) => {
+                    return Err(Error::Read {
+                        path: p.to_owned(),
+                        source: e,
+                    });
+                }
             },
             None => (FileConfig::default(), None),
         };
-        Self::build(file, source, &|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+        Self::build(file, source, &|k| {
+            std::env::var(k).ok().filter(|v| !v.is_empty())
+        })
     }
 
-    fn build(file: FileConfig, source: Option<PathBuf>, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, Error> {
+    fn build(
+        file: FileConfig,
+        source: Option<PathBuf>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, Error> {
         let mut providers = BTreeMap::new();
         // The built-in Anthropic provider, always present.
         let mut entries: Vec<(String, Option<FileProvider>)> = vec![("anthropic".into(), None)];
@@ -212,16 +225,31 @@ impl Config {
             let kind = match p.as_ref().and_then(|p| p.kind) {
                 Some(k) => k,
                 None if name == "anthropic" => ProviderKind::Anthropic,
-                None => return Err(Error::Invalid(format!("providers.{name}.kind is missing (one of: anthropic)"))),
+                None => {
+                    return Err(Error::Invalid(format!(
+                        "providers.{name}.kind is missing (one of: anthropic)"
+                    )));
+                }
             };
             let env_prefix = kind.as_str().to_ascii_uppercase();
-            let api_key_env = p.as_ref().and_then(|p| p.api_key_env.clone()).unwrap_or_else(|| format!("{env_prefix}_API_KEY"));
-            let env_base = if name == kind.as_str() { env(&format!("{env_prefix}_BASE_URL")) } else { None };
+            let api_key_env = p
+                .as_ref()
+                .and_then(|p| p.api_key_env.clone())
+                .unwrap_or_else(|| format!("{env_prefix}_API_KEY"));
+            let env_base = if name == kind.as_str() {
+                env(&format!("{env_prefix}_BASE_URL"))
+            } else {
+                None
+            };
             let file_base = p.as_ref().and_then(|p| p.base_url.clone());
             let custom_base_url = env_base.is_some() || file_base.is_some();
-            let base_url = env_base.or(file_base).unwrap_or_else(|| "https://api.anthropic.com".into());
+            let base_url = env_base
+                .or(file_base)
+                .unwrap_or_else(|| "https://api.anthropic.com".into());
             if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
-                return Err(Error::Invalid(format!("providers.{name}.base_url must start with http:// or https://, got {base_url:?}")));
+                return Err(Error::Invalid(format!(
+                    "providers.{name}.base_url must start with http:// or https://, got {base_url:?}"
+                )));
             }
             let provider = ProviderConfig {
                 name: name.clone(),
@@ -230,20 +258,30 @@ impl Config {
                 api_key: env(&api_key_env).map(ApiKey),
                 api_key_env,
                 custom_base_url,
-                default_model: p.as_ref().and_then(|p| p.default_model.clone()).unwrap_or_else(|| ANTHROPIC_DEFAULT_MODEL.into()),
-                context_window_tokens: p.as_ref().and_then(|p| p.context_window_tokens).unwrap_or(200_000),
+                default_model: p
+                    .as_ref()
+                    .and_then(|p| p.default_model.clone())
+                    .unwrap_or_else(|| ANTHROPIC_DEFAULT_MODEL.into()),
+                context_window_tokens: p
+                    .as_ref()
+                    .and_then(|p| p.context_window_tokens)
+                    .unwrap_or(200_000),
             };
             providers.insert(name, provider);
         }
         let default_provider = file.default_provider.unwrap_or_else(|| "anthropic".into());
         if !providers.contains_key(&default_provider) {
-            return Err(Error::Invalid(format!("default_provider {default_provider:?} is not a configured provider")));
+            return Err(Error::Invalid(format!(
+                "default_provider {default_provider:?} is not a configured provider"
+            )));
         }
         let config = Self {
             default_provider,
             providers,
             session_defaults: file.session,
-            log_level: env("AGENTD_LOG").or(file.log_level).unwrap_or_else(|| "info".into()),
+            log_level: env("AGENTD_LOG")
+                .or(file.log_level)
+                .unwrap_or_else(|| "info".into()),
             source,
         };
         config.session_config("anthropic", None)?;
@@ -252,10 +290,17 @@ impl Config {
 
     /// The initial config of a new session on `provider` (default: the configured one), with
     /// the file's session defaults applied and validated.
-    pub fn session_config(&self, provider: &str, model: Option<&str>) -> Result<SessionConfig, Error> {
+    pub fn session_config(
+        &self,
+        provider: &str,
+        model: Option<&str>,
+    ) -> Result<SessionConfig, Error> {
         let p = self.providers.get(provider).ok_or_else(|| {
             let known: Vec<&str> = self.providers.keys().map(String::as_str).collect();
-            Error::Invalid(format!("unknown provider {provider:?}; configured: {}", known.join(", ")))
+            Error::Invalid(format!(
+                "unknown provider {provider:?}; configured: {}",
+                known.join(", ")
+            ))
         })?;
         let mut config = default_session_config(provider, model.unwrap_or(&p.default_model));
         config.context_window_tokens = p.context_window_tokens;
@@ -275,7 +320,10 @@ pub fn validate_session_config(c: &SessionConfig) -> Result<(), Error> {
         return bad("max_output_tokens", "must be at least 1");
     }
     if c.default_command_timeout_ms == 0 || c.max_command_timeout_ms == 0 {
-        return bad("default_command_timeout_ms and max_command_timeout_ms", "must be at least 1");
+        return bad(
+            "default_command_timeout_ms and max_command_timeout_ms",
+            "must be at least 1",
+        );
     }
     if c.enable_loop_detection && c.loop_detection_window < 2 {
         return bad("loop_detection_window", "must be at least 2");
@@ -287,7 +335,10 @@ pub fn validate_session_config(c: &SessionConfig) -> Result<(), Error> {
 }
 
 fn parse(text: &str, path: &Path) -> Result<FileConfig, Error> {
-    toml::from_str(text).map_err(|e| Error::Parse { path: path.to_owned(), message: e.to_string().trim_end().to_owned() })
+    toml::from_str(text).map_err(|e| Error::Parse {
+        path: path.to_owned(),
+        message: e.to_string().trim_end().to_owned(),
+    })
 }
 
 #[cfg(test)]
@@ -296,13 +347,25 @@ mod tests {
 
     fn build(text: &str, env: &[(&str, &str)]) -> Result<Config, Error> {
         let file = parse(text, Path::new("config.toml"))?;
-        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        Config::build(file, None, &move |k| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::build(file, None, &move |k| {
+            env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+        })
     }
 
     #[test]
     fn anthropic_is_built_in_and_reads_env() {
-        let c = build("", &[("ANTHROPIC_API_KEY", "sk"), ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/")]).unwrap();
+        let c = build(
+            "",
+            &[
+                ("ANTHROPIC_API_KEY", "sk"),
+                ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/"),
+            ],
+        )
+        .unwrap();
         let p = &c.providers["anthropic"];
         assert_eq!(p.base_url, "http://127.0.0.1:9");
         assert_eq!(p.api_key.as_ref().map(ApiKey::expose), Some("sk"));
@@ -310,28 +373,43 @@ mod tests {
         assert!(p.is_usable());
         let unusable = build("", &[]).unwrap();
         assert!(!unusable.providers["anthropic"].is_usable());
-        assert!(unusable.providers["anthropic"].setup_hint().contains("ANTHROPIC_API_KEY"));
+        assert!(
+            unusable.providers["anthropic"]
+                .setup_hint()
+                .contains("ANTHROPIC_API_KEY")
+        );
     }
 
     #[test]
     fn unknown_key_is_named() {
-        let err = build("[session]\nmax_turnz = 3\n", &[]).unwrap_err().to_string();
+        let err = build("[session]\nmax_turnz = 3\n", &[])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("max_turnz"), "{err}");
     }
 
     #[test]
     fn bad_values_are_named() {
-        let err = build("[session]\nloop_detection_window = 1\n", &[]).unwrap_err().to_string();
+        let err = build("[session]\nloop_detection_window = 1\n", &[])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("loop_detection_window"), "{err}");
-        let err = build("default_provider = \"nope\"\n", &[]).unwrap_err().to_string();
+        let err = build("default_provider = \"nope\"\n", &[])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("nope"), "{err}");
-        let err = build("[providers.local]\nbase_url = \"http://x\"\n", &[]).unwrap_err().to_string();
+        let err = build("[providers.local]\nbase_url = \"http://x\"\n", &[])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("providers.local.kind"), "{err}");
     }
 
     #[test]
     fn session_defaults_apply() {
         let c = build("[session]\nmax_turns = 7\n", &[]).unwrap();
-        assert_eq!(c.session_config("anthropic", Some("m")).unwrap().max_turns, 7);
+        assert_eq!(
+            c.session_config("anthropic", Some("m")).unwrap().max_turns,
+            7
+        );
     }
 }

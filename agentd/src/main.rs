@@ -43,7 +43,11 @@ fn main() -> ExitCode {
     let systemd_fd = server::take_systemd_fd();
     let args = Args::parse();
     if let Some(Command::Schema) = args.command {
-        println!("{}", serde_json::to_string_pretty(&agentd_proto::schema::protocol_schema()).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&agentd_proto::schema::protocol_schema())
+                .unwrap_or_default()
+        );
         return ExitCode::SUCCESS;
     }
     let explicit = args.config.is_some();
@@ -56,21 +60,38 @@ fn main() -> ExitCode {
         }
     };
     if args.check_config {
-        let source = config.source.as_ref().map_or("built-in defaults (no config file)".into(), |p| p.display().to_string());
+        let source = config
+            .source
+            .as_ref()
+            .map_or("built-in defaults (no config file)".into(), |p| {
+                p.display().to_string()
+            });
         println!("config ok: {source}");
         for p in config.providers.values() {
             let status = if p.is_usable() { "ready" } else { "no key" };
-            println!("  provider {}: {} {} ({status}, default model {})", p.name, p.info().kind, p.base_url, p.default_model);
+            println!(
+                "  provider {}: {} {} ({status}, default model {})",
+                p.name,
+                p.info().kind,
+                p.base_url,
+                p.default_model
+            );
         }
         return ExitCode::SUCCESS;
     }
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&config.log_level).unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&config.log_level)
+                .unwrap_or_else(|_| "info".into()),
+        )
         .with_writer(std::io::stderr)
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("agentd: cannot start the runtime: {e}");
@@ -86,14 +107,20 @@ fn main() -> ExitCode {
     }
 }
 
-async fn serve(socket: Option<PathBuf>, systemd_fd: Option<i32>, config: Config) -> anyhow::Result<()> {
+async fn serve(
+    socket: Option<PathBuf>,
+    systemd_fd: Option<i32>,
+    config: Config,
+) -> anyhow::Result<()> {
     let listener = match systemd_fd {
         Some(fd) => {
             tracing::info!(fd, "adopting the socket passed by systemd");
             Listener::adopt_systemd(fd)?
         }
         None => {
-            let path = socket.unwrap_or_else(|| agentd_proto::socket::default_socket_path(nix::unistd::geteuid().as_raw()));
+            let path = socket.unwrap_or_else(|| {
+                agentd_proto::socket::default_socket_path(nix::unistd::geteuid().as_raw())
+            });
             Listener::bind(&path)?
         }
     };
@@ -109,10 +136,10 @@ async fn serve(socket: Option<PathBuf>, systemd_fd: Option<i32>, config: Config)
     let socket_display = listener.path.display().to_string();
     server::run(listener, daemon, Limits::default(), || {
         tracing::info!(socket = %socket_display, pid = std::process::id(), "agentd ready");
-        if std::env::var_os("NOTIFY_SOCKET").is_some() {
-            if let Err(e) = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]) {
-                tracing::warn!("sd_notify READY=1 failed: {e}");
-            }
+        if std::env::var_os("NOTIFY_SOCKET").is_some()
+            && let Err(e) = sd_notify::notify(false, &[sd_notify::NotifyState::Ready])
+        {
+            tracing::warn!("sd_notify READY=1 failed: {e}");
         }
     })
     .await;
@@ -122,7 +149,10 @@ async fn serve(socket: Option<PathBuf>, systemd_fd: Option<i32>, config: Config)
 
 async fn stop_on_signal(shutdown: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         tracing::error!("cannot install signal handlers");
         return;
     };

@@ -3,8 +3,8 @@
 //! A subscription to a session (`session/subscribe`) delivers [`StreamItem`]s: events, then
 //! always one final [`StreamEnd`] saying why the stream stopped.
 
-use crate::{InputId, SessionConfig, SessionId, ToolCallId, Usage};
 use crate::params::{QueueContents, SessionState};
+use crate::{InputId, SessionConfig, SessionId, ToolCallId, Usage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

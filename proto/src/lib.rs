@@ -30,8 +30,8 @@ pub mod socket;
 pub use config::{ConfigPatch, ReasoningEffort, SessionConfig};
 pub use error::{ErrorData, ErrorKind};
 pub use event::{
-    DaemonEvent, Event, EventBody, LimitKind, OutputStream, ProcessingEndReason,
-    StreamEnd, StreamEndReason, StreamItem,
+    DaemonEvent, Event, EventBody, LimitKind, OutputStream, ProcessingEndReason, StreamEnd,
+    StreamEndReason, StreamItem,
 };
 pub use history::{HistoryEntry, ReasoningBlock, ToolCall, ToolResult, Turn, Usage};
 pub use ids::{EntryId, InputId, SessionId, ToolCallId};

@@ -1,8 +1,8 @@
 //! Parameters and results of every method. Params are always a JSON object (named params);
 //! an absent `params` is accepted where every field is optional.
 
-use crate::{HistoryEntry, InputId, SessionConfig, SessionId, Usage};
 use crate::config::ConfigPatch;
+use crate::{HistoryEntry, InputId, SessionConfig, SessionId, Usage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

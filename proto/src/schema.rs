@@ -76,3 +76,37 @@ pub fn protocol_schema() -> Value {
         "$defs": defs,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    /// The committed schema (docs and client generators use it) matches the code. To update it:
+    /// `cargo run -p agentd -- schema > proto/schema/agentd-protocol.json`.
+    #[test]
+    fn committed_schema_is_current() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schema/agentd-protocol.json");
+        let committed: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("schema file exists"))
+                .expect("schema file is JSON");
+        assert!(
+            committed == super::protocol_schema(),
+            "proto/schema/agentd-protocol.json is stale: run `cargo run -p agentd -- schema > proto/schema/agentd-protocol.json`"
+        );
+    }
+
+    #[test]
+    fn every_method_and_subscription_is_described() {
+        let schema = super::protocol_schema();
+        let methods: Vec<&String> = schema["methods"].as_object().unwrap().keys().collect();
+        assert_eq!(methods.len(), 14);
+        for m in schema["methods"].as_object().unwrap().values() {
+            assert!(
+                m["params"].is_object() && m["result"].is_object() && m["description"].is_string()
+            );
+        }
+        assert_eq!(
+            schema["subscriptions"]["session/subscribe"]["notification"],
+            "session/event"
+        );
+        assert_eq!(schema["errors"]["codes"].as_array().unwrap().len(), 8);
+    }
+}

@@ -3,6 +3,8 @@
 //! Anthropic server that speaks the recorded SSE wire format and records every request
 //! ([`mock::MockAnthropic`]). Nothing here reaches the network.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 pub mod mock;
 pub mod sse;
 
@@ -19,29 +21,29 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 /// Upper bound on any single wait in a test; a guard against hangs, not a timing assertion.
 pub const WAIT: Duration = Duration::from_secs(30);
 
-/// The directory holding the built `agentd` and `agentctl`, built once per test run so the
-/// tests never run stale binaries.
+/// The directory holding `agentd` and `agentctl` of the same profile as the running test or
+/// bench binary. They are built once per run, so a test never runs a stale daemon.
 pub fn bin_dir() -> PathBuf {
     static BUILD: Once = Once::new();
-    BUILD.call_once(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--quiet", "-p", "agentd", "-p", "agentctl"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building agentd and agentctl failed");
-    });
     let exe = std::env::current_exe().expect("test binary path");
     // target/<profile>/deps/<test> or target/<profile>/<bin>
     let mut dir = exe.parent().expect("exe dir").to_path_buf();
     if dir.ends_with("deps") {
         dir.pop();
     }
-    if !dir.join("agentd").exists() {
-        // The tests were built in another profile; the build above used `debug`.
-        dir = dir.parent().expect("target dir").join("debug");
-    }
+    let release = dir.ends_with("release");
+    BUILD.call_once(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = Command::new(cargo);
+        build
+            .args(["build", "--quiet", "-p", "agentd", "-p", "agentctl"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if release {
+            build.arg("--release");
+        }
+        let status = build.status().expect("cargo runs");
+        assert!(status.success(), "building agentd and agentctl failed");
+    });
     dir
 }
 
@@ -60,7 +62,11 @@ pub struct TestDaemon {
 impl TestDaemon {
     /// Starts a daemon whose Anthropic provider points at `anthropic_url` with a test key.
     pub async fn start(anthropic_url: &str) -> Result<Self> {
-        Self::start_with(&[("ANTHROPIC_BASE_URL", anthropic_url), ("ANTHROPIC_API_KEY", "test-key")]).await
+        Self::start_with(&[
+            ("ANTHROPIC_BASE_URL", anthropic_url),
+            ("ANTHROPIC_API_KEY", "test-key"),
+        ])
+        .await
     }
 
     /// Starts a daemon with these extra environment variables.
@@ -73,7 +79,10 @@ impl TestDaemon {
             log: root.path().join("agentd.log"),
             socket,
             root,
-            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         daemon.spawn()?;
         daemon.wait_ready().await?;
@@ -99,8 +108,16 @@ impl TestDaemon {
     }
 
     fn spawn(&mut self) -> Result<()> {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log)?;
-        let child = self.command("agentd").stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log).spawn()?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)?;
+        let child = self
+            .command("agentd")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()?;
         self.child = Some(child);
         Ok(())
     }
@@ -111,7 +128,11 @@ impl TestDaemon {
             if UnixStream::connect(&self.socket).await.is_ok() {
                 return Ok(());
             }
-            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
                 bail!("agentd exited with {status}: {}", self.log_text());
             }
             if Instant::now() > deadline {
@@ -132,7 +153,10 @@ impl TestDaemon {
     }
 
     /// Sends a signal and waits for the daemon to exit.
-    pub async fn stop_with(&mut self, signal: nix::sys::signal::Signal) -> Result<std::process::ExitStatus> {
+    pub async fn stop_with(
+        &mut self,
+        signal: nix::sys::signal::Signal,
+    ) -> Result<std::process::ExitStatus> {
         let mut child = self.child.take().ok_or_else(|| anyhow!("not running"))?;
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal)?;
         let deadline = Instant::now() + WAIT;
@@ -156,22 +180,39 @@ impl TestDaemon {
     /// Runs `agentctl` with `args` (and `stdin` if given) to completion.
     pub async fn agentctl(&self, args: &[&str], stdin: Option<&str>) -> Result<Output> {
         let mut cmd = self.command("agentctl");
-        cmd.args(args).stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.args(args)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         let mut child = tokio::process::Command::from(cmd).spawn()?;
         if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
             pipe.write_all(text.as_bytes()).await?;
         }
-        Ok(tokio::time::timeout(WAIT, child.wait_with_output()).await.context("agentctl hung")??)
+        Ok(tokio::time::timeout(WAIT, child.wait_with_output())
+            .await
+            .context("agentctl hung")??)
     }
 
     /// Creates a session in `cwd` and returns its id.
-    pub async fn create_session(&self, client: &mut RawClient, cwd: &Path, extra: Value) -> Result<String> {
+    pub async fn create_session(
+        &self,
+        client: &mut RawClient,
+        cwd: &Path,
+        extra: Value,
+    ) -> Result<String> {
         let mut params = json!({"cwd": cwd.display().to_string()});
         if let (Some(p), Some(e)) = (params.as_object_mut(), extra.as_object()) {
             p.extend(e.clone());
         }
         let snapshot = client.call("session/create", params).await?;
-        Ok(snapshot["session_id"].as_str().ok_or_else(|| anyhow!("no session id in {snapshot}"))?.to_owned())
+        Ok(snapshot["session_id"]
+            .as_str()
+            .ok_or_else(|| anyhow!("no session id in {snapshot}"))?
+            .to_owned())
     }
 }
 
@@ -198,7 +239,13 @@ impl RawClient {
     /// Connects to `socket`.
     pub async fn connect(socket: &Path) -> Result<Self> {
         let (r, w) = UnixStream::connect(socket).await?.into_split();
-        Ok(Self { reader: BufReader::new(r), writer: w, next_id: 1, notifications: Default::default(), current: None })
+        Ok(Self {
+            reader: BufReader::new(r),
+            writer: w,
+            next_id: 1,
+            notifications: Default::default(),
+            current: None,
+        })
     }
 
     /// Writes raw bytes.
@@ -210,11 +257,13 @@ impl RawClient {
     /// Reads the next line as JSON (any message).
     pub async fn read_message(&mut self) -> Result<Value> {
         let mut line = String::new();
-        let n = tokio::time::timeout(WAIT, self.reader.read_line(&mut line)).await.context("no message from agentd")??;
+        let n = tokio::time::timeout(WAIT, self.reader.read_line(&mut line))
+            .await
+            .context("no message from agentd")??;
         if n == 0 {
             bail!("connection closed");
         }
-        Ok(serde_json::from_str(&line).with_context(|| format!("bad line {line:?}"))?)
+        serde_json::from_str(&line).with_context(|| format!("bad line {line:?}"))
     }
 
     /// Reads until the response with `id`; notifications seen meanwhile are kept.
@@ -269,7 +318,10 @@ impl RawClient {
             params["since_seq"] = json!(s);
         }
         let id = self.call("session/subscribe", params).await?;
-        let id = id.as_str().ok_or_else(|| anyhow!("subscription id is not a string: {id}"))?.to_owned();
+        let id = id
+            .as_str()
+            .ok_or_else(|| anyhow!("subscription id is not a string: {id}"))?
+            .to_owned();
         self.current = Some(id.clone());
         Ok(id)
     }
@@ -282,7 +334,11 @@ impl RawClient {
             if n["method"] != "session/event" {
                 bail!("unexpected notification {n}");
             }
-            if self.current.as_deref().is_some_and(|c| n["params"]["subscription"] != c) {
+            if self
+                .current
+                .as_deref()
+                .is_some_and(|c| n["params"]["subscription"] != c)
+            {
                 continue;
             }
             return Ok(n["params"]["result"].clone());
@@ -290,12 +346,19 @@ impl RawClient {
     }
 
     /// Reads events until one of `kind` satisfies `pred`; returns every event read, that one last.
-    pub async fn events_until(&mut self, kind: &str, pred: impl Fn(&Value) -> bool) -> Result<Vec<Value>> {
+    pub async fn events_until(
+        &mut self,
+        kind: &str,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Result<Vec<Value>> {
         let mut seen = Vec::new();
         loop {
             let item = self.item().await?;
             if item["type"] == "end" {
-                bail!("stream ended before {kind}: {item}; saw {}", kinds(&seen).join(","));
+                bail!(
+                    "stream ended before {kind}: {item}; saw {}",
+                    kinds(&seen).join(",")
+                );
             }
             let matched = item["kind"] == kind && pred(&item);
             seen.push(item);
@@ -308,17 +371,26 @@ impl RawClient {
 
 /// The `kind` of each event.
 pub fn kinds(events: &[Value]) -> Vec<String> {
-    events.iter().map(|e| e["kind"].as_str().unwrap_or("?").to_owned()).collect()
+    events
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap_or("?").to_owned())
+        .collect()
 }
 
 /// Processes whose process group is `pgid` and that are not zombies.
 pub fn live_group_members(pgid: i32) -> Vec<i32> {
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
         // Fields after the parenthesised command: state ppid pgrp ...
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { continue };
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
         let fields: Vec<&str> = rest.split_whitespace().collect();
         if fields.len() > 2 && fields[0] != "Z" && fields[2].parse::<i32>().ok() == Some(pgid) {
             pids.push(pid);

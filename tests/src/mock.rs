@@ -60,7 +60,10 @@ pub struct Recorded {
 impl Recorded {
     /// A header's value.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -91,9 +94,15 @@ impl MockAnthropic {
     /// Starts on an ephemeral port.
     pub async fn start() -> anyhow::Result<Self> {
         let shared = Arc::new(Shared::default());
-        let app = Router::new().route("/v1/messages", post(handle)).with_state(shared.clone());
+        let app = Router::new()
+            .route("/v1/messages", post(handle))
+            .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}", listener.local_addr()?);
+        // Without TCP_NODELAY, small streamed chunks meet delayed ACKs and stall ~40 ms each.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
@@ -146,7 +155,15 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
         let mut inner = shared.inner.lock().unwrap_or_else(|e| e.into_inner());
         inner.requests.push(Recorded {
             body: body.clone(),
-            headers: headers.iter().map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or_default().to_owned())).collect(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.as_str().to_owned(),
+                        v.to_str().unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect(),
         });
         match inner.queue.pop_front() {
             Some(r) => r,
@@ -159,7 +176,8 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
     shared.arrived.notify_waiters();
     match reply {
         Reply::Status(status, extra, text) => {
-            let mut response = Response::builder().status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR));
+            let mut response = Response::builder()
+                .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR));
             response = response.header("content-type", "application/json");
             for (k, v) in extra {
                 response = response.header(k, v);
@@ -178,13 +196,17 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byt
                         }
                         Chunk::Wait(gate) => gate.0.notified().await,
                         Chunk::Cut => {
-                            let _ = tx.send(Err(std::io::Error::other("mock: connection cut"))).await;
+                            let _ = tx
+                                .send(Err(std::io::Error::other("mock: connection cut")))
+                                .await;
                             return;
                         }
                     }
                 }
             });
-            let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+            let stream = futures::stream::unfold(rx, |mut rx| async move {
+                rx.recv().await.map(|item| (item, rx))
+            });
             Response::builder()
                 .status(200)
                 .header("content-type", "text/event-stream; charset=utf-8")

@@ -26,12 +26,17 @@ pub fn message_start() -> Chunk {
 /// A text block at `index`, its text split into word-sized deltas.
 pub fn text_block(index: u32, text: &str) -> Vec<Chunk> {
     let mut chunks = vec![
-        event(json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})),
+        event(
+            json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
+        ),
         Chunk::Data("event: ping\ndata: {\"type\": \"ping\"}\n\n".into()),
     ];
     let mut rest = text;
     while !rest.is_empty() {
-        let cut = rest.char_indices().find(|(i, c)| *i > 0 && *c == ' ').map_or(rest.len(), |(i, _)| i);
+        let cut = rest
+            .char_indices()
+            .find(|(i, c)| *i > 0 && *c == ' ')
+            .map_or(rest.len(), |(i, _)| i);
         chunks.push(event(json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": &rest[..cut]}})));
         rest = &rest[cut..];
     }
@@ -44,7 +49,9 @@ pub fn tool_block(index: u32, id: &str, name: &str, input: &Value) -> Vec<Chunk>
     let mut chunks = vec![
         event(json!({"type": "content_block_start", "index": index,
             "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}})),
-        event(json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": ""}})),
+        event(
+            json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": ""}}),
+        ),
     ];
     let json = input.to_string();
     let mut start = 0;
@@ -64,8 +71,10 @@ pub fn tool_block(index: u32, id: &str, name: &str, input: &Value) -> Vec<Chunk>
 /// The closing events of a message.
 pub fn message_end(stop_reason: &str) -> Vec<Chunk> {
     vec![
-        event(json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null},
-            "usage": {"input_tokens": 100, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 50, "output_tokens": 20}})),
+        event(
+            json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null},
+            "usage": {"input_tokens": 100, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 50, "output_tokens": 20}}),
+        ),
         event(json!({"type": "message_stop"})),
     ]
 }

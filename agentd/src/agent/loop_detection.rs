@@ -27,10 +27,13 @@ pub(super) fn detect_loop(entries: &[Arc<HistoryEntry>], window: usize) -> bool 
         return false;
     }
     signatures.reverse();
-    [1, 2, 3].into_iter().filter(|p| window % p == 0).any(|p| {
-        let pattern = &signatures[..p];
-        signatures.chunks(p).all(|c| c == pattern)
-    })
+    [1, 2, 3]
+        .into_iter()
+        .filter(|p| window.is_multiple_of(*p))
+        .any(|p| {
+            let pattern = &signatures[..p];
+            signatures.chunks(p).all(|c| c == pattern)
+        })
 }
 
 #[cfg(test)]
@@ -45,12 +48,21 @@ mod tests {
                 let turn = Turn::Assistant {
                     text: String::new(),
                     reasoning: vec![],
-                    tool_calls: vec![ToolCall { id: ToolCallId(c.to_string()), name: "shell".into(), arguments: json!({"command": c}) }],
+                    tool_calls: vec![ToolCall {
+                        id: ToolCallId(c.to_string()),
+                        name: "shell".into(),
+                        arguments: json!({"command": c}),
+                    }],
                     usage: Usage::default(),
                     response_id: None,
                     model: "m".into(),
                 };
-                Arc::new(HistoryEntry { id: EntryId(c.to_string()), parent_id: None, ts: String::new(), turn })
+                Arc::new(HistoryEntry {
+                    id: EntryId(c.to_string()),
+                    parent_id: None,
+                    ts: String::new(),
+                    turn,
+                })
             })
             .collect()
     }
@@ -58,15 +70,27 @@ mod tests {
     #[test]
     fn detects_repeats_of_one_two_and_three() {
         assert!(detect_loop(&calls(&["a"; 10]), 10));
-        assert!(detect_loop(&calls(&["a", "b", "a", "b", "a", "b", "a", "b", "a", "b"]), 10));
-        assert!(detect_loop(&calls(&["x", "a", "b", "c", "a", "b", "c", "a", "b", "c"]), 9));
+        assert!(detect_loop(
+            &calls(&["a", "b", "a", "b", "a", "b", "a", "b", "a", "b"]),
+            10
+        ));
+        assert!(detect_loop(
+            &calls(&["x", "a", "b", "c", "a", "b", "c", "a", "b", "c"]),
+            9
+        ));
     }
 
     #[test]
     fn ignores_short_or_varied_histories() {
         assert!(!detect_loop(&calls(&["a"; 9]), 10));
-        assert!(!detect_loop(&calls(&["a", "b", "c", "d", "a", "b", "c", "d", "a", "b"]), 10));
+        assert!(!detect_loop(
+            &calls(&["a", "b", "c", "d", "a", "b", "c", "d", "a", "b"]),
+            10
+        ));
         // A window of 10 cannot hold whole patterns of 3.
-        assert!(!detect_loop(&calls(&["a", "b", "c", "a", "b", "c", "a", "b", "c", "a"]), 10));
+        assert!(!detect_loop(
+            &calls(&["a", "b", "c", "a", "b", "c", "a", "b", "c", "a"]),
+            10
+        ));
     }
 }

@@ -68,21 +68,36 @@ impl Agent<'_> {
     /// session runs so that it can stop after an abort).
     pub async fn process_input(&self, input: QueuedInput, cancel: &CancellationToken) -> Outcome {
         let host = self.host;
-        host.append(Turn::User { text: input.text.clone(), input_id: input.input_id.clone() });
-        host.emit(EventBody::UserInput { input_id: input.input_id, text: input.text });
+        host.append(Turn::User {
+            text: input.text.clone(),
+            input_id: input.input_id.clone(),
+        });
+        host.emit(EventBody::UserInput {
+            input_id: input.input_id,
+            text: input.text,
+        });
         self.drain_steering();
         let mut rounds = 0u32;
         let mut context_warned = false;
         loop {
             let config = host.config();
             if config.max_tool_rounds_per_input > 0 && rounds >= config.max_tool_rounds_per_input {
-                host.emit(EventBody::TurnLimit { limit: LimitKind::MaxToolRoundsPerInput, count: rounds });
+                host.emit(EventBody::TurnLimit {
+                    limit: LimitKind::MaxToolRoundsPerInput,
+                    count: rounds,
+                });
                 return Outcome::TurnLimit;
             }
             let entries = host.history();
-            let assistant_turns = entries.iter().filter(|e| matches!(e.turn, Turn::Assistant { .. })).count() as u32;
+            let assistant_turns = entries
+                .iter()
+                .filter(|e| matches!(e.turn, Turn::Assistant { .. }))
+                .count() as u32;
             if config.max_turns > 0 && assistant_turns >= config.max_turns {
-                host.emit(EventBody::TurnLimit { limit: LimitKind::MaxTurns, count: assistant_turns });
+                host.emit(EventBody::TurnLimit {
+                    limit: LimitKind::MaxTurns,
+                    count: assistant_turns,
+                });
                 return Outcome::TurnLimit;
             }
             if cancel.is_cancelled() {
@@ -110,11 +125,18 @@ impl Agent<'_> {
                         partial.push_str(&t);
                         host.emit(EventBody::AssistantTextDelta { delta: t });
                     }
-                    Delta::Reasoning(t) => host.emit(EventBody::AssistantReasoningDelta { delta: t }),
+                    Delta::Reasoning(t) => {
+                        host.emit(EventBody::AssistantReasoningDelta { delta: t })
+                    }
                 };
                 let mut on_retry = |n: llm::RetryNotice<'_>| {
                     host.emit(EventBody::Warning {
-                        message: format!("{}; retrying in {:.1}s (attempt {})", n.error, n.delay.as_secs_f64(), n.attempt),
+                        message: format!(
+                            "{}; retrying in {:.1}s (attempt {})",
+                            n.error,
+                            n.delay.as_secs_f64(),
+                            n.attempt
+                        ),
                     })
                 };
                 tokio::select! {
@@ -132,9 +154,18 @@ impl Agent<'_> {
             };
 
             let total = host.add_usage(&response.usage);
-            host.emit(EventBody::Usage { call: response.usage, total });
-            let reasoning = (!response.reasoning.is_empty())
-                .then(|| response.reasoning.iter().map(|r| r.text.as_str()).collect::<Vec<_>>().join("\n"));
+            host.emit(EventBody::Usage {
+                call: response.usage,
+                total,
+            });
+            let reasoning = (!response.reasoning.is_empty()).then(|| {
+                response
+                    .reasoning
+                    .iter()
+                    .map(|r| r.text.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
             let calls = response.tool_calls;
             host.append(Turn::Assistant {
                 text: response.text.clone(),
@@ -144,7 +175,11 @@ impl Agent<'_> {
                 response_id: response.response_id,
                 model: response.model.unwrap_or_else(|| config.model.clone()),
             });
-            host.emit(EventBody::AssistantTextEnd { text: response.text, reasoning, tool_calls: calls.len() });
+            host.emit(EventBody::AssistantTextEnd {
+                text: response.text,
+                reasoning,
+                tool_calls: calls.len(),
+            });
             if calls.is_empty() {
                 return Outcome::Completed;
             }
@@ -163,7 +198,10 @@ impl Agent<'_> {
                     "Loop detected: the last {} tool calls follow a repeating pattern. Try a different approach.",
                     config.loop_detection_window
                 );
-                host.append(Turn::Steering { text: message.clone(), input_id: None });
+                host.append(Turn::Steering {
+                    text: message.clone(),
+                    input_id: None,
+                });
                 host.emit(EventBody::LoopDetection { message });
             }
         }
@@ -171,8 +209,14 @@ impl Agent<'_> {
 
     fn drain_steering(&self) {
         for msg in self.host.drain_steering() {
-            self.host.append(Turn::Steering { text: msg.text.clone(), input_id: Some(msg.input_id.clone()) });
-            self.host.emit(EventBody::SteeringInjected { input_id: msg.input_id, text: msg.text });
+            self.host.append(Turn::Steering {
+                text: msg.text.clone(),
+                input_id: Some(msg.input_id.clone()),
+            });
+            self.host.emit(EventBody::SteeringInjected {
+                input_id: msg.input_id,
+                text: msg.text,
+            });
         }
     }
 
@@ -184,7 +228,9 @@ impl Agent<'_> {
         let window = config.context_window_tokens.max(1);
         if approx_tokens * 10 > window * 8 {
             let percent = approx_tokens * 100 / window;
-            self.host.emit(EventBody::Warning { message: format!("Context usage at ~{percent}% of context window") });
+            self.host.emit(EventBody::Warning {
+                message: format!("Context usage at ~{percent}% of context window"),
+            });
             return true;
         }
         false
@@ -202,9 +248,15 @@ impl Agent<'_> {
                 response_id: None,
                 model: self.host.config().model,
             });
-            self.host.emit(EventBody::AssistantTextEnd { text: partial, reasoning: None, tool_calls: 0 });
+            self.host.emit(EventBody::AssistantTextEnd {
+                text: partial,
+                reasoning: None,
+                tool_calls: 0,
+            });
         }
-        self.host.append(Turn::System { text: "[The user interrupted the previous response.]".into() });
+        self.host.append(Turn::System {
+            text: "[The user interrupted the previous response.]".into(),
+        });
     }
 
     fn fail(&self, e: llm::Error, partial: String) -> Outcome {
@@ -213,15 +265,25 @@ impl Agent<'_> {
         }
         match e.kind {
             ErrorKind::Authentication => {
-                self.host.emit(EventBody::Error { message: format!("{e}. The session is closed; check the API key and create a new session."), fatal: true });
+                self.host.emit(EventBody::Error {
+                    message: format!(
+                        "{e}. The session is closed; check the API key and create a new session."
+                    ),
+                    fatal: true,
+                });
                 Outcome::Fatal
             }
             ErrorKind::ContextLength => {
-                self.host.emit(EventBody::Warning { message: format!("context window exceeded: {e}") });
+                self.host.emit(EventBody::Warning {
+                    message: format!("context window exceeded: {e}"),
+                });
                 Outcome::Failed
             }
             _ => {
-                self.host.emit(EventBody::Error { message: e.to_string(), fatal: false });
+                self.host.emit(EventBody::Error {
+                    message: e.to_string(),
+                    fatal: false,
+                });
                 Outcome::Failed
             }
         }
@@ -236,17 +298,27 @@ impl Agent<'_> {
             response_id: None,
             model: self.host.config().model,
         });
-        self.host.append(Turn::System { text: "[The previous response was cut off by an error.]".into() });
+        self.host.append(Turn::System {
+            text: "[The previous response was cut off by an error.]".into(),
+        });
     }
 }
 
 fn turn_chars(turn: &Turn) -> usize {
     match turn {
         Turn::User { text, .. } | Turn::Steering { text, .. } | Turn::System { text } => text.len(),
-        Turn::Assistant { text, reasoning, tool_calls, .. } => {
+        Turn::Assistant {
+            text,
+            reasoning,
+            tool_calls,
+            ..
+        } => {
             text.len()
                 + reasoning.iter().map(|r| r.text.len()).sum::<usize>()
-                + tool_calls.iter().map(|c| c.name.len() + c.arguments.to_string().len()).sum::<usize>()
+                + tool_calls
+                    .iter()
+                    .map(|c| c.name.len() + c.arguments.to_string().len())
+                    .sum::<usize>()
         }
         Turn::ToolResults { results } => results.iter().map(|r| r.content.len()).sum(),
     }

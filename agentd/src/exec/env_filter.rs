@@ -16,9 +16,28 @@ pub enum EnvPolicy {
 const SECRET_SUFFIXES: [&str; 5] = ["_API_KEY", "_SECRET", "_TOKEN", "_PASSWORD", "_CREDENTIAL"];
 
 const CORE: [&str; 22] = [
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR",
-    "TZ", "GOPATH", "GOROOT", "CARGO_HOME", "RUSTUP_HOME", "NVM_DIR", "PYENV_ROOT",
-    "VIRTUAL_ENV", "JAVA_HOME", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TERM",
+    "TMPDIR",
+    "TZ",
+    "GOPATH",
+    "GOROOT",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "NVM_DIR",
+    "PYENV_ROOT",
+    "VIRTUAL_ENV",
+    "JAVA_HOME",
+    "XDG_RUNTIME_DIR",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
 ];
 
 fn is_secret(name: &str) -> bool {
@@ -62,7 +81,11 @@ mod tests {
             ("EDITOR", "vi"),
             ("CARGO_HOME", "/c"),
         ];
-        check(EnvPolicy::InheritAll, &input, &["PATH", "EDITOR", "CARGO_HOME"]);
+        check(
+            EnvPolicy::InheritAll,
+            &input,
+            &["PATH", "EDITOR", "CARGO_HOME"],
+        );
         check(EnvPolicy::InheritCore, &input, &["PATH", "CARGO_HOME"]);
         check(EnvPolicy::InheritNone, &input, &[]);
     }

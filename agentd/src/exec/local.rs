@@ -1,7 +1,9 @@
 //! [`LocalExecutionEnvironment`]: files on this machine, commands in new process groups.
 
-use super::{DirEntry, EnvPolicy, Error, ExecRequest, ExecResult, ExecutionEnvironment, OutputSink};
 use super::utf8::Utf8Decoder;
+use super::{
+    DirEntry, EnvPolicy, Error, ExecRequest, ExecResult, ExecutionEnvironment, OutputSink,
+};
 use agentd_proto::OutputStream;
 use async_trait::async_trait;
 use nix::sys::signal::{Signal, killpg};
@@ -35,7 +37,11 @@ pub struct LocalExecutionEnvironment {
 impl LocalExecutionEnvironment {
     /// An environment rooted at `cwd` whose commands inherit variables per `policy`.
     pub fn new(cwd: PathBuf, policy: EnvPolicy) -> Self {
-        Self { cwd, policy, groups: Mutex::new(HashSet::new()) }
+        Self {
+            cwd,
+            policy,
+            groups: Mutex::new(HashSet::new()),
+        }
     }
 
     fn track(&self, pgid: i32, alive: bool) {
@@ -100,7 +106,10 @@ impl Captured {
         let tail = self.decoder.finish();
         self.push(&tail);
         if self.dropped > 0 {
-            self.text.push_str(&format!("\n[{} bytes of output beyond 16 MiB were discarded]", self.dropped));
+            self.text.push_str(&format!(
+                "\n[{} bytes of output beyond 16 MiB were discarded]",
+                self.dropped
+            ));
         }
         self.text
     }
@@ -118,33 +127,48 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
 
     fn os_version(&self) -> String {
         match nix::sys::utsname::uname() {
-            Ok(u) => format!("{} {}", u.sysname().to_string_lossy(), u.release().to_string_lossy()),
+            Ok(u) => format!(
+                "{} {}",
+                u.sysname().to_string_lossy(),
+                u.release().to_string_lossy()
+            ),
             Err(_) => std::env::consts::OS.to_owned(),
         }
     }
 
     async fn read_file(&self, path: &Path) -> Result<Vec<u8>, Error> {
         let path = self.resolve(path);
-        tokio::fs::read(&path).await.map_err(|e| Error::io(&path, e))
+        tokio::fs::read(&path)
+            .await
+            .map_err(|e| Error::io(&path, e))
     }
 
     async fn write_file(&self, path: &Path, content: &[u8]) -> Result<(), Error> {
         let path = self.resolve(path);
         if let Some(parent) = path.parent() {
-            tokio::fs::create_dir_all(parent).await.map_err(|e| Error::io(parent, e))?;
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|e| Error::io(parent, e))?;
         }
-        tokio::fs::write(&path, content).await.map_err(|e| Error::io(&path, e))
+        tokio::fs::write(&path, content)
+            .await
+            .map_err(|e| Error::io(&path, e))
     }
 
     async fn file_exists(&self, path: &Path) -> bool {
-        tokio::fs::try_exists(self.resolve(path)).await.unwrap_or(false)
+        tokio::fs::try_exists(self.resolve(path))
+            .await
+            .unwrap_or(false)
     }
 
     async fn list_directory(&self, path: &Path, depth: usize) -> Result<Vec<DirEntry>, Error> {
         let root = self.resolve(path);
         tokio::task::spawn_blocking(move || list_blocking(&root, depth.max(1)))
             .await
-            .map_err(|e| Error::Io { path: PathBuf::new(), source: std::io::Error::other(e) })?
+            .map_err(|e| Error::Io {
+                path: PathBuf::new(),
+                source: std::io::Error::other(e),
+            })?
     }
 
     async fn exec_command(
@@ -154,7 +178,10 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         cancel: &CancellationToken,
     ) -> Result<ExecResult, Error> {
         let started = Instant::now();
-        let cwd = request.working_dir.map(|d| self.resolve(d)).unwrap_or_else(|| self.cwd.clone());
+        let cwd = request
+            .working_dir
+            .map(|d| self.resolve(d))
+            .unwrap_or_else(|| self.cwd.clone());
         let mut child = Command::new("/bin/bash")
             .arg("-c")
             .arg(request.command)
@@ -168,7 +195,9 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
             .spawn()
             .map_err(Error::Spawn)?;
         let pgid = child.id().map(|p| p as i32).ok_or_else(|| {
-            Error::Spawn(std::io::Error::other("child exited before its pid was read"))
+            Error::Spawn(std::io::Error::other(
+                "child exited before its pid was read",
+            ))
         })?;
         self.track(pgid, true);
 
@@ -259,7 +288,10 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
     }
 }
 
-async fn read_some<R: tokio::io::AsyncRead + Unpin>(pipe: &mut Option<R>, buf: &mut [u8]) -> Option<usize> {
+async fn read_some<R: tokio::io::AsyncRead + Unpin>(
+    pipe: &mut Option<R>,
+    buf: &mut [u8],
+) -> Option<usize> {
     let pipe = pipe.as_mut()?;
     match pipe.read(buf).await {
         Ok(0) | Err(_) => None,
@@ -283,8 +315,16 @@ fn list_blocking(root: &Path, depth: usize) -> Result<Vec<DirEntry>, Error> {
             let path = entry.path();
             let meta = entry.metadata().ok();
             let is_dir = meta.as_ref().is_some_and(|m| m.is_dir());
-            let name = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().into_owned();
-            entries.push(DirEntry { name, is_dir, size: meta.filter(|m| m.is_file()).map(|m| m.len()) });
+            let name = path
+                .strip_prefix(root)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .into_owned();
+            entries.push(DirEntry {
+                name,
+                is_dir,
+                size: meta.filter(|m| m.is_file()).map(|m| m.len()),
+            });
             if is_dir && level < depth {
                 stack.push((path, level + 1));
             }

@@ -47,7 +47,10 @@ impl Error {
         match source.kind() {
             std::io::ErrorKind::NotFound => Self::NotFound(path.to_owned()),
             std::io::ErrorKind::PermissionDenied => Self::PermissionDenied(path.to_owned()),
-            _ => Self::Io { path: path.to_owned(), source },
+            _ => Self::Io {
+                path: path.to_owned(),
+                source,
+            },
         }
     }
 }
@@ -153,7 +156,9 @@ impl<E: ExecutionEnvironment> ExecutionEnvironment for ReadOnly<E> {
         self.0.read_file(path).await
     }
     async fn write_file(&self, _path: &Path, _content: &[u8]) -> Result<(), Error> {
-        Err(Error::NotAllowed("write operations are disabled in read-only mode".into()))
+        Err(Error::NotAllowed(
+            "write operations are disabled in read-only mode".into(),
+        ))
     }
     async fn file_exists(&self, path: &Path) -> bool {
         self.0.file_exists(path).await

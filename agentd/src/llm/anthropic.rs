@@ -31,7 +31,11 @@ pub struct Anthropic {
 impl Anthropic {
     /// A client for `base_url` (without `/v1`), authenticating with `api_key` if set.
     pub fn new(http: reqwest::Client, base_url: &str, api_key: Option<ApiKey>) -> Self {
-        Self { http, base_url: base_url.trim_end_matches('/').to_owned(), api_key }
+        Self {
+            http,
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            api_key,
+        }
     }
 }
 
@@ -58,11 +62,20 @@ impl Provider for Anthropic {
         }
         Ok(response
             .bytes_stream()
-            .map_err(|e| Error::new(ErrorKind::Stream, format!("the response stream broke: {}", error_chain(&e))))
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Stream,
+                    format!("the response stream broke: {}", error_chain(&e)),
+                )
+            })
             .boxed())
     }
 
-    async fn decode(&self, body: ByteStream, on_delta: &mut (dyn FnMut(Delta) + Send)) -> Result<Response, Error> {
+    async fn decode(
+        &self,
+        body: ByteStream,
+        on_delta: &mut (dyn FnMut(Delta) + Send),
+    ) -> Result<Response, Error> {
         decode_stream(body, on_delta).await
     }
 }
@@ -79,7 +92,10 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 fn network_error(e: &reqwest::Error) -> Error {
-    Error::new(ErrorKind::Network, format!("cannot reach the Anthropic API: {}", error_chain(e)))
+    Error::new(
+        ErrorKind::Network,
+        format!("cannot reach the Anthropic API: {}", error_chain(e)),
+    )
 }
 
 async fn read_limited(response: reqwest::Response) -> String {
@@ -97,11 +113,18 @@ async fn read_limited(response: reqwest::Response) -> String {
 
 /// `retry-after-ms` (preferred) or `retry-after` in seconds.
 fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<f64>().ok());
+    let get = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    };
     if let Some(ms) = get("retry-after-ms").filter(|v| v.is_finite() && *v >= 0.0) {
         return Some(Duration::from_secs_f64(ms / 1000.0));
     }
-    get("retry-after").filter(|v| v.is_finite() && *v >= 0.0).map(Duration::from_secs_f64)
+    get("retry-after")
+        .filter(|v| v.is_finite() && *v >= 0.0)
+        .map(Duration::from_secs_f64)
 }
 
 /// Classifies a non-2xx response. The body is parsed leniently: a proxy may answer with HTML.
@@ -118,11 +141,21 @@ fn http_error(status: u16, body: &str) -> Error {
         details: Option<Value>,
     }
     let parsed = serde_json::from_str::<Body>(body).ok().map(|b| b.error);
-    let api_type = parsed.as_ref().and_then(|e| e.kind.clone()).unwrap_or_default();
-    let api_message = parsed.as_ref().and_then(|e| e.message.clone()).unwrap_or_else(|| {
-        let snippet: String = body.chars().take(200).collect();
-        if snippet.trim().is_empty() { "no details".into() } else { snippet.trim().to_owned() }
-    });
+    let api_type = parsed
+        .as_ref()
+        .and_then(|e| e.kind.clone())
+        .unwrap_or_default();
+    let api_message = parsed
+        .as_ref()
+        .and_then(|e| e.message.clone())
+        .unwrap_or_else(|| {
+            let snippet: String = body.chars().take(200).collect();
+            if snippet.trim().is_empty() {
+                "no details".into()
+            } else {
+                snippet.trim().to_owned()
+            }
+        });
     let spend_limit = parsed
         .as_ref()
         .and_then(|e| e.details.as_ref())
@@ -136,13 +169,24 @@ fn http_error(status: u16, body: &str) -> Error {
         429 => ErrorKind::RateLimited,
         529 => ErrorKind::Overloaded,
         408 | 500..=599 => ErrorKind::Server,
-        400 | 413 if lower.contains("prompt is too long") || lower.contains("context window") || lower.contains("too many tokens") => {
+        400 | 413
+            if lower.contains("prompt is too long")
+                || lower.contains("context window")
+                || lower.contains("too many tokens") =>
+        {
             ErrorKind::ContextLength
         }
         _ => ErrorKind::InvalidRequest,
     };
-    let what = if api_type.is_empty() { String::new() } else { format!(" {api_type}") };
-    let mut error = Error::new(kind, format!("Anthropic API error {status}{what}: {api_message}"));
+    let what = if api_type.is_empty() {
+        String::new()
+    } else {
+        format!(" {api_type}")
+    };
+    let mut error = Error::new(
+        kind,
+        format!("Anthropic API error {status}{what}: {api_message}"),
+    );
     error.status = Some(status);
     error
 }
@@ -163,7 +207,9 @@ pub fn request_body(request: &Request<'_>) -> Value {
     let mut tools: Vec<Value> = request
         .tools
         .iter()
-        .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+        .map(
+            |t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}),
+        )
         .collect();
     if let Some(last) = tools.last_mut() {
         last["cache_control"] = json!({"type": "ephemeral"});
@@ -189,7 +235,10 @@ pub fn request_body(request: &Request<'_>) -> Value {
         body["tools"] = Value::Array(tools);
         body["tool_choice"] = json!({"type": "auto"});
     }
-    if let Some(budget) = request.reasoning_effort.and_then(|e| thinking_budget(e, request.max_output_tokens)) {
+    if let Some(budget) = request
+        .reasoning_effort
+        .and_then(|e| thinking_budget(e, request.max_output_tokens))
+    {
         body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
     }
     body
@@ -215,7 +264,12 @@ fn messages(history: &[&Turn]) -> Vec<Value> {
             Turn::User { text, .. } | Turn::Steering { text, .. } | Turn::System { text } => {
                 push("user", vec![json!({"type": "text", "text": text})]);
             }
-            Turn::Assistant { text, reasoning, tool_calls, .. } => {
+            Turn::Assistant {
+                text,
+                reasoning,
+                tool_calls,
+                ..
+            } => {
                 let mut blocks: Vec<Value> = reasoning
                     .iter()
                     .map(|r| match &r.redacted {
@@ -227,7 +281,11 @@ fn messages(history: &[&Turn]) -> Vec<Value> {
                     blocks.push(json!({"type": "text", "text": text}));
                 }
                 for call in tool_calls {
-                    let input = if call.arguments.is_object() { call.arguments.clone() } else { json!({}) };
+                    let input = if call.arguments.is_object() {
+                        call.arguments.clone()
+                    } else {
+                        json!({})
+                    };
                     blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
                 }
                 push("assistant", blocks);
@@ -262,27 +320,42 @@ impl WireUsage {
         };
         set(&mut usage.input_tokens, self.input_tokens);
         set(&mut usage.output_tokens, self.output_tokens);
-        set(&mut usage.cache_write_tokens, self.cache_creation_input_tokens);
+        set(
+            &mut usage.cache_write_tokens,
+            self.cache_creation_input_tokens,
+        );
         set(&mut usage.cache_read_tokens, self.cache_read_input_tokens);
     }
 }
 
 enum Block {
     Text,
-    ToolUse { id: String, name: String, json: String },
+    ToolUse {
+        id: String,
+        name: String,
+        json: String,
+    },
     Thinking(ReasoningBlock),
     /// A block type this daemon does not use (server tools and the like): skipped.
     Other,
 }
 
 /// Decodes a Messages SSE stream.
-pub async fn decode_stream<S, E>(body: S, on_delta: &mut (dyn FnMut(Delta) + Send)) -> Result<Response, Error>
+pub async fn decode_stream<S, E>(
+    body: S,
+    on_delta: &mut (dyn FnMut(Delta) + Send),
+) -> Result<Response, Error>
 where
     S: Stream<Item = Result<bytes::Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
     // A final event not followed by a blank line is still an event (recorded streams end so).
-    let mut events = std::pin::pin!(body.chain(futures::stream::iter([Ok(bytes::Bytes::from_static(b"\n\n"))])).eventsource());
+    let mut events = std::pin::pin!(
+        body.chain(futures::stream::iter([Ok(bytes::Bytes::from_static(
+            b"\n\n"
+        ))]))
+        .eventsource()
+    );
     let mut response = Response {
         text: String::new(),
         reasoning: Vec::new(),
@@ -296,10 +369,17 @@ where
     let mut text_started = false;
     let mut stopped = false;
     while let Some(event) = events.next().await {
-        let event = event.map_err(|e| Error::new(ErrorKind::Stream, format!("the response stream broke: {e}")))?;
+        let event = event.map_err(|e| {
+            Error::new(ErrorKind::Stream, format!("the response stream broke: {e}"))
+        })?;
         let data: Value = match serde_json::from_str(&event.data) {
             Ok(v) => v,
-            Err(e) => return Err(Error::new(ErrorKind::Stream, format!("malformed stream event {:?}: {e}", event.event))),
+            Err(e) => {
+                return Err(Error::new(
+                    ErrorKind::Stream,
+                    format!("malformed stream event {:?}: {e}", event.event),
+                ));
+            }
         };
         let index = data["index"].as_u64().unwrap_or(0);
         match data["type"].as_str().unwrap_or_default() {
@@ -328,7 +408,10 @@ where
                     },
                     "thinking" => Block::Thinking(ReasoningBlock {
                         text: cb["thinking"].as_str().unwrap_or_default().to_owned(),
-                        signature: cb["signature"].as_str().filter(|s| !s.is_empty()).map(str::to_owned),
+                        signature: cb["signature"]
+                            .as_str()
+                            .filter(|s| !s.is_empty())
+                            .map(str::to_owned),
                         redacted: None,
                     }),
                     "redacted_thinking" => Block::Thinking(ReasoningBlock {
@@ -342,7 +425,11 @@ where
             }
             "content_block_delta" => {
                 let delta = &data["delta"];
-                let block = blocks.iter_mut().rev().find(|(i, _)| *i == index).map(|(_, b)| b);
+                let block = blocks
+                    .iter_mut()
+                    .rev()
+                    .find(|(i, _)| *i == index)
+                    .map(|(_, b)| b);
                 match (block, delta["type"].as_str().unwrap_or_default()) {
                     (Some(Block::Text), "text_delta") => {
                         let text = delta["text"].as_str().unwrap_or_default();
@@ -400,7 +487,10 @@ where
         }
     }
     if !stopped {
-        return Err(Error::new(ErrorKind::Stream, "the response stream ended before message_stop (truncated response)"));
+        return Err(Error::new(
+            ErrorKind::Stream,
+            "the response stream ended before message_stop (truncated response)",
+        ));
     }
     for (_, block) in blocks {
         match block {
@@ -410,7 +500,11 @@ where
                 } else {
                     serde_json::from_str(&json).unwrap_or(Value::String(json))
                 };
-                response.tool_calls.push(ToolCall { id: ToolCallId(id), name, arguments });
+                response.tool_calls.push(ToolCall {
+                    id: ToolCallId(id),
+                    name,
+                    arguments,
+                });
             }
             Block::Thinking(r) => response.reasoning.push(r),
             Block::Text | Block::Other => {}

@@ -124,12 +124,20 @@ pub struct Error {
 impl Error {
     /// An error of `kind` with `message`.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into(), status: None, retry_after: None }
+        Self {
+            kind,
+            message: message.into(),
+            status: None,
+            retry_after: None,
+        }
     }
 
     /// Whether sending the same request again may succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(self.kind, ErrorKind::RateLimited | ErrorKind::Overloaded | ErrorKind::Server | ErrorKind::Network)
+        matches!(
+            self.kind,
+            ErrorKind::RateLimited | ErrorKind::Overloaded | ErrorKind::Server | ErrorKind::Network
+        )
     }
 }
 
@@ -142,7 +150,11 @@ pub trait Provider: Send + Sync {
     /// Sends the request and returns the body once the status says it will stream.
     async fn open(&self, request: &Request<'_>) -> Result<ByteStream, Error>;
     /// Decodes a streaming body, reporting deltas as they arrive.
-    async fn decode(&self, body: ByteStream, on_delta: &mut (dyn FnMut(Delta) + Send)) -> Result<Response, Error>;
+    async fn decode(
+        &self,
+        body: ByteStream,
+        on_delta: &mut (dyn FnMut(Delta) + Send),
+    ) -> Result<Response, Error>;
 }
 
 /// A retry about to happen, for a `warning` event.
@@ -171,7 +183,11 @@ pub async fn complete(
             Err(e) if e.is_retryable() && attempt < policy.max_attempts => {
                 let delay = policy.delay(attempt, e.retry_after);
                 attempt += 1;
-                on_retry(RetryNotice { error: &e, attempt, delay });
+                on_retry(RetryNotice {
+                    error: &e,
+                    attempt,
+                    delay,
+                });
                 tokio::time::sleep(delay).await;
             }
             Err(e) => return Err(e),

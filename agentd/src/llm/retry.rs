@@ -35,7 +35,10 @@ impl RetryPolicy {
         if let Some(d) = server {
             return d.min(self.max_server_delay);
         }
-        let base = self.initial_delay.saturating_mul(1u32 << (attempt - 1).min(16)).min(self.max_delay);
+        let base = self
+            .initial_delay
+            .saturating_mul(1u32 << (attempt - 1).min(16))
+            .min(self.max_delay);
         let jitter = 0.75 + rand::random::<f64>() * 0.5;
         base.mul_f64(jitter)
     }
@@ -48,8 +51,14 @@ mod tests {
     #[test]
     fn server_delay_wins_and_is_capped() {
         let p = RetryPolicy::default();
-        assert_eq!(p.delay(1, Some(Duration::from_secs(3))), Duration::from_secs(3));
-        assert_eq!(p.delay(1, Some(Duration::from_secs(999))), Duration::from_secs(120));
+        assert_eq!(
+            p.delay(1, Some(Duration::from_secs(3))),
+            Duration::from_secs(3)
+        );
+        assert_eq!(
+            p.delay(1, Some(Duration::from_secs(999))),
+            Duration::from_secs(120)
+        );
     }
 
     #[test]
@@ -58,7 +67,10 @@ mod tests {
         for attempt in 1..=3 {
             let d = p.delay(attempt, None).as_secs_f64();
             let base = 0.5 * f64::from(1u32 << (attempt - 1));
-            assert!(d >= base * 0.75 && d <= base * 1.25, "attempt {attempt}: {d}");
+            assert!(
+                d >= base * 0.75 && d <= base * 1.25,
+                "attempt {attempt}: {d}"
+            );
         }
         assert!(p.delay(30, None) <= Duration::from_secs_f64(37.5));
     }

@@ -35,10 +35,19 @@ impl Profile {
         }
     }
 
-    /// Claude Code-aligned (spec 3.5): 120 s shell default, parallel tool calls.
+    /// Claude Code-aligned (spec 3.5): 120 s shell default, parallel tool calls. Built once;
+    /// sessions share its compiled tool schemas.
     pub fn anthropic() -> Self {
+        static BUILT: std::sync::OnceLock<Profile> = std::sync::OnceLock::new();
+        BUILT.get_or_init(Self::build_anthropic).clone()
+    }
+
+    fn build_anthropic() -> Self {
         let mut tools = ToolRegistry::default();
-        for tool in [Arc::new(ReadFile) as Arc<dyn crate::tools::Tool>, Arc::new(Shell)] {
+        for tool in [
+            Arc::new(ReadFile) as Arc<dyn crate::tools::Tool>,
+            Arc::new(Shell),
+        ] {
             // The built-in schemas are valid; a failure here is a programming error caught by tests.
             if let Err(e) = tools.register(tool) {
                 tracing::error!("built-in tool rejected: {e}");
@@ -55,12 +64,24 @@ impl Profile {
 
     /// The system prompt: base instructions, environment context, tool descriptions and the
     /// user's instructions last (spec 6.1).
-    pub fn system_prompt(&self, env: &dyn ExecutionEnvironment, context: &EnvironmentContext, model: &str, user: Option<&str>) -> String {
+    pub fn system_prompt(
+        &self,
+        env: &dyn ExecutionEnvironment,
+        context: &EnvironmentContext,
+        model: &str,
+        user: Option<&str>,
+    ) -> String {
         let mut prompt = String::with_capacity(4096);
         prompt.push_str(self.base_instructions.trim());
         prompt.push_str("\n\n<environment>\n");
-        prompt.push_str(&format!("Working directory: {}\n", env.working_directory().display()));
-        prompt.push_str(&format!("Is git repository: {}\n", context.git_branch.is_some()));
+        prompt.push_str(&format!(
+            "Working directory: {}\n",
+            env.working_directory().display()
+        ));
+        prompt.push_str(&format!(
+            "Is git repository: {}\n",
+            context.git_branch.is_some()
+        ));
         if let Some(branch) = &context.git_branch {
             prompt.push_str(&format!("Git branch: {branch}\n"));
         }
@@ -99,7 +120,8 @@ impl EnvironmentContext {
         Self {
             git_branch: git_branch(env.working_directory()),
             os_version: env.os_version(),
-            date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()[..10].to_owned(),
+            date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()[..10]
+                .to_owned(),
         }
     }
 }

@@ -5,19 +5,22 @@
 //! notifications from one bounded queue.
 
 use super::Limits;
-use jsonrpsee::core::server::{
-    BatchResponseBuilder, BoundedSubscriptions, ConnectionId, Extensions, MethodCallback, MethodResponse, MethodSink, Methods,
-    SubscriptionState, prepare_error,
-};
 use jsonrpsee::core::id_providers::RandomStringIdProvider;
-use jsonrpsee::types::error::{ErrorCode, ErrorObject, reject_too_big_batch_request, reject_too_big_request, reject_too_many_subscriptions};
+use jsonrpsee::core::server::{
+    BatchResponseBuilder, BoundedSubscriptions, ConnectionId, Extensions, MethodCallback,
+    MethodResponse, MethodSink, Methods, SubscriptionState, prepare_error,
+};
+use jsonrpsee::types::error::{
+    ErrorCode, ErrorObject, reject_too_big_batch_request, reject_too_big_request,
+    reject_too_many_subscriptions,
+};
 use jsonrpsee::types::{ErrorObjectOwned, Id, Notification, Params, Request};
 use serde_json::value::RawValue;
 use std::io;
 use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -53,7 +56,14 @@ struct Ctx {
 }
 
 /// Serves one connection until the client closes it or the daemon shuts down.
-pub(super) async fn serve(stream: UnixStream, peer: Peer, methods: Methods, conn_id: usize, limits: Limits, shutdown: CancellationToken) {
+pub(super) async fn serve(
+    stream: UnixStream,
+    peer: Peer,
+    methods: Methods,
+    conn_id: usize,
+    limits: Limits,
+    shutdown: CancellationToken,
+) {
     let (read, write) = stream.into_split();
     let mut reader = BufReader::with_capacity(64 * 1024, read);
     let framing = match detect_framing(&mut reader).await {
@@ -87,7 +97,9 @@ pub(super) async fn serve(stream: UnixStream, peer: Peer, methods: Methods, conn
             Ok(Frame::Message(bytes)) => {
                 // Waiting here stops reading the socket: a client that floods requests is
                 // slowed down instead of growing the daemon's memory.
-                let Ok(permit) = in_flight.clone().acquire_owned().await else { break };
+                let Ok(permit) = in_flight.clone().acquire_owned().await else {
+                    break;
+                };
                 let ctx = ctx.clone();
                 tokio::spawn(async move {
                     handle(&bytes, &ctx).await;
@@ -95,7 +107,10 @@ pub(super) async fn serve(stream: UnixStream, peer: Peer, methods: Methods, conn
                 });
             }
             Ok(Frame::TooBig) => {
-                let _ = ctx.sink.send_error(Id::Null, reject_too_big_request(limits.max_request_size)).await;
+                let _ = ctx
+                    .sink
+                    .send_error(Id::Null, reject_too_big_request(limits.max_request_size))
+                    .await;
             }
             Ok(Frame::Eof) => break,
             Err(e) => {
@@ -117,13 +132,18 @@ pub(super) async fn refuse(stream: UnixStream, error: ErrorObjectOwned, limits: 
     let mut reader = BufReader::new(read);
     let answer = async {
         let framing = detect_framing(&mut reader).await.ok().flatten()?;
-        let id = match read_frame(&mut reader, framing, limits.max_request_size as usize).await.ok()? {
+        let id = match read_frame(&mut reader, framing, limits.max_request_size as usize)
+            .await
+            .ok()?
+        {
             Frame::Message(bytes) => prepare_error(&bytes).0.into_owned(),
             Frame::TooBig | Frame::Eof => Id::Null,
         };
         let response = MethodResponse::error(id, error);
         let mut out = BufWriter::new(write);
-        write_frame(&mut out, response.as_json().get(), framing).await.ok()?;
+        write_frame(&mut out, response.as_json().get(), framing)
+            .await
+            .ok()?;
         out.flush().await.ok()?;
         out.shutdown().await.ok()
     };
@@ -149,7 +169,11 @@ async fn detect_framing(reader: &mut BufReader<OwnedReadHalf>) -> io::Result<Opt
     }
 }
 
-async fn read_frame(reader: &mut BufReader<OwnedReadHalf>, framing: Framing, max: usize) -> io::Result<Frame> {
+async fn read_frame(
+    reader: &mut BufReader<OwnedReadHalf>,
+    framing: Framing,
+    max: usize,
+) -> io::Result<Frame> {
     match framing {
         Framing::Lines => loop {
             let frame = read_line(reader, max).await?;
@@ -191,12 +215,19 @@ async fn read_line(reader: &mut BufReader<OwnedReadHalf>, max: usize) -> io::Res
         let consumed = done.unwrap_or(available.len());
         reader.consume(consumed);
         if done.is_some() {
-            return Ok(if too_big { Frame::TooBig } else { Frame::Message(line) });
+            return Ok(if too_big {
+                Frame::TooBig
+            } else {
+                Frame::Message(line)
+            });
         }
     }
 }
 
-async fn read_content_length(reader: &mut BufReader<OwnedReadHalf>, max: usize) -> io::Result<Frame> {
+async fn read_content_length(
+    reader: &mut BufReader<OwnedReadHalf>,
+    max: usize,
+) -> io::Result<Frame> {
     let mut length: Option<usize> = None;
     let mut header = String::new();
     loop {
@@ -212,15 +243,22 @@ async fn read_content_length(reader: &mut BufReader<OwnedReadHalf>, max: usize) 
             }
             continue;
         }
-        if let Some((name, value)) = line.split_once(':') {
-            if name.trim().eq_ignore_ascii_case("content-length") {
-                length = Some(value.trim().parse().map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad Content-Length"))?);
-            }
+        if let Some((name, value)) = line.split_once(':')
+            && name.trim().eq_ignore_ascii_case("content-length")
+        {
+            length =
+                Some(value.trim().parse().map_err(|_| {
+                    io::Error::new(io::ErrorKind::InvalidData, "bad Content-Length")
+                })?);
         }
     }
     let length = length.unwrap_or(0);
     if length > max {
-        let skipped = tokio::io::copy(&mut (&mut *reader).take(length as u64), &mut tokio::io::sink()).await?;
+        let skipped = tokio::io::copy(
+            &mut (&mut *reader).take(length as u64),
+            &mut tokio::io::sink(),
+        )
+        .await?;
         if skipped < length as u64 {
             return Ok(Frame::Eof);
         }
@@ -231,7 +269,11 @@ async fn read_content_length(reader: &mut BufReader<OwnedReadHalf>, max: usize) 
     Ok(Frame::Message(body))
 }
 
-async fn write_loop(write: OwnedWriteHalf, mut rx: mpsc::Receiver<Box<RawValue>>, framing: Framing) {
+async fn write_loop(
+    write: OwnedWriteHalf,
+    mut rx: mpsc::Receiver<Box<RawValue>>,
+    framing: Framing,
+) {
     let mut out = BufWriter::with_capacity(64 * 1024, write);
     while let Some(first) = rx.recv().await {
         let mut next = Some(first);
@@ -247,13 +289,19 @@ async fn write_loop(write: OwnedWriteHalf, mut rx: mpsc::Receiver<Box<RawValue>>
     }
 }
 
-async fn write_frame(out: &mut BufWriter<OwnedWriteHalf>, json: &str, framing: Framing) -> io::Result<()> {
+async fn write_frame(
+    out: &mut BufWriter<OwnedWriteHalf>,
+    json: &str,
+    framing: Framing,
+) -> io::Result<()> {
     match framing {
         Framing::Lines => {
             // Our serializers emit compact JSON; re-compact anything else so a newline can never
             // break the framing.
             if json.contains('\n') {
-                let compact = serde_json::from_str::<serde_json::Value>(json).map(|v| v.to_string()).unwrap_or_default();
+                let compact = serde_json::from_str::<serde_json::Value>(json)
+                    .map(|v| v.to_string())
+                    .unwrap_or_default();
                 out.write_all(compact.as_bytes()).await?;
             } else {
                 out.write_all(json.as_bytes()).await?;
@@ -261,7 +309,8 @@ async fn write_frame(out: &mut BufWriter<OwnedWriteHalf>, json: &str, framing: F
             out.write_all(b"\n").await
         }
         Framing::ContentLength => {
-            out.write_all(format!("Content-Length: {}\r\n\r\n", json.len()).as_bytes()).await?;
+            out.write_all(format!("Content-Length: {}\r\n\r\n", json.len()).as_bytes())
+                .await?;
             out.write_all(json.as_bytes()).await
         }
     }
@@ -292,13 +341,27 @@ async fn handle(bytes: &[u8], ctx: &Ctx) {
 async fn handle_batch(bytes: &[u8], ctx: &Ctx) -> Option<Box<RawValue>> {
     let items = match serde_json::from_slice::<Vec<&RawValue>>(bytes) {
         Ok(items) => items,
-        Err(_) => return Some(MethodResponse::error(Id::Null, ErrorObject::from(ErrorCode::ParseError)).into_json()),
+        Err(_) => {
+            return Some(
+                MethodResponse::error(Id::Null, ErrorObject::from(ErrorCode::ParseError))
+                    .into_json(),
+            );
+        }
     };
     if items.is_empty() {
-        return Some(MethodResponse::error(Id::Null, ErrorObject::from(ErrorCode::InvalidRequest)).into_json());
+        return Some(
+            MethodResponse::error(Id::Null, ErrorObject::from(ErrorCode::InvalidRequest))
+                .into_json(),
+        );
     }
     if items.len() > ctx.limits.max_batch_len {
-        return Some(MethodResponse::error(Id::Null, reject_too_big_batch_request(ctx.limits.max_batch_len)).into_json());
+        return Some(
+            MethodResponse::error(
+                Id::Null,
+                reject_too_big_batch_request(ctx.limits.max_batch_len),
+            )
+            .into_json(),
+        );
     }
     let mut batch = BatchResponseBuilder::new_with_limit(ctx.limits.max_response_size as usize);
     for item in items {
@@ -334,11 +397,19 @@ async fn call(request: Request<'_>, ctx: &Ctx) -> MethodResponse {
         Some((_, MethodCallback::Async(cb))) => cb(id, params, ctx.conn_id, max, extensions).await,
         Some((_, MethodCallback::Subscription(cb))) => match ctx.subscriptions.acquire() {
             Some(permit) => {
-                let state = SubscriptionState { conn_id: ctx.conn_id, id_provider: &ctx.ids, subscription_permit: permit };
+                let state = SubscriptionState {
+                    conn_id: ctx.conn_id,
+                    id_provider: &ctx.ids,
+                    subscription_permit: permit,
+                };
                 cb(id, params, ctx.sink.clone(), state, extensions).await
             }
-            None => MethodResponse::error(id, reject_too_many_subscriptions(ctx.subscriptions.max())),
+            None => {
+                MethodResponse::error(id, reject_too_many_subscriptions(ctx.subscriptions.max()))
+            }
         },
-        Some((_, MethodCallback::Unsubscription(cb))) => cb(id, params, ctx.conn_id, max, extensions),
+        Some((_, MethodCallback::Unsubscription(cb))) => {
+            cb(id, params, ctx.conn_id, max, extensions)
+        }
     }
 }

@@ -5,10 +5,12 @@ use super::Daemon;
 use crate::session::{self, LIVE_BUFFER};
 use agentd_proto::methods::{self as m, Method, Subscription};
 use agentd_proto::{
-    CloseResponse, DaemonEvent, DaemonInfo, ErrorData, ErrorKind, HistoryResponse, ListResponse, SessionSnapshot,
-    SessionState, ShutdownResponse, StreamEnd, StreamEndReason, StreamItem,
+    CloseResponse, DaemonEvent, DaemonInfo, ErrorData, ErrorKind, HistoryResponse, ListResponse,
+    SessionSnapshot, SessionState, ShutdownResponse, StreamEnd, StreamEndReason, StreamItem,
 };
-use jsonrpsee::core::server::{Methods, PendingSubscriptionSink, RpcModule, SubscriptionMessage, SubscriptionSink};
+use jsonrpsee::core::server::{
+    Methods, PendingSubscriptionSink, RpcModule, SubscriptionMessage, SubscriptionSink,
+};
 use jsonrpsee::types::{ErrorObjectOwned, Params, error::INVALID_PARAMS_CODE};
 use serde::Serialize;
 use std::future::Future;
@@ -21,8 +23,16 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the final notification waits for a lagging subscriber to make room.
 const END_TIMEOUT: Duration = Duration::from_secs(60);
 
-fn app_error(kind: ErrorKind, message: String, session_id: Option<agentd_proto::SessionId>) -> ErrorObjectOwned {
-    let data = ErrorData { kind, retryable: kind.is_retryable(), session_id };
+fn app_error(
+    kind: ErrorKind,
+    message: String,
+    session_id: Option<agentd_proto::SessionId>,
+) -> ErrorObjectOwned {
+    let data = ErrorData {
+        kind,
+        retryable: kind.is_retryable(),
+        session_id,
+    };
     ErrorObjectOwned::owned(kind.code(), message, Some(data))
 }
 
@@ -30,11 +40,15 @@ impl From<session::Error> for ErrorObjectOwned {
     fn from(e: session::Error) -> Self {
         let message = e.to_string();
         match e {
-            session::Error::NotFound(id) => app_error(ErrorKind::SessionNotFound, message, Some(id)),
+            session::Error::NotFound(id) => {
+                app_error(ErrorKind::SessionNotFound, message, Some(id))
+            }
             session::Error::Busy(id) => app_error(ErrorKind::SessionBusy, message, Some(id)),
             session::Error::Closed(id) => app_error(ErrorKind::SessionClosed, message, Some(id)),
             session::Error::InvalidConfig(_) => app_error(ErrorKind::InvalidConfig, message, None),
-            session::Error::ProviderNotConfigured(_) => app_error(ErrorKind::ProviderNotConfigured, message, None),
+            session::Error::ProviderNotConfigured(_) => {
+                app_error(ErrorKind::ProviderNotConfigured, message, None)
+            }
             session::Error::ShuttingDown => app_error(ErrorKind::ShuttingDown, message, None),
         }
     }
@@ -47,8 +61,14 @@ fn parse<T: serde::de::DeserializeOwned>(params: &Params<'_>) -> Result<T, Error
     serde_json::from_str(raw).map_err(|e| {
         // The position is noise for a one-line params object.
         let message = e.to_string();
-        let message = message.rsplit_once(" at line ").map_or(message.as_str(), |(m, _)| m);
-        ErrorObjectOwned::owned(INVALID_PARAMS_CODE, format!("invalid params: {message}"), None::<()>)
+        let message = message
+            .rsplit_once(" at line ")
+            .map_or(message.as_str(), |(m, _)| m);
+        ErrorObjectOwned::owned(
+            INVALID_PARAMS_CODE,
+            format!("invalid params: {message}"),
+            None::<()>,
+        )
     })
 }
 
@@ -66,7 +86,9 @@ where
             if daemon.shutdown.is_cancelled() {
                 return Err(ErrorObjectOwned::from(session::Error::ShuttingDown));
             }
-            handler(daemon, params).await.map_err(ErrorObjectOwned::from)
+            handler(daemon, params)
+                .await
+                .map_err(ErrorObjectOwned::from)
         }
     });
     if let Err(e) = result {
@@ -80,15 +102,20 @@ where
     F: Fn(Arc<Daemon>, S::Params, PendingSubscriptionSink) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let result = module.register_subscription(S::NAME, S::NOTIFICATION, S::UNSUBSCRIBE, move |params, pending, daemon, _| {
-        let handler = handler.clone();
-        async move {
-            match parse::<S::Params>(&params) {
-                Ok(p) => handler(daemon, p, pending).await,
-                Err(e) => pending.reject(e).await,
+    let result = module.register_subscription(
+        S::NAME,
+        S::NOTIFICATION,
+        S::UNSUBSCRIBE,
+        move |params, pending, daemon, _| {
+            let handler = handler.clone();
+            async move {
+                match parse::<S::Params>(&params) {
+                    Ok(p) => handler(daemon, p, pending).await,
+                    Err(e) => pending.reject(e).await,
+                }
             }
-        }
-    });
+        },
+    );
     if let Err(e) = result {
         tracing::error!("subscription {} registered twice: {e}", S::NAME);
     }
@@ -108,7 +135,13 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
             socket: d.socket.display().to_string(),
             sessions,
             sessions_processing,
-            providers: d.registry.config().providers.values().map(|p| p.info()).collect(),
+            providers: d
+                .registry
+                .config()
+                .providers
+                .values()
+                .map(|p| p.info())
+                .collect(),
         })
     });
     register::<m::DaemonShutdown, _, _>(&mut module, |d, _| async move {
@@ -119,11 +152,15 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
             tokio::time::sleep(Duration::from_millis(20)).await;
             token.cancel();
         });
-        Ok(ShutdownResponse { aborted: processing })
+        Ok(ShutdownResponse {
+            aborted: processing,
+        })
     });
     register::<m::SessionCreate, _, _>(&mut module, |d, p| async move {
         // Runs in its own task: a client that disconnects mid-call must not leave a half-made session.
-        tokio::spawn(async move { d.registry.create(p).map(|s| s.snapshot()) }).await.map_err(|_| session::Error::ShuttingDown)?
+        tokio::spawn(async move { d.registry.create(p).map(|s| s.snapshot()) })
+            .await
+            .map_err(|_| session::Error::ShuttingDown)?
     });
     register::<m::SessionList, _, _>(&mut module, |d, p| async move {
         let sessions = d
@@ -131,26 +168,48 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
             .list()
             .iter()
             .map(|s| s.summary())
-            .filter(|s| p.state.is_none_or(|st| st == s.state) && p.cwd.as_ref().is_none_or(|c| *c == s.cwd))
+            .filter(|s| {
+                p.state.is_none_or(|st| st == s.state) && p.cwd.as_ref().is_none_or(|c| *c == s.cwd)
+            })
             .collect();
         Ok(ListResponse { sessions })
     });
-    register::<m::SessionGet, _, _>(&mut module, |d, p| async move { Ok(d.registry.get(&p.session_id)?.snapshot()) });
-    register::<m::SessionSubmit, _, _>(&mut module, |d, p| async move {
-        d.registry.get(&p.session_id)?.submit(p.text, p.client_input_id, p.when_busy.unwrap_or_default())
+    register::<m::SessionGet, _, _>(&mut module, |d, p| async move {
+        Ok(d.registry.get(&p.session_id)?.snapshot())
     });
-    register::<m::SessionSteer, _, _>(&mut module, |d, p| async move { d.registry.get(&p.session_id)?.steer(p.text) });
-    register::<m::SessionFollowUp, _, _>(&mut module, |d, p| async move { d.registry.get(&p.session_id)?.follow_up(p.text) });
-    register::<m::SessionQueue, _, _>(&mut module, |d, p| async move { Ok(d.registry.get(&p.session_id)?.queue()) });
-    register::<m::SessionQueueClear, _, _>(&mut module, |d, p| async move { Ok(d.registry.get(&p.session_id)?.queue_clear()) });
+    register::<m::SessionSubmit, _, _>(&mut module, |d, p| async move {
+        d.registry.get(&p.session_id)?.submit(
+            p.text,
+            p.client_input_id,
+            p.when_busy.unwrap_or_default(),
+        )
+    });
+    register::<m::SessionSteer, _, _>(&mut module, |d, p| async move {
+        d.registry.get(&p.session_id)?.steer(p.text)
+    });
+    register::<m::SessionFollowUp, _, _>(&mut module, |d, p| async move {
+        d.registry.get(&p.session_id)?.follow_up(p.text)
+    });
+    register::<m::SessionQueue, _, _>(&mut module, |d, p| async move {
+        Ok(d.registry.get(&p.session_id)?.queue())
+    });
+    register::<m::SessionQueueClear, _, _>(&mut module, |d, p| async move {
+        Ok(d.registry.get(&p.session_id)?.queue_clear())
+    });
     register::<m::SessionAbort, _, _>(&mut module, |d, p| async move {
         let session = d.registry.get(&p.session_id)?;
-        tokio::spawn(async move { session.abort(p.close).await }).await.map_err(|_| session::Error::ShuttingDown)?
+        tokio::spawn(async move { session.abort(p.close).await })
+            .await
+            .map_err(|_| session::Error::ShuttingDown)?
     });
     register::<m::SessionClose, _, _>(&mut module, |d, p| async move {
         let session = d.registry.get(&p.session_id)?;
-        tokio::spawn(async move { session.close("closed by client").await }).await.map_err(|_| session::Error::ShuttingDown)?;
-        Ok(CloseResponse { state: SessionState::Closed })
+        tokio::spawn(async move { session.close("closed by client").await })
+            .await
+            .map_err(|_| session::Error::ShuttingDown)?;
+        Ok(CloseResponse {
+            state: SessionState::Closed,
+        })
     });
     register::<m::SessionSetConfig, _, _>(&mut module, |d, p| async move {
         let session = d.registry.get(&p.session_id)?;
@@ -160,8 +219,16 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
     register::<m::SessionHistory, _, _>(&mut module, |d, p| async move {
         let history = d.registry.get(&p.session_id)?.history();
         let limit = p.limit.unwrap_or(100);
-        let entries = history.iter().skip(p.offset).take(limit).map(|e| (**e).clone()).collect();
-        Ok(HistoryResponse { entries, total: history.len() })
+        let entries = history
+            .iter()
+            .skip(p.offset)
+            .take(limit)
+            .map(|e| (**e).clone())
+            .collect();
+        Ok(HistoryResponse {
+            entries,
+            total: history.len(),
+        })
     });
     register_subscription::<m::SessionSubscribe, _, _>(&mut module, stream_session);
     register_subscription::<m::DaemonSubscribe, _, _>(&mut module, stream_daemon);
@@ -169,7 +236,9 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
 }
 
 fn message<T: Serialize>(item: &T) -> Option<SubscriptionMessage> {
-    serde_json::value::to_raw_value(item).ok().map(SubscriptionMessage::from)
+    serde_json::value::to_raw_value(item)
+        .ok()
+        .map(SubscriptionMessage::from)
 }
 
 /// Sends an item, dropping a subscriber that leaves it unread too long.
@@ -186,18 +255,27 @@ async fn end(sink: &SubscriptionSink, reason: StreamEndReason, last_seq: u64) {
     }
 }
 
-async fn stream_session(d: Arc<Daemon>, p: agentd_proto::SubscribeParams, pending: PendingSubscriptionSink) {
+async fn stream_session(
+    d: Arc<Daemon>,
+    p: agentd_proto::SubscribeParams,
+    pending: PendingSubscriptionSink,
+) {
     let session = match d.registry.get(&p.session_id) {
         Ok(s) => s,
         Err(e) => return pending.reject(ErrorObjectOwned::from(e)).await,
     };
     let subscription = session.events().subscribe(p.since_seq);
-    let Ok(sink) = pending.accept().await else { return };
+    let Ok(sink) = pending.accept().await else {
+        return;
+    };
     let mut last_seq = p.since_seq.unwrap_or(0);
     let mut live = subscription.live;
     for event in subscription.replay {
         last_seq = event.seq;
-        if send(&sink, &StreamItem::Event((*event).clone())).await.is_err() {
+        if send(&sink, &StreamItem::Event((*event).clone()))
+            .await
+            .is_err()
+        {
             return end(&sink, StreamEndReason::Lagged, last_seq).await;
         }
     }
@@ -217,7 +295,10 @@ async fn stream_session(d: Arc<Daemon>, p: agentd_proto::SubscribeParams, pendin
             Ok(event) => {
                 last_seq = event.seq;
                 let closed = matches!(event.body, agentd_proto::EventBody::SessionEnd { .. });
-                if send(&sink, &StreamItem::Event((*event).clone())).await.is_err() {
+                if send(&sink, &StreamItem::Event((*event).clone()))
+                    .await
+                    .is_err()
+                {
                     return end(&sink, StreamEndReason::Lagged, last_seq).await;
                 }
                 if closed {
@@ -228,14 +309,18 @@ async fn stream_session(d: Arc<Daemon>, p: agentd_proto::SubscribeParams, pendin
                 tracing::debug!(session = %p.session_id, missed, buffer = LIVE_BUFFER, "dropping a lagging subscriber");
                 return end(&sink, StreamEndReason::Lagged, last_seq).await;
             }
-            Err(RecvError::Closed) => return end(&sink, StreamEndReason::SessionClosed, last_seq).await,
+            Err(RecvError::Closed) => {
+                return end(&sink, StreamEndReason::SessionClosed, last_seq).await;
+            }
         }
     }
 }
 
 async fn stream_daemon(d: Arc<Daemon>, _: agentd_proto::Empty, pending: PendingSubscriptionSink) {
     let mut events = d.registry.daemon_events();
-    let Ok(sink) = pending.accept().await else { return };
+    let Ok(sink) = pending.accept().await else {
+        return;
+    };
     loop {
         let received = tokio::select! {
             r = events.recv() => r,
@@ -250,7 +335,10 @@ async fn stream_daemon(d: Arc<Daemon>, _: agentd_proto::Empty, pending: PendingS
             Err(RecvError::Lagged(_)) => DaemonEvent::Lagged {},
             Err(RecvError::Closed) => DaemonEvent::Shutdown {},
         };
-        let last = !matches!(item, DaemonEvent::SessionCreated { .. } | DaemonEvent::StateChanged { .. });
+        let last = !matches!(
+            item,
+            DaemonEvent::SessionCreated { .. } | DaemonEvent::StateChanged { .. }
+        );
         if send(&sink, &item).await.is_err() || last {
             return;
         }
@@ -259,5 +347,9 @@ async fn stream_daemon(d: Arc<Daemon>, _: agentd_proto::Empty, pending: PendingS
 
 /// The error a connection from another user gets.
 pub(super) fn unauthorized() -> ErrorObjectOwned {
-    app_error(ErrorKind::Unauthorized, "permission denied: the daemon serves only its own user".into(), None)
+    app_error(
+        ErrorKind::Unauthorized,
+        "permission denied: the daemon serves only its own user".into(),
+        None,
+    )
 }

@@ -84,19 +84,32 @@ pub async fn run(listener: Listener, daemon: Arc<Daemon>, limits: Limits, ready:
             }
         };
         let peer = match stream.peer_cred() {
-            Ok(c) => Peer { uid: c.uid(), pid: c.pid() },
+            Ok(c) => Peer {
+                uid: c.uid(),
+                pid: c.pid(),
+            },
             Err(e) => {
                 tracing::warn!("cannot read peer credentials: {e}");
                 continue;
             }
         };
         if peer.uid != uid {
-            tracing::warn!(peer_uid = peer.uid, "refused a connection from another user");
+            tracing::warn!(
+                peer_uid = peer.uid,
+                "refused a connection from another user"
+            );
             connections.spawn(connection::refuse(stream, methods::unauthorized(), limits));
             continue;
         }
         let conn_id = next_conn.fetch_add(1, Ordering::Relaxed);
-        connections.spawn(connection::serve(stream, peer, methods.clone(), conn_id, limits, daemon.shutdown.clone()));
+        connections.spawn(connection::serve(
+            stream,
+            peer,
+            methods.clone(),
+            conn_id,
+            limits,
+            daemon.shutdown.clone(),
+        ));
     }
     let aborted = daemon.registry.shutdown().await;
     tracing::info!(aborted, "sessions stopped");

@@ -24,7 +24,9 @@ pub struct Listener {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Another daemon serves this socket.
-    #[error("another agentd already serves {socket} (it holds {lock}); stop it first, or choose another --socket")]
+    #[error(
+        "another agentd already serves {socket} (it holds {lock}); stop it first, or choose another --socket"
+    )]
     AlreadyRunning {
         /// The socket.
         socket: PathBuf,
@@ -50,7 +52,11 @@ pub enum Error {
 }
 
 fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Error + use<'a> {
-    move |source| Error::Io { what, path: path.to_owned(), source }
+    move |source| Error::Io {
+        what,
+        path: path.to_owned(),
+        source,
+    }
 }
 
 impl Listener {
@@ -60,10 +66,14 @@ impl Listener {
         if path.as_os_str().len() > 107 {
             return Err(Error::PathTooLong(path.to_owned()));
         }
-        if let Some(dir) = path.parent() {
-            if !dir.exists() {
-                fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(io_err("cannot create directory", dir))?;
-            }
+        if let Some(dir) = path.parent()
+            && !dir.exists()
+        {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(io_err("cannot create directory", dir))?;
         }
         let lock_path = path.with_extension("sock.lock");
         let file = OpenOptions::new()
@@ -72,25 +82,38 @@ impl Listener {
             .write(true)
             .open(&lock_path)
             .map_err(io_err("cannot open lock file", &lock_path))?;
-        let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock)
-            .map_err(|_| Error::AlreadyRunning { socket: path.to_owned(), lock: lock_path.clone() })?;
+        let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|_| {
+            Error::AlreadyRunning {
+                socket: path.to_owned(),
+                lock: lock_path.clone(),
+            }
+        })?;
         // We hold the lock, so any socket file left here belongs to a dead daemon.
         if fs::symlink_metadata(path).is_ok() {
             fs::remove_file(path).map_err(io_err("cannot remove stale socket", path))?;
             tracing::info!(socket = %path.display(), "removed stale socket");
         }
         let listener = UnixListener::bind(path).map_err(io_err("cannot bind", path))?;
-        fs::set_permissions(path, fs::Permissions::from_mode(0o600)).map_err(io_err("cannot chmod", path))?;
-        Ok(Self { listener, path: path.to_owned(), _lock: Some(lock), owns_file: true })
+        fs::set_permissions(path, fs::Permissions::from_mode(0o600))
+            .map_err(io_err("cannot chmod", path))?;
+        Ok(Self {
+            listener,
+            path: path.to_owned(),
+            _lock: Some(lock),
+            owns_file: true,
+        })
     }
 
     /// Adopts fd 3 passed by systemd socket activation. systemd guarantees one instance, so no
     /// lock is taken, and the socket file is systemd's to remove.
     pub fn adopt_systemd(fd: RawFd) -> Result<Self, Error> {
-        use nix::sys::socket::{AddressFamily, SockaddrLike, SockaddrStorage, getsockname, getsockopt, sockopt};
+        use nix::sys::socket::{
+            AddressFamily, SockaddrLike, SockaddrStorage, getsockname, getsockopt, sockopt,
+        };
         // SAFETY: systemd passed this descriptor to us and nothing else in the process uses it.
         let std_listener = unsafe { std::os::unix::net::UnixListener::from_raw_fd(fd) };
-        let listening = getsockopt(&std_listener, sockopt::AcceptConn).map_err(|e| Error::Inherited(e.to_string()))?;
+        let listening = getsockopt(&std_listener, sockopt::AcceptConn)
+            .map_err(|e| Error::Inherited(e.to_string()))?;
         if !listening {
             return Err(Error::Inherited(format!("fd {fd} is not listening")));
         }
@@ -98,12 +121,27 @@ impl Listener {
         if addr.family() != Some(AddressFamily::Unix) {
             return Err(Error::Inherited(format!("fd {fd} is not a Unix socket")));
         }
-        let path = addr.as_unix_addr().and_then(|u| u.path()).map(Path::to_owned).unwrap_or_default();
-        nix::fcntl::fcntl(&std_listener, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))
+        let path = addr
+            .as_unix_addr()
+            .and_then(|u| u.path())
+            .map(Path::to_owned)
+            .unwrap_or_default();
+        nix::fcntl::fcntl(
+            &std_listener,
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+        )
+        .map_err(|e| Error::Inherited(e.to_string()))?;
+        std_listener
+            .set_nonblocking(true)
             .map_err(|e| Error::Inherited(e.to_string()))?;
-        std_listener.set_nonblocking(true).map_err(|e| Error::Inherited(e.to_string()))?;
-        let listener = UnixListener::from_std(std_listener).map_err(|e| Error::Inherited(e.to_string()))?;
-        Ok(Self { listener, path, _lock: None, owns_file: false })
+        let listener =
+            UnixListener::from_std(std_listener).map_err(|e| Error::Inherited(e.to_string()))?;
+        Ok(Self {
+            listener,
+            path,
+            _lock: None,
+            owns_file: false,
+        })
     }
 
     /// Removes the socket file if this daemon created it.

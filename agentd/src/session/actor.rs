@@ -37,7 +37,11 @@ impl Actor {
 
     /// Runs `input` and the follow-ups after it. Returns a reason to close the session when an
     /// unrecoverable error stopped the work.
-    async fn process(&self, mut input: QueuedInput, mut token: CancellationToken) -> Option<String> {
+    async fn process(
+        &self,
+        mut input: QueuedInput,
+        mut token: CancellationToken,
+    ) -> Option<String> {
         let session = &self.session;
         loop {
             let agent = Agent {
@@ -48,10 +52,16 @@ impl Actor {
                 retry: &self.retry,
             };
             // A bug in the loop must not take the daemon or other sessions down with it.
-            let outcome = match AssertUnwindSafe(agent.process_input(input, &token)).catch_unwind().await {
+            let outcome = match AssertUnwindSafe(agent.process_input(input, &token))
+                .catch_unwind()
+                .await
+            {
                 Ok(outcome) => outcome,
                 Err(_) => {
-                    session.events.emit(EventBody::Error { message: "internal error: the agent loop crashed".into(), fatal: false });
+                    session.events.emit(EventBody::Error {
+                        message: "internal error: the agent loop crashed".into(),
+                        fatal: false,
+                    });
                     Outcome::Failed
                 }
             };
@@ -59,14 +69,15 @@ impl Actor {
                 session.env.terminate_all().await;
             }
             let mut c = lock(&session.control);
-            if matches!(outcome, Outcome::Completed | Outcome::TurnLimit) && !c.closing {
-                if let Some(next) = c.follow_up.pop_front() {
-                    token = CancellationToken::new();
-                    c.turn = Some(token.clone());
-                    session.queue_changed(&c);
-                    input = next;
-                    continue;
-                }
+            if matches!(outcome, Outcome::Completed | Outcome::TurnLimit)
+                && !c.closing
+                && let Some(next) = c.follow_up.pop_front()
+            {
+                token = CancellationToken::new();
+                c.turn = Some(token.clone());
+                session.queue_changed(&c);
+                input = next;
+                continue;
             }
             c.turn = None;
             let reason = match outcome {

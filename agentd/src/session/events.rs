@@ -13,13 +13,15 @@ pub const LIVE_BUFFER: usize = 1024;
 struct Inner {
     events: Vec<Arc<Event>>,
     updated: String,
+    /// Exists only while someone subscribes: the ring is allocated up front, and most sessions
+    /// are idle and unwatched.
+    live: Option<broadcast::Sender<Arc<Event>>>,
 }
 
 /// The event log of one session.
 pub struct EventLog {
     session_id: SessionId,
     inner: Mutex<Inner>,
-    live: broadcast::Sender<Arc<Event>>,
 }
 
 /// Replayed events and the live receiver that continues right after them.
@@ -38,8 +40,14 @@ pub fn now() -> String {
 impl EventLog {
     /// An empty log.
     pub fn new(session_id: SessionId) -> Self {
-        let (live, _) = broadcast::channel(LIVE_BUFFER);
-        Self { session_id, inner: Mutex::new(Inner { events: Vec::new(), updated: now() }), live }
+        Self {
+            session_id,
+            inner: Mutex::new(Inner {
+                events: Vec::new(),
+                updated: now(),
+                live: None,
+            }),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -50,22 +58,37 @@ impl EventLog {
     pub fn emit(&self, body: EventBody) -> Arc<Event> {
         let mut inner = self.lock();
         let ts = now();
-        let event = Arc::new(Event { session_id: self.session_id.clone(), seq: inner.events.len() as u64 + 1, ts: ts.clone(), body });
+        let event = Arc::new(Event {
+            session_id: self.session_id.clone(),
+            seq: inner.events.len() as u64 + 1,
+            ts: ts.clone(),
+            body,
+        });
         inner.events.push(event.clone());
         inner.updated = ts;
-        // No receivers is fine.
-        let _ = self.live.send(event.clone());
+        if inner
+            .live
+            .as_ref()
+            .is_some_and(|live| live.send(event.clone()).is_err())
+        {
+            // The last subscriber left.
+            inner.live = None;
+        }
         event
     }
 
     /// Replay from `since_seq` (none: live only) plus the live stream after it.
     pub fn subscribe(&self, since_seq: Option<u64>) -> Subscription {
-        let inner = self.lock();
+        let mut inner = self.lock();
         let replay = match since_seq {
             Some(since) => inner.events.iter().skip(since as usize).cloned().collect(),
             None => Vec::new(),
         };
-        Subscription { replay, live: self.live.subscribe() }
+        let live = inner
+            .live
+            .get_or_insert_with(|| broadcast::channel(LIVE_BUFFER).0)
+            .subscribe();
+        Subscription { replay, live }
     }
 
     /// The seq of the newest event (0 when empty).
@@ -84,7 +107,9 @@ mod tests {
     use super::*;
 
     fn warn(n: u32) -> EventBody {
-        EventBody::Warning { message: n.to_string() }
+        EventBody::Warning {
+            message: n.to_string(),
+        }
     }
 
     #[test]

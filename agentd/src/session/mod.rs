@@ -18,8 +18,9 @@ use crate::exec::ExecutionEnvironment;
 use crate::llm::{Provider, RetryPolicy};
 use crate::profile::{EnvironmentContext, Profile};
 use agentd_proto::{
-    AbortResponse, DaemonEvent, Disposition, EntryId, EventBody, HistoryEntry, InputId, QueueContents, QueuedInput,
-    SessionConfig, SessionId, SessionSnapshot, SessionState, SessionSummary, SubmitResponse, Turn, Usage, WhenBusy,
+    AbortResponse, DaemonEvent, Disposition, EntryId, EventBody, HistoryEntry, InputId,
+    QueueContents, QueuedInput, SessionConfig, SessionId, SessionSnapshot, SessionState,
+    SessionSummary, SubmitResponse, Turn, Usage, WhenBusy,
 };
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -97,7 +98,10 @@ struct Control {
 
 impl Control {
     fn queue(&self) -> QueueContents {
-        QueueContents { steering: self.steering.iter().cloned().collect(), follow_up: self.follow_up.iter().cloned().collect() }
+        QueueContents {
+            steering: self.steering.iter().cloned().collect(),
+            follow_up: self.follow_up.iter().cloned().collect(),
+        }
     }
 }
 
@@ -132,7 +136,11 @@ fn new_id(prefix: &str) -> String {
 impl Session {
     /// Starts the session's task and emits `session_start`. `daemon_events` receives state
     /// changes for `daemon/subscribe`; `tasks` tracks the task for shutdown.
-    pub fn spawn(spec: SessionSpec, daemon_events: Option<broadcast::Sender<DaemonEvent>>, tasks: &tokio_util::task::TaskTracker) -> Arc<Self> {
+    pub fn spawn(
+        spec: SessionSpec,
+        daemon_events: Option<broadcast::Sender<DaemonEvent>>,
+        tasks: &tokio_util::task::TaskTracker,
+    ) -> Arc<Self> {
         let (commands, rx) = mpsc::channel(8);
         let context = EnvironmentContext::capture(spec.env.as_ref());
         let session = Arc::new(Self {
@@ -167,7 +175,11 @@ impl Session {
             config: Box::new(session.config()),
             title: session.title.clone(),
         });
-        let actor = actor::Actor { session: session.clone(), provider: spec.provider, retry: spec.retry };
+        let actor = actor::Actor {
+            session: session.clone(),
+            provider: spec.provider,
+            retry: spec.retry,
+        };
         tasks.spawn(actor.run(rx));
         session
     }
@@ -194,7 +206,10 @@ impl Session {
 
     /// The history entries, oldest first.
     pub fn history(&self) -> Vec<Arc<HistoryEntry>> {
-        self.history.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.history
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     fn set_state(&self, control: &mut Control, state: SessionState) {
@@ -205,12 +220,17 @@ impl Session {
         self.state.send_replace(state);
         self.events.emit(EventBody::StateChanged { state });
         if let Some(tx) = &self.daemon_events {
-            let _ = tx.send(DaemonEvent::StateChanged { session_id: self.id.clone(), state });
+            let _ = tx.send(DaemonEvent::StateChanged {
+                session_id: self.id.clone(),
+                state,
+            });
         }
     }
 
     fn queue_changed(&self, control: &Control) {
-        self.events.emit(EventBody::QueueChanged { queue: control.queue() });
+        self.events.emit(EventBody::QueueChanged {
+            queue: control.queue(),
+        });
     }
 
     fn check_open(&self, control: &Control) -> Result<(), Error> {
@@ -222,13 +242,21 @@ impl Session {
 
     /// Submits input: starts processing when idle; otherwise queues it as `when_busy` says.
     /// A repeated `client_input_id` returns the first result and does nothing else.
-    pub fn submit(&self, text: String, client_input_id: Option<String>, when_busy: WhenBusy) -> Result<SubmitResponse, Error> {
+    pub fn submit(
+        &self,
+        text: String,
+        client_input_id: Option<String>,
+        when_busy: WhenBusy,
+    ) -> Result<SubmitResponse, Error> {
         let mut c = lock(&self.control);
         self.check_open(&c)?;
         if let Some(previous) = client_input_id.as_ref().and_then(|k| c.submitted.get(k)) {
             return Ok(previous.clone());
         }
-        let input = QueuedInput { input_id: InputId(new_id("in_")), text };
+        let input = QueuedInput {
+            input_id: InputId(new_id("in_")),
+            text,
+        };
         let input_id = input.input_id.clone();
         let disposition = if c.state == SessionState::Idle {
             let token = CancellationToken::new();
@@ -245,14 +273,22 @@ impl Session {
                 WhenBusy::Reject => return Err(Error::Busy(self.id.clone())),
             }
             self.queue_changed(&c);
-            if when_busy == WhenBusy::Steer { Disposition::Steering } else { Disposition::FollowUp }
+            if when_busy == WhenBusy::Steer {
+                Disposition::Steering
+            } else {
+                Disposition::FollowUp
+            }
         };
-        let response = SubmitResponse { input_id, disposition, queued: disposition != Disposition::Started };
+        let response = SubmitResponse {
+            input_id,
+            disposition,
+            queued: disposition != Disposition::Started,
+        };
         if let Some(key) = client_input_id {
-            if c.submitted_order.len() >= IDEMPOTENCY_KEYS {
-                if let Some(old) = c.submitted_order.pop_front() {
-                    c.submitted.remove(&old);
-                }
+            if c.submitted_order.len() >= IDEMPOTENCY_KEYS
+                && let Some(old) = c.submitted_order.pop_front()
+            {
+                c.submitted.remove(&old);
             }
             c.submitted.insert(key.clone(), response.clone());
             c.submitted_order.push_back(key);
@@ -275,11 +311,18 @@ impl Session {
     fn enqueue(&self, text: String, disposition: Disposition) -> Result<SubmitResponse, Error> {
         let mut c = lock(&self.control);
         self.check_open(&c)?;
-        let input = QueuedInput { input_id: InputId(new_id("in_")), text };
+        let input = QueuedInput {
+            input_id: InputId(new_id("in_")),
+            text,
+        };
         let input_id = input.input_id.clone();
         c.steering.push_back(input);
         self.queue_changed(&c);
-        Ok(SubmitResponse { input_id, disposition, queued: true })
+        Ok(SubmitResponse {
+            input_id,
+            disposition,
+            queued: true,
+        })
     }
 
     /// The queued items.
@@ -307,7 +350,11 @@ impl Session {
             let c = lock(&self.control);
             if c.state == SessionState::Closed {
                 if close {
-                    return Ok(AbortResponse { aborted: false, state: SessionState::Closed, queue: QueueContents::default() });
+                    return Ok(AbortResponse {
+                        aborted: false,
+                        state: SessionState::Closed,
+                        queue: QueueContents::default(),
+                    });
                 }
                 return Err(Error::Closed(self.id.clone()));
             }
@@ -324,7 +371,11 @@ impl Session {
         if close {
             self.close("aborted").await;
         }
-        Ok(AbortResponse { aborted: was_processing, state: self.state(), queue })
+        Ok(AbortResponse {
+            aborted: was_processing,
+            state: self.state(),
+            queue,
+        })
     }
 
     /// Closes the session (spec appendix B): aborts running work, kills its processes, emits
@@ -343,7 +394,12 @@ impl Session {
             self.wait_for(|s| s == SessionState::Closed).await;
             return;
         }
-        if self.commands.send(Command::Close(reason.to_owned())).await.is_err() {
+        if self
+            .commands
+            .send(Command::Close(reason.to_owned()))
+            .await
+            .is_err()
+        {
             // The task is gone (it can only end by closing); record the end here.
             let mut c = lock(&self.control);
             self.finish_close(&mut c, reason);
@@ -357,7 +413,10 @@ impl Session {
         }
         c.turn = None;
         self.set_state(c, SessionState::Closed);
-        self.events.emit(EventBody::SessionEnd { state: SessionState::Closed, reason: reason.to_owned() });
+        self.events.emit(EventBody::SessionEnd {
+            state: SessionState::Closed,
+            reason: reason.to_owned(),
+        });
     }
 
     async fn wait_for(&self, done: impl Fn(SessionState) -> bool) {
@@ -370,7 +429,8 @@ impl Session {
         let mut config = lock(&self.config);
         let mut next = config.clone();
         next.apply(patch);
-        crate::config::validate_session_config(&next).map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        crate::config::validate_session_config(&next)
+            .map_err(|e| Error::InvalidConfig(e.to_string()))?;
         *config = next.clone();
         Ok(next)
     }
@@ -422,7 +482,12 @@ impl Host for Session {
     fn append(&self, turn: Turn) {
         let mut history = self.history.write().unwrap_or_else(|e| e.into_inner());
         let parent_id = history.last().map(|e| e.id.clone());
-        history.push(Arc::new(HistoryEntry { id: EntryId(new_id("")), parent_id, ts: now(), turn }));
+        history.push(Arc::new(HistoryEntry {
+            id: EntryId(new_id("")),
+            parent_id,
+            ts: now(),
+            turn,
+        }));
     }
 
     fn history(&self) -> Vec<Arc<HistoryEntry>> {
@@ -450,6 +515,11 @@ impl Host for Session {
     }
 
     fn system_prompt(&self, model: &str) -> String {
-        self.profile.system_prompt(self.env.as_ref(), &self.context, model, self.instructions.as_deref())
+        self.profile.system_prompt(
+            self.env.as_ref(),
+            &self.context,
+            model,
+            self.instructions.as_deref(),
+        )
     }
 }

@@ -57,34 +57,56 @@ impl Registry {
     pub fn create(&self, params: CreateParams) -> Result<Arc<Session>, Error> {
         let cwd = PathBuf::from(&params.cwd);
         if !cwd.is_absolute() {
-            return Err(Error::InvalidConfig(format!("cwd must be an absolute path, got {:?}", params.cwd)));
+            return Err(Error::InvalidConfig(format!(
+                "cwd must be an absolute path, got {:?}",
+                params.cwd
+            )));
         }
         if !cwd.is_dir() {
-            return Err(Error::InvalidConfig(format!("cwd {:?} is not a directory", params.cwd)));
+            return Err(Error::InvalidConfig(format!(
+                "cwd {:?} is not a directory",
+                params.cwd
+            )));
         }
-        let provider_name = params.provider.as_deref().unwrap_or(&self.config.default_provider);
-        let mut config = self.config.session_config(provider_name, params.model.as_deref()).map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        let provider_name = params
+            .provider
+            .as_deref()
+            .unwrap_or(&self.config.default_provider);
+        let mut config = self
+            .config
+            .session_config(provider_name, params.model.as_deref())
+            .map_err(|e| Error::InvalidConfig(e.to_string()))?;
         if let Some(patch) = &params.config {
             config.apply(patch);
-            crate::config::validate_session_config(&config).map_err(|e| Error::InvalidConfig(e.to_string()))?;
+            crate::config::validate_session_config(&config)
+                .map_err(|e| Error::InvalidConfig(e.to_string()))?;
         }
         let provider_config = &self.config.providers[provider_name];
         if !provider_config.is_usable() {
             return Err(Error::ProviderNotConfigured(provider_config.setup_hint()));
         }
         let provider: Arc<dyn Provider> = match provider_config.kind {
-            ProviderKind::Anthropic => {
-                Arc::new(Anthropic::new(self.http.clone(), &provider_config.base_url, provider_config.api_key.clone()))
-            }
+            ProviderKind::Anthropic => Arc::new(Anthropic::new(
+                self.http.clone(),
+                &provider_config.base_url,
+                provider_config.api_key.clone(),
+            )),
         };
-        let profile_name = params.profile.as_deref().unwrap_or(match provider_config.kind {
-            ProviderKind::Anthropic => "anthropic",
-        });
-        let profile = Profile::named(profile_name).map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        let profile_name = params
+            .profile
+            .as_deref()
+            .unwrap_or(match provider_config.kind {
+                ProviderKind::Anthropic => "anthropic",
+            });
+        let profile =
+            Profile::named(profile_name).map_err(|e| Error::InvalidConfig(e.to_string()))?;
         let id = SessionId(uuid::Uuid::new_v4().to_string());
         let spec = SessionSpec {
             id: id.clone(),
-            env: Arc::new(LocalExecutionEnvironment::new(cwd.clone(), EnvPolicy::InheritAll)),
+            env: Arc::new(LocalExecutionEnvironment::new(
+                cwd.clone(),
+                EnvPolicy::InheritAll,
+            )),
             cwd,
             title: params.title,
             profile,
@@ -95,13 +117,18 @@ impl Registry {
         };
         let session = Session::spawn(spec, Some(self.daemon_events.clone()), &self.tasks);
         self.sessions.insert(id.clone(), session.clone());
-        let _ = self.daemon_events.send(DaemonEvent::SessionCreated { session_id: id });
+        let _ = self
+            .daemon_events
+            .send(DaemonEvent::SessionCreated { session_id: id });
         Ok(session)
     }
 
     /// The session with this id.
     pub fn get(&self, id: &SessionId) -> Result<Arc<Session>, Error> {
-        self.sessions.get(id).map(|s| s.value().clone()).ok_or_else(|| Error::NotFound(id.clone()))
+        self.sessions
+            .get(id)
+            .map(|s| s.value().clone())
+            .ok_or_else(|| Error::NotFound(id.clone()))
     }
 
     /// Every session, newest first.
@@ -113,7 +140,11 @@ impl Registry {
 
     /// How many sessions there are, and how many are processing.
     pub fn counts(&self) -> (usize, usize) {
-        let processing = self.sessions.iter().filter(|s| s.state() == SessionState::Processing).count();
+        let processing = self
+            .sessions
+            .iter()
+            .filter(|s| s.state() == SessionState::Processing)
+            .count();
         (self.sessions.len(), processing)
     }
 
@@ -122,7 +153,10 @@ impl Registry {
     pub async fn shutdown(&self) -> usize {
         let sessions = self.list();
         let results = futures::future::join_all(sessions.iter().map(|s| s.abort(false))).await;
-        let aborted = results.iter().filter(|r| matches!(r, Ok(a) if a.aborted)).count();
+        let aborted = results
+            .iter()
+            .filter(|r| matches!(r, Ok(a) if a.aborted))
+            .count();
         let _ = self.daemon_events.send(DaemonEvent::Shutdown {});
         aborted
     }

@@ -60,10 +60,16 @@ pub trait Tool: Send + Sync {
     /// Name, description and argument schema.
     fn definition(&self) -> ToolDefinition;
     /// Runs the tool and returns its full output.
-    async fn execute(&self, args: serde_json::Value, ctx: &ToolContext<'_>) -> Result<String, ToolError>;
+    async fn execute(
+        &self,
+        args: serde_json::Value,
+        ctx: &ToolContext<'_>,
+    ) -> Result<String, ToolError>;
 }
 
 /// Deserializes validated arguments into a tool's own argument struct.
-pub(crate) fn parse_args<T: serde::de::DeserializeOwned>(args: serde_json::Value) -> Result<T, ToolError> {
+pub(crate) fn parse_args<T: serde::de::DeserializeOwned>(
+    args: serde_json::Value,
+) -> Result<T, ToolError> {
     serde_json::from_value(args).map_err(|e| ToolError(format!("invalid arguments: {e}")))
 }

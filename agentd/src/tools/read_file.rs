@@ -42,7 +42,11 @@ impl Tool for ReadFile {
         }
     }
 
-    async fn execute(&self, args: serde_json::Value, ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+    async fn execute(
+        &self,
+        args: serde_json::Value,
+        ctx: &ToolContext<'_>,
+    ) -> Result<String, ToolError> {
         let args: Args = parse_args(args)?;
         let bytes = ctx.env.read_file(Path::new(&args.file_path)).await?;
         if bytes[..bytes.len().min(8192)].contains(&0) {
@@ -52,7 +56,11 @@ impl Tool for ReadFile {
             )));
         }
         let text = String::from_utf8_lossy(&bytes);
-        Ok(number_lines(&text, args.offset.unwrap_or(1), args.limit.unwrap_or(DEFAULT_LIMIT)))
+        Ok(number_lines(
+            &text,
+            args.offset.unwrap_or(1),
+            args.limit.unwrap_or(DEFAULT_LIMIT),
+        ))
     }
 }
 
@@ -71,7 +79,11 @@ fn number_lines(text: &str, offset: usize, limit: usize) -> String {
         out.push_str(&format!("{:>width$} | {}\n", i + 1, line));
     }
     if last < total {
-        out.push_str(&format!("({} more lines; continue with offset {})\n", total - last, last + 1));
+        out.push_str(&format!(
+            "({} more lines; continue with offset {})\n",
+            total - last,
+            last + 1
+        ));
     }
     out
 }
@@ -82,7 +94,10 @@ mod tests {
 
     #[test]
     fn numbers_lines_from_offset() {
-        assert_eq!(number_lines("a\nb\nc\n", 2, 1), "  2 | b\n(1 more lines; continue with offset 3)\n");
+        assert_eq!(
+            number_lines("a\nb\nc\n", 2, 1),
+            "  2 | b\n(1 more lines; continue with offset 3)\n"
+        );
         assert_eq!(number_lines("a\nb", 1, 10), "  1 | a\n  2 | b\n");
         assert_eq!(number_lines("", 1, 10), "(empty file)");
         assert!(number_lines("a", 5, 1).contains("past the end"));

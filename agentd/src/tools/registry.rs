@@ -21,10 +21,18 @@ impl RegisteredTool {
             .iter_errors(args)
             .map(|e| {
                 let at = e.instance_path.to_string();
-                if at.is_empty() { e.to_string() } else { format!("{at}: {e}") }
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{at}: {e}")
+                }
             })
             .collect();
-        if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
     }
 }
 
@@ -58,10 +66,21 @@ impl ToolRegistry {
             return Err(RegisterError::RootNotObject(definition.name));
         }
         let validator = jsonschema::validator_for(&definition.parameters).map_err(|e| {
-            RegisterError::InvalidSchema { name: definition.name.clone(), message: e.to_string() }
+            RegisterError::InvalidSchema {
+                name: definition.name.clone(),
+                message: e.to_string(),
+            }
         })?;
-        let entry = Arc::new(RegisteredTool { tool, definition, validator });
-        match self.tools.iter_mut().find(|t| t.definition.name == entry.definition.name) {
+        let entry = Arc::new(RegisteredTool {
+            tool,
+            definition,
+            validator,
+        });
+        match self
+            .tools
+            .iter_mut()
+            .find(|t| t.definition.name == entry.definition.name)
+        {
             Some(slot) => *slot = entry,
             None => self.tools.push(entry),
         }
@@ -109,7 +128,11 @@ mod tests {
                 parameters: json!({"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}),
             }
         }
-        async fn execute(&self, _: serde_json::Value, _: &ToolContext<'_>) -> Result<String, ToolError> {
+        async fn execute(
+            &self,
+            _: serde_json::Value,
+            _: &ToolContext<'_>,
+        ) -> Result<String, ToolError> {
             Ok(self.1.into())
         }
     }

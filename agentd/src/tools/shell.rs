@@ -40,7 +40,11 @@ impl Tool for Shell {
         }
     }
 
-    async fn execute(&self, args: serde_json::Value, ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+    async fn execute(
+        &self,
+        args: serde_json::Value,
+        ctx: &ToolContext<'_>,
+    ) -> Result<String, ToolError> {
         let args: Args = parse_args(args)?;
         let timeout_ms = args
             .timeout_ms
@@ -51,7 +55,10 @@ impl Tool for Shell {
             timeout: Duration::from_millis(timeout_ms),
             working_dir: None,
         };
-        let result = ctx.env.exec_command(request, ctx.output, ctx.cancel).await?;
+        let result = ctx
+            .env
+            .exec_command(request, ctx.output, ctx.cancel)
+            .await?;
 
         let mut text = result.stdout;
         if !result.stderr.is_empty() {

@@ -80,9 +80,18 @@ pub fn truncate_lines(output: &str, max_lines: usize) -> String {
 /// The full pipeline for one tool's output under a session's limits.
 pub fn truncate_tool_output(output: &str, tool: &str, config: &SessionConfig) -> String {
     let (default_chars, mode) = default_char_limit(tool);
-    let max_chars = config.tool_output_limits.get(tool).copied().unwrap_or(default_chars);
+    let max_chars = config
+        .tool_output_limits
+        .get(tool)
+        .copied()
+        .unwrap_or(default_chars);
     let result = truncate_chars(output, max_chars, mode);
-    match config.tool_line_limits.get(tool).copied().or_else(|| default_line_limit(tool)) {
+    match config
+        .tool_line_limits
+        .get(tool)
+        .copied()
+        .or_else(|| default_line_limit(tool))
+    {
         Some(max_lines) => truncate_lines(&result, max_lines),
         None => result,
     }
@@ -118,7 +127,9 @@ mod tests {
     #[test]
     fn tail_keeps_the_end() {
         let t = truncate_chars("0123456789", 4, Mode::Tail);
-        assert!(t.starts_with("[WARNING: Tool output was truncated. First 6 characters were removed."));
+        assert!(
+            t.starts_with("[WARNING: Tool output was truncated. First 6 characters were removed.")
+        );
         assert!(t.ends_with("\n\n6789"));
     }
 
@@ -139,7 +150,10 @@ mod tests {
     #[test]
     fn lines_keep_head_and_tail() {
         let s: Vec<String> = (1..=10).map(|i| i.to_string()).collect();
-        assert_eq!(truncate_lines(&s.join("\n"), 4), "1\n2\n[... 6 lines omitted ...]\n9\n10");
+        assert_eq!(
+            truncate_lines(&s.join("\n"), 4),
+            "1\n2\n[... 6 lines omitted ...]\n9\n10"
+        );
     }
 
     #[test]

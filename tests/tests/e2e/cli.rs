@@ -13,48 +13,108 @@ fn text(bytes: &[u8]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn submit_new_follow_streams_the_answer() {
     let s = setup().await;
-    s.mock.push_stream(sse::tools("Checking.", &[("t1", "shell", json!({"command": "echo from-tool"}))]));
+    s.mock.push_stream(sse::tools(
+        "Checking.",
+        &[("t1", "shell", json!({"command": "echo from-tool"}))],
+    ));
     s.mock.push_stream(sse::text("All good."));
     let cwd = s.workdir.path().display().to_string();
-    let out = s.daemon.agentctl(&["submit", "--new", "--follow", "--cwd", &cwd, "--title", "cli", "do", "it"], None).await.unwrap();
+    let out = s
+        .daemon
+        .agentctl(
+            &[
+                "submit", "--new", "--follow", "--cwd", &cwd, "--title", "cli", "do", "it",
+            ],
+            None,
+        )
+        .await
+        .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "Checking.\nAll good.\n");
     let err = text(&out.stderr);
     assert!(err.contains("● shell echo from-tool"), "{err}");
     assert!(err.contains("  ✓ shell ("), "{err}");
-    assert_eq!(s.mock.requests()[0].body["messages"][0]["content"][0]["text"], "do it");
+    assert_eq!(
+        s.mock.requests()[0].body["messages"][0]["content"][0]["text"],
+        "do it"
+    );
 
     let ls = s.daemon.agentctl(&["ls"], None).await.unwrap();
-    assert!(text(&ls.stdout).lines().any(|l| l.contains("idle") && l.ends_with("cli")), "{}", text(&ls.stdout));
+    assert!(
+        text(&ls.stdout)
+            .lines()
+            .any(|l| l.contains("idle") && l.ends_with("cli")),
+        "{}",
+        text(&ls.stdout)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prompt_from_stdin_and_json_output() {
     let s = setup().await;
     s.mock.push_stream(sse::text("from stdin"));
-    let out = s.daemon.agentctl(&["--json", "submit", "--follow", &s.session[..8]], Some("the prompt\n")).await.unwrap();
+    let out = s
+        .daemon
+        .agentctl(
+            &["--json", "submit", "--follow", &s.session[..8]],
+            Some("the prompt\n"),
+        )
+        .await
+        .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let lines: Vec<Value> = text(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.first().unwrap()["kind"], "state_changed");
     assert_eq!(lines.last().unwrap()["kind"], "processing_end");
-    assert_eq!(s.mock.requests()[0].body["messages"][0]["content"][0]["text"], "the prompt\n");
+    assert_eq!(
+        s.mock.requests()[0].body["messages"][0]["content"][0]["text"],
+        "the prompt\n"
+    );
 
-    let events = s.daemon.agentctl(&["--json", "events", &s.session], None).await.unwrap();
-    let all: Vec<Value> = text(&events.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let events = s
+        .daemon
+        .agentctl(&["--json", "events", &s.session], None)
+        .await
+        .unwrap();
+    let all: Vec<Value> = text(&events.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(all[0]["seq"], 1);
     assert_eq!(all.last().unwrap()["data"], json!({"state": "idle"}));
-    let since = s.daemon.agentctl(&["--json", "events", &s.session, "--since", "3"], None).await.unwrap();
-    let later: Vec<Value> = text(&since.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let since = s
+        .daemon
+        .agentctl(&["--json", "events", &s.session, "--since", "3"], None)
+        .await
+        .unwrap();
+    let later: Vec<Value> = text(&since.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(later[0]["seq"], 4);
     assert_eq!(later.len(), all.len() - 3);
 
-    let history = s.daemon.agentctl(&["--json", "history", &s.session], None).await.unwrap();
+    let history = s
+        .daemon
+        .agentctl(&["--json", "history", &s.session], None)
+        .await
+        .unwrap();
     assert_eq!(text(&history.stdout).lines().count(), 2);
-    let show = s.daemon.agentctl(&["--json", "show", &s.session], None).await.unwrap();
+    let show = s
+        .daemon
+        .agentctl(&["--json", "show", &s.session], None)
+        .await
+        .unwrap();
     let snapshot: Value = serde_json::from_str(text(&show.stdout).trim()).unwrap();
     assert_eq!(snapshot["state"], "idle");
     let status = s.daemon.agentctl(&["status"], None).await.unwrap();
-    assert!(text(&status.stdout).contains("sessions 1 (0 processing)"), "{}", text(&status.stdout));
+    assert!(
+        text(&status.stdout).contains("sessions 1 (0 processing)"),
+        "{}",
+        text(&status.stdout)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,27 +124,84 @@ async fn control_commands() {
     let mut chunks = sse::text("slow answer");
     chunks.insert(1, Chunk::Wait(gate.clone()));
     s.mock.push_stream(chunks);
-    s.mock.respond_with(|_| agentd_tests::mock::Reply::Stream(sse::text("ok")));
+    s.mock
+        .respond_with(|_| agentd_tests::mock::Reply::Stream(sse::text("ok")));
     let id = s.session.as_str();
-    assert!(s.daemon.agentctl(&["submit", id, "first"], None).await.unwrap().status.success());
-    assert!(s.daemon.agentctl(&["steer", id, "turn", "left"], None).await.unwrap().status.success());
-    assert!(s.daemon.agentctl(&["follow-up", id, "then", "this"], None).await.unwrap().status.success());
+    assert!(
+        s.daemon
+            .agentctl(&["submit", id, "first"], None)
+            .await
+            .unwrap()
+            .status
+            .success()
+    );
+    assert!(
+        s.daemon
+            .agentctl(&["steer", id, "turn", "left"], None)
+            .await
+            .unwrap()
+            .status
+            .success()
+    );
+    assert!(
+        s.daemon
+            .agentctl(&["follow-up", id, "then", "this"], None)
+            .await
+            .unwrap()
+            .status
+            .success()
+    );
     let queue = s.daemon.agentctl(&["queue", id], None).await.unwrap();
-    assert_eq!(text(&queue.stdout).lines().count(), 2, "{}", text(&queue.stdout));
+    assert_eq!(
+        text(&queue.stdout).lines().count(),
+        2,
+        "{}",
+        text(&queue.stdout)
+    );
     assert!(text(&queue.stdout).contains("steer") && text(&queue.stdout).contains("then this"));
-    let busy = s.daemon.agentctl(&["submit", "--when-busy", "reject", id, "x"], None).await.unwrap();
+    let busy = s
+        .daemon
+        .agentctl(&["submit", "--when-busy", "reject", id, "x"], None)
+        .await
+        .unwrap();
     assert_eq!(busy.status.code(), Some(1));
-    assert!(text(&busy.stderr).contains("(session_busy)"), "{}", text(&busy.stderr));
+    assert!(
+        text(&busy.stderr).contains("(session_busy)"),
+        "{}",
+        text(&busy.stderr)
+    );
     let abort = s.daemon.agentctl(&["abort", id], None).await.unwrap();
-    assert_eq!(text(&abort.stdout), "aborted\n2 queued item(s) kept; see `agentctl queue`\n");
-    let cleared = s.daemon.agentctl(&["--json", "queue", "--clear", id], None).await.unwrap();
+    assert_eq!(
+        text(&abort.stdout),
+        "aborted\n2 queued item(s) kept; see `agentctl queue`\n"
+    );
+    let cleared = s
+        .daemon
+        .agentctl(&["--json", "queue", "--clear", id], None)
+        .await
+        .unwrap();
     let cleared: Value = serde_json::from_str(text(&cleared.stdout).trim()).unwrap();
     assert_eq!(cleared["follow_up"][0]["text"], "then this");
-    assert!(s.daemon.agentctl(&["close", id], None).await.unwrap().status.success());
-    let after = s.daemon.agentctl(&["submit", id, "late"], None).await.unwrap();
+    assert!(
+        s.daemon
+            .agentctl(&["close", id], None)
+            .await
+            .unwrap()
+            .status
+            .success()
+    );
+    let after = s
+        .daemon
+        .agentctl(&["submit", id, "late"], None)
+        .await
+        .unwrap();
     assert_eq!(after.status.code(), Some(1));
     assert!(text(&after.stderr).contains("is closed (session_closed)"));
-    let unknown = s.daemon.agentctl(&["show", "does-not-exist"], None).await.unwrap();
+    let unknown = s
+        .daemon
+        .agentctl(&["show", "does-not-exist"], None)
+        .await
+        .unwrap();
     assert!(text(&unknown.stderr).contains("session does-not-exist not found (session_not_found)"));
     gate.open();
 }
@@ -92,17 +209,40 @@ async fn control_commands() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_during_follow_aborts_the_work() {
     let s = setup().await;
-    s.mock.push_stream(sse::shell("t", "echo running; sleep 1000"));
+    s.mock
+        .push_stream(sse::shell("t", "echo running; sleep 1000"));
     let mut watcher = RawClient::connect(&s.daemon.socket).await.unwrap();
     watcher.subscribe(&s.session, Some(0)).await.unwrap();
     let mut cmd = tokio::process::Command::from(s.daemon.command("agentctl"));
-    let child = cmd.args(["submit", "--follow", &s.session, "run it"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    watcher.events_until("tool_call_output_delta", |_| true).await.unwrap();
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id().unwrap() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
-    let out = tokio::time::timeout(agentd_tests::WAIT, child.wait_with_output()).await.unwrap().unwrap();
+    let child = cmd
+        .args(["submit", "--follow", &s.session, "run it"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    watcher
+        .events_until("tool_call_output_delta", |_| true)
+        .await
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id().unwrap() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = tokio::time::timeout(agentd_tests::WAIT, child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("■ aborted"), "{}", text(&out.stderr));
-    let events = watcher.events_until("processing_end", |_| true).await.unwrap();
+    assert!(
+        text(&out.stderr).contains("■ aborted"),
+        "{}",
+        text(&out.stderr)
+    );
+    let events = watcher
+        .events_until("processing_end", |_| true)
+        .await
+        .unwrap();
     assert_eq!(events.last().unwrap()["data"]["reason"], "aborted");
 }
 
@@ -110,7 +250,14 @@ async fn ctrl_c_during_follow_aborts_the_work() {
 async fn an_unreachable_daemon_exits_69() {
     let s = setup().await;
     let mut cmd = s.daemon.command("agentctl");
-    let out = cmd.args(["--socket", "/tmp/agentd-test-no-such.sock", "status"]).output().unwrap();
+    let out = cmd
+        .args(["--socket", "/tmp/agentd-test-no-such.sock", "status"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(69));
-    assert!(text(&out.stderr).contains("cannot reach agentd at /tmp/agentd-test-no-such.sock"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("cannot reach agentd at /tmp/agentd-test-no-such.sock"),
+        "{}",
+        text(&out.stderr)
+    );
 }

@@ -11,7 +11,12 @@ use std::process::Stdio;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_daemon_refuses_to_start() {
     let s = setup().await;
-    let out = s.daemon.command("agentd").stdin(Stdio::null()).output().unwrap();
+    let out = s
+        .daemon
+        .command("agentd")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("another agentd already serves"), "{err}");
@@ -22,21 +27,31 @@ async fn a_second_daemon_refuses_to_start() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn socket_and_directory_are_private_and_a_stale_socket_is_replaced() {
-    let mut d = TestDaemon::start_with(&[("ANTHROPIC_API_KEY", "k")]).await.unwrap();
+    let mut d = TestDaemon::start_with(&[("ANTHROPIC_API_KEY", "k")])
+        .await
+        .unwrap();
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&d.socket), 0o600);
     assert_eq!(mode(d.socket.parent().unwrap()), 0o700);
     d.stop_with(Signal::SIGKILL).await.unwrap();
     assert!(d.socket.exists(), "SIGKILL leaves the socket file behind");
-    let mut restarted = d.command("agentd").stdin(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut restarted = d
+        .command("agentd")
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let deadline = std::time::Instant::now() + agentd_tests::WAIT;
     loop {
-        if let Ok(mut c) = agentd_tests::RawClient::connect(&d.socket).await {
-            if c.call("daemon/info", json!({})).await.is_ok() {
-                break;
-            }
+        if let Ok(mut c) = agentd_tests::RawClient::connect(&d.socket).await
+            && c.call("daemon/info", json!({})).await.is_ok()
+        {
+            break;
         }
-        assert!(std::time::Instant::now() < deadline, "the restarted daemon never answered");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the restarted daemon never answered"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     restarted.kill().unwrap();
@@ -46,7 +61,9 @@ async fn socket_and_directory_are_private_and_a_stale_socket_is_replaced() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_of_another_user_is_refused() {
     if !nix::unistd::geteuid().is_root() {
-        eprintln!("not root: cannot run a client as another uid; the peer check is covered by the socket's 0600 mode");
+        eprintln!(
+            "not root: cannot run a client as another uid; the peer check is covered by the socket's 0600 mode"
+        );
         return;
     }
     let s = setup().await;
@@ -64,23 +81,47 @@ async fn a_client_of_another_user_is_refused() {
     let out = cmd.output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(77), "{err}");
-    assert!(err.contains("permission denied: the daemon serves only its own user"), "{err}");
+    assert!(
+        err.contains("permission denied: the daemon serves only its own user"),
+        "{err}"
+    );
     let mut c = s.daemon.client().await.unwrap();
     c.call("daemon/info", json!({})).await.unwrap();
-    assert!(s.daemon.log_text().contains("refused a connection from another user"));
+    assert!(
+        s.daemon
+            .log_text()
+            .contains("refused a connection from another user")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_aborts_work_ends_streams_and_removes_the_socket() {
     let mut s = setup().await;
-    s.mock.push_stream(sse::shell("t", "echo started; sleep 1000"));
+    s.mock
+        .push_stream(sse::shell("t", "echo started; sleep 1000"));
     s.client.subscribe(&s.session, Some(0)).await.unwrap();
-    s.client.call("session/submit", json!({"session_id": s.session, "text": "x"})).await.unwrap();
-    s.client.events_until("tool_call_output_delta", |_| true).await.unwrap();
+    s.client
+        .call(
+            "session/submit",
+            json!({"session_id": s.session, "text": "x"}),
+        )
+        .await
+        .unwrap();
+    s.client
+        .events_until("tool_call_output_delta", |_| true)
+        .await
+        .unwrap();
     let status = s.daemon.stop_with(Signal::SIGTERM).await.unwrap();
     assert!(status.success(), "{status}: {}", s.daemon.log_text());
-    let events = s.client.events_until("processing_end", |_| true).await.unwrap();
-    assert_eq!(of_kind(&events, "processing_end")[0]["data"]["reason"], "aborted");
+    let events = s
+        .client
+        .events_until("processing_end", |_| true)
+        .await
+        .unwrap();
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "aborted"
+    );
     let mut end = s.client.item().await.unwrap();
     while end["type"] == "event" {
         end = s.client.item().await.unwrap();
@@ -96,7 +137,10 @@ async fn daemon_shutdown_method_stops_the_daemon() {
     assert_eq!(r, json!({"aborted": 0}));
     let deadline = std::time::Instant::now() + agentd_tests::WAIT;
     while s.daemon.socket.exists() {
-        assert!(std::time::Instant::now() < deadline, "the daemon did not stop");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the daemon did not stop"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
@@ -107,7 +151,10 @@ async fn systemd_socket_activation_and_readiness() {
         eprintln!("systemd-socket-activate is not installed; skipping");
         return;
     };
-    let root = tempfile::Builder::new().prefix("sd").tempdir_in("/tmp").unwrap();
+    let root = tempfile::Builder::new()
+        .prefix("sd")
+        .tempdir_in("/tmp")
+        .unwrap();
     let socket = root.path().join("agentd.sock");
     let notify_path = root.path().join("notify");
     let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
@@ -140,12 +187,19 @@ async fn systemd_socket_activation_and_readiness() {
     let mut buf = [0u8; 256];
     let n = notify.recv(&mut buf).unwrap();
     assert!(String::from_utf8_lossy(&buf[..n]).contains("READY=1"));
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        Signal::SIGTERM,
+    )
+    .unwrap();
     let status = child.wait().unwrap();
     assert!(status.success());
     let mut log = String::new();
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut log).unwrap();
-    assert!(log.contains("adopting the socket passed by systemd"), "{log}");
+    assert!(
+        log.contains("adopting the socket passed by systemd"),
+        "{log}"
+    );
 }
 
 fn which(program: &str) -> Result<std::path::PathBuf, ()> {
@@ -155,4 +209,55 @@ fn which(program: &str) -> Result<std::path::PathBuf, ()> {
         .map(|d| std::path::Path::new(d).join(program))
         .find(|p| p.exists())
         .ok_or(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_config_names_the_bad_key() {
+    let d = TestDaemon::start_with(&[("ANTHROPIC_API_KEY", "k")])
+        .await
+        .unwrap();
+    let config = d.root.path().join("config.toml");
+    std::fs::write(&config, "[session]\nmax_turns = 3\n").unwrap();
+    let good = d
+        .command("agentd")
+        .arg("--config")
+        .arg(&config)
+        .arg("--check-config")
+        .output()
+        .unwrap();
+    assert!(
+        good.status.success(),
+        "{}",
+        String::from_utf8_lossy(&good.stderr)
+    );
+    let out = String::from_utf8_lossy(&good.stdout);
+    assert!(
+        out.starts_with(&format!("config ok: {}", config.display())),
+        "{out}"
+    );
+    assert!(
+        out.contains("provider anthropic: anthropic https://api.anthropic.com (ready"),
+        "{out}"
+    );
+
+    std::fs::write(&config, "[session]\nmax_turnz = 3\n").unwrap();
+    let bad = d
+        .command("agentd")
+        .arg("--config")
+        .arg(&config)
+        .arg("--check-config")
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(78));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("unknown field `max_turnz`"), "{err}");
+    let missing = d
+        .command("agentd")
+        .arg("--config")
+        .arg(d.root.path().join("nope.toml"))
+        .arg("--check-config")
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(78));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("cannot read config file"));
 }

@@ -9,24 +9,58 @@ use serde_json::json;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_round_trip_completes() {
     let mut s = setup().await;
-    s.mock.push_stream(sse::tools("Let me look.", &[("toolu_1", "shell", json!({"command": "echo hello-from-shell"}))]));
+    s.mock.push_stream(sse::tools(
+        "Let me look.",
+        &[(
+            "toolu_1",
+            "shell",
+            json!({"command": "echo hello-from-shell"}),
+        )],
+    ));
     s.mock.push_stream(sse::text("The shell said hello."));
     let events = s.run("say hello").await;
 
     assert_eq!(
         kinds(&events),
         [
-            "state_changed", "user_input", "assistant_text_start", "assistant_text_delta", "assistant_text_delta",
-            "assistant_text_delta", "usage", "assistant_text_end", "tool_call_start", "tool_call_output_delta",
-            "tool_call_end", "assistant_text_start", "assistant_text_delta", "assistant_text_delta", "assistant_text_delta",
-            "assistant_text_delta", "usage", "assistant_text_end", "processing_end",
+            "state_changed",
+            "user_input",
+            "assistant_text_start",
+            "assistant_text_delta",
+            "assistant_text_delta",
+            "assistant_text_delta",
+            "usage",
+            "assistant_text_end",
+            "tool_call_start",
+            "tool_call_output_delta",
+            "tool_call_end",
+            "assistant_text_start",
+            "assistant_text_delta",
+            "assistant_text_delta",
+            "assistant_text_delta",
+            "assistant_text_delta",
+            "usage",
+            "assistant_text_end",
+            "processing_end",
         ]
     );
     let end = of_kind(&events, "tool_call_end")[0];
     assert_eq!(end["data"]["call_id"], "toolu_1");
-    assert!(end["data"]["output"].as_str().unwrap().starts_with("hello-from-shell\n[exit code: 0"), "{end}");
-    assert_eq!(of_kind(&events, "assistant_text_end")[1]["data"]["text"], "The shell said hello.");
-    assert_eq!(of_kind(&events, "processing_end")[0]["data"]["reason"], "completed");
+    assert!(
+        end["data"]["output"]
+            .as_str()
+            .unwrap()
+            .starts_with("hello-from-shell\n[exit code: 0"),
+        "{end}"
+    );
+    assert_eq!(
+        of_kind(&events, "assistant_text_end")[1]["data"]["text"],
+        "The shell said hello."
+    );
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "completed"
+    );
     // seq is gapless.
     let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
@@ -37,21 +71,58 @@ async fn tool_round_trip_completes() {
     assert_eq!(first.header("x-api-key"), Some("test-key"));
     assert_eq!(first.header("anthropic-version"), Some("2023-06-01"));
     assert_eq!(first.body["stream"], true);
-    assert_eq!(first.body["messages"], json!([{"role": "user", "content": [{"type": "text", "text": "say hello", "cache_control": {"type": "ephemeral"}}]}]));
-    let tool_names: Vec<&str> = first.body["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        first.body["messages"],
+        json!([{"role": "user", "content": [{"type": "text", "text": "say hello", "cache_control": {"type": "ephemeral"}}]}])
+    );
+    let tool_names: Vec<&str> = first.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
     assert_eq!(tool_names, ["read_file", "shell"]);
-    assert!(first.body["system"][0]["text"].as_str().unwrap().contains(&format!("Working directory: {}", s.workdir.path().display())));
+    assert!(
+        first.body["system"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains(&format!(
+                "Working directory: {}",
+                s.workdir.path().display()
+            ))
+    );
     let result = &last_user_blocks(&requests[1].body)[0];
     assert_eq!(result["type"], "tool_result");
     assert_eq!(result["tool_use_id"], "toolu_1");
     assert_eq!(result["is_error"], false);
-    assert!(result["content"].as_str().unwrap().starts_with("hello-from-shell\n"));
+    assert!(
+        result["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("hello-from-shell\n")
+    );
 
-    let snapshot = s.client.call("session/get", json!({"session_id": s.session})).await.unwrap();
+    let snapshot = s
+        .client
+        .call("session/get", json!({"session_id": s.session}))
+        .await
+        .unwrap();
     assert_eq!(snapshot["state"], "idle");
-    assert_eq!(snapshot["usage"], json!({"input_tokens": 200, "output_tokens": 40, "cache_read_tokens": 100, "cache_write_tokens": 0, "reasoning_tokens": 0}));
-    let history = s.client.call("session/history", json!({"session_id": s.session})).await.unwrap();
-    let types: Vec<&str> = history["entries"].as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        snapshot["usage"],
+        json!({"input_tokens": 200, "output_tokens": 40, "cache_read_tokens": 100, "cache_write_tokens": 0, "reasoning_tokens": 0})
+    );
+    let history = s
+        .client
+        .call("session/history", json!({"session_id": s.session}))
+        .await
+        .unwrap();
+    let types: Vec<&str> = history["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
     assert_eq!(types, ["user", "assistant", "tool_results", "assistant"]);
     assert_eq!(history["total"], 4);
 }
@@ -69,41 +140,95 @@ async fn text_deltas_arrive_before_the_turn_ends() {
     s.mock.push_stream(chunks);
 
     s.client.subscribe(&s.session, Some(0)).await.unwrap();
-    s.client.call("session/submit", json!({"session_id": s.session, "text": "go"})).await.unwrap();
-    let early = s.client.events_until("assistant_text_delta", |_| true).await.unwrap();
+    s.client
+        .call(
+            "session/submit",
+            json!({"session_id": s.session, "text": "go"}),
+        )
+        .await
+        .unwrap();
+    let early = s
+        .client
+        .events_until("assistant_text_delta", |_| true)
+        .await
+        .unwrap();
     assert_eq!(early.last().unwrap()["data"]["delta"], "first");
     // The model is still mid-response: the session is processing and no text_end exists.
-    let snapshot = s.client.call("session/get", json!({"session_id": s.session})).await.unwrap();
+    let snapshot = s
+        .client
+        .call("session/get", json!({"session_id": s.session}))
+        .await
+        .unwrap();
     assert_eq!(snapshot["state"], "processing");
     gate.open();
-    let rest = s.client.events_until("processing_end", |_| true).await.unwrap();
-    assert_eq!(of_kind(&rest, "assistant_text_end")[0]["data"]["text"], "first part, then more");
+    let rest = s
+        .client
+        .events_until("processing_end", |_| true)
+        .await
+        .unwrap();
+    assert_eq!(
+        of_kind(&rest, "assistant_text_end")[0]["data"]["text"],
+        "first part, then more"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steering_during_a_tool_call_reaches_the_next_request() {
     let mut s = setup().await;
     let flag = s.workdir.path().join("go");
-    s.mock.push_stream(sse::shell("toolu_wait", &format!("while [ ! -f {} ]; do sleep 0.02; done; echo released", flag.display())));
+    s.mock.push_stream(sse::shell(
+        "toolu_wait",
+        &format!(
+            "while [ ! -f {} ]; do sleep 0.02; done; echo released",
+            flag.display()
+        ),
+    ));
     s.mock.push_stream(sse::text("Adjusted."));
     s.client.subscribe(&s.session, Some(0)).await.unwrap();
-    s.client.call("session/submit", json!({"session_id": s.session, "text": "long task"})).await.unwrap();
-    s.client.events_until("tool_call_start", |_| true).await.unwrap();
+    s.client
+        .call(
+            "session/submit",
+            json!({"session_id": s.session, "text": "long task"}),
+        )
+        .await
+        .unwrap();
+    s.client
+        .events_until("tool_call_start", |_| true)
+        .await
+        .unwrap();
 
-    let steered = s.client.call("session/steer", json!({"session_id": s.session, "text": "use the short path"})).await.unwrap();
+    let steered = s
+        .client
+        .call(
+            "session/steer",
+            json!({"session_id": s.session, "text": "use the short path"}),
+        )
+        .await
+        .unwrap();
     assert_eq!(steered["disposition"], "steering");
     std::fs::write(&flag, "").unwrap();
-    let events = s.client.events_until("processing_end", |_| true).await.unwrap();
+    let events = s
+        .client
+        .events_until("processing_end", |_| true)
+        .await
+        .unwrap();
     let order = kinds(&events);
     let end = order.iter().position(|k| k == "tool_call_end").unwrap();
     let injected = order.iter().position(|k| k == "steering_injected").unwrap();
-    assert!(end < injected, "steering is injected after the tool round: {order:?}");
+    assert!(
+        end < injected,
+        "steering is injected after the tool round: {order:?}"
+    );
 
     let requests = s.mock.wait_requests(2).await;
     let blocks = last_user_blocks(&requests[1].body);
     assert_eq!(blocks[0]["type"], "tool_result");
     assert_eq!(blocks[1]["text"], "use the short path");
-    assert!(last_user_blocks(&requests[0].body).iter().all(|b| b["text"] != "use the short path"));
+    assert!(
+        last_user_blocks(&requests[0].body)
+            .iter()
+            .all(|b| b["text"] != "use the short path")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -115,20 +240,57 @@ async fn follow_up_runs_after_completion() {
     s.mock.push_stream(first);
     s.mock.push_stream(sse::text("two"));
     s.client.subscribe(&s.session, Some(0)).await.unwrap();
-    s.client.call("session/submit", json!({"session_id": s.session, "text": "first"})).await.unwrap();
+    s.client
+        .call(
+            "session/submit",
+            json!({"session_id": s.session, "text": "first"}),
+        )
+        .await
+        .unwrap();
     s.client.events_until("user_input", |_| true).await.unwrap();
-    let queued = s.client.call("session/submit", json!({"session_id": s.session, "text": "second"})).await.unwrap();
-    assert_eq!((queued["disposition"].as_str(), queued["queued"].as_bool()), (Some("follow_up"), Some(true)));
-    let by_method = s.client.call("session/follow_up", json!({"session_id": s.session, "text": "third"})).await.unwrap();
+    let queued = s
+        .client
+        .call(
+            "session/submit",
+            json!({"session_id": s.session, "text": "second"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (queued["disposition"].as_str(), queued["queued"].as_bool()),
+        (Some("follow_up"), Some(true))
+    );
+    let by_method = s
+        .client
+        .call(
+            "session/follow_up",
+            json!({"session_id": s.session, "text": "third"}),
+        )
+        .await
+        .unwrap();
     assert_eq!(by_method["disposition"], "follow_up");
     s.mock.push_stream(sse::text("three"));
     gate.open();
 
-    let events = s.client.events_until("processing_end", |_| true).await.unwrap();
-    let inputs: Vec<&str> = of_kind(&events, "user_input").iter().map(|e| e["data"]["text"].as_str().unwrap()).collect();
+    let events = s
+        .client
+        .events_until("processing_end", |_| true)
+        .await
+        .unwrap();
+    let inputs: Vec<&str> = of_kind(&events, "user_input")
+        .iter()
+        .map(|e| e["data"]["text"].as_str().unwrap())
+        .collect();
     assert_eq!(inputs, ["second", "third"]);
-    assert_eq!(of_kind(&events, "processing_end").len(), 1, "one processing cycle covers the follow-ups");
-    let texts: Vec<&str> = of_kind(&events, "assistant_text_end").iter().map(|e| e["data"]["text"].as_str().unwrap()).collect();
+    assert_eq!(
+        of_kind(&events, "processing_end").len(),
+        1,
+        "one processing cycle covers the follow-ups"
+    );
+    let texts: Vec<&str> = of_kind(&events, "assistant_text_end")
+        .iter()
+        .map(|e| e["data"]["text"].as_str().unwrap())
+        .collect();
     assert_eq!(texts, ["one", "two", "three"]);
 }
 
@@ -140,8 +302,16 @@ async fn tool_errors_go_back_to_the_model() {
         &[
             ("t_unknown", "web_search", json!({"q": "x"})),
             ("t_invalid", "shell", json!({"command": 42})),
-            ("t_failing", "shell", json!({"command": "echo oops >&2; exit 3"})),
-            ("t_missing", "read_file", json!({"file_path": "no/such/file.txt"})),
+            (
+                "t_failing",
+                "shell",
+                json!({"command": "echo oops >&2; exit 3"}),
+            ),
+            (
+                "t_missing",
+                "read_file",
+                json!({"file_path": "no/such/file.txt"}),
+            ),
         ],
     ));
     s.mock.push_stream(sse::text("Recovered."));
@@ -149,21 +319,56 @@ async fn tool_errors_go_back_to_the_model() {
 
     // Calls run in parallel, so their end events come in completion order; look them up by id.
     let error = |id: &str| {
-        of_kind(&events, "tool_call_end").iter().find(|e| e["data"]["call_id"] == id).unwrap()["data"]["error"].as_str().unwrap().to_owned()
+        of_kind(&events, "tool_call_end")
+            .iter()
+            .find(|e| e["data"]["call_id"] == id)
+            .unwrap()["data"]["error"]
+            .as_str()
+            .unwrap()
+            .to_owned()
     };
-    let errors = [error("t_unknown"), error("t_invalid"), error("t_failing"), error("t_missing")];
-    assert_eq!(errors[0], "Unknown tool: web_search. Available tools: read_file, shell");
-    assert_eq!(errors[1], "Invalid arguments for tool shell: /command: 42 is not of type \"string\"");
-    assert!(errors[2].starts_with("Tool error (shell): oops\n[exit code: 3, duration: "), "{}", errors[2]);
-    assert!(errors[3].starts_with("Tool error (read_file): file not found: "), "{}", errors[3]);
+    let errors = [
+        error("t_unknown"),
+        error("t_invalid"),
+        error("t_failing"),
+        error("t_missing"),
+    ];
+    assert_eq!(
+        errors[0],
+        "Unknown tool: web_search. Available tools: read_file, shell"
+    );
+    assert_eq!(
+        errors[1],
+        "Invalid arguments for tool shell: /command: 42 is not of type \"string\""
+    );
+    assert!(
+        errors[2].starts_with("Tool error (shell): oops\n[exit code: 3, duration: "),
+        "{}",
+        errors[2]
+    );
+    assert!(
+        errors[3].starts_with("Tool error (read_file): file not found: "),
+        "{}",
+        errors[3]
+    );
 
     let requests = s.mock.wait_requests(2).await;
     let results = last_user_blocks(&requests[1].body);
     assert_eq!(results.len(), 4);
     assert!(results.iter().all(|r| r["is_error"] == true));
-    let ids: Vec<&str> = results.iter().map(|r| r["tool_use_id"].as_str().unwrap()).collect();
-    assert_eq!(ids, ["t_unknown", "t_invalid", "t_failing", "t_missing"], "results keep call order");
-    assert_eq!(of_kind(&events, "processing_end")[0]["data"]["reason"], "completed");
+    let ids: Vec<&str> = results
+        .iter()
+        .map(|r| r["tool_use_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        ["t_unknown", "t_invalid", "t_failing", "t_missing"],
+        "results keep call order"
+    );
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "completed"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -175,29 +380,62 @@ async fn read_file_numbers_lines_and_keeps_the_full_output_in_the_event() {
     s.mock.push_stream(sse::tools(
         "",
         &[
-            ("r1", "read_file", json!({"file_path": "small.txt", "offset": 2, "limit": 1})),
-            ("r2", "read_file", json!({"file_path": s.workdir.path().join("big.txt")})),
+            (
+                "r1",
+                "read_file",
+                json!({"file_path": "small.txt", "offset": 2, "limit": 1}),
+            ),
+            (
+                "r2",
+                "read_file",
+                json!({"file_path": s.workdir.path().join("big.txt")}),
+            ),
         ],
     ));
     s.mock.push_stream(sse::text("done"));
     let events = s.run("read").await;
-    let output = |id: &str| of_kind(&events, "tool_call_end").iter().find(|e| e["data"]["call_id"] == id).unwrap()["data"]["output"].clone();
-    assert_eq!(output("r1"), "  2 | beta\n(1 more lines; continue with offset 3)\n");
+    let output = |id: &str| {
+        of_kind(&events, "tool_call_end")
+            .iter()
+            .find(|e| e["data"]["call_id"] == id)
+            .unwrap()["data"]["output"]
+            .clone()
+    };
+    assert_eq!(
+        output("r1"),
+        "  2 | beta\n(1 more lines; continue with offset 3)\n"
+    );
     assert_eq!(output("r2"), format!("  1 | {big}\n"));
     let results = last_user_blocks(&s.mock.wait_requests(2).await[1].body);
     let truncated = results[1]["content"].as_str().unwrap();
-    assert!(truncated.len() < 51_000, "the model gets the truncated output");
-    assert!(truncated.contains("[WARNING: Tool output was truncated. 70007 characters were removed from the middle."), "{}", &truncated[24_000..25_500]);
+    assert!(
+        truncated.len() < 51_000,
+        "the model gets the truncated output"
+    );
+    assert!(
+        truncated.contains(
+            "[WARNING: Tool output was truncated. 70007 characters were removed from the middle."
+        ),
+        "{}",
+        &truncated[24_000..25_500]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn round_limit_stops_the_loop() {
     let mut s = setup_with(json!({"config": {"max_tool_rounds_per_input": 2}})).await;
-    s.mock.respond_with(|_| agentd_tests::mock::Reply::Stream(sse::shell("t", "true")));
+    s.mock
+        .respond_with(|_| agentd_tests::mock::Reply::Stream(sse::shell("t", "true")));
     let events = s.run("loop forever").await;
     let limit = of_kind(&events, "turn_limit");
-    assert_eq!(limit[0]["data"], json!({"limit": "max_tool_rounds_per_input", "count": 2}));
-    assert_eq!(of_kind(&events, "processing_end")[0]["data"]["reason"], "turn_limit");
+    assert_eq!(
+        limit[0]["data"],
+        json!({"limit": "max_tool_rounds_per_input", "count": 2})
+    );
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "turn_limit"
+    );
     assert_eq!(s.mock.requests().len(), 2);
 }
 
@@ -207,14 +445,20 @@ async fn session_turn_limit_applies_across_inputs() {
     s.mock.push_stream(sse::text("first answer"));
     s.run("one").await;
     let events = s.run("two").await;
-    assert_eq!(of_kind(&events, "turn_limit")[0]["data"], json!({"limit": "max_turns", "count": 1}));
+    assert_eq!(
+        of_kind(&events, "turn_limit")[0]["data"],
+        json!({"limit": "max_turns", "count": 1})
+    );
     assert_eq!(s.mock.requests().len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repeating_calls_trigger_loop_detection() {
-    let mut s = setup_with(json!({"config": {"loop_detection_window": 4, "max_tool_rounds_per_input": 5}})).await;
-    s.mock.respond_with(|_| agentd_tests::mock::Reply::Stream(sse::shell("t", "echo same")));
+    let mut s =
+        setup_with(json!({"config": {"loop_detection_window": 4, "max_tool_rounds_per_input": 5}}))
+            .await;
+    s.mock
+        .respond_with(|_| agentd_tests::mock::Reply::Stream(sse::shell("t", "echo same")));
     let events = s.run("repeat").await;
     let detections = of_kind(&events, "loop_detection");
     assert!(!detections.is_empty());
@@ -225,7 +469,12 @@ async fn repeating_calls_trigger_loop_detection() {
     // The warning reaches the model as a user message after the tool results.
     let requests = s.mock.requests();
     let blocks = last_user_blocks(&requests[4].body);
-    assert!(blocks.iter().any(|b| b["text"].as_str().is_some_and(|t| t.starts_with("Loop detected"))), "{blocks:?}");
+    assert!(
+        blocks.iter().any(|b| b["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("Loop detected"))),
+        "{blocks:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -245,10 +494,25 @@ async fn set_config_applies_from_the_next_call() {
     assert_eq!(requests[0].body["model"], "claude-sonnet-4-5");
     assert!(requests[0].body.get("thinking").is_none());
     assert_eq!(requests[1].body["model"], "claude-other");
-    assert_eq!(requests[1].body["thinking"], json!({"type": "enabled", "budget_tokens": 24576}));
-    let bad = s.client.request("session/set_config", json!({"session_id": s.session, "config": {"loop_detection_window": 1}})).await.unwrap();
+    assert_eq!(
+        requests[1].body["thinking"],
+        json!({"type": "enabled", "budget_tokens": 24576})
+    );
+    let bad = s
+        .client
+        .request(
+            "session/set_config",
+            json!({"session_id": s.session, "config": {"loop_detection_window": 1}}),
+        )
+        .await
+        .unwrap();
     assert_eq!(bad["error"]["data"]["kind"], "invalid_config");
-    assert!(bad["error"]["message"].as_str().unwrap().contains("loop_detection_window"));
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("loop_detection_window")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -265,18 +529,98 @@ async fn secrets_are_not_in_the_command_environment() {
     .unwrap();
     let mut client = daemon.client().await.unwrap();
     let workdir = tempfile::tempdir().unwrap();
-    let session = daemon.create_session(&mut client, workdir.path(), json!({})).await.unwrap();
+    let session = daemon
+        .create_session(&mut client, workdir.path(), json!({}))
+        .await
+        .unwrap();
     mock.push_stream(sse::shell("env", "env | sort"));
     mock.push_stream(sse::text("ok"));
     client.subscribe(&session, Some(0)).await.unwrap();
-    client.call("session/submit", json!({"session_id": session, "text": "env"})).await.unwrap();
-    let events = client.events_until("processing_end", |_| true).await.unwrap();
-    let output = of_kind(&events, "tool_call_end")[0]["data"]["output"].as_str().unwrap().to_owned();
-    assert!(output.contains("PATH=") && output.contains("HOME=") && output.contains("CARGO_HOME=/opt/cargo"), "{output}");
-    for secret in ["ANTHROPIC_API_KEY", "GITHUB_TOKEN", "DB_PASSWORD", "sk-secret-value"] {
+    client
+        .call(
+            "session/submit",
+            json!({"session_id": session, "text": "env"}),
+        )
+        .await
+        .unwrap();
+    let events = client
+        .events_until("processing_end", |_| true)
+        .await
+        .unwrap();
+    let output = of_kind(&events, "tool_call_end")[0]["data"]["output"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        output.contains("PATH=")
+            && output.contains("HOME=")
+            && output.contains("CARGO_HOME=/opt/cargo"),
+        "{output}"
+    );
+    for secret in [
+        "ANTHROPIC_API_KEY",
+        "GITHUB_TOKEN",
+        "DB_PASSWORD",
+        "sk-secret-value",
+    ] {
         assert!(!output.contains(secret), "{secret} leaked: {output}");
     }
     let all = serde_json::to_string(&events).unwrap();
     assert!(!all.contains("sk-secret-value"), "the key is in no event");
-    assert!(!daemon.log_text().contains("sk-secret-value"), "the key is in no log line");
+    assert!(
+        !daemon.log_text().contains("sk-secret-value"),
+        "the key is in no log line"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn context_usage_past_80_percent_warns() {
+    let mut s = setup_with(json!({"config": {"context_window_tokens": 100}})).await;
+    s.mock.push_stream(sse::text("short"));
+    let prompt = "word ".repeat(100); // ~500 characters, ~125 tokens
+    let events = s.run(&prompt).await;
+    let warning = of_kind(&events, "warning")[0];
+    assert_eq!(
+        warning["data"]["message"],
+        "Context usage at ~125% of context window"
+    );
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "completed",
+        "the warning is informational"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_command_is_killed_with_its_children() {
+    let mut s = setup().await;
+    // The main process ignores SIGTERM, so only the SIGKILL two seconds later ends it.
+    let command = "echo PGID=$$; sleep 1000 & trap '' TERM; echo partial; sleep 1000";
+    s.mock.push_stream(sse::tools(
+        "",
+        &[("t", "shell", json!({"command": command, "timeout_ms": 300}))],
+    ));
+    s.mock.push_stream(sse::text("understood"));
+    let events = s.run("slow").await;
+    let end = of_kind(&events, "tool_call_end")[0];
+    let error = end["data"]["error"].as_str().unwrap();
+    assert!(error.contains("partial\n"), "{error}");
+    assert!(
+        error.ends_with("[ERROR: Command timed out after 300ms. Partial output is shown above. You can retry with a longer timeout by setting the timeout_ms parameter.]"),
+        "{error}"
+    );
+    assert!(
+        end["data"]["duration_ms"].as_u64().unwrap() >= 2000,
+        "SIGKILL came after the 2 s grace: {end}"
+    );
+    let pgid: i32 = error
+        .lines()
+        .next()
+        .unwrap()
+        .trim_start_matches("Tool error (shell): PGID=")
+        .parse()
+        .unwrap();
+    assert_eq!(agentd_tests::live_group_members(pgid), Vec::<i32>::new());
+    let result = &last_user_blocks(&s.mock.requests()[1].body)[0];
+    assert_eq!(result["is_error"], true);
 }

@@ -1,6 +1,8 @@
 //! End-to-end tests: the real `agentd` on a temp socket, real `agentctl`, real child
 //! processes, and a mock Anthropic server on 127.0.0.1.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
 mod cli;
 mod control;
 mod daemon;
@@ -32,18 +34,45 @@ pub async fn setup_with(create: Value) -> Setup {
     let daemon = TestDaemon::start(&mock.url).await.expect("daemon starts");
     let mut client = daemon.client().await.expect("client connects");
     let workdir = tempfile::tempdir().expect("tempdir");
-    let session = daemon.create_session(&mut client, workdir.path(), create).await.expect("session created");
-    Setup { mock, daemon, client, session, workdir }
+    let session = daemon
+        .create_session(&mut client, workdir.path(), create)
+        .await
+        .expect("session created");
+    Setup {
+        mock,
+        daemon,
+        client,
+        session,
+        workdir,
+    }
 }
 
 impl Setup {
     /// Subscribes from the start of the log, submits `text`, and returns every event up to
     /// the `processing_end`.
     pub async fn run(&mut self, text: &str) -> Vec<Value> {
-        let since = self.client.call("session/get", json!({"session_id": self.session})).await.unwrap()["last_seq"].as_u64().unwrap();
-        self.client.subscribe(&self.session, Some(since)).await.unwrap();
-        self.client.call("session/submit", json!({"session_id": self.session, "text": text})).await.unwrap();
-        self.client.events_until("processing_end", |_| true).await.unwrap()
+        let since = self
+            .client
+            .call("session/get", json!({"session_id": self.session}))
+            .await
+            .unwrap()["last_seq"]
+            .as_u64()
+            .unwrap();
+        self.client
+            .subscribe(&self.session, Some(since))
+            .await
+            .unwrap();
+        self.client
+            .call(
+                "session/submit",
+                json!({"session_id": self.session, "text": text}),
+            )
+            .await
+            .unwrap();
+        self.client
+            .events_until("processing_end", |_| true)
+            .await
+            .unwrap()
     }
 }
 

@@ -8,7 +8,9 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 
 fn fixture(name: &str) -> Option<String> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/providers/anthropic").join(name);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/fixtures/providers/anthropic")
+        .join(name);
     match std::fs::read_to_string(&path) {
         Ok(text) => Some(text),
         Err(_) => {
@@ -22,24 +24,34 @@ fn event_types(sse_text: &str) -> Vec<String> {
     sse_text
         .lines()
         .filter_map(|l| l.strip_prefix("data:"))
-        .map(|d| serde_json::from_str::<Value>(d.trim()).unwrap()["type"].as_str().unwrap().to_owned())
+        .map(|d| {
+            serde_json::from_str::<Value>(d.trim()).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
         .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recorded_streams_replayed_through_the_mock_drive_a_session() {
-    let (Some(tool_use), Some(basic)) = (fixture("anthropic-sdk-python__tool_use_response.sse.txt"), fixture("anthropic-sdk-python__basic_response.sse.txt"))
-    else {
+    let (Some(tool_use), Some(basic)) = (
+        fixture("anthropic-sdk-python__tool_use_response.sse.txt"),
+        fixture("anthropic-sdk-python__basic_response.sse.txt"),
+    ) else {
         return;
     };
     // The mock's own builder produces the same event sequence shape as the recording.
-    let built: String = sse::tools("I'll check the current weather in Paris for you.", &[("toolu_x", "get_weather", json!({"location": "Paris"}))])
-        .into_iter()
-        .map(|c| match c {
-            Chunk::Data(d) => d,
-            _ => String::new(),
-        })
-        .collect();
+    let built: String = sse::tools(
+        "I'll check the current weather in Paris for you.",
+        &[("toolu_x", "get_weather", json!({"location": "Paris"}))],
+    )
+    .into_iter()
+    .map(|c| match c {
+        Chunk::Data(d) => d,
+        _ => String::new(),
+    })
+    .collect();
     let dedup = |v: Vec<String>| {
         let mut v = v;
         v.dedup();
@@ -53,47 +65,116 @@ async fn recorded_streams_replayed_through_the_mock_drive_a_session() {
     let events = s.run("weather?").await;
     let end = of_kind(&events, "tool_call_end")[0];
     assert_eq!(end["data"]["call_id"], "toolu_01NRLabsLyVHZPKxbKvkfSMn");
-    assert_eq!(end["data"]["error"], "Unknown tool: get_weather. Available tools: read_file, shell");
-    let texts: Vec<&str> = of_kind(&events, "assistant_text_end").iter().map(|e| e["data"]["text"].as_str().unwrap()).collect();
-    assert_eq!(texts, ["I'll check the current weather in Paris for you.", "Hello there!"]);
+    assert_eq!(
+        end["data"]["error"],
+        "Unknown tool: get_weather. Available tools: read_file, shell"
+    );
+    let texts: Vec<&str> = of_kind(&events, "assistant_text_end")
+        .iter()
+        .map(|e| e["data"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "I'll check the current weather in Paris for you.",
+            "Hello there!"
+        ]
+    );
     let usage = of_kind(&events, "usage");
     assert_eq!(usage[0]["data"]["call"]["input_tokens"], 377);
     assert_eq!(usage[0]["data"]["call"]["output_tokens"], 65);
     // The tool input assembled from fragments went back to the API as an object.
     let second = &s.mock.requests()[1].body;
-    assert_eq!(second["messages"][1]["content"][1], json!({"type": "tool_use", "id": "toolu_01NRLabsLyVHZPKxbKvkfSMn", "name": "get_weather", "input": {"location": "Paris"}}));
+    assert_eq!(
+        second["messages"][1]["content"][1],
+        json!({"type": "tool_use", "id": "toolu_01NRLabsLyVHZPKxbKvkfSMn", "name": "get_weather", "input": {"location": "Paris"}})
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rate_limits_and_overload_are_retried() {
     let mut s = setup().await;
     let body = r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#;
-    s.mock.push(Reply::Status(429, vec![("retry-after".into(), "0.2".into())], body.into()));
-    s.mock.push(Reply::Status(529, vec![("retry-after-ms".into(), "100".into())], r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#.into()));
-    s.mock.push(Reply::Status(503, vec![("retry-after".into(), "0".into())], "upstream unavailable".into()));
+    s.mock.push(Reply::Status(
+        429,
+        vec![("retry-after".into(), "0.2".into())],
+        body.into(),
+    ));
+    s.mock.push(Reply::Status(
+        529,
+        vec![("retry-after-ms".into(), "100".into())],
+        r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#.into(),
+    ));
+    s.mock.push(Reply::Status(
+        503,
+        vec![("retry-after".into(), "0".into())],
+        "upstream unavailable".into(),
+    ));
     s.mock.push_stream(sse::text("made it"));
     let events = s.run("hi").await;
-    let warnings: Vec<&str> = of_kind(&events, "warning").iter().map(|e| e["data"]["message"].as_str().unwrap()).collect();
+    let warnings: Vec<&str> = of_kind(&events, "warning")
+        .iter()
+        .map(|e| e["data"]["message"].as_str().unwrap())
+        .collect();
     assert_eq!(warnings.len(), 3, "{warnings:?}");
-    assert_eq!(warnings[0], "Anthropic API error 429 rate_limit_error: slow down; retrying in 0.2s (attempt 2)");
-    assert_eq!(warnings[1], "Anthropic API error 529 overloaded_error: Overloaded; retrying in 0.1s (attempt 3)");
-    assert!(warnings[2].starts_with("Anthropic API error 503: upstream unavailable; retrying in 0.0s"), "{}", warnings[2]);
-    assert_eq!(of_kind(&events, "processing_end")[0]["data"]["reason"], "completed");
+    assert_eq!(
+        warnings[0],
+        "Anthropic API error 429 rate_limit_error: slow down; retrying in 0.2s (attempt 2)"
+    );
+    assert_eq!(
+        warnings[1],
+        "Anthropic API error 529 overloaded_error: Overloaded; retrying in 0.1s (attempt 3)"
+    );
+    assert!(
+        warnings[2].starts_with("Anthropic API error 503: upstream unavailable; retrying in 0.0s"),
+        "{}",
+        warnings[2]
+    );
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "completed"
+    );
     assert_eq!(s.mock.requests().len(), 4);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn authentication_failure_closes_the_session() {
     let mut s = setup().await;
-    s.mock.push(Reply::Status(401, vec![], r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#.into()));
+    s.mock.push(Reply::Status(
+        401,
+        vec![],
+        r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#
+            .into(),
+    ));
     s.client.subscribe(&s.session, Some(0)).await.unwrap();
-    s.client.call("session/submit", json!({"session_id": s.session, "text": "hi"})).await.unwrap();
-    let events = s.client.events_until("session_end", |_| true).await.unwrap();
+    s.client
+        .call(
+            "session/submit",
+            json!({"session_id": s.session, "text": "hi"}),
+        )
+        .await
+        .unwrap();
+    let events = s
+        .client
+        .events_until("session_end", |_| true)
+        .await
+        .unwrap();
     let error = of_kind(&events, "error")[0];
     assert_eq!(error["data"]["fatal"], true);
-    assert!(error["data"]["message"].as_str().unwrap().starts_with("Anthropic API error 401 authentication_error: invalid x-api-key"));
+    assert!(
+        error["data"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Anthropic API error 401 authentication_error: invalid x-api-key")
+    );
     assert_eq!(s.mock.requests().len(), 1, "401 is not retried");
-    assert_eq!(s.client.call("session/get", json!({"session_id": s.session})).await.unwrap()["state"], "closed");
+    assert_eq!(
+        s.client
+            .call("session/get", json!({"session_id": s.session}))
+            .await
+            .unwrap()["state"],
+        "closed"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -101,11 +182,19 @@ async fn context_overflow_is_a_warning_and_the_session_continues() {
     let mut s = setup().await;
     s.mock.push(Reply::Status(400, vec![], r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 250000 tokens > 200000 maximum"}}"#.into()));
     let events = s.run("huge").await;
-    assert!(of_kind(&events, "warning")[0]["data"]["message"].as_str().unwrap().starts_with("context window exceeded"));
+    assert!(
+        of_kind(&events, "warning")[0]["data"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("context window exceeded")
+    );
     assert!(of_kind(&events, "error").is_empty());
     s.mock.push_stream(sse::text("fine again"));
     let events = s.run("small").await;
-    assert_eq!(of_kind(&events, "processing_end")[0]["data"]["reason"], "completed");
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "completed"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -121,29 +210,64 @@ async fn a_stream_cut_mid_response_is_an_error_and_the_session_stays_usable() {
     let events = s.run("one").await;
     let error = of_kind(&events, "error")[0];
     assert_eq!(error["data"]["fatal"], false);
-    assert!(error["data"]["message"].as_str().unwrap().starts_with("the response stream broke"), "{error}");
-    assert_eq!(of_kind(&events, "processing_end")[0]["data"]["reason"], "error");
+    assert!(
+        error["data"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("the response stream broke"),
+        "{error}"
+    );
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "error"
+    );
     let events = s.run("two").await;
-    assert_eq!(of_kind(&events, "error")[0]["data"]["message"], "the response stream ended before message_stop (truncated response)");
+    assert_eq!(
+        of_kind(&events, "error")[0]["data"]["message"],
+        "the response stream ended before message_stop (truncated response)"
+    );
     s.mock.push_stream(sse::text("recovered"));
     let events = s.run("three").await;
-    assert_eq!(of_kind(&events, "processing_end")[0]["data"]["reason"], "completed", "{events:#?}");
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "completed",
+        "{events:#?}"
+    );
     // Text that arrived before the stream broke is kept in the history, marked as cut off.
-    let history = s.client.call("session/history", json!({"session_id": s.session})).await.unwrap();
+    let history = s
+        .client
+        .call("session/history", json!({"session_id": s.session}))
+        .await
+        .unwrap();
     let entries = history["entries"].as_array().unwrap();
-    let kept = entries.iter().position(|e| e["type"] == "assistant" && e["text"] == "ends early").expect("the partial text is kept");
-    assert_eq!(entries[kept + 1], json!({"id": entries[kept + 1]["id"], "parent_id": entries[kept]["id"], "ts": entries[kept + 1]["ts"],
-        "type": "system", "text": "[The previous response was cut off by an error.]"}));
+    let kept = entries
+        .iter()
+        .position(|e| e["type"] == "assistant" && e["text"] == "ends early")
+        .expect("the partial text is kept");
+    assert_eq!(
+        entries[kept + 1],
+        json!({"id": entries[kept + 1]["id"], "parent_id": entries[kept]["id"], "ts": entries[kept + 1]["ts"],
+        "type": "system", "text": "[The previous response was cut off by an error.]"})
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_key_is_a_clear_error_at_create() {
     let daemon = TestDaemon::start_with(&[]).await.unwrap();
     let mut c = daemon.client().await.unwrap();
-    let r = c.request("session/create", json!({"cwd": "/"})).await.unwrap();
+    let r = c
+        .request("session/create", json!({"cwd": "/"}))
+        .await
+        .unwrap();
     assert_eq!(r["error"]["code"], -32021);
     assert_eq!(r["error"]["data"]["kind"], "provider_not_configured");
-    assert!(r["error"]["message"].as_str().unwrap().contains("set ANTHROPIC_API_KEY"), "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("set ANTHROPIC_API_KEY"),
+        "{r}"
+    );
     let info = c.call("daemon/info", json!({})).await.unwrap();
     assert_eq!(info["providers"][0]["has_key"], false);
 }

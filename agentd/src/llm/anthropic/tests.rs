@@ -6,7 +6,8 @@ use serde_json::json;
 use std::path::PathBuf;
 
 fn fixture(name: &str) -> Option<Vec<u8>> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/providers/anthropic");
+    let dir =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/providers/anthropic");
     if !dir.is_dir() {
         eprintln!("fixtures not present at {}; skipping {name}", dir.display());
         return None;
@@ -18,18 +19,27 @@ fn fixture(name: &str) -> Option<Vec<u8>> {
     // chunks.txt: one data payload per line; frame it as Anthropic does.
     let mut sse = String::new();
     for line in raw.lines().filter(|l| !l.trim().is_empty()) {
-        let kind = serde_json::from_str::<Value>(line).expect("chunk is JSON")["type"].as_str().unwrap().to_owned();
+        let kind = serde_json::from_str::<Value>(line).expect("chunk is JSON")["type"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         sse.push_str(&format!("event: {kind}\ndata: {line}\n\n"));
     }
     Some(sse.into_bytes())
 }
 
 fn decode(bytes: Vec<u8>) -> (Result<Response, Error>, Vec<Delta>) {
-    let chunks: Vec<Result<bytes::Bytes, std::io::Error>> =
-        bytes.chunks(7).map(|c| Ok(bytes::Bytes::copy_from_slice(c))).collect();
+    let chunks: Vec<Result<bytes::Bytes, std::io::Error>> = bytes
+        .chunks(7)
+        .map(|c| Ok(bytes::Bytes::copy_from_slice(c)))
+        .collect();
     let mut deltas = Vec::new();
-    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-    let result = rt.block_on(decode_stream(futures::stream::iter(chunks), &mut |d| deltas.push(d)));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let result = rt.block_on(decode_stream(futures::stream::iter(chunks), &mut |d| {
+        deltas.push(d)
+    }));
     (result, deltas)
 }
 
@@ -38,19 +48,45 @@ fn check(name: &str, expect: Response) {
     let (got, deltas) = decode(bytes);
     let got = got.unwrap_or_else(|e| panic!("{name}: {e}"));
     assert_eq!(got, expect, "{name}");
-    let streamed: String = deltas.iter().filter_map(|d| if let Delta::Text(t) = d { Some(t.as_str()) } else { None }).collect();
+    let streamed: String = deltas
+        .iter()
+        .filter_map(|d| {
+            if let Delta::Text(t) = d {
+                Some(t.as_str())
+            } else {
+                None
+            }
+        })
+        .collect();
     assert_eq!(streamed, expect.text, "{name}: deltas add up to the text");
 }
 
 fn usage(input: u64, output: u64, read: u64, write: u64) -> Usage {
-    Usage { input_tokens: input, output_tokens: output, cache_read_tokens: read, cache_write_tokens: write, reasoning_tokens: 0 }
+    Usage {
+        input_tokens: input,
+        output_tokens: output,
+        cache_read_tokens: read,
+        cache_write_tokens: write,
+        reasoning_tokens: 0,
+    }
 }
 
 fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
-    ToolCall { id: ToolCallId(id.into()), name: name.into(), arguments }
+    ToolCall {
+        id: ToolCallId(id.into()),
+        name: name.into(),
+        arguments,
+    }
 }
 
-fn response(text: &str, calls: Vec<ToolCall>, usage: Usage, stop: StopReason, id: &str, model: &str) -> Response {
+fn response(
+    text: &str,
+    calls: Vec<ToolCall>,
+    usage: Usage,
+    stop: StopReason,
+    id: &str,
+    model: &str,
+) -> Response {
     Response {
         text: text.into(),
         reasoning: vec![],
@@ -66,7 +102,14 @@ fn response(text: &str, calls: Vec<ToolCall>, usage: Usage, stop: StopReason, id
 fn basic_text() {
     check(
         "anthropic-sdk-python__basic_response.sse.txt",
-        response("Hello there!", vec![], usage(11, 6, 0, 0), StopReason::EndTurn, "msg_4QpJur2dWWDjF6C758FbBw5vm12BaVipnK", "claude-3-opus-latest"),
+        response(
+            "Hello there!",
+            vec![],
+            usage(11, 6, 0, 0),
+            StopReason::EndTurn,
+            "msg_4QpJur2dWWDjF6C758FbBw5vm12BaVipnK",
+            "claude-3-opus-latest",
+        ),
     );
 }
 
@@ -76,7 +119,11 @@ fn tool_use_split_mid_key() {
         "anthropic-sdk-python__tool_use_response.sse.txt",
         response(
             "I'll check the current weather in Paris for you.",
-            vec![call("toolu_01NRLabsLyVHZPKxbKvkfSMn", "get_weather", json!({"location": "Paris"}))],
+            vec![call(
+                "toolu_01NRLabsLyVHZPKxbKvkfSMn",
+                "get_weather",
+                json!({"location": "Paris"}),
+            )],
             usage(377, 65, 0, 0),
             StopReason::ToolUse,
             "msg_019Q1hrJbZG26Fb9BQhrkHEr",
@@ -87,26 +134,40 @@ fn tool_use_split_mid_key() {
 
 #[test]
 fn truncated_tool_input_is_kept_as_raw_text() {
-    let Some(bytes) = fixture("anthropic-sdk-python__incomplete_partial_json_response.sse.txt") else { return };
+    let Some(bytes) = fixture("anthropic-sdk-python__incomplete_partial_json_response.sse.txt")
+    else {
+        return;
+    };
     let got = decode(bytes).0.unwrap();
     assert_eq!(got.stop_reason, Some(StopReason::MaxTokens));
     assert_eq!(got.tool_calls.len(), 1);
     assert_eq!(got.tool_calls[0].name, "make_file");
-    let raw = got.tool_calls[0].arguments.as_str().expect("unparseable input stays a string");
+    let raw = got.tool_calls[0]
+        .arguments
+        .as_str()
+        .expect("unparseable input stays a string");
     assert!(raw.starts_with("{\"filename\": \"taxes.txt\""), "{raw}");
     assert_eq!(got.usage, usage(450, 124, 0, 0));
 }
 
 #[test]
 fn thinking_block_keeps_its_signature() {
-    let Some(bytes) = fixture("vercel-ai__anthropic-clear-thinking.1.chunks.txt") else { return };
+    let Some(bytes) = fixture("vercel-ai__anthropic-clear-thinking.1.chunks.txt") else {
+        return;
+    };
     let (got, deltas) = decode(bytes);
     let got = got.unwrap();
     assert_eq!(got.text, "925 ÷ 5 = 185");
     assert_eq!(got.reasoning.len(), 1);
-    assert_eq!(got.reasoning[0].text, "The previous result was 925. Now I need to divide that by 5.\n\n925 ÷ 5 = 185");
+    assert_eq!(
+        got.reasoning[0].text,
+        "The previous result was 925. Now I need to divide that by 5.\n\n925 ÷ 5 = 185"
+    );
     let sig = got.reasoning[0].signature.as_deref().unwrap();
-    assert!(sig.starts_with("EvQBCkYICxgCKkAxhD4NUKFzudtZ6N") && sig.len() == 332, "{sig}");
+    assert!(
+        sig.starts_with("EvQBCkYICxgCKkAxhD4NUKFzudtZ6N") && sig.len() == 332,
+        "{sig}"
+    );
     assert!(deltas.iter().any(|d| matches!(d, Delta::Reasoning(_))));
     assert_eq!(got.usage, usage(69, 53, 0, 0));
 }
@@ -117,7 +178,11 @@ fn tool_without_arguments_gets_an_empty_object() {
         "vercel-ai__anthropic-tool-no-args.chunks.txt",
         response(
             "I'll update the issue list for you.",
-            vec![call("toolu_01QE1WLsSVp5hy5Q3GmGTmjP", "updateIssueList", json!({}))],
+            vec![call(
+                "toolu_01QE1WLsSVp5hy5Q3GmGTmjP",
+                "updateIssueList",
+                json!({}),
+            )],
             usage(565, 48, 0, 0),
             StopReason::ToolUse,
             "msg_01GE2RKp1VYsPzdFs3sS9z5S",
@@ -128,7 +193,9 @@ fn tool_without_arguments_gets_an_empty_object() {
 
 #[test]
 fn json_tool_with_ping_between_deltas() {
-    let Some(bytes) = fixture("vercel-ai__anthropic-json-tool.2.chunks.txt") else { return };
+    let Some(bytes) = fixture("vercel-ai__anthropic-json-tool.2.chunks.txt") else {
+        return;
+    };
     let got = decode(bytes).0.unwrap();
     assert_eq!(got.text, "I'll invoke the JSON response tool.");
     assert_eq!(
@@ -144,7 +211,9 @@ fn json_tool_with_ping_between_deltas() {
 
 #[test]
 fn message_delta_usage_replaces_message_start() {
-    let Some(bytes) = fixture("vercel-ai__anthropic-message-delta-input-tokens.chunks.txt") else { return };
+    let Some(bytes) = fixture("vercel-ai__anthropic-message-delta-input-tokens.chunks.txt") else {
+        return;
+    };
     let got = decode(bytes).0.unwrap();
     assert_eq!(got.text, "pong");
     assert_eq!(got.usage, usage(61, 2, 0, 0));
@@ -152,32 +221,51 @@ fn message_delta_usage_replaces_message_start() {
 
 #[test]
 fn server_tool_blocks_are_skipped_and_cache_counts_reported() {
-    let Some(bytes) = fixture("vercel-ai__anthropic-code-execution-20260120-prompt-cache.1.chunks.txt") else { return };
+    let Some(bytes) =
+        fixture("vercel-ai__anthropic-code-execution-20260120-prompt-cache.1.chunks.txt")
+    else {
+        return;
+    };
     let got = decode(bytes).0.unwrap();
-    assert_eq!(got.text, "The sum of the squares of the numbers 1 through 12 is **650**.");
+    assert_eq!(
+        got.text,
+        "The sum of the squares of the numbers 1 through 12 is **650**."
+    );
     assert!(got.tool_calls.is_empty());
     assert_eq!(got.usage, usage(6, 198, 6289, 3337));
 }
 
 #[test]
 fn first_message_of_a_multi_turn_recording() {
-    let Some(bytes) = fixture("vercel-ai__anthropic-tool-search-deferred-bm25.chunks.txt") else { return };
+    let Some(bytes) = fixture("vercel-ai__anthropic-tool-search-deferred-bm25.chunks.txt") else {
+        return;
+    };
     let got = decode(bytes).0.unwrap();
     assert_eq!(
         got.tool_calls,
-        vec![call("toolu_01U8pzAHj2vNdPCA2Kf8JjeN", "readNoteTree", json!({"noteId": "d10aa585-982b-4bd9-984e-420f9b3717f7"}))]
+        vec![call(
+            "toolu_01U8pzAHj2vNdPCA2Kf8JjeN",
+            "readNoteTree",
+            json!({"noteId": "d10aa585-982b-4bd9-984e-420f9b3717f7"})
+        )]
     );
     assert_eq!(got.stop_reason, Some(StopReason::ToolUse));
 }
 
 #[test]
 fn eof_before_message_stop_is_an_error() {
-    let Some(mut bytes) = fixture("anthropic-sdk-python__basic_response.sse.txt") else { return };
+    let Some(mut bytes) = fixture("anthropic-sdk-python__basic_response.sse.txt") else {
+        return;
+    };
     let text = String::from_utf8(bytes.clone()).unwrap();
     bytes.truncate(text.find("event: message_stop").unwrap());
     let err = decode(bytes).0.unwrap_err();
     assert_eq!(err.kind, ErrorKind::Stream);
-    assert!(err.message.contains("before message_stop"), "{}", err.message);
+    assert!(
+        err.message.contains("before message_stop"),
+        "{}",
+        err.message
+    );
 }
 
 #[test]
@@ -191,13 +279,23 @@ fn mid_stream_error_event_is_reported_not_retried() {
 
 #[test]
 fn http_errors_are_classified() {
-    let body = r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#;
+    let body =
+        r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#;
     let e = http_error(401, body);
-    assert_eq!((e.kind, e.is_retryable()), (ErrorKind::Authentication, false));
-    assert_eq!(e.message, "Anthropic API error 401 authentication_error: invalid x-api-key");
+    assert_eq!(
+        (e.kind, e.is_retryable()),
+        (ErrorKind::Authentication, false)
+    );
+    assert_eq!(
+        e.message,
+        "Anthropic API error 401 authentication_error: invalid x-api-key"
+    );
     assert_eq!(http_error(529, "{}").kind, ErrorKind::Overloaded);
     assert!(http_error(529, "").is_retryable());
-    assert_eq!(http_error(413, "<html>Request Entity Too Large</html>").kind, ErrorKind::InvalidRequest);
+    assert_eq!(
+        http_error(413, "<html>Request Entity Too Large</html>").kind,
+        ErrorKind::InvalidRequest
+    );
     let long = r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#;
     assert_eq!(http_error(400, long).kind, ErrorKind::ContextLength);
     let spend = r#"{"type":"error","error":{"type":"rate_limit_error","message":"cap","details":{"error_code":"enforced_spend_limit_reached"}}}"#;
@@ -209,17 +307,33 @@ fn http_errors_are_classified() {
 fn history_maps_to_alternating_messages_with_results_first() {
     use agentd_proto::{InputId, ToolResult};
     let turns = [
-        Turn::User { text: "go".into(), input_id: InputId("i1".into()) },
+        Turn::User {
+            text: "go".into(),
+            input_id: InputId("i1".into()),
+        },
         Turn::Assistant {
             text: "ok".into(),
-            reasoning: vec![ReasoningBlock { text: "hm".into(), signature: Some("sig".into()), redacted: None }],
+            reasoning: vec![ReasoningBlock {
+                text: "hm".into(),
+                signature: Some("sig".into()),
+                redacted: None,
+            }],
             tool_calls: vec![call("t1", "shell", json!({"command": "ls"}))],
             usage: Usage::default(),
             response_id: None,
             model: "m".into(),
         },
-        Turn::ToolResults { results: vec![ToolResult { call_id: ToolCallId("t1".into()), content: "a\n".into(), is_error: false }] },
-        Turn::Steering { text: "also b".into(), input_id: None },
+        Turn::ToolResults {
+            results: vec![ToolResult {
+                call_id: ToolCallId("t1".into()),
+                content: "a\n".into(),
+                is_error: false,
+            }],
+        },
+        Turn::Steering {
+            text: "also b".into(),
+            input_id: None,
+        },
     ];
     let refs: Vec<&Turn> = turns.iter().collect();
     assert_eq!(
