@@ -6,6 +6,17 @@ use agentd_tests::{RawClient, sse};
 use serde_json::{Value, json};
 use std::process::Stdio;
 
+/// Runs agentctl and asserts it succeeded.
+async fn ok(s: &crate::Setup, args: &[&str]) -> std::process::Output {
+    let out = s.daemon.agentctl(args, None).await.unwrap();
+    assert!(
+        out.status.success(),
+        "agentctl {args:?}: {}",
+        text(&out.stderr)
+    );
+    out
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -127,30 +138,9 @@ async fn control_commands() {
     s.mock
         .respond_with(|_| agentd_tests::mock::Reply::Stream(sse::text("ok")));
     let id = s.session.as_str();
-    assert!(
-        s.daemon
-            .agentctl(&["submit", id, "first"], None)
-            .await
-            .unwrap()
-            .status
-            .success()
-    );
-    assert!(
-        s.daemon
-            .agentctl(&["steer", id, "turn", "left"], None)
-            .await
-            .unwrap()
-            .status
-            .success()
-    );
-    assert!(
-        s.daemon
-            .agentctl(&["follow-up", id, "then", "this"], None)
-            .await
-            .unwrap()
-            .status
-            .success()
-    );
+    ok(&s, &["submit", id, "first"]).await;
+    ok(&s, &["steer", id, "turn", "left"]).await;
+    ok(&s, &["follow-up", id, "then", "this"]).await;
     let queue = s.daemon.agentctl(&["queue", id], None).await.unwrap();
     assert_eq!(
         text(&queue.stdout).lines().count(),
@@ -182,14 +172,7 @@ async fn control_commands() {
         .unwrap();
     let cleared: Value = serde_json::from_str(text(&cleared.stdout).trim()).unwrap();
     assert_eq!(cleared["follow_up"][0]["text"], "then this");
-    assert!(
-        s.daemon
-            .agentctl(&["close", id], None)
-            .await
-            .unwrap()
-            .status
-            .success()
-    );
+    ok(&s, &["close", id]).await;
     let after = s
         .daemon
         .agentctl(&["submit", id, "late"], None)

@@ -1,7 +1,7 @@
 //! Controlling a working session: abort (process groups die), queues, idempotent submits,
 //! busy rejection, close.
 
-use crate::{of_kind, setup};
+use crate::{data_of, of_kind, setup};
 use agentd_tests::mock::{Chunk, Gate};
 use agentd_tests::{live_group_members, sse};
 use serde_json::json;
@@ -13,14 +13,7 @@ async fn abort_kills_the_whole_process_group_and_keeps_the_queue() {
     let command =
         "echo PGID=$$; (sleep 1000 & sleep 1000 & trap '' TERM; sleep 1000; wait) & sleep 1000";
     s.mock.push_stream(sse::shell("t_sleep", command));
-    s.client.subscribe(&s.session, Some(0)).await.unwrap();
-    s.client
-        .call(
-            "session/submit",
-            json!({"session_id": s.session, "text": "sleep"}),
-        )
-        .await
-        .unwrap();
+    s.start("sleep").await;
     let events = s
         .client
         .events_until("tool_call_output_delta", |e| {
@@ -39,19 +32,9 @@ async fn abort_kills_the_whole_process_group_and_keeps_the_queue() {
         live_group_members(pgid).len() >= 5,
         "the command's processes are running"
     );
-    s.client
-        .call(
-            "session/follow_up",
-            json!({"session_id": s.session, "text": "later"}),
-        )
-        .await
-        .unwrap();
+    s.call("session/follow_up", json!({"text": "later"})).await;
 
-    let aborted = s
-        .client
-        .call("session/abort", json!({"session_id": s.session}))
-        .await
-        .unwrap();
+    let aborted = s.call("session/abort", json!({})).await;
     assert_eq!(aborted["aborted"], true);
     assert_eq!(aborted["state"], "idle");
     assert_eq!(aborted["queue"]["follow_up"][0]["text"], "later");
@@ -61,11 +44,7 @@ async fn abort_kills_the_whole_process_group_and_keeps_the_queue() {
         "no process of the group survives"
     );
 
-    let events = s
-        .client
-        .events_until("processing_end", |_| true)
-        .await
-        .unwrap();
+    let events = s.until("processing_end").await;
     assert_eq!(
         of_kind(&events, "processing_end")[0]["data"]["reason"],
         "aborted"
@@ -79,11 +58,7 @@ async fn abort_kills_the_whole_process_group_and_keeps_the_queue() {
         "{end}"
     );
     // The queued follow-up did not run by itself.
-    let snapshot = s
-        .client
-        .call("session/get", json!({"session_id": s.session}))
-        .await
-        .unwrap();
+    let snapshot = s.call("session/get", json!({})).await;
     assert_eq!(snapshot["state"], "idle");
     assert_eq!(snapshot["queue"]["follow_up"].as_array().unwrap().len(), 1);
     assert_eq!(s.mock.requests().len(), 1);
@@ -92,22 +67,9 @@ async fn abort_kills_the_whole_process_group_and_keeps_the_queue() {
     // conversation stays valid for the provider.
     s.mock.push_stream(sse::text("resumed"));
     s.mock.push_stream(sse::text("and later"));
-    s.client
-        .call(
-            "session/submit",
-            json!({"session_id": s.session, "text": "go on"}),
-        )
-        .await
-        .unwrap();
-    let events = s
-        .client
-        .events_until("processing_end", |_| true)
-        .await
-        .unwrap();
-    let inputs: Vec<&str> = of_kind(&events, "user_input")
-        .iter()
-        .map(|e| e["data"]["text"].as_str().unwrap())
-        .collect();
+    s.call("session/submit", json!({"text": "go on"})).await;
+    let events = s.until("processing_end").await;
+    let inputs = data_of(&events, "user_input", "text");
     assert_eq!(inputs, ["go on", "later"]);
     let request = &s.mock.requests()[1].body;
     let messages = request["messages"].as_array().unwrap();
@@ -125,38 +87,16 @@ async fn abort_during_the_model_stream_and_with_close() {
     let mut chunks = sse::text("partial words here");
     chunks.insert(4, Chunk::Wait(gate.clone()));
     s.mock.push_stream(chunks);
-    s.client.subscribe(&s.session, Some(0)).await.unwrap();
-    s.client
-        .call(
-            "session/submit",
-            json!({"session_id": s.session, "text": "talk"}),
-        )
-        .await
-        .unwrap();
-    s.client
-        .events_until("assistant_text_delta", |_| true)
-        .await
-        .unwrap();
-    let aborted = s
-        .client
-        .call("session/abort", json!({"session_id": s.session}))
-        .await
-        .unwrap();
+    s.start("talk").await;
+    s.until("assistant_text_delta").await;
+    let aborted = s.call("session/abort", json!({})).await;
     assert_eq!(aborted["aborted"], true);
-    let events = s
-        .client
-        .events_until("processing_end", |_| true)
-        .await
-        .unwrap();
+    let events = s.until("processing_end").await;
     assert_eq!(
         of_kind(&events, "processing_end")[0]["data"]["reason"],
         "aborted"
     );
-    let history = s
-        .client
-        .call("session/history", json!({"session_id": s.session}))
-        .await
-        .unwrap();
+    let history = s.call("session/history", json!({})).await;
     let last = history["entries"]
         .as_array()
         .unwrap()
@@ -166,26 +106,11 @@ async fn abort_during_the_model_stream_and_with_close() {
     assert_eq!(last["type"], "system");
     gate.open();
 
-    let idle = s
-        .client
-        .call("session/abort", json!({"session_id": s.session}))
-        .await
-        .unwrap();
+    let idle = s.call("session/abort", json!({})).await;
     assert_eq!(idle["aborted"], false);
-    let closed = s
-        .client
-        .call(
-            "session/abort",
-            json!({"session_id": s.session, "close": true}),
-        )
-        .await
-        .unwrap();
+    let closed = s.call("session/abort", json!({"close": true})).await;
     assert_eq!(closed["state"], "closed");
-    let rest = s
-        .client
-        .events_until("session_end", |_| true)
-        .await
-        .unwrap();
+    let rest = s.until("session_end").await;
     assert_eq!(rest.last().unwrap()["data"]["state"], "closed");
     let end = s.client.item().await.unwrap();
     assert_eq!(
@@ -204,69 +129,40 @@ async fn busy_sessions_queue_steer_or_reject() {
     s.mock
         .respond_with(|_| agentd_tests::mock::Reply::Stream(sse::text("ok")));
     let first = s
-        .client
         .call(
             "session/submit",
-            json!({"session_id": s.session, "text": "a", "client_input_id": "k1"}),
+            json!({"text": "a", "client_input_id": "k1"}),
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(first["disposition"], "started");
     let again = s
-        .client
         .call(
             "session/submit",
-            json!({"session_id": s.session, "text": "a", "client_input_id": "k1"}),
+            json!({"text": "a", "client_input_id": "k1"}),
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(
         again, first,
         "a repeated client_input_id returns the first result"
     );
 
     let rejected = s
-        .client
         .request(
             "session/submit",
-            json!({"session_id": s.session, "text": "b", "when_busy": "reject"}),
+            json!({"text": "b", "when_busy": "reject"}),
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(rejected["error"]["code"], -32011);
     assert_eq!(rejected["error"]["data"]["kind"], "session_busy");
-    s.client
-        .call(
-            "session/submit",
-            json!({"session_id": s.session, "text": "c", "when_busy": "steer"}),
-        )
-        .await
-        .unwrap();
-    s.client
-        .call(
-            "session/submit",
-            json!({"session_id": s.session, "text": "d"}),
-        )
-        .await
-        .unwrap();
-    let queue = s
-        .client
-        .call("session/queue", json!({"session_id": s.session}))
-        .await
-        .unwrap();
+    s.call("session/submit", json!({"text": "c", "when_busy": "steer"}))
+        .await;
+    s.call("session/submit", json!({"text": "d"})).await;
+    let queue = s.call("session/queue", json!({})).await;
     assert_eq!(queue["steering"][0]["text"], "c");
     assert_eq!(queue["follow_up"][0]["text"], "d");
-    let cleared = s
-        .client
-        .call("session/queue_clear", json!({"session_id": s.session}))
-        .await
-        .unwrap();
+    let cleared = s.call("session/queue_clear", json!({})).await;
     assert_eq!(cleared, queue);
-    let empty = s
-        .client
-        .call("session/queue", json!({"session_id": s.session}))
-        .await
-        .unwrap();
+    let empty = s.call("session/queue", json!({})).await;
     assert_eq!(empty, json!({"steering": [], "follow_up": []}));
     gate.open();
 }
@@ -275,28 +171,13 @@ async fn busy_sessions_queue_steer_or_reject() {
 async fn closed_and_unknown_sessions_get_clear_errors() {
     let mut s = setup().await;
     s.client.subscribe(&s.session, Some(0)).await.unwrap();
-    let closed = s
-        .client
-        .call("session/close", json!({"session_id": s.session}))
-        .await
-        .unwrap();
+    let closed = s.call("session/close", json!({})).await;
     assert_eq!(closed["state"], "closed");
-    let events = s
-        .client
-        .events_until("session_end", |_| true)
-        .await
-        .unwrap();
+    let events = s.until("session_end").await;
     assert_eq!(events.last().unwrap()["data"]["reason"], "closed by client");
     assert_eq!(s.client.item().await.unwrap()["reason"], "session_closed");
 
-    let late = s
-        .client
-        .request(
-            "session/submit",
-            json!({"session_id": s.session, "text": "x"}),
-        )
-        .await
-        .unwrap();
+    let late = s.request("session/submit", json!({"text": "x"})).await;
     assert_eq!(late["error"]["code"], -32012);
     assert_eq!(
         late["error"]["data"],
@@ -317,11 +198,7 @@ async fn closed_and_unknown_sessions_get_clear_errors() {
     assert_eq!(unknown_sub["error"]["data"]["kind"], "session_not_found");
     // A closed session still replays its log.
     s.client.subscribe(&s.session, Some(0)).await.unwrap();
-    let replay = s
-        .client
-        .events_until("session_end", |_| true)
-        .await
-        .unwrap();
+    let replay = s.until("session_end").await;
     assert_eq!(replay[0]["kind"], "session_start");
     assert_eq!(s.client.item().await.unwrap()["type"], "end");
 }

@@ -99,25 +99,11 @@ async fn sigterm_aborts_work_ends_streams_and_removes_the_socket() {
     let mut s = setup().await;
     s.mock
         .push_stream(sse::shell("t", "echo started; sleep 1000"));
-    s.client.subscribe(&s.session, Some(0)).await.unwrap();
-    s.client
-        .call(
-            "session/submit",
-            json!({"session_id": s.session, "text": "x"}),
-        )
-        .await
-        .unwrap();
-    s.client
-        .events_until("tool_call_output_delta", |_| true)
-        .await
-        .unwrap();
+    s.start("x").await;
+    s.until("tool_call_output_delta").await;
     let status = s.daemon.stop_with(Signal::SIGTERM).await.unwrap();
     assert!(status.success(), "{status}: {}", s.daemon.log_text());
-    let events = s
-        .client
-        .events_until("processing_end", |_| true)
-        .await
-        .unwrap();
+    let events = s.until("processing_end").await;
     assert_eq!(
         of_kind(&events, "processing_end")[0]["data"]["reason"],
         "aborted"

@@ -1,7 +1,7 @@
 //! The agentic loop through the socket: tool round trips, streaming, steering, follow-ups,
 //! tool errors the model can recover from, limits and loop detection.
 
-use crate::{last_user_blocks, of_kind, setup, setup_with};
+use crate::{data_of, last_user_blocks, of_kind, setup, setup_with};
 use agentd_tests::mock::{Chunk, Gate};
 use agentd_tests::{kinds, sse};
 use serde_json::json;
@@ -102,21 +102,13 @@ async fn tool_round_trip_completes() {
             .starts_with("hello-from-shell\n")
     );
 
-    let snapshot = s
-        .client
-        .call("session/get", json!({"session_id": s.session}))
-        .await
-        .unwrap();
+    let snapshot = s.call("session/get", json!({})).await;
     assert_eq!(snapshot["state"], "idle");
     assert_eq!(
         snapshot["usage"],
         json!({"input_tokens": 200, "output_tokens": 40, "cache_read_tokens": 100, "cache_write_tokens": 0, "reasoning_tokens": 0})
     );
-    let history = s
-        .client
-        .call("session/history", json!({"session_id": s.session}))
-        .await
-        .unwrap();
+    let history = s.call("session/history", json!({})).await;
     let types: Vec<&str> = history["entries"]
         .as_array()
         .unwrap()
@@ -139,33 +131,14 @@ async fn text_deltas_arrive_before_the_turn_ends() {
     chunks.extend(sse::message_end("end_turn"));
     s.mock.push_stream(chunks);
 
-    s.client.subscribe(&s.session, Some(0)).await.unwrap();
-    s.client
-        .call(
-            "session/submit",
-            json!({"session_id": s.session, "text": "go"}),
-        )
-        .await
-        .unwrap();
-    let early = s
-        .client
-        .events_until("assistant_text_delta", |_| true)
-        .await
-        .unwrap();
+    s.start("go").await;
+    let early = s.until("assistant_text_delta").await;
     assert_eq!(early.last().unwrap()["data"]["delta"], "first");
     // The model is still mid-response: the session is processing and no text_end exists.
-    let snapshot = s
-        .client
-        .call("session/get", json!({"session_id": s.session}))
-        .await
-        .unwrap();
+    let snapshot = s.call("session/get", json!({})).await;
     assert_eq!(snapshot["state"], "processing");
     gate.open();
-    let rest = s
-        .client
-        .events_until("processing_end", |_| true)
-        .await
-        .unwrap();
+    let rest = s.until("processing_end").await;
     assert_eq!(
         of_kind(&rest, "assistant_text_end")[0]["data"]["text"],
         "first part, then more"
@@ -184,34 +157,15 @@ async fn steering_during_a_tool_call_reaches_the_next_request() {
         ),
     ));
     s.mock.push_stream(sse::text("Adjusted."));
-    s.client.subscribe(&s.session, Some(0)).await.unwrap();
-    s.client
-        .call(
-            "session/submit",
-            json!({"session_id": s.session, "text": "long task"}),
-        )
-        .await
-        .unwrap();
-    s.client
-        .events_until("tool_call_start", |_| true)
-        .await
-        .unwrap();
+    s.start("long task").await;
+    s.until("tool_call_start").await;
 
     let steered = s
-        .client
-        .call(
-            "session/steer",
-            json!({"session_id": s.session, "text": "use the short path"}),
-        )
-        .await
-        .unwrap();
+        .call("session/steer", json!({"text": "use the short path"}))
+        .await;
     assert_eq!(steered["disposition"], "steering");
     std::fs::write(&flag, "").unwrap();
-    let events = s
-        .client
-        .events_until("processing_end", |_| true)
-        .await
-        .unwrap();
+    let events = s.until("processing_end").await;
     let order = kinds(&events);
     let end = order.iter().position(|k| k == "tool_call_end").unwrap();
     let injected = order.iter().position(|k| k == "steering_injected").unwrap();
@@ -239,58 +193,27 @@ async fn follow_up_runs_after_completion() {
     first.insert(1, Chunk::Wait(gate.clone()));
     s.mock.push_stream(first);
     s.mock.push_stream(sse::text("two"));
-    s.client.subscribe(&s.session, Some(0)).await.unwrap();
-    s.client
-        .call(
-            "session/submit",
-            json!({"session_id": s.session, "text": "first"}),
-        )
-        .await
-        .unwrap();
-    s.client.events_until("user_input", |_| true).await.unwrap();
-    let queued = s
-        .client
-        .call(
-            "session/submit",
-            json!({"session_id": s.session, "text": "second"}),
-        )
-        .await
-        .unwrap();
+    s.start("first").await;
+    s.until("user_input").await;
+    let queued = s.call("session/submit", json!({"text": "second"})).await;
     assert_eq!(
         (queued["disposition"].as_str(), queued["queued"].as_bool()),
         (Some("follow_up"), Some(true))
     );
-    let by_method = s
-        .client
-        .call(
-            "session/follow_up",
-            json!({"session_id": s.session, "text": "third"}),
-        )
-        .await
-        .unwrap();
+    let by_method = s.call("session/follow_up", json!({"text": "third"})).await;
     assert_eq!(by_method["disposition"], "follow_up");
     s.mock.push_stream(sse::text("three"));
     gate.open();
 
-    let events = s
-        .client
-        .events_until("processing_end", |_| true)
-        .await
-        .unwrap();
-    let inputs: Vec<&str> = of_kind(&events, "user_input")
-        .iter()
-        .map(|e| e["data"]["text"].as_str().unwrap())
-        .collect();
+    let events = s.until("processing_end").await;
+    let inputs = data_of(&events, "user_input", "text");
     assert_eq!(inputs, ["second", "third"]);
     assert_eq!(
         of_kind(&events, "processing_end").len(),
         1,
         "one processing cycle covers the follow-ups"
     );
-    let texts: Vec<&str> = of_kind(&events, "assistant_text_end")
-        .iter()
-        .map(|e| e["data"]["text"].as_str().unwrap())
-        .collect();
+    let texts = data_of(&events, "assistant_text_end", "text");
     assert_eq!(texts, ["one", "two", "three"]);
 }
 
@@ -482,11 +405,7 @@ async fn set_config_applies_from_the_next_call() {
     let mut s = setup().await;
     s.mock.push_stream(sse::text("a"));
     s.run("one").await;
-    let snapshot = s
-        .client
-        .call("session/set_config", json!({"session_id": s.session, "config": {"model": "claude-other", "reasoning_effort": "high", "max_output_tokens": 32000}}))
-        .await
-        .unwrap();
+    let snapshot = s.call("session/set_config", json!({"config": {"model": "claude-other", "reasoning_effort": "high", "max_output_tokens": 32000}})).await;
     assert_eq!(snapshot["config"]["model"], "claude-other");
     s.mock.push_stream(sse::text("b"));
     s.run("two").await;
@@ -499,13 +418,11 @@ async fn set_config_applies_from_the_next_call() {
         json!({"type": "enabled", "budget_tokens": 24576})
     );
     let bad = s
-        .client
         .request(
             "session/set_config",
-            json!({"session_id": s.session, "config": {"loop_detection_window": 1}}),
+            json!({"config": {"loop_detection_window": 1}}),
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(bad["error"]["data"]["kind"], "invalid_config");
     assert!(
         bad["error"]["message"]

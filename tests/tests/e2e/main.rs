@@ -48,27 +48,43 @@ pub async fn setup_with(create: Value) -> Setup {
 }
 
 impl Setup {
+    /// Calls `method` on this session: `params` plus `session_id`; returns the result.
+    pub async fn call(&mut self, method: &str, params: Value) -> Value {
+        let response = self.request(method, params).await;
+        match response.get("result") {
+            Some(r) => r.clone(),
+            None => panic!("{method} failed: {}", response["error"]),
+        }
+    }
+
+    /// Like [`Setup::call`], returning the whole response (for error cases).
+    pub async fn request(&mut self, method: &str, mut params: Value) -> Value {
+        params["session_id"] = json!(self.session);
+        self.client.request(method, params).await.unwrap()
+    }
+
+    /// Reads this client's events up to the next one of `kind`.
+    pub async fn until(&mut self, kind: &str) -> Vec<Value> {
+        self.client.events_until(kind, |_| true).await.unwrap()
+    }
+
+    /// Subscribes from the start of the log and submits `text`, without waiting.
+    pub async fn start(&mut self, text: &str) {
+        self.client.subscribe(&self.session, Some(0)).await.unwrap();
+        self.call("session/submit", json!({"text": text})).await;
+    }
+
     /// Subscribes from the start of the log, submits `text`, and returns every event up to
     /// the `processing_end`.
     pub async fn run(&mut self, text: &str) -> Vec<Value> {
-        let since = self
-            .client
-            .call("session/get", json!({"session_id": self.session}))
-            .await
-            .unwrap()["last_seq"]
+        let since = self.call("session/get", json!({})).await["last_seq"]
             .as_u64()
             .unwrap();
         self.client
             .subscribe(&self.session, Some(since))
             .await
             .unwrap();
-        self.client
-            .call(
-                "session/submit",
-                json!({"session_id": self.session, "text": text}),
-            )
-            .await
-            .unwrap();
+        self.call("session/submit", json!({"text": text})).await;
         self.client
             .events_until("processing_end", |_| true)
             .await
@@ -79,6 +95,14 @@ impl Setup {
 /// The events of `kind`.
 pub fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["kind"] == kind).collect()
+}
+
+/// The string `field` of the data of every event of `kind`.
+pub fn data_of(events: &[Value], kind: &str, field: &str) -> Vec<String> {
+    of_kind(events, kind)
+        .iter()
+        .map(|e| e["data"][field].as_str().unwrap_or_default().to_owned())
+        .collect()
 }
 
 /// The user-role content blocks of the last message in a recorded request.

@@ -1,7 +1,7 @@
 //! The Anthropic provider against the mock: recorded streams replayed over HTTP, retries,
 //! authentication and context errors, broken streams, and a missing key.
 
-use crate::{of_kind, setup};
+use crate::{data_of, of_kind, setup};
 use agentd_tests::mock::{Chunk, Reply};
 use agentd_tests::{TestDaemon, sse};
 use serde_json::{Value, json};
@@ -69,10 +69,7 @@ async fn recorded_streams_replayed_through_the_mock_drive_a_session() {
         end["data"]["error"],
         "Unknown tool: get_weather. Available tools: read_file, shell"
     );
-    let texts: Vec<&str> = of_kind(&events, "assistant_text_end")
-        .iter()
-        .map(|e| e["data"]["text"].as_str().unwrap())
-        .collect();
+    let texts = data_of(&events, "assistant_text_end", "text");
     assert_eq!(
         texts,
         [
@@ -112,10 +109,7 @@ async fn rate_limits_and_overload_are_retried() {
     ));
     s.mock.push_stream(sse::text("made it"));
     let events = s.run("hi").await;
-    let warnings: Vec<&str> = of_kind(&events, "warning")
-        .iter()
-        .map(|e| e["data"]["message"].as_str().unwrap())
-        .collect();
+    let warnings = data_of(&events, "warning", "message");
     assert_eq!(warnings.len(), 3, "{warnings:?}");
     assert_eq!(
         warnings[0],
@@ -146,19 +140,8 @@ async fn authentication_failure_closes_the_session() {
         r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#
             .into(),
     ));
-    s.client.subscribe(&s.session, Some(0)).await.unwrap();
-    s.client
-        .call(
-            "session/submit",
-            json!({"session_id": s.session, "text": "hi"}),
-        )
-        .await
-        .unwrap();
-    let events = s
-        .client
-        .events_until("session_end", |_| true)
-        .await
-        .unwrap();
+    s.start("hi").await;
+    let events = s.until("session_end").await;
     let error = of_kind(&events, "error")[0];
     assert_eq!(error["data"]["fatal"], true);
     assert!(
@@ -168,13 +151,7 @@ async fn authentication_failure_closes_the_session() {
             .starts_with("Anthropic API error 401 authentication_error: invalid x-api-key")
     );
     assert_eq!(s.mock.requests().len(), 1, "401 is not retried");
-    assert_eq!(
-        s.client
-            .call("session/get", json!({"session_id": s.session}))
-            .await
-            .unwrap()["state"],
-        "closed"
-    );
+    assert_eq!(s.call("session/get", json!({})).await["state"], "closed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -234,11 +211,7 @@ async fn a_stream_cut_mid_response_is_an_error_and_the_session_stays_usable() {
         "{events:#?}"
     );
     // Text that arrived before the stream broke is kept in the history, marked as cut off.
-    let history = s
-        .client
-        .call("session/history", json!({"session_id": s.session}))
-        .await
-        .unwrap();
+    let history = s.call("session/history", json!({})).await;
     let entries = history["entries"].as_array().unwrap();
     let kept = entries
         .iter()
