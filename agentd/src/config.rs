@@ -1,7 +1,7 @@
 //! The daemon's configuration: built-in defaults, then `~/.config/agentd/config.toml`, then
 //! environment variables. A bad file is an error that names the key, never a panic.
 
-use agentd_proto::{ConfigPatch, ProviderInfo, SessionConfig};
+use agentd_proto::{ConfigPatch, ProviderInfo, ProviderKind, SessionConfig};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -27,22 +27,6 @@ impl fmt::Debug for ApiKey {
     }
 }
 
-/// The API family a provider speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProviderKind {
-    /// Anthropic Messages API.
-    Anthropic,
-}
-
-impl ProviderKind {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Anthropic => "anthropic",
-        }
-    }
-}
-
 /// One provider the daemon can use.
 #[derive(Debug, Clone)]
 pub struct ProviderConfig {
@@ -62,10 +46,59 @@ pub struct ProviderConfig {
     pub default_model: String,
     /// Context window of the default model, in tokens.
     pub context_window_tokens: u64,
+    /// Models to list (informational).
+    pub models: Vec<String>,
 }
 
+/// Built-in facts per family: the conventional base URL (as each vendor's SDK spells it), the
+/// environment variables, a default model and its context window.
+struct FamilyDefaults {
+    base_url: Option<&'static str>,
+    env_prefix: &'static str,
+    default_model: &'static str,
+    context_window_tokens: u64,
+}
+
+fn family(kind: ProviderKind) -> FamilyDefaults {
+    match kind {
+        ProviderKind::Anthropic => FamilyDefaults {
+            base_url: Some("https://api.anthropic.com"),
+            env_prefix: "ANTHROPIC",
+            default_model: "claude-sonnet-4-5",
+            context_window_tokens: 200_000,
+        },
+        ProviderKind::Openai => FamilyDefaults {
+            base_url: Some("https://api.openai.com/v1"),
+            env_prefix: "OPENAI",
+            default_model: "gpt-5.1",
+            context_window_tokens: 400_000,
+        },
+        ProviderKind::Gemini => FamilyDefaults {
+            base_url: Some("https://generativelanguage.googleapis.com"),
+            env_prefix: "GEMINI",
+            default_model: "gemini-2.5-pro",
+            context_window_tokens: 1_048_576,
+        },
+        // An endpoint you run or name: its base URL and model come from the config file.
+        ProviderKind::OpenaiChat => FamilyDefaults {
+            base_url: None,
+            env_prefix: "OPENAI",
+            default_model: "",
+            context_window_tokens: 128_000,
+        },
+    }
+}
+
+/// The built-in providers, present without any config file.
+const BUILT_IN: [ProviderKind; 3] = [
+    ProviderKind::Anthropic,
+    ProviderKind::Openai,
+    ProviderKind::Gemini,
+];
+
 impl ProviderConfig {
-    /// Whether requests can be sent: a key is set, or a custom endpoint that may need none.
+    /// Whether requests can be sent: a key is set, or a custom endpoint that may need none
+    /// (local servers usually take no key).
     pub fn is_usable(&self) -> bool {
         self.api_key.is_some() || self.custom_base_url
     }
@@ -73,11 +106,11 @@ impl ProviderConfig {
     /// What a user must set to make this provider usable.
     pub fn setup_hint(&self) -> String {
         format!(
-            "provider {:?} has no API key: set {} (or point {} at a server that needs none), \
+            "provider {:?} has no API key: set {} (or point {}_BASE_URL at a server that needs none), \
              or configure [providers.{}] in the config file",
             self.name,
             self.api_key_env,
-            format_args!("{}_BASE_URL", self.kind.as_str().to_ascii_uppercase()),
+            family(self.kind).env_prefix,
             self.name
         )
     }
@@ -86,10 +119,11 @@ impl ProviderConfig {
     pub fn info(&self) -> ProviderInfo {
         ProviderInfo {
             name: self.name.clone(),
-            kind: self.kind.as_str().into(),
+            kind: self.kind,
             base_url: self.base_url.clone(),
             has_key: self.api_key.is_some(),
             default_model: self.default_model.clone(),
+            models: self.models.clone(),
         }
     }
 }
@@ -152,9 +186,9 @@ struct FileProvider {
     api_key_env: Option<String>,
     default_model: Option<String>,
     context_window_tokens: Option<u64>,
+    #[serde(default)]
+    models: Vec<String>,
 }
-
-const ANTHROPIC_DEFAULT_MODEL: &str = "claude-sonnet-4-5";
 
 /// The spec's defaults (spec 2.2) for a session on `provider` with `model`.
 pub fn default_session_config(provider: &str, model: &str) -> SessionConfig {
@@ -212,32 +246,35 @@ impl Config {
         source: Option<PathBuf>,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, Error> {
-        let mut providers = BTreeMap::new();
-        // The built-in Anthropic provider, always present.
-        let mut entries: Vec<(String, Option<FileProvider>)> = vec![("anthropic".into(), None)];
+        let mut entries: Vec<(String, Option<FileProvider>)> = BUILT_IN
+            .iter()
+            .map(|k| (k.as_str().to_owned(), None))
+            .collect();
         for (name, p) in file.providers {
             match entries.iter_mut().find(|(n, _)| *n == name) {
                 Some(slot) => slot.1 = Some(p),
                 None => entries.push((name, Some(p))),
             }
         }
+        let mut providers = BTreeMap::new();
         for (name, p) in entries {
-            let kind = match p.as_ref().and_then(|p| p.kind) {
-                Some(k) => k,
-                None if name == "anthropic" => ProviderKind::Anthropic,
-                None => {
+            let built_in = BUILT_IN.iter().find(|k| k.as_str() == name).copied();
+            let kind = match (p.as_ref().and_then(|p| p.kind), built_in) {
+                (Some(k), _) | (None, Some(k)) => k,
+                (None, None) => {
                     return Err(Error::Invalid(format!(
-                        "providers.{name}.kind is missing (one of: anthropic)"
+                        "providers.{name}.kind is missing (one of: anthropic, openai, openai_chat, gemini)"
                     )));
                 }
             };
-            let env_prefix = kind.as_str().to_ascii_uppercase();
+            let defaults = family(kind);
             let api_key_env = p
                 .as_ref()
                 .and_then(|p| p.api_key_env.clone())
-                .unwrap_or_else(|| format!("{env_prefix}_API_KEY"));
-            let env_base = if name == kind.as_str() {
-                env(&format!("{env_prefix}_BASE_URL"))
+                .unwrap_or_else(|| format!("{}_API_KEY", defaults.env_prefix));
+            // The *_BASE_URL variable belongs to the built-in provider of that family.
+            let env_base = if built_in.is_some() {
+                env(&format!("{}_BASE_URL", defaults.env_prefix))
             } else {
                 None
             };
@@ -245,10 +282,20 @@ impl Config {
             let custom_base_url = env_base.is_some() || file_base.is_some();
             let base_url = env_base
                 .or(file_base)
-                .unwrap_or_else(|| "https://api.anthropic.com".into());
+                .or(defaults.base_url.map(str::to_owned))
+                .ok_or_else(|| Error::Invalid(format!("providers.{name}.base_url is missing (e.g. \"http://127.0.0.1:11434/v1\" for Ollama)")))?;
             if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
                 return Err(Error::Invalid(format!(
                     "providers.{name}.base_url must start with http:// or https://, got {base_url:?}"
+                )));
+            }
+            let default_model = p
+                .as_ref()
+                .and_then(|p| p.default_model.clone())
+                .unwrap_or_else(|| defaults.default_model.to_owned());
+            if default_model.is_empty() {
+                return Err(Error::Invalid(format!(
+                    "providers.{name}.default_model is missing"
                 )));
             }
             let provider = ProviderConfig {
@@ -258,14 +305,12 @@ impl Config {
                 api_key: env(&api_key_env).map(ApiKey),
                 api_key_env,
                 custom_base_url,
-                default_model: p
-                    .as_ref()
-                    .and_then(|p| p.default_model.clone())
-                    .unwrap_or_else(|| ANTHROPIC_DEFAULT_MODEL.into()),
+                default_model,
                 context_window_tokens: p
                     .as_ref()
                     .and_then(|p| p.context_window_tokens)
-                    .unwrap_or(200_000),
+                    .unwrap_or(defaults.context_window_tokens),
+                models: p.map(|p| p.models).unwrap_or_default(),
             };
             providers.insert(name, provider);
         }
@@ -284,7 +329,7 @@ impl Config {
                 .unwrap_or_else(|| "info".into()),
             source,
         };
-        config.session_config("anthropic", None)?;
+        config.session_config(&config.default_provider, None)?;
         Ok(config)
     }
 

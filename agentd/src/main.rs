@@ -72,7 +72,7 @@ fn main() -> ExitCode {
             println!(
                 "  provider {}: {} {} ({status}, default model {})",
                 p.name,
-                p.info().kind,
+                p.kind.as_str(),
                 p.base_url,
                 p.default_model
             );

@@ -22,7 +22,7 @@ pub enum ReasoningEffort {
 /// unlimited.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionConfig {
-    /// Provider name: `anthropic` or a configured endpoint.
+    /// Provider name: `anthropic`, `openai`, `gemini`, or a configured endpoint.
     pub provider: String,
     /// Model identifier passed to the provider.
     pub model: String,
@@ -54,6 +54,10 @@ pub struct SessionConfig {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigPatch {
+    /// See [`SessionConfig::provider`]. Switching provider without naming a model selects the
+    /// new provider's default model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
     /// See [`SessionConfig::model`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
@@ -101,6 +105,9 @@ impl SessionConfig {
     /// Applies every field present in `patch`.
     pub fn apply(&mut self, patch: &ConfigPatch) {
         let p = patch.clone();
+        if let Some(v) = p.provider {
+            self.provider = v;
+        }
         if let Some(v) = p.model {
             self.model = v;
         }

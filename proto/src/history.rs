@@ -2,6 +2,39 @@
 //! holding one [`Turn`] (spec 2.4).
 
 use crate::{EntryId, InputId, ToolCallId};
+
+/// An LLM API family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// Anthropic Messages (`/v1/messages`).
+    Anthropic,
+    /// OpenAI Responses (`/v1/responses`).
+    Openai,
+    /// OpenAI-compatible Chat Completions (`/v1/chat/completions`): OpenAI, Ollama, vLLM,
+    /// llama.cpp, LM Studio, OpenRouter, DeepSeek, Groq...
+    OpenaiChat,
+    /// Google Gemini (`streamGenerateContent?alt=sse`).
+    Gemini,
+}
+
+impl std::fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl ProviderKind {
+    /// The name used in config files and on the wire.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Anthropic => "anthropic",
+            Self::Openai => "openai",
+            Self::OpenaiChat => "openai_chat",
+            Self::Gemini => "gemini",
+        }
+    }
+}
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -43,6 +76,10 @@ pub struct ToolCall {
     pub name: String,
     /// The arguments as the model sent them (a JSON object when well-formed).
     pub arguments: serde_json::Value,
+    /// An opaque signature the provider attached to the call (Gemini's `thoughtSignature`),
+    /// sent back with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
 }
 
 /// The outcome of one tool call, as the model sees it (possibly truncated).
@@ -60,6 +97,9 @@ pub struct ToolResult {
 /// it (Anthropic requires thinking blocks and their signatures unchanged).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ReasoningBlock {
+    /// The provider's id for the block (an OpenAI reasoning item's `rs_...`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
     /// The reasoning text, empty when the provider hides it.
     pub text: String,
     /// The provider's signature over the block.
@@ -98,6 +138,10 @@ pub enum Turn {
         response_id: Option<String>,
         /// The model that answered.
         model: String,
+        /// The API that produced it; reasoning blocks and signatures are sent back only to
+        /// the same API.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        api: Option<ProviderKind>,
     },
     /// Results of the tool calls of the preceding assistant turn, in call order.
     ToolResults {

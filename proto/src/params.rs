@@ -68,14 +68,16 @@ pub struct QueueContents {
 pub struct ProviderInfo {
     /// The name used in `session/create`.
     pub name: String,
-    /// The API family (`anthropic`).
-    pub kind: String,
+    /// The API family.
+    pub kind: crate::ProviderKind,
     /// Base URL requests go to.
     pub base_url: String,
     /// Whether a key is configured (the key itself is never sent).
     pub has_key: bool,
     /// The model used when a session names none.
     pub default_model: String,
+    /// Models listed in the configuration (informational; any model name may be used).
+    pub models: Vec<String>,
 }
 
 /// Everything about a session except its history and events.

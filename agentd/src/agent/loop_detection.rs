@@ -52,10 +52,12 @@ mod tests {
                         id: ToolCallId(c.to_string()),
                         name: "shell".into(),
                         arguments: json!({"command": c}),
+                        signature: None,
                     }],
                     usage: Usage::default(),
                     response_id: None,
                     model: "m".into(),
+                    api: None,
                 };
                 Arc::new(HistoryEntry {
                     id: EntryId(c.to_string()),

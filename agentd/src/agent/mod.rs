@@ -10,9 +10,11 @@ mod loop_detection;
 mod tool_calls;
 
 use crate::exec::ExecutionEnvironment;
-use crate::llm::{self, Delta, ErrorKind, Provider, RetryPolicy};
+use crate::llm::{self, Delta, ErrorKind, ProviderSet, RetryPolicy};
 use crate::profile::Profile;
-use agentd_proto::{EventBody, HistoryEntry, LimitKind, QueuedInput, SessionConfig, Turn, Usage};
+use agentd_proto::{
+    EventBody, HistoryEntry, LimitKind, ProviderKind, QueuedInput, SessionConfig, Turn, Usage,
+};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -42,8 +44,8 @@ pub struct Agent<'a> {
     pub env: &'a dyn ExecutionEnvironment,
     /// Tools and defaults.
     pub profile: &'a Profile,
-    /// The model's API.
-    pub provider: &'a dyn Provider,
+    /// The APIs the session may use; each call uses the one its config names.
+    pub providers: &'a ProviderSet,
     /// Retries of failed calls.
     pub retry: &'a RetryPolicy,
 }
@@ -107,6 +109,17 @@ impl Agent<'_> {
                 context_warned = self.check_context_usage(&entries, &config);
             }
 
+            let Some(provider) = self.providers.get(&config.provider).cloned() else {
+                host.emit(EventBody::Error {
+                    message: format!(
+                        "provider {:?} is not configured in this daemon",
+                        config.provider
+                    ),
+                    fatal: false,
+                });
+                return Outcome::Failed;
+            };
+            let api = Some(provider.kind());
             let system = host.system_prompt(&config.model);
             let history: Vec<&Turn> = entries.iter().map(|e| &e.turn).collect();
             let request = llm::Request {
@@ -140,16 +153,20 @@ impl Agent<'_> {
                     })
                 };
                 tokio::select! {
-                    r = llm::complete(self.provider, &request, self.retry, &mut on_retry, &mut on_delta) => Some(r),
+                    r = llm::complete(provider.as_ref(), &request, self.retry, &mut on_retry, &mut on_delta) => Some(r),
                     _ = cancel.cancelled() => None,
                 }
             };
             let response = match result {
                 None => {
-                    self.record_interrupted(partial);
+                    self.record_partial(
+                        partial,
+                        "[The user interrupted the previous response.]",
+                        api,
+                    );
                     return Outcome::Aborted;
                 }
-                Some(Err(e)) => return self.fail(e, partial),
+                Some(Err(e)) => return self.fail(e, partial, api),
                 Some(Ok(r)) => r,
             };
 
@@ -174,6 +191,7 @@ impl Agent<'_> {
                 usage: response.usage,
                 response_id: response.response_id,
                 model: response.model.unwrap_or_else(|| config.model.clone()),
+                api,
             });
             host.emit(EventBody::AssistantTextEnd {
                 text: response.text,
@@ -236,9 +254,9 @@ impl Agent<'_> {
         false
     }
 
-    /// Keeps what the model had written before an abort, and notes the interruption so the
-    /// model knows on the next input.
-    fn record_interrupted(&self, partial: String) {
+    /// Keeps what the model had written before the stream stopped, then notes why, so the
+    /// model knows on the next call.
+    fn record_partial(&self, partial: String, note: &str, api: Option<ProviderKind>) {
         if !partial.is_empty() {
             self.host.append(Turn::Assistant {
                 text: partial.clone(),
@@ -247,6 +265,7 @@ impl Agent<'_> {
                 usage: Usage::default(),
                 response_id: None,
                 model: self.host.config().model,
+                api,
             });
             self.host.emit(EventBody::AssistantTextEnd {
                 text: partial,
@@ -254,14 +273,16 @@ impl Agent<'_> {
                 tool_calls: 0,
             });
         }
-        self.host.append(Turn::System {
-            text: "[The user interrupted the previous response.]".into(),
-        });
+        self.host.append(Turn::System { text: note.into() });
     }
 
-    fn fail(&self, e: llm::Error, partial: String) -> Outcome {
+    fn fail(&self, e: llm::Error, partial: String, api: Option<ProviderKind>) -> Outcome {
         if !partial.is_empty() {
-            self.record_interrupted_by_error(partial);
+            self.record_partial(
+                partial,
+                "[The previous response was cut off by an error.]",
+                api,
+            );
         }
         match e.kind {
             ErrorKind::Authentication => {
@@ -287,20 +308,6 @@ impl Agent<'_> {
                 Outcome::Failed
             }
         }
-    }
-
-    fn record_interrupted_by_error(&self, partial: String) {
-        self.host.append(Turn::Assistant {
-            text: partial,
-            reasoning: vec![],
-            tool_calls: vec![],
-            usage: Usage::default(),
-            response_id: None,
-            model: self.host.config().model,
-        });
-        self.host.append(Turn::System {
-            text: "[The previous response was cut off by an error.]".into(),
-        });
     }
 }
 

@@ -7,19 +7,18 @@
 //! `message_delta`, and an error for a mid-stream `error` event or an EOF before
 //! `message_stop`.
 
+use super::http::{self, ErrorBody};
 use super::{ByteStream, Delta, Error, ErrorKind, Provider, Request, Response, StopReason};
 use crate::config::ApiKey;
-use agentd_proto::{ReasoningBlock, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage};
+use agentd_proto::{
+    ProviderKind, ReasoningBlock, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage,
+};
 use async_trait::async_trait;
-use eventsource_stream::Eventsource;
-use futures::{Stream, StreamExt, TryStreamExt};
+use futures::{Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::time::Duration;
 
 const API_VERSION: &str = "2023-06-01";
-/// Largest error body read from a failed response.
-const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// A client for one Anthropic-compatible endpoint.
 pub struct Anthropic {
@@ -41,6 +40,10 @@ impl Anthropic {
 
 #[async_trait]
 impl Provider for Anthropic {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Anthropic
+    }
+
     async fn open(&self, request: &Request<'_>) -> Result<ByteStream, Error> {
         let mut http = self
             .http
@@ -51,24 +54,7 @@ impl Provider for Anthropic {
         if let Some(key) = &self.api_key {
             http = http.header("x-api-key", key.expose());
         }
-        let response = http.send().await.map_err(|e| network_error(&e))?;
-        let status = response.status().as_u16();
-        if !(200..300).contains(&status) {
-            let retry_after = retry_after(response.headers());
-            let body = read_limited(response).await;
-            let mut error = http_error(status, &body);
-            error.retry_after = retry_after;
-            return Err(error);
-        }
-        Ok(response
-            .bytes_stream()
-            .map_err(|e| {
-                Error::new(
-                    ErrorKind::Stream,
-                    format!("the response stream broke: {}", error_chain(&e)),
-                )
-            })
-            .boxed())
+        http::send(http, "Anthropic", parse_error).await
     }
 
     async fn decode(
@@ -80,115 +66,18 @@ impl Provider for Anthropic {
     }
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(inner) = source {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        source = inner.source();
+/// Reads `{"type":"error","error":{"type","message","details"?}}`, leniently: a proxy may
+/// answer with HTML.
+fn parse_error(body: &str) -> ErrorBody {
+    let v: Value = serde_json::from_str(body).unwrap_or_default();
+    let e = &v["error"];
+    ErrorBody {
+        kind: e["type"].as_str().map(str::to_owned),
+        message: e["message"].as_str().map(str::to_owned),
+        // A spend cap, not a rate limit: retrying will not help.
+        quota: e["details"]["error_code"] == "enforced_spend_limit_reached",
+        retry_after: None,
     }
-    s
-}
-
-fn network_error(e: &reqwest::Error) -> Error {
-    Error::new(
-        ErrorKind::Network,
-        format!("cannot reach the Anthropic API: {}", error_chain(e)),
-    )
-}
-
-async fn read_limited(response: reqwest::Response) -> String {
-    let mut body = Vec::new();
-    let mut stream = response.bytes_stream();
-    while let Some(Ok(chunk)) = stream.next().await {
-        body.extend_from_slice(&chunk);
-        if body.len() >= MAX_ERROR_BODY {
-            body.truncate(MAX_ERROR_BODY);
-            break;
-        }
-    }
-    String::from_utf8_lossy(&body).into_owned()
-}
-
-/// `retry-after-ms` (preferred) or `retry-after` in seconds.
-fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let get = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-    };
-    if let Some(ms) = get("retry-after-ms").filter(|v| v.is_finite() && *v >= 0.0) {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
-    }
-    get("retry-after")
-        .filter(|v| v.is_finite() && *v >= 0.0)
-        .map(Duration::from_secs_f64)
-}
-
-/// Classifies a non-2xx response. The body is parsed leniently: a proxy may answer with HTML.
-fn http_error(status: u16, body: &str) -> Error {
-    #[derive(Deserialize)]
-    struct Body {
-        error: Inner,
-    }
-    #[derive(Deserialize)]
-    struct Inner {
-        #[serde(rename = "type")]
-        kind: Option<String>,
-        message: Option<String>,
-        details: Option<Value>,
-    }
-    let parsed = serde_json::from_str::<Body>(body).ok().map(|b| b.error);
-    let api_type = parsed
-        .as_ref()
-        .and_then(|e| e.kind.clone())
-        .unwrap_or_default();
-    let api_message = parsed
-        .as_ref()
-        .and_then(|e| e.message.clone())
-        .unwrap_or_else(|| {
-            let snippet: String = body.chars().take(200).collect();
-            if snippet.trim().is_empty() {
-                "no details".into()
-            } else {
-                snippet.trim().to_owned()
-            }
-        });
-    let spend_limit = parsed
-        .as_ref()
-        .and_then(|e| e.details.as_ref())
-        .and_then(|d| d.get("error_code"))
-        .and_then(Value::as_str)
-        == Some("enforced_spend_limit_reached");
-    let lower = api_message.to_ascii_lowercase();
-    let kind = match status {
-        401 | 403 => ErrorKind::Authentication,
-        429 if spend_limit => ErrorKind::QuotaExceeded,
-        429 => ErrorKind::RateLimited,
-        529 => ErrorKind::Overloaded,
-        408 | 500..=599 => ErrorKind::Server,
-        400 | 413
-            if lower.contains("prompt is too long")
-                || lower.contains("context window")
-                || lower.contains("too many tokens") =>
-        {
-            ErrorKind::ContextLength
-        }
-        _ => ErrorKind::InvalidRequest,
-    };
-    let what = if api_type.is_empty() {
-        String::new()
-    } else {
-        format!(" {api_type}")
-    };
-    let mut error = Error::new(
-        kind,
-        format!("Anthropic API error {status}{what}: {api_message}"),
-    );
-    error.status = Some(status);
-    error
 }
 
 fn thinking_budget(effort: ReasoningEffort, max_tokens: u32) -> Option<u32> {
@@ -268,10 +157,14 @@ fn messages(history: &[&Turn]) -> Vec<Value> {
                 text,
                 reasoning,
                 tool_calls,
+                api,
                 ..
             } => {
+                // Thinking signatures are only valid for the API that made them.
+                let own = *api == Some(ProviderKind::Anthropic);
                 let mut blocks: Vec<Value> = reasoning
                     .iter()
+                    .filter(|_| own)
                     .map(|r| match &r.redacted {
                         Some(data) => json!({"type": "redacted_thinking", "data": data}),
                         None => json!({"type": "thinking", "thinking": r.text, "signature": r.signature.clone().unwrap_or_default()}),
@@ -346,41 +239,16 @@ pub async fn decode_stream<S, E>(
     on_delta: &mut (dyn FnMut(Delta) + Send),
 ) -> Result<Response, Error>
 where
-    S: Stream<Item = Result<bytes::Bytes, E>> + Unpin,
+    S: Stream<Item = Result<bytes::Bytes, E>>,
     E: std::fmt::Display,
 {
-    // A final event not followed by a blank line is still an event (recorded streams end so).
-    let mut events = std::pin::pin!(
-        body.chain(futures::stream::iter([Ok(bytes::Bytes::from_static(
-            b"\n\n"
-        ))]))
-        .eventsource()
-    );
-    let mut response = Response {
-        text: String::new(),
-        reasoning: Vec::new(),
-        tool_calls: Vec::new(),
-        usage: Usage::default(),
-        stop_reason: None,
-        response_id: None,
-        model: None,
-    };
+    let mut events = std::pin::pin!(http::sse(body));
+    let mut response = Response::default();
     let mut blocks: Vec<(u64, Block)> = Vec::new();
     let mut text_started = false;
     let mut stopped = false;
     while let Some(event) = events.next().await {
-        let event = event.map_err(|e| {
-            Error::new(ErrorKind::Stream, format!("the response stream broke: {e}"))
-        })?;
-        let data: Value = match serde_json::from_str(&event.data) {
-            Ok(v) => v,
-            Err(e) => {
-                return Err(Error::new(
-                    ErrorKind::Stream,
-                    format!("malformed stream event {:?}: {e}", event.event),
-                ));
-            }
-        };
+        let data = http::json(&event?)?;
         let index = data["index"].as_u64().unwrap_or(0);
         match data["type"].as_str().unwrap_or_default() {
             "message_start" => {
@@ -407,6 +275,7 @@ where
                         json: String::new(),
                     },
                     "thinking" => Block::Thinking(ReasoningBlock {
+                        id: None,
                         text: cb["thinking"].as_str().unwrap_or_default().to_owned(),
                         signature: cb["signature"]
                             .as_str()
@@ -415,6 +284,7 @@ where
                         redacted: None,
                     }),
                     "redacted_thinking" => Block::Thinking(ReasoningBlock {
+                        id: None,
                         text: String::new(),
                         signature: None,
                         redacted: cb["data"].as_str().map(str::to_owned),
@@ -487,10 +357,7 @@ where
         }
     }
     if !stopped {
-        return Err(Error::new(
-            ErrorKind::Stream,
-            "the response stream ended before message_stop (truncated response)",
-        ));
+        return Err(http::truncated("message_stop"));
     }
     for (_, block) in blocks {
         match block {
@@ -504,6 +371,7 @@ where
                     id: ToolCallId(id),
                     name,
                     arguments,
+                    signature: None,
                 });
             }
             Block::Thinking(r) => response.reasoning.push(r),

@@ -7,15 +7,23 @@
 //! is reported, never silently replayed.
 
 pub mod anthropic;
+#[cfg(test)]
+mod fixtures;
+pub mod gemini;
+mod http;
+pub mod openai;
+pub mod openai_chat;
 mod retry;
 
 pub use retry::RetryPolicy;
 
 use crate::tools::ToolDefinition;
-use agentd_proto::{ReasoningBlock, ReasoningEffort, ToolCall, Turn, Usage};
+use agentd_proto::{ProviderKind, ReasoningBlock, ReasoningEffort, ToolCall, Turn, Usage};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One LLM call.
@@ -66,7 +74,7 @@ pub enum StopReason {
 }
 
 /// A complete model response.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Response {
     /// All text blocks, joined.
     pub text: String,
@@ -147,6 +155,8 @@ pub type ByteStream = BoxStream<'static, Result<Bytes, Error>>;
 /// One LLM API family.
 #[async_trait]
 pub trait Provider: Send + Sync {
+    /// The API family, recorded on each assistant turn.
+    fn kind(&self) -> ProviderKind;
     /// Sends the request and returns the body once the status says it will stream.
     async fn open(&self, request: &Request<'_>) -> Result<ByteStream, Error>;
     /// Decodes a streaming body, reporting deltas as they arrive.
@@ -155,6 +165,24 @@ pub trait Provider: Send + Sync {
         body: ByteStream,
         on_delta: &mut (dyn FnMut(Delta) + Send),
     ) -> Result<Response, Error>;
+}
+
+/// The providers a session may use, by configured name.
+#[derive(Clone, Default)]
+pub struct ProviderSet {
+    providers: BTreeMap<String, Arc<dyn Provider>>,
+}
+
+impl ProviderSet {
+    /// Adds (or replaces) the provider called `name`.
+    pub fn insert(&mut self, name: &str, provider: Arc<dyn Provider>) {
+        self.providers.insert(name.to_owned(), provider);
+    }
+
+    /// The provider called `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Provider>> {
+        self.providers.get(name)
+    }
 }
 
 /// A retry about to happen, for a `warning` event.

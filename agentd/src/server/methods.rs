@@ -6,7 +6,7 @@ use crate::session::{self, LIVE_BUFFER};
 use agentd_proto::methods::{self as m, Method, Subscription};
 use agentd_proto::{
     CloseResponse, DaemonEvent, DaemonInfo, ErrorData, ErrorKind, HistoryResponse, ListResponse,
-    SessionSnapshot, SessionState, ShutdownResponse, StreamEnd, StreamEndReason, StreamItem,
+    SessionState, ShutdownResponse, StreamEnd, StreamEndReason, StreamItem,
 };
 use jsonrpsee::core::server::{
     Methods, PendingSubscriptionSink, RpcModule, SubscriptionMessage, SubscriptionSink,
@@ -212,9 +212,7 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
         })
     });
     register::<m::SessionSetConfig, _, _>(&mut module, |d, p| async move {
-        let session = d.registry.get(&p.session_id)?;
-        session.set_config(&p.config)?;
-        Ok::<SessionSnapshot, _>(session.snapshot())
+        d.registry.set_config(&p.session_id, p.config)
     });
     register::<m::SessionHistory, _, _>(&mut module, |d, p| async move {
         let history = d.registry.get(&p.session_id)?.history();

@@ -3,7 +3,7 @@
 
 use super::{Command, Session, lock};
 use crate::agent::{Agent, Outcome};
-use crate::llm::{Provider, RetryPolicy};
+use crate::llm::{ProviderSet, RetryPolicy};
 use agentd_proto::{EventBody, ProcessingEndReason, QueuedInput, SessionState};
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 pub(super) struct Actor {
     pub(super) session: Arc<Session>,
-    pub(super) provider: Arc<dyn Provider>,
+    pub(super) providers: ProviderSet,
     pub(super) retry: RetryPolicy,
 }
 
@@ -48,7 +48,7 @@ impl Actor {
                 host: session.as_ref(),
                 env: session.env.as_ref(),
                 profile: &session.profile,
-                provider: self.provider.as_ref(),
+                providers: &self.providers,
                 retry: &self.retry,
             };
             // A bug in the loop must not take the daemon or other sessions down with it.

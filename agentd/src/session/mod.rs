@@ -15,7 +15,7 @@ pub use registry::Registry;
 
 use crate::agent::Host;
 use crate::exec::ExecutionEnvironment;
-use crate::llm::{Provider, RetryPolicy};
+use crate::llm::{ProviderSet, RetryPolicy};
 use crate::profile::{EnvironmentContext, Profile};
 use agentd_proto::{
     AbortResponse, DaemonEvent, Disposition, EntryId, EventBody, HistoryEntry, InputId,
@@ -69,8 +69,8 @@ pub struct SessionSpec {
     pub profile: Profile,
     /// Where tools run.
     pub env: Arc<dyn ExecutionEnvironment>,
-    /// The model's API.
-    pub provider: Arc<dyn Provider>,
+    /// The APIs the session may use; its config names the current one.
+    pub providers: ProviderSet,
     /// Initial settings.
     pub config: SessionConfig,
     /// User instructions appended last to the system prompt.
@@ -177,7 +177,7 @@ impl Session {
         });
         let actor = actor::Actor {
             session: session.clone(),
-            provider: spec.provider,
+            providers: spec.providers,
             retry: spec.retry,
         };
         tasks.spawn(actor.run(rx));

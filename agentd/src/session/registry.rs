@@ -2,11 +2,16 @@
 //! profile from the daemon's configuration.
 
 use super::{Error, Session, SessionSpec};
-use crate::config::{Config, ProviderKind};
+use crate::config::{Config, ProviderConfig};
 use crate::exec::{EnvPolicy, LocalExecutionEnvironment};
-use crate::llm::{Provider, RetryPolicy, anthropic::Anthropic};
+use crate::llm::{
+    Provider, ProviderSet, RetryPolicy, anthropic::Anthropic, gemini::Gemini, openai::OpenAi,
+    openai_chat::OpenAiChat,
+};
 use crate::profile::Profile;
-use agentd_proto::{CreateParams, DaemonEvent, SessionId, SessionState};
+use agentd_proto::{
+    ConfigPatch, CreateParams, DaemonEvent, ProviderKind, SessionId, SessionSnapshot, SessionState,
+};
 use dashmap::DashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,7 +23,8 @@ use tokio_util::task::TaskTracker;
 pub struct Registry {
     sessions: DashMap<SessionId, Arc<Session>>,
     config: Arc<Config>,
-    http: reqwest::Client,
+    /// Every usable provider, built once and shared by all sessions.
+    providers: ProviderSet,
     daemon_events: broadcast::Sender<DaemonEvent>,
     tasks: TaskTracker,
     retry: RetryPolicy,
@@ -33,10 +39,21 @@ impl Registry {
             .user_agent(concat!("agentd/", env!("CARGO_PKG_VERSION")))
             .build()
             .unwrap_or_default();
+        let mut providers = ProviderSet::default();
+        for p in config.providers.values().filter(|p| p.is_usable()) {
+            let (base, key) = (p.base_url.as_str(), p.api_key.clone());
+            let provider: Arc<dyn Provider> = match p.kind {
+                ProviderKind::Anthropic => Arc::new(Anthropic::new(http.clone(), base, key)),
+                ProviderKind::Openai => Arc::new(OpenAi::new(http.clone(), base, key)),
+                ProviderKind::OpenaiChat => Arc::new(OpenAiChat::new(http.clone(), base, key)),
+                ProviderKind::Gemini => Arc::new(Gemini::new(http.clone(), base, key)),
+            };
+            providers.insert(&p.name, provider);
+        }
         Self {
             sessions: DashMap::new(),
             config,
-            http,
+            providers,
             daemon_events: broadcast::channel(256).0,
             tasks: TaskTracker::new(),
             retry: RetryPolicy::default(),
@@ -72,6 +89,7 @@ impl Registry {
             .provider
             .as_deref()
             .unwrap_or(&self.config.default_provider);
+        self.usable(provider_name)?;
         let mut config = self
             .config
             .session_config(provider_name, params.model.as_deref())
@@ -81,25 +99,8 @@ impl Registry {
             crate::config::validate_session_config(&config)
                 .map_err(|e| Error::InvalidConfig(e.to_string()))?;
         }
-        let provider_config = &self.config.providers[provider_name];
-        if !provider_config.is_usable() {
-            return Err(Error::ProviderNotConfigured(provider_config.setup_hint()));
-        }
-        let provider: Arc<dyn Provider> = match provider_config.kind {
-            ProviderKind::Anthropic => Arc::new(Anthropic::new(
-                self.http.clone(),
-                &provider_config.base_url,
-                provider_config.api_key.clone(),
-            )),
-        };
-        let profile_name = params
-            .profile
-            .as_deref()
-            .unwrap_or(match provider_config.kind {
-                ProviderKind::Anthropic => "anthropic",
-            });
-        let profile =
-            Profile::named(profile_name).map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        let profile = Profile::named(params.profile.as_deref().unwrap_or("anthropic"))
+            .map_err(|e| Error::InvalidConfig(e.to_string()))?;
         let id = SessionId(uuid::Uuid::new_v4().to_string());
         let spec = SessionSpec {
             id: id.clone(),
@@ -110,7 +111,7 @@ impl Registry {
             cwd,
             title: params.title,
             profile,
-            provider,
+            providers: self.providers.clone(),
             config,
             instructions: params.instructions,
             retry: self.retry.clone(),
@@ -121,6 +122,40 @@ impl Registry {
             .daemon_events
             .send(DaemonEvent::SessionCreated { session_id: id });
         Ok(session)
+    }
+
+    /// The provider called `name`, if it exists and can be used.
+    fn usable(&self, name: &str) -> Result<&ProviderConfig, Error> {
+        let p = self.config.providers.get(name).ok_or_else(|| {
+            let known: Vec<&str> = self.config.providers.keys().map(String::as_str).collect();
+            Error::InvalidConfig(format!(
+                "unknown provider {name:?}; configured: {}",
+                known.join(", ")
+            ))
+        })?;
+        if !p.is_usable() {
+            return Err(Error::ProviderNotConfigured(p.setup_hint()));
+        }
+        Ok(p)
+    }
+
+    /// Applies `patch` to a session from its next LLM call. Switching provider without naming
+    /// a model selects that provider's default model and context window.
+    pub fn set_config(
+        &self,
+        id: &SessionId,
+        mut patch: ConfigPatch,
+    ) -> Result<SessionSnapshot, Error> {
+        let session = self.get(id)?;
+        if let Some(name) = &patch.provider {
+            let p = self.usable(name)?;
+            patch.model.get_or_insert_with(|| p.default_model.clone());
+            patch
+                .context_window_tokens
+                .get_or_insert(p.context_window_tokens);
+        }
+        session.set_config(&patch)?;
+        Ok(session.snapshot())
     }
 
     /// The session with this id.

@@ -2,45 +2,18 @@
 //! decoder, split into small chunks so that lines and code points break across reads.
 
 use super::*;
+use crate::llm::fixtures::{self, Framing};
 use serde_json::json;
-use std::path::PathBuf;
 
 fn fixture(name: &str) -> Option<Vec<u8>> {
-    let dir =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/providers/anthropic");
-    if !dir.is_dir() {
-        eprintln!("fixtures not present at {}; skipping {name}", dir.display());
-        return None;
-    }
-    let raw = std::fs::read_to_string(dir.join(name)).expect("fixture is readable");
-    if name.ends_with(".sse.txt") {
-        return Some(raw.into_bytes());
-    }
-    // chunks.txt: one data payload per line; frame it as Anthropic does.
-    let mut sse = String::new();
-    for line in raw.lines().filter(|l| !l.trim().is_empty()) {
-        let kind = serde_json::from_str::<Value>(line).expect("chunk is JSON")["type"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        sse.push_str(&format!("event: {kind}\ndata: {line}\n\n"));
-    }
-    Some(sse.into_bytes())
+    fixtures::load("anthropic", name, Framing::Typed).map(|mut r| r.remove(0))
 }
 
 fn decode(bytes: Vec<u8>) -> (Result<Response, Error>, Vec<Delta>) {
-    let chunks: Vec<Result<bytes::Bytes, std::io::Error>> = bytes
-        .chunks(7)
-        .map(|c| Ok(bytes::Bytes::copy_from_slice(c)))
-        .collect();
-    let mut deltas = Vec::new();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let result = rt.block_on(decode_stream(futures::stream::iter(chunks), &mut |d| {
-        deltas.push(d)
-    }));
-    (result, deltas)
+    fixtures::decode(
+        bytes,
+        &Anthropic::new(fixtures::http(), "http://unused", None),
+    )
 }
 
 fn check(name: &str, expect: Response) {
@@ -48,17 +21,11 @@ fn check(name: &str, expect: Response) {
     let (got, deltas) = decode(bytes);
     let got = got.unwrap_or_else(|e| panic!("{name}: {e}"));
     assert_eq!(got, expect, "{name}");
-    let streamed: String = deltas
-        .iter()
-        .filter_map(|d| {
-            if let Delta::Text(t) = d {
-                Some(t.as_str())
-            } else {
-                None
-            }
-        })
-        .collect();
-    assert_eq!(streamed, expect.text, "{name}: deltas add up to the text");
+    assert_eq!(
+        fixtures::streamed_text(&deltas),
+        expect.text,
+        "{name}: deltas add up to the text"
+    );
 }
 
 fn usage(input: u64, output: u64, read: u64, write: u64) -> Usage {
@@ -76,6 +43,7 @@ fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
         id: ToolCallId(id.into()),
         name: name.into(),
         arguments,
+        signature: None,
     }
 }
 
@@ -278,29 +246,24 @@ fn mid_stream_error_event_is_reported_not_retried() {
 }
 
 #[test]
-fn http_errors_are_classified() {
-    let body =
-        r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#;
-    let e = http_error(401, body);
-    assert_eq!(
-        (e.kind, e.is_retryable()),
-        (ErrorKind::Authentication, false)
+fn error_bodies_are_read_leniently() {
+    let auth = parse_error(
+        r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,
     );
     assert_eq!(
-        e.message,
-        "Anthropic API error 401 authentication_error: invalid x-api-key"
+        (auth.kind.as_deref(), auth.message.as_deref(), auth.quota),
+        (
+            Some("authentication_error"),
+            Some("invalid x-api-key"),
+            false
+        )
     );
-    assert_eq!(http_error(529, "{}").kind, ErrorKind::Overloaded);
-    assert!(http_error(529, "").is_retryable());
-    assert_eq!(
-        http_error(413, "<html>Request Entity Too Large</html>").kind,
-        ErrorKind::InvalidRequest
+    let spend = parse_error(
+        r#"{"type":"error","error":{"type":"rate_limit_error","message":"cap","details":{"error_code":"enforced_spend_limit_reached"}}}"#,
     );
-    let long = r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#;
-    assert_eq!(http_error(400, long).kind, ErrorKind::ContextLength);
-    let spend = r#"{"type":"error","error":{"type":"rate_limit_error","message":"cap","details":{"error_code":"enforced_spend_limit_reached"}}}"#;
-    assert!(!http_error(429, spend).is_retryable());
-    assert!(http_error(429, "").is_retryable());
+    assert!(spend.quota);
+    let html = parse_error("<html>Request Entity Too Large</html>");
+    assert_eq!((html.kind, html.message), (None, None));
 }
 
 #[test]
@@ -314,6 +277,7 @@ fn history_maps_to_alternating_messages_with_results_first() {
         Turn::Assistant {
             text: "ok".into(),
             reasoning: vec![ReasoningBlock {
+                id: None,
                 text: "hm".into(),
                 signature: Some("sig".into()),
                 redacted: None,
@@ -322,6 +286,7 @@ fn history_maps_to_alternating_messages_with_results_first() {
             usage: Usage::default(),
             response_id: None,
             model: "m".into(),
+            api: Some(ProviderKind::Anthropic),
         },
         Turn::ToolResults {
             results: vec![ToolResult {

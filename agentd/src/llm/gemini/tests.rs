@@ -1,0 +1,225 @@
+//! Replays the recorded Gemini streams (CRLF-framed) through the decoder.
+
+use super::*;
+use crate::llm::fixtures::{self, Framing};
+use serde_json::json;
+
+fn decode(name: &str) -> Option<(Result<Response, Error>, Vec<Delta>)> {
+    let bytes = fixtures::load("gemini", name, Framing::Crlf)?.remove(0);
+    Some(fixtures::decode(
+        bytes,
+        &Gemini::new(fixtures::http(), "http://unused", None),
+    ))
+}
+
+#[test]
+fn a_complete_function_call_with_its_signature() {
+    for name in [
+        "vercel-ai__google-tool-call.chunks.txt",
+        "vercel-ai__google-tool-call-gemini3.chunks.txt",
+    ] {
+        let Some((got, _)) = decode(name) else { return };
+        let got = got.unwrap();
+        assert_eq!(got.tool_calls.len(), 1, "{name}");
+        let call = &got.tool_calls[0];
+        assert_eq!(
+            (call.name.as_str(), &call.arguments),
+            ("weather", &json!({"location": "San Francisco"})),
+            "{name}"
+        );
+        assert!(
+            call.id.as_str().starts_with(LOCAL_ID),
+            "Gemini sent no id: {}",
+            call.id
+        );
+        assert!(
+            call.signature
+                .as_ref()
+                .is_some_and(|s| s.starts_with("Ep") || s.starts_with("Eq")),
+            "{name}"
+        );
+        assert_eq!(
+            got.stop_reason,
+            Some(StopReason::ToolUse),
+            "STOP with calls is a tool turn: {name}"
+        );
+        assert_eq!(got.model.as_deref(), Some("gemini-3-pro-preview"));
+    }
+}
+
+#[test]
+fn text_with_a_trailing_signature_and_cumulative_usage() {
+    let Some((got, deltas)) = decode("vercel-ai__google-reasoning.chunks.txt") else {
+        return;
+    };
+    let got = got.unwrap();
+    let text =
+        "There are **3** \"r\"s in strawberry.\n\nHere is the breakdown: st**r**awbe**rr**y.";
+    assert_eq!(got.text, text);
+    assert_eq!(fixtures::streamed_text(&deltas), text);
+    assert!(
+        got.reasoning[0]
+            .signature
+            .as_ref()
+            .unwrap()
+            .starts_with("Eo0HCooHAb4+")
+    );
+    assert_eq!(
+        got.usage,
+        Usage {
+            input_tokens: 9,
+            output_tokens: 29 + 256,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+            reasoning_tokens: 256
+        }
+    );
+    assert_eq!(got.response_id.as_deref(), Some("dX6LadKVC7SZ28oPr9yJoQs"));
+}
+
+#[test]
+fn vertex_streamed_partial_arguments() {
+    let Some((got, deltas)) = decode("vercel-ai__google-stream-no-args-tool-call.chunks.txt")
+    else {
+        return;
+    };
+    let got = got.unwrap();
+    let calls: Vec<(&str, &Value)> = got
+        .tool_calls
+        .iter()
+        .map(|c| (c.name.as_str(), &c.arguments))
+        .collect();
+    assert_eq!(
+        calls,
+        vec![
+            ("read_theme", &json!({})),
+            ("read_screen", &json!({"id": "A"})),
+            ("read_screen", &json!({"id": "B"})),
+            ("read_screen", &json!({"id": "C"}))
+        ]
+    );
+    assert!(
+        got.tool_calls[0]
+            .signature
+            .as_ref()
+            .unwrap()
+            .starts_with("AY89a18a8/Lo")
+    );
+    let thoughts: String = deltas
+        .iter()
+        .filter_map(|d| {
+            if let Delta::Reasoning(t) = d {
+                Some(t.as_str())
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert_eq!(thoughts.chars().count(), 320);
+    assert_eq!(
+        got.usage,
+        Usage {
+            input_tokens: 249,
+            output_tokens: 58 + 183,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+            reasoning_tokens: 183
+        }
+    );
+}
+
+#[test]
+fn retry_info_in_a_429_body_sets_the_delay() {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/fixtures/providers/gemini");
+    let Ok(body) = std::fs::read_to_string(dir.join("vercel-ai__google-429-retry-info.json"))
+    else {
+        eprintln!("fixtures not present; skipping");
+        return;
+    };
+    let parsed = parse_error(&body);
+    assert_eq!(parsed.retry_after, Some(Duration::from_secs_f64(34.4)));
+    assert_eq!(parsed.kind.as_deref(), Some("RESOURCE_EXHAUSTED"));
+    let e = http::classify("Gemini", 429, &body, parsed, None);
+    assert!(e.is_retryable());
+    assert_eq!(
+        e.message,
+        "Gemini API error 429 RESOURCE_EXHAUSTED: You exceeded your current quota, please check your plan."
+    );
+}
+
+#[test]
+fn eof_before_a_finish_reason_is_truncation() {
+    let sse = "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"half\"}],\"role\":\"model\"}}]}\r\n\r\n";
+    let err = fixtures::decode(
+        sse.as_bytes().to_vec(),
+        &Gemini::new(fixtures::http(), "http://unused", None),
+    )
+    .0
+    .unwrap_err();
+    assert_eq!(
+        err.message,
+        "the response stream ended before a finishReason (truncated response)"
+    );
+}
+
+#[test]
+fn history_echoes_signatures_on_the_same_parts() {
+    use agentd_proto::{InputId, ToolResult};
+    let turns = [
+        Turn::User {
+            text: "weather?".into(),
+            input_id: InputId("i".into()),
+        },
+        Turn::Assistant {
+            text: "Checking.".into(),
+            reasoning: vec![],
+            tool_calls: vec![
+                ToolCall {
+                    id: ToolCallId("g1".into()),
+                    name: "weather".into(),
+                    arguments: json!({"city": "SF"}),
+                    signature: Some("sig".into()),
+                },
+                ToolCall {
+                    id: ToolCallId(format!("{LOCAL_ID}1")),
+                    name: "time".into(),
+                    arguments: json!({}),
+                    signature: None,
+                },
+            ],
+            usage: Usage::default(),
+            response_id: None,
+            model: "m".into(),
+            api: Some(ProviderKind::Gemini),
+        },
+        Turn::ToolResults {
+            results: vec![
+                ToolResult {
+                    call_id: ToolCallId("g1".into()),
+                    content: "sunny".into(),
+                    is_error: false,
+                },
+                ToolResult {
+                    call_id: ToolCallId(format!("{LOCAL_ID}1")),
+                    content: "no clock".into(),
+                    is_error: true,
+                },
+            ],
+        },
+    ];
+    let refs: Vec<&Turn> = turns.iter().collect();
+    assert_eq!(
+        contents(&refs),
+        vec![
+            json!({"role": "user", "parts": [{"text": "weather?"}]}),
+            json!({"role": "model", "parts": [
+                {"text": "Checking."},
+                {"functionCall": {"name": "weather", "args": {"city": "SF"}, "id": "g1"}, "thoughtSignature": "sig"},
+                {"functionCall": {"name": "time", "args": {}}}]}),
+            json!({"role": "user", "parts": [
+                {"functionResponse": {"name": "weather", "id": "g1", "response": {"output": "sunny"}}},
+                {"functionResponse": {"name": "time", "response": {"error": "no clock"}}}]}),
+        ]
+    );
+}
