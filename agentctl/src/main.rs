@@ -68,6 +68,8 @@ enum BusyArg {
 enum Command {
     /// Daemon version, uptime, sessions and providers.
     Status,
+    /// Configured providers and their models.
+    Models,
     /// Create a session and print its id.
     New(NewArgs),
     /// List sessions.
@@ -297,6 +299,28 @@ async fn run(cli: Cli) -> Result<u8> {
                     );
                 }
             });
+        }
+        Command::Models => {
+            let info = conn.call::<m::DaemonInfoMethod>(Empty {}).await?;
+            if json {
+                for p in &info.providers {
+                    print(true, p, |_| {});
+                }
+            } else {
+                for p in &info.providers {
+                    let key = if p.has_key { "key set" } else { "no key" };
+                    let mut models = vec![p.default_model.clone()];
+                    models.extend(p.models.iter().filter(|m| **m != p.default_model).cloned());
+                    println!(
+                        "{:<12} {:<12} {:<8} {}  {}",
+                        p.name,
+                        p.kind,
+                        key,
+                        models.join(", "),
+                        p.base_url
+                    );
+                }
+            }
         }
         Command::New(args) => {
             let snapshot = conn.call::<m::SessionCreate>(create_params(args)?).await?;

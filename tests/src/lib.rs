@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod family;
 pub mod mock;
 pub mod sse;
 
@@ -71,8 +72,17 @@ impl TestDaemon {
 
     /// Starts a daemon with these extra environment variables.
     pub async fn start_with(env: &[(&str, &str)]) -> Result<Self> {
+        Self::start_with_config(env, None).await
+    }
+
+    /// Starts a daemon with these environment variables and, if given, this config file.
+    pub async fn start_with_config(env: &[(&str, &str)], config: Option<&str>) -> Result<Self> {
         // Short paths: sun_path holds 107 bytes.
         let root = tempfile::Builder::new().prefix("ad").tempdir_in("/tmp")?;
+        if let Some(text) = config {
+            std::fs::create_dir_all(root.path().join("config/agentd"))?;
+            std::fs::write(root.path().join("config/agentd/config.toml"), text)?;
+        }
         let socket = root.path().join("run/agentd/agentd.sock");
         let mut daemon = Self {
             child: None,

@@ -1,4 +1,4 @@
-//! A mock Anthropic Messages server on 127.0.0.1: scripted replies (streams, pauses, cuts,
+//! A mock LLM server on 127.0.0.1 for every provider family: scripted replies (streams, pauses, cuts,
 //! HTTP errors), every request recorded for assertions.
 
 use axum::Router;
@@ -51,6 +51,8 @@ pub enum Reply {
 /// A recorded request.
 #[derive(Debug, Clone)]
 pub struct Recorded {
+    /// The path and query (`/v1/messages`, `/v1beta/models/m:streamGenerateContent?alt=sse`).
+    pub path: String,
     /// The JSON body.
     pub body: Value,
     /// The headers (lower-case names).
@@ -94,8 +96,10 @@ impl MockAnthropic {
     /// Starts on an ephemeral port.
     pub async fn start() -> anyhow::Result<Self> {
         let shared = Arc::new(Shared::default());
+        // Every family's endpoint: /v1/messages, /v1/responses, /v1/chat/completions and
+        // /v1beta/models/{model}:streamGenerateContent.
         let app = Router::new()
-            .route("/v1/messages", post(handle))
+            .fallback(post(handle))
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}", listener.local_addr()?);
@@ -149,11 +153,20 @@ impl MockAnthropic {
     }
 }
 
-async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let reply = {
         let mut inner = shared.inner.lock().unwrap_or_else(|e| e.into_inner());
         inner.requests.push(Recorded {
+            path: uri
+                .path_and_query()
+                .map(|p| p.as_str().to_owned())
+                .unwrap_or_default(),
             body: body.clone(),
             headers: headers
                 .iter()

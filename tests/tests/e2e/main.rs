@@ -6,6 +6,7 @@
 mod cli;
 mod control;
 mod daemon;
+mod families;
 mod loop_basics;
 mod protocol;
 mod provider;

@@ -94,7 +94,7 @@ async fn error_paths_answer_and_the_connection_stays_usable() {
         bad_provider["error"]["message"]
             .as_str()
             .unwrap()
-            .starts_with("invalid config: unknown provider \"nope\""),
+            .starts_with("unknown provider \"nope\"; configured: anthropic, gemini, openai"),
         "{bad_provider}"
     );
 

@@ -1,0 +1,362 @@
+//! The same scenarios against every provider family, each speaking its own wire format through
+//! the mock: a tool round trip, retries, authentication failure, context overflow, a broken
+//! stream; and one session switching provider and model between inputs.
+
+use crate::{data_of, of_kind};
+use agentd_tests::family::Family;
+use agentd_tests::mock::{Chunk, MockAnthropic, Reply};
+use agentd_tests::{RawClient, TestDaemon};
+use serde_json::{Value, json};
+
+struct FamilySetup {
+    mock: MockAnthropic,
+    _daemon: TestDaemon,
+    client: RawClient,
+    session: String,
+    _workdir: tempfile::TempDir,
+}
+
+async fn setup(family: Family) -> FamilySetup {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = Family::daemon(&mock).await.unwrap();
+    let mut client = daemon.client().await.unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    let session = daemon
+        .create_session(
+            &mut client,
+            workdir.path(),
+            json!({"provider": family.provider()}),
+        )
+        .await
+        .unwrap();
+    FamilySetup {
+        mock,
+        _daemon: daemon,
+        client,
+        session,
+        _workdir: workdir,
+    }
+}
+
+impl FamilySetup {
+    async fn run(&mut self, text: &str) -> Vec<Value> {
+        let since = self
+            .client
+            .call("session/get", json!({"session_id": self.session}))
+            .await
+            .unwrap()["last_seq"]
+            .as_u64()
+            .unwrap();
+        self.client
+            .subscribe(&self.session, Some(since))
+            .await
+            .unwrap();
+        self.client
+            .call(
+                "session/submit",
+                json!({"session_id": self.session, "text": text}),
+            )
+            .await
+            .unwrap();
+        self.client
+            .events_until("processing_end", |_| true)
+            .await
+            .unwrap()
+    }
+}
+
+macro_rules! each_family {
+    ($($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            use agentd_tests::family::Family;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn anthropic() { super::$scenario(Family::Anthropic).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn openai() { super::$scenario(Family::OpenAi).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn openai_chat() { super::$scenario(Family::Chat).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn gemini() { super::$scenario(Family::Gemini).await }
+        }
+    )*};
+}
+
+each_family!(
+    tool_round_trip,
+    retried_then_answered,
+    authentication_failure_closes,
+    context_overflow_warns,
+    broken_stream_is_an_error
+);
+
+async fn tool_round_trip(family: Family) {
+    let mut s = setup(family).await;
+    s.mock.push_stream(family.tools(
+        "Let me look.",
+        &[("call_1", "shell", json!({"command": "echo hello"}))],
+    ));
+    s.mock.push_stream(family.text("All done."));
+    let events = s.run("say hello").await;
+
+    let end = of_kind(&events, "tool_call_end")[0];
+    assert_eq!(end["data"]["call_id"], "call_1");
+    assert!(
+        end["data"]["output"]
+            .as_str()
+            .unwrap()
+            .starts_with("hello\n[exit code: 0"),
+        "{end}"
+    );
+    assert_eq!(
+        data_of(&events, "assistant_text_end", "text"),
+        ["Let me look.", "All done."]
+    );
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "completed"
+    );
+    let usage = of_kind(&events, "usage");
+    assert_eq!(
+        usage[1]["data"]["total"]["cache_read_tokens"], 100,
+        "{family:?}: cached input counted apart"
+    );
+    assert_eq!(usage[1]["data"]["total"]["input_tokens"], 200);
+
+    let requests = s.mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].path, family.path());
+    let auth = match family {
+        Family::Anthropic => requests[0].header("x-api-key"),
+        Family::OpenAi => requests[0].header("authorization"),
+        Family::Gemini => requests[0].header("x-goog-api-key"),
+        Family::Chat => Some("none needed"),
+    };
+    assert!(
+        matches!(auth, Some("test-key" | "Bearer test-key" | "none needed")),
+        "{family:?}: {auth:?}"
+    );
+    let results = family.results(&requests[1].body);
+    assert_eq!(results.len(), 1, "{family:?}: {results:?}");
+    assert_eq!(results[0].0, "call_1");
+    assert!(
+        results[0].1.starts_with("hello\n[exit code: 0"),
+        "{family:?}: {results:?}"
+    );
+    if family == Family::Gemini {
+        // The signature goes back on the very part it came with.
+        let model_turn = &requests[1].body["contents"][1];
+        assert_eq!(model_turn["role"], "model");
+        assert_eq!(
+            model_turn["parts"][1]["thoughtSignature"], "c2lnbmF0dXJl",
+            "{model_turn}"
+        );
+    }
+}
+
+async fn retried_then_answered(family: Family) {
+    let mut s = setup(family).await;
+    let reply = match family {
+        // Gemini puts the delay in the body (RetryInfo), not in a header.
+        Family::Gemini => Reply::Status(
+            429,
+            vec![],
+            json!({"error": {"code": 429, "message": "slow down", "status": "RESOURCE_EXHAUSTED",
+                "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "0.1s"}]}})
+            .to_string(),
+        ),
+        _ => family.error(429, "slow down", vec![("retry-after".into(), "0.1".into())]),
+    };
+    s.mock.push(reply);
+    s.mock
+        .push(family.error(503, "busy", vec![("retry-after-ms".into(), "50".into())]));
+    s.mock.push_stream(family.text("made it"));
+    let events = s.run("hi").await;
+    let warnings = data_of(&events, "warning", "message");
+    assert_eq!(warnings.len(), 2, "{family:?}: {warnings:?}");
+    assert!(
+        warnings[0].contains("429")
+            && warnings[0].ends_with("slow down; retrying in 0.1s (attempt 2)"),
+        "{}",
+        warnings[0]
+    );
+    assert!(
+        warnings[1].ends_with("busy; retrying in 0.1s (attempt 3)")
+            || warnings[1].ends_with("busy; retrying in 0.0s (attempt 3)"),
+        "{}",
+        warnings[1]
+    );
+    assert_eq!(data_of(&events, "assistant_text_end", "text"), ["made it"]);
+    assert_eq!(s.mock.requests().len(), 3);
+}
+
+async fn authentication_failure_closes(family: Family) {
+    let mut s = setup(family).await;
+    let status = if family == Family::Gemini { 403 } else { 401 };
+    s.mock.push(family.error(status, "bad key", vec![]));
+    s.client.subscribe(&s.session, Some(0)).await.unwrap();
+    s.client
+        .call(
+            "session/submit",
+            json!({"session_id": s.session, "text": "hi"}),
+        )
+        .await
+        .unwrap();
+    let events = s
+        .client
+        .events_until("session_end", |_| true)
+        .await
+        .unwrap();
+    let error = of_kind(&events, "error")[0];
+    assert_eq!(error["data"]["fatal"], true);
+    assert!(
+        error["data"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("bad key"),
+        "{error}"
+    );
+    assert_eq!(s.mock.requests().len(), 1, "not retried");
+}
+
+async fn context_overflow_warns(family: Family) {
+    let mut s = setup(family).await;
+    s.mock.push(family.error(
+        400,
+        "This model's maximum context length is 8192 tokens",
+        vec![],
+    ));
+    let events = s.run("huge").await;
+    let warnings = data_of(&events, "warning", "message");
+    assert!(
+        warnings[0].starts_with("context window exceeded"),
+        "{family:?}: {warnings:?}"
+    );
+    s.mock.push_stream(family.text("fits now"));
+    let events = s.run("small").await;
+    assert_eq!(data_of(&events, "assistant_text_end", "text"), ["fits now"]);
+}
+
+async fn broken_stream_is_an_error(family: Family) {
+    let mut s = setup(family).await;
+    let mut cut = family.text("this reply will be cut off before its end");
+    cut.truncate(2);
+    cut.push(Chunk::Cut);
+    s.mock.push_stream(cut);
+    let mut early = family.text("this one just stops");
+    early.truncate(2);
+    s.mock.push_stream(early);
+    let events = s.run("one").await;
+    assert_eq!(of_kind(&events, "error")[0]["data"]["fatal"], false);
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "error"
+    );
+    let events = s.run("two").await;
+    let message = data_of(&events, "error", "message");
+    assert!(
+        message[0].contains("ended before") && message[0].ends_with("(truncated response)"),
+        "{family:?}: {message:?}"
+    );
+    s.mock.push_stream(family.text("recovered"));
+    let events = s.run("three").await;
+    assert_eq!(
+        data_of(&events, "assistant_text_end", "text")
+            .last()
+            .unwrap(),
+        "recovered"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_session_switches_provider_model_and_effort_between_inputs() {
+    let mut s = setup(Family::Anthropic).await;
+    s.mock.push_stream(Family::Anthropic.text("from claude"));
+    s.run("first").await;
+
+    let snapshot = s
+        .client
+        .call(
+            "session/set_config",
+            json!({"session_id": s.session, "config": {"provider": "gemini"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            snapshot["config"]["provider"].as_str(),
+            snapshot["config"]["model"].as_str()
+        ),
+        (Some("gemini"), Some("gemini-mock"))
+    );
+    s.mock.push_stream(Family::Gemini.text("from gemini"));
+    s.run("second").await;
+
+    s.client
+        .call("session/set_config", json!({"session_id": s.session, "config": {"provider": "openai", "model": "gpt-mock-2", "reasoning_effort": "low"}}))
+        .await
+        .unwrap();
+    s.mock.push_stream(Family::OpenAi.text("from gpt"));
+    let events = s.run("third").await;
+    assert_eq!(data_of(&events, "assistant_text_end", "text"), ["from gpt"]);
+
+    let requests = s.mock.requests();
+    let paths: Vec<&str> = requests.iter().map(|r| r.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            Family::Anthropic.path(),
+            Family::Gemini.path(),
+            Family::OpenAi.path()
+        ]
+    );
+    // Each provider gets the whole conversation in its own format.
+    let gemini = &requests[1].body["contents"];
+    assert_eq!(
+        gemini[0],
+        json!({"role": "user", "parts": [{"text": "first"}]})
+    );
+    assert_eq!(
+        gemini[1],
+        json!({"role": "model", "parts": [{"text": "from claude"}]})
+    );
+    let openai = &requests[2].body;
+    assert_eq!(openai["model"], "gpt-mock-2");
+    assert_eq!(
+        openai["reasoning"],
+        json!({"effort": "low", "summary": "auto"})
+    );
+    assert_eq!(
+        openai["input"][3],
+        json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "from gemini"}]})
+    );
+
+    let unknown = s
+        .client
+        .request(
+            "session/set_config",
+            json!({"session_id": s.session, "config": {"provider": "nope"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(unknown["error"]["data"]["kind"], "invalid_config");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ollama_endpoint_from_three_lines_of_config_is_listed() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = Family::daemon(&mock).await.unwrap();
+    let out = daemon.agentctl(&["models"], None).await.unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(
+        text.lines().any(|l| l.starts_with("local")
+            && l.contains("openai_chat")
+            && l.contains("local-model")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("gemini") && l.contains("gemini-mock")),
+        "{text}"
+    );
+}
