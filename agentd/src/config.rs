@@ -128,6 +128,37 @@ impl ProviderConfig {
     }
 }
 
+/// A model's price in US dollars per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// Uncached input.
+    pub input: f64,
+    /// Output, reasoning included.
+    pub output: f64,
+    /// Input read from the cache (default: the input price).
+    pub cache_read: Option<f64>,
+    /// Input written to the cache (default: the input price).
+    pub cache_write: Option<f64>,
+}
+
+impl Price {
+    /// What `usage` costs.
+    pub fn cost(&self, usage: &agentd_proto::Usage) -> f64 {
+        let per = |tokens: u64, price: f64| tokens as f64 * price / 1_000_000.0;
+        per(usage.input_tokens, self.input)
+            + per(usage.output_tokens, self.output)
+            + per(
+                usage.cache_read_tokens,
+                self.cache_read.unwrap_or(self.input),
+            )
+            + per(
+                usage.cache_write_tokens,
+                self.cache_write.unwrap_or(self.input),
+            )
+    }
+}
+
 /// The daemon's configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -139,6 +170,8 @@ pub struct Config {
     pub session_defaults: ConfigPatch,
     /// `tracing` filter, e.g. `info` or `agentd=debug`.
     pub log_level: String,
+    /// Prices by model name, to report costs.
+    pub pricing: BTreeMap<String, Price>,
     /// The file this came from, if any.
     pub source: Option<PathBuf>,
 }
@@ -176,6 +209,8 @@ struct FileConfig {
     providers: BTreeMap<String, FileProvider>,
     #[serde(default)]
     session: ConfigPatch,
+    #[serde(default)]
+    pricing: BTreeMap<String, Price>,
 }
 
 #[derive(Deserialize)]
@@ -324,6 +359,7 @@ impl Config {
             default_provider,
             providers,
             session_defaults: file.session,
+            pricing: file.pricing,
             log_level: env("AGENTD_LOG")
                 .or(file.log_level)
                 .unwrap_or_else(|| "info".into()),
@@ -447,6 +483,56 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("providers.local.kind"), "{err}");
+    }
+
+    #[test]
+    fn prices_turn_tokens_into_dollars() {
+        let c = build(
+            "[pricing.\"m\"]\ninput = 3.0\noutput = 15.0\ncache_read = 0.3\n",
+            &[],
+        )
+        .unwrap();
+        let usage = agentd_proto::Usage {
+            input_tokens: 1_000_000,
+            output_tokens: 100_000,
+            cache_read_tokens: 1_000_000,
+            cache_write_tokens: 1_000_000,
+            ..Default::default()
+        };
+        // 3 + 1.5 + 0.3 + 3 (cache writes default to the input price)
+        assert!((c.pricing["m"].cost(&usage) - 7.8).abs() < 1e-9);
+        let err = build("[pricing.m]\ninput = 1\noutpt = 2\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("outpt"), "{err}");
+    }
+
+    #[test]
+    fn named_endpoints_need_a_base_url_and_a_model() {
+        let c = build("[providers.ollama]\nkind = \"openai_chat\"\nbase_url = \"http://127.0.0.1:11434/v1\"\ndefault_model = \"qwen3\"\n", &[]).unwrap();
+        let p = &c.providers["ollama"];
+        assert!(p.is_usable(), "local servers need no key");
+        assert_eq!(
+            (p.kind, p.default_model.as_str()),
+            (ProviderKind::OpenaiChat, "qwen3")
+        );
+        let err = build(
+            "[providers.x]\nkind = \"openai_chat\"\ndefault_model = \"m\"\n",
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("providers.x.base_url is missing"), "{err}");
+        let c = build(
+            "",
+            &[
+                ("OPENAI_API_KEY", "k"),
+                ("GEMINI_BASE_URL", "http://127.0.0.1:1"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.providers["openai"].base_url, "https://api.openai.com/v1");
+        assert!(c.providers["openai"].is_usable() && c.providers["gemini"].is_usable());
     }
 
     #[test]

@@ -39,7 +39,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Token counts for one LLM call, or summed over a session.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Usage {
     /// Input tokens that were not read from the provider's cache.
     pub input_tokens: u64,
@@ -54,6 +54,9 @@ pub struct Usage {
     /// Output tokens spent on reasoning, where the provider reports them.
     #[serde(default)]
     pub reasoning_tokens: u64,
+    /// Cost in US dollars, when the daemon's config has a price for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 impl Usage {
@@ -64,6 +67,9 @@ impl Usage {
         self.cache_read_tokens += other.cache_read_tokens;
         self.cache_write_tokens += other.cache_write_tokens;
         self.reasoning_tokens += other.reasoning_tokens;
+        if let Some(cost) = other.cost_usd {
+            *self.cost_usd.get_or_insert(0.0) += cost;
+        }
     }
 }
 

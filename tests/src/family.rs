@@ -45,7 +45,8 @@ impl Family {
     pub async fn daemon(mock: &MockAnthropic) -> anyhow::Result<TestDaemon> {
         let config = format!(
             "[providers.local]\nkind = \"openai_chat\"\nbase_url = \"{}/v1\"\ndefault_model = \"local-model\"\n\n\
-             [providers.gemini]\ndefault_model = \"gemini-mock\"\n",
+             [providers.gemini]\ndefault_model = \"gemini-mock\"\n\n\
+             [pricing.\"gemini-mock\"]\ninput = 1.0\noutput = 2.0\n",
             mock.url
         );
         let v1 = format!("{}/v1", mock.url);

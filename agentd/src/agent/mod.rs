@@ -30,8 +30,9 @@ pub trait Host: Send + Sync {
     fn config(&self) -> SessionConfig;
     /// Removes and returns every queued steering message.
     fn drain_steering(&self) -> Vec<QueuedInput>;
-    /// Adds one call's usage; returns the session total.
-    fn add_usage(&self, usage: &Usage) -> Usage;
+    /// Prices one call's usage (when the model has a price) and adds it to the session's
+    /// total; returns the total.
+    fn add_usage(&self, usage: &mut Usage) -> Usage;
     /// The system prompt for `model`.
     fn system_prompt(&self, model: &str) -> String;
 }
@@ -170,7 +171,8 @@ impl Agent<'_> {
                 Some(Ok(r)) => r,
             };
 
-            let total = host.add_usage(&response.usage);
+            let mut response = response;
+            let total = host.add_usage(&mut response.usage);
             host.emit(EventBody::Usage {
                 call: response.usage,
                 total,

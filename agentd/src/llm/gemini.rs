@@ -265,6 +265,7 @@ fn usage(u: &Value) -> Option<Usage> {
         cache_read_tokens: cached,
         cache_write_tokens: 0,
         reasoning_tokens: thoughts,
+        cost_usd: None,
     })
 }
 

@@ -152,6 +152,7 @@ fn usage(u: &Value) -> Option<Usage> {
         reasoning_tokens: u["output_tokens_details"]["reasoning_tokens"]
             .as_u64()
             .unwrap_or(0),
+        cost_usd: None,
     })
 }
 

@@ -14,6 +14,7 @@ pub use events::{EventLog, LIVE_BUFFER, Subscription, now};
 pub use registry::Registry;
 
 use crate::agent::Host;
+use crate::config::Price;
 use crate::exec::ExecutionEnvironment;
 use crate::llm::{ProviderSet, RetryPolicy};
 use crate::profile::{EnvironmentContext, Profile};
@@ -22,7 +23,7 @@ use agentd_proto::{
     QueueContents, QueuedInput, SessionConfig, SessionId, SessionSnapshot, SessionState,
     SessionSummary, SubmitResponse, Turn, Usage, WhenBusy,
 };
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -77,6 +78,8 @@ pub struct SessionSpec {
     pub instructions: Option<String>,
     /// Retry policy for LLM calls.
     pub retry: RetryPolicy,
+    /// Prices by model, to report costs (may be empty).
+    pub prices: Arc<BTreeMap<String, Price>>,
 }
 
 pub(crate) enum Command {
@@ -115,6 +118,7 @@ pub struct Session {
     created: String,
     context: EnvironmentContext,
     env: Arc<dyn ExecutionEnvironment>,
+    prices: Arc<BTreeMap<String, Price>>,
     events: EventLog,
     control: Mutex<Control>,
     config: Mutex<SessionConfig>,
@@ -153,6 +157,7 @@ impl Session {
             created: now(),
             context,
             env: spec.env,
+            prices: spec.prices,
             control: Mutex::new(Control {
                 state: SessionState::Idle,
                 closing: false,
@@ -508,7 +513,10 @@ impl Host for Session {
         drained
     }
 
-    fn add_usage(&self, usage: &Usage) -> Usage {
+    fn add_usage(&self, usage: &mut Usage) -> Usage {
+        if let Some(price) = self.prices.get(&self.config().model) {
+            usage.cost_usd = Some(price.cost(usage));
+        }
         let mut total = lock(&self.usage);
         total.add(usage);
         *total

@@ -2,7 +2,7 @@
 //! profile from the daemon's configuration.
 
 use super::{Error, Session, SessionSpec};
-use crate::config::{Config, ProviderConfig};
+use crate::config::{Config, Price, ProviderConfig};
 use crate::exec::{EnvPolicy, LocalExecutionEnvironment};
 use crate::llm::{
     Provider, ProviderSet, RetryPolicy, anthropic::Anthropic, gemini::Gemini, openai::OpenAi,
@@ -13,6 +13,7 @@ use agentd_proto::{
     ConfigPatch, CreateParams, DaemonEvent, ProviderKind, SessionId, SessionSnapshot, SessionState,
 };
 use dashmap::DashMap;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +26,7 @@ pub struct Registry {
     config: Arc<Config>,
     /// Every usable provider, built once and shared by all sessions.
     providers: ProviderSet,
+    prices: Arc<BTreeMap<String, Price>>,
     daemon_events: broadcast::Sender<DaemonEvent>,
     tasks: TaskTracker,
     retry: RetryPolicy,
@@ -52,6 +54,7 @@ impl Registry {
         }
         Self {
             sessions: DashMap::new(),
+            prices: Arc::new(config.pricing.clone()),
             config,
             providers,
             daemon_events: broadcast::channel(256).0,
@@ -115,6 +118,7 @@ impl Registry {
             config,
             instructions: params.instructions,
             retry: self.retry.clone(),
+            prices: self.prices.clone(),
         };
         let session = Session::spawn(spec, Some(self.daemon_events.clone()), &self.tasks);
         self.sessions.insert(id.clone(), session.clone());

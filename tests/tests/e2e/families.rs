@@ -360,3 +360,28 @@ async fn an_ollama_endpoint_from_three_lines_of_config_is_listed() {
         "{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_price_table_turns_usage_into_cost() {
+    let mut s = setup(Family::Gemini).await;
+    s.mock.push_stream(Family::Gemini.text("priced"));
+    s.mock.push_stream(Family::Gemini.text("again"));
+    s.run("one").await;
+    let events = s.run("two").await;
+    // 100 uncached input at $1/M, 50 cached at the input price, 20 output at $2/M.
+    let usage = &of_kind(&events, "usage")[0]["data"];
+    assert!(
+        (usage["call"]["cost_usd"].as_f64().unwrap() - 0.000_19).abs() < 1e-12,
+        "{usage}"
+    );
+    assert!(
+        (usage["total"]["cost_usd"].as_f64().unwrap() - 0.000_38).abs() < 1e-12,
+        "{usage}"
+    );
+    let snapshot = s
+        .client
+        .call("session/get", json!({"session_id": s.session}))
+        .await
+        .unwrap();
+    assert!((snapshot["usage"]["cost_usd"].as_f64().unwrap() - 0.000_38).abs() < 1e-12);
+}

@@ -71,7 +71,8 @@ fn text_with_a_trailing_signature_and_cumulative_usage() {
             output_tokens: 29 + 256,
             cache_read_tokens: 0,
             cache_write_tokens: 0,
-            reasoning_tokens: 256
+            reasoning_tokens: 256,
+            cost_usd: None,
         }
     );
     assert_eq!(got.response_id.as_deref(), Some("dX6LadKVC7SZ28oPr9yJoQs"));
@@ -123,7 +124,8 @@ fn vertex_streamed_partial_arguments() {
             output_tokens: 58 + 183,
             cache_read_tokens: 0,
             cache_write_tokens: 0,
-            reasoning_tokens: 183
+            reasoning_tokens: 183,
+            cost_usd: None,
         }
     );
 }

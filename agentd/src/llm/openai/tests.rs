@@ -130,7 +130,8 @@ fn two_messages_in_one_response() {
             output_tokens: 463,
             cache_read_tokens: 3072,
             cache_write_tokens: 0,
-            reasoning_tokens: 64
+            reasoning_tokens: 64,
+            cost_usd: None,
         }
     );
 }
@@ -166,7 +167,8 @@ fn lm_studio_sends_arguments_only_when_done() {
             output_tokens: 61,
             cache_read_tokens: 2,
             cache_write_tokens: 0,
-            reasoning_tokens: 48
+            reasoning_tokens: 48,
+            cost_usd: None,
         }
     );
 }

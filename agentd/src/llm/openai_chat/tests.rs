@@ -29,6 +29,7 @@ fn usage(input: u64, output: u64, cached: u64, reasoning: u64) -> Usage {
         cache_read_tokens: cached,
         cache_write_tokens: 0,
         reasoning_tokens: reasoning,
+        cost_usd: None,
     }
 }
 
