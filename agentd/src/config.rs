@@ -48,6 +48,8 @@ pub struct ProviderConfig {
     pub context_window_tokens: u64,
     /// Models to list (informational).
     pub models: Vec<String>,
+    /// Anthropic beta flags, sent as the `anthropic-beta` header.
+    pub beta_headers: Vec<String>,
 }
 
 /// Built-in facts per family: the conventional base URL (as each vendor's SDK spells it), the
@@ -223,6 +225,8 @@ struct FileProvider {
     context_window_tokens: Option<u64>,
     #[serde(default)]
     models: Vec<String>,
+    #[serde(default)]
+    beta_headers: Vec<String>,
 }
 
 /// The spec's defaults (spec 2.2) for a session on `provider` with `model`.
@@ -345,6 +349,10 @@ impl Config {
                     .as_ref()
                     .and_then(|p| p.context_window_tokens)
                     .unwrap_or(defaults.context_window_tokens),
+                beta_headers: p
+                    .as_ref()
+                    .map(|p| p.beta_headers.clone())
+                    .unwrap_or_default(),
                 models: p.map(|p| p.models).unwrap_or_default(),
             };
             providers.insert(name, provider);

@@ -44,7 +44,8 @@ impl Family {
     /// A daemon that reaches every family through `mock`.
     pub async fn daemon(mock: &MockAnthropic) -> anyhow::Result<TestDaemon> {
         let config = format!(
-            "[providers.local]\nkind = \"openai_chat\"\nbase_url = \"{}/v1\"\ndefault_model = \"local-model\"\n\n\
+            "[providers.anthropic]\nbeta_headers = [\"interleaved-thinking-2025-05-14\"]\n\n\
+             [providers.local]\nkind = \"openai_chat\"\nbase_url = \"{}/v1\"\ndefault_model = \"local-model\"\n\n\
              [providers.gemini]\ndefault_model = \"gemini-mock\"\n\n\
              [pricing.\"gemini-mock\"]\ninput = 1.0\noutput = 2.0\n",
             mock.url

@@ -25,6 +25,8 @@ pub struct Anthropic {
     http: reqwest::Client,
     base_url: String,
     api_key: Option<ApiKey>,
+    /// Joined into the `anthropic-beta` header when not empty.
+    betas: String,
 }
 
 impl Anthropic {
@@ -34,7 +36,14 @@ impl Anthropic {
             http,
             base_url: base_url.trim_end_matches('/').to_owned(),
             api_key,
+            betas: String::new(),
         }
+    }
+
+    /// Sends these beta flags (for example `interleaved-thinking-2025-05-14`) with every request.
+    pub fn with_betas(mut self, betas: &[String]) -> Self {
+        self.betas = betas.join(",");
+        self
     }
 }
 
@@ -53,6 +62,9 @@ impl Provider for Anthropic {
             .json(&request_body(request));
         if let Some(key) = &self.api_key {
             http = http.header("x-api-key", key.expose());
+        }
+        if !self.betas.is_empty() {
+            http = http.header("anthropic-beta", &self.betas);
         }
         http::send(http, "Anthropic", parse_error).await
     }

@@ -45,7 +45,9 @@ impl Registry {
         for p in config.providers.values().filter(|p| p.is_usable()) {
             let (base, key) = (p.base_url.as_str(), p.api_key.clone());
             let provider: Arc<dyn Provider> = match p.kind {
-                ProviderKind::Anthropic => Arc::new(Anthropic::new(http.clone(), base, key)),
+                ProviderKind::Anthropic => {
+                    Arc::new(Anthropic::new(http.clone(), base, key).with_betas(&p.beta_headers))
+                }
                 ProviderKind::Openai => Arc::new(OpenAi::new(http.clone(), base, key)),
                 ProviderKind::OpenaiChat => Arc::new(OpenAiChat::new(http.clone(), base, key)),
                 ProviderKind::Gemini => Arc::new(Gemini::new(http.clone(), base, key)),

@@ -142,6 +142,12 @@ async fn tool_round_trip(family: Family) {
         results[0].1.starts_with("hello\n[exit code: 0"),
         "{family:?}: {results:?}"
     );
+    if family == Family::Anthropic {
+        assert_eq!(
+            requests[0].header("anthropic-beta"),
+            Some("interleaved-thinking-2025-05-14")
+        );
+    }
     if family == Family::Gemini {
         // The signature goes back on the very part it came with.
         let model_turn = &requests[1].body["contents"][1];
