@@ -55,6 +55,9 @@ struct NewArgs {
     /// Extra instructions appended to the system prompt.
     #[arg(long)]
     instructions: Option<String>,
+    /// Refuse file writes and deletes (commands still run).
+    #[arg(long)]
+    read_only: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -269,6 +272,7 @@ fn create_params(args: NewArgs) -> Result<CreateParams> {
         config: None,
         title: args.title,
         instructions: args.instructions,
+        read_only: args.read_only,
     })
 }
 

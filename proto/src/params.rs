@@ -177,7 +177,7 @@ pub struct CreateParams {
     /// Model; the provider's default if absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    /// Tool profile; the provider's own if absent.
+    /// Tool profile (`openai`, `anthropic`, `gemini`, `bash`); the provider's own if absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
     /// Overrides of the configured session defaults.
@@ -189,6 +189,9 @@ pub struct CreateParams {
     /// Instructions appended last to the system prompt (spec 6.1, layer 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
+    /// Refuse every file write and delete (commands still run).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
 }
 
 /// Parameters of every method that names only a session.

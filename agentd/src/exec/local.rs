@@ -2,7 +2,8 @@
 
 use super::utf8::Utf8Decoder;
 use super::{
-    DirEntry, EnvPolicy, Error, ExecRequest, ExecResult, ExecutionEnvironment, OutputSink,
+    DirEntry, EnvPolicy, Error, ExecRequest, ExecResult, ExecutionEnvironment, GrepOptions,
+    OutputSink, search,
 };
 use agentd_proto::OutputStream;
 use async_trait::async_trait;
@@ -155,6 +156,13 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
             .map_err(|e| Error::io(&path, e))
     }
 
+    async fn remove_file(&self, path: &Path) -> Result<(), Error> {
+        let path = self.resolve(path);
+        tokio::fs::remove_file(&path)
+            .await
+            .map_err(|e| Error::io(&path, e))
+    }
+
     async fn file_exists(&self, path: &Path) -> bool {
         tokio::fs::try_exists(self.resolve(path))
             .await
@@ -163,12 +171,7 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
 
     async fn list_directory(&self, path: &Path, depth: usize) -> Result<Vec<DirEntry>, Error> {
         let root = self.resolve(path);
-        tokio::task::spawn_blocking(move || list_blocking(&root, depth.max(1)))
-            .await
-            .map_err(|e| Error::Io {
-                path: PathBuf::new(),
-                source: std::io::Error::other(e),
-            })?
+        blocking(move || list_blocking(&root, depth.max(1))).await
     }
 
     async fn exec_command(
@@ -279,6 +282,17 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         })
     }
 
+    async fn grep(&self, mut options: GrepOptions) -> Result<String, Error> {
+        options.path = self.resolve(&options.path);
+        let root = self.cwd.clone();
+        blocking(move || search::grep(&root, &options)).await
+    }
+
+    async fn glob(&self, pattern: &str, base: &Path) -> Result<Vec<String>, Error> {
+        let (root, base, pattern) = (self.cwd.clone(), self.resolve(base), pattern.to_owned());
+        blocking(move || search::glob(&root, &base, &pattern)).await
+    }
+
     async fn terminate_all(&self) {
         let groups: Vec<i32> = {
             let mut g = self.groups.lock().unwrap_or_else(|e| e.into_inner());
@@ -286,6 +300,18 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         };
         futures::future::join_all(groups.into_iter().map(terminate_group)).await;
     }
+}
+
+/// Runs filesystem work off the async threads.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Error> + Send + 'static,
+) -> Result<T, Error> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Io {
+            path: PathBuf::new(),
+            source: std::io::Error::other(e),
+        })?
 }
 
 async fn read_some<R: tokio::io::AsyncRead + Unpin>(

@@ -5,10 +5,12 @@
 
 mod env_filter;
 mod local;
+mod search;
 mod utf8;
 
 pub use env_filter::EnvPolicy;
 pub use local::LocalExecutionEnvironment;
+pub use search::{GrepMode, GrepOptions};
 
 use agentd_proto::OutputStream;
 use async_trait::async_trait;
@@ -112,6 +114,8 @@ pub trait ExecutionEnvironment: Send + Sync {
     async fn read_file(&self, path: &Path) -> Result<Vec<u8>, Error>;
     /// Writes a whole file, creating parent directories.
     async fn write_file(&self, path: &Path, content: &[u8]) -> Result<(), Error>;
+    /// Removes a file.
+    async fn remove_file(&self, path: &Path) -> Result<(), Error>;
     /// Whether a path exists.
     async fn file_exists(&self, path: &Path) -> bool;
     /// Lists a directory down to `depth` levels (1 = direct children).
@@ -127,6 +131,10 @@ pub trait ExecutionEnvironment: Send + Sync {
     /// Terminates every process this environment started that is still alive (commands that
     /// left background children behind). Called when a session aborts or closes.
     async fn terminate_all(&self);
+    /// Searches file contents; returns the report (spec 4.1 `grep`).
+    async fn grep(&self, options: GrepOptions) -> Result<String, Error>;
+    /// Files under `base` matching `pattern`, newest first, relative to the working directory.
+    async fn glob(&self, pattern: &str, base: &Path) -> Result<Vec<String>, Error>;
 
     /// Resolves `path` against the working directory.
     fn resolve(&self, path: &Path) -> PathBuf {
@@ -160,6 +168,11 @@ impl<E: ExecutionEnvironment> ExecutionEnvironment for ReadOnly<E> {
             "write operations are disabled in read-only mode".into(),
         ))
     }
+    async fn remove_file(&self, _path: &Path) -> Result<(), Error> {
+        Err(Error::NotAllowed(
+            "write operations are disabled in read-only mode".into(),
+        ))
+    }
     async fn file_exists(&self, path: &Path) -> bool {
         self.0.file_exists(path).await
     }
@@ -176,5 +189,11 @@ impl<E: ExecutionEnvironment> ExecutionEnvironment for ReadOnly<E> {
     }
     async fn terminate_all(&self) {
         self.0.terminate_all().await
+    }
+    async fn grep(&self, options: GrepOptions) -> Result<String, Error> {
+        self.0.grep(options).await
+    }
+    async fn glob(&self, pattern: &str, base: &Path) -> Result<Vec<String>, Error> {
+        self.0.glob(pattern, base).await
     }
 }

@@ -4,6 +4,7 @@
 use super::{Command, Session, lock};
 use crate::agent::{Agent, Outcome};
 use crate::llm::{ProviderSet, RetryPolicy};
+use crate::profile::EnvironmentContext;
 use agentd_proto::{EventBody, ProcessingEndReason, QueuedInput, SessionState};
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
@@ -19,6 +20,10 @@ pub(super) struct Actor {
 
 impl Actor {
     pub(super) async fn run(self, mut commands: mpsc::Receiver<Command>) {
+        let session = &self.session;
+        let context =
+            EnvironmentContext::capture(session.env.as_ref(), session.profile.doc_names).await;
+        let _ = session.context.set(context);
         while let Some(command) = commands.recv().await {
             match command {
                 Command::Process(input, token) => {

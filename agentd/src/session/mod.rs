@@ -116,7 +116,8 @@ pub struct Session {
     profile: Profile,
     instructions: Option<String>,
     created: String,
-    context: EnvironmentContext,
+    /// Captured by the session task before it takes its first command.
+    context: std::sync::OnceLock<EnvironmentContext>,
     env: Arc<dyn ExecutionEnvironment>,
     prices: Arc<BTreeMap<String, Price>>,
     events: EventLog,
@@ -146,7 +147,6 @@ impl Session {
         tasks: &tokio_util::task::TaskTracker,
     ) -> Arc<Self> {
         let (commands, rx) = mpsc::channel(8);
-        let context = EnvironmentContext::capture(spec.env.as_ref());
         let session = Arc::new(Self {
             events: EventLog::new(spec.id.clone()),
             id: spec.id,
@@ -155,7 +155,7 @@ impl Session {
             profile: spec.profile,
             instructions: spec.instructions,
             created: now(),
-            context,
+            context: std::sync::OnceLock::new(),
             env: spec.env,
             prices: spec.prices,
             control: Mutex::new(Control {
@@ -523,9 +523,22 @@ impl Host for Session {
     }
 
     fn system_prompt(&self, model: &str) -> String {
+        let fallback;
+        let context = match self.context.get() {
+            Some(c) => c,
+            None => {
+                fallback = EnvironmentContext {
+                    git: None,
+                    os_version: self.env.os_version(),
+                    date: now()[..10].to_owned(),
+                    project_docs: String::new(),
+                };
+                &fallback
+            }
+        };
         self.profile.system_prompt(
             self.env.as_ref(),
-            &self.context,
+            context,
             model,
             self.instructions.as_deref(),
         )

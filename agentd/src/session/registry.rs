@@ -3,7 +3,7 @@
 
 use super::{Error, Session, SessionSpec};
 use crate::config::{Config, Price, ProviderConfig};
-use crate::exec::{EnvPolicy, LocalExecutionEnvironment};
+use crate::exec::{EnvPolicy, ExecutionEnvironment, LocalExecutionEnvironment, ReadOnly};
 use crate::llm::{
     Provider, ProviderSet, RetryPolicy, anthropic::Anthropic, gemini::Gemini, openai::OpenAi,
     openai_chat::OpenAiChat,
@@ -104,15 +104,20 @@ impl Registry {
             crate::config::validate_session_config(&config)
                 .map_err(|e| Error::InvalidConfig(e.to_string()))?;
         }
-        let profile = Profile::named(params.profile.as_deref().unwrap_or("anthropic"))
-            .map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        let profile = match params.profile.as_deref() {
+            Some(name) => Profile::named(name).map_err(|e| Error::InvalidConfig(e.to_string()))?,
+            None => Profile::for_provider(self.config.providers[provider_name].kind),
+        };
+        let local = LocalExecutionEnvironment::new(cwd.clone(), EnvPolicy::InheritAll);
+        let env: Arc<dyn ExecutionEnvironment> = if params.read_only {
+            Arc::new(ReadOnly(local))
+        } else {
+            Arc::new(local)
+        };
         let id = SessionId(uuid::Uuid::new_v4().to_string());
         let spec = SessionSpec {
             id: id.clone(),
-            env: Arc::new(LocalExecutionEnvironment::new(
-                cwd.clone(),
-                EnvPolicy::InheritAll,
-            )),
+            env,
             cwd,
             title: params.title,
             profile,

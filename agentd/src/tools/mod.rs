@@ -2,14 +2,31 @@
 //! the tools themselves. A tool that fails returns a [`ToolError`], which the agent loop turns
 //! into an error result for the model; a tool never ends a session.
 
+mod apply_patch;
+mod edit_file;
+mod fuzzy;
+mod list_dir;
 mod read_file;
+mod read_many_files;
 mod registry;
+mod search;
 mod shell;
+#[cfg(test)]
+mod testing;
+#[cfg(test)]
+mod tests;
 pub mod truncate;
+mod write_file;
 
+pub use apply_patch::ApplyPatch;
+pub use edit_file::EditFile;
+pub use list_dir::ListDir;
 pub use read_file::ReadFile;
+pub use read_many_files::ReadManyFiles;
 pub use registry::{RegisterError, RegisteredTool, ToolRegistry};
+pub use search::{Glob, Grep};
 pub use shell::Shell;
+pub use write_file::WriteFile;
 
 use crate::exec::{ExecutionEnvironment, OutputSink};
 use agentd_proto::SessionConfig;

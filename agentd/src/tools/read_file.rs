@@ -64,7 +64,7 @@ impl Tool for ReadFile {
     }
 }
 
-fn number_lines(text: &str, offset: usize, limit: usize) -> String {
+pub(super) fn number_lines(text: &str, offset: usize, limit: usize) -> String {
     let total = text.lines().count();
     if total == 0 {
         return "(empty file)".into();

@@ -1,0 +1,191 @@
+//! grep and glob over a directory tree with ripgrep's own crates (`ignore` for the parallel,
+//! .gitignore-aware walk, `grep-regex` and `grep-searcher` for matching): never a shell-out.
+
+use super::Error;
+use grep_regex::RegexMatcherBuilder;
+use grep_searcher::{BinaryDetection, SearcherBuilder, sinks::UTF8};
+use ignore::{WalkBuilder, WalkState, overrides::OverrideBuilder};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::SystemTime;
+
+/// What a grep reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum GrepMode {
+    /// Matching lines with path and line number.
+    #[default]
+    Content,
+    /// Paths of matching files.
+    FilesWithMatches,
+    /// Matching line counts per file.
+    Count,
+}
+
+/// A grep request.
+#[derive(Debug, Clone)]
+pub struct GrepOptions {
+    /// Regular expression (Rust `regex` syntax, as ripgrep).
+    pub pattern: String,
+    /// File or directory to search (absolute).
+    pub path: PathBuf,
+    /// Only files whose path matches this glob (e.g. `*.rs`, `src/**/*.ts`).
+    pub glob: Option<String>,
+    /// Ignore case.
+    pub case_insensitive: bool,
+    /// Most results (lines, files or counts) to return.
+    pub max_results: usize,
+    /// What to report.
+    pub mode: GrepMode,
+}
+
+fn overrides(root: &Path, glob: Option<&str>) -> Result<ignore::overrides::Override, Error> {
+    let mut builder = OverrideBuilder::new(root);
+    if let Some(g) = glob {
+        builder
+            .add(g)
+            .map_err(|e| Error::NotAllowed(format!("invalid glob {g:?}: {e}")))?;
+    }
+    builder
+        .build()
+        .map_err(|e| Error::NotAllowed(format!("invalid glob: {e}")))
+}
+
+fn display(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+/// Searches `options.path`; returns the formatted report. `root` is what paths are shown
+/// relative to.
+pub(super) fn grep(root: &Path, options: &GrepOptions) -> Result<String, Error> {
+    if !options.path.exists() {
+        return Err(Error::NotFound(options.path.clone()));
+    }
+    let matcher = RegexMatcherBuilder::new()
+        .case_insensitive(options.case_insensitive)
+        .build(&options.pattern)
+        .map_err(|e| Error::NotAllowed(format!("invalid regex {:?}: {e}", options.pattern)))?;
+    let walker = WalkBuilder::new(&options.path)
+        .overrides(overrides(&options.path, options.glob.as_deref())?)
+        .build_parallel();
+    // (path, line number, line); count mode keeps one entry per file with the count.
+    let found: Mutex<Vec<(String, u64, String)>> = Mutex::new(Vec::new());
+    let taken = AtomicUsize::new(0);
+    let limit = options.max_results.max(1);
+    walker.run(|| {
+        let matcher = matcher.clone();
+        let mut searcher = SearcherBuilder::new()
+            .binary_detection(BinaryDetection::quit(0))
+            .line_number(true)
+            .build();
+        let (found, taken) = (&found, &taken);
+        Box::new(move |entry| {
+            if taken.load(Ordering::Relaxed) >= limit {
+                return WalkState::Quit;
+            }
+            let Ok(entry) = entry else {
+                return WalkState::Continue;
+            };
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                return WalkState::Continue;
+            }
+            let shown = display(root, entry.path());
+            let mut local: Vec<(String, u64, String)> = Vec::new();
+            let mut count = 0u64;
+            let _ = searcher.search_path(
+                &matcher,
+                entry.path(),
+                UTF8(|line_number, line| {
+                    count += 1;
+                    match options.mode {
+                        GrepMode::Content => {
+                            local.push((
+                                shown.clone(),
+                                line_number,
+                                line.trim_end_matches(['\n', '\r']).to_owned(),
+                            ));
+                            Ok(taken.fetch_add(1, Ordering::Relaxed) + 1 < limit)
+                        }
+                        GrepMode::FilesWithMatches => Ok(false),
+                        GrepMode::Count => Ok(true),
+                    }
+                }),
+            );
+            if count > 0 && options.mode != GrepMode::Content {
+                taken.fetch_add(1, Ordering::Relaxed);
+                local.push((shown, count, String::new()));
+            }
+            if !local.is_empty() {
+                found
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .extend(local);
+            }
+            WalkState::Continue
+        })
+    });
+    let mut found = found.into_inner().unwrap_or_else(|e| e.into_inner());
+    if found.is_empty() {
+        return Ok("No matches found.".into());
+    }
+    found.sort();
+    let truncated = found.len() >= limit;
+    found.truncate(limit);
+    let mut out: Vec<String> = found
+        .into_iter()
+        .map(|(path, n, line)| match options.mode {
+            GrepMode::Content => format!("{path}:{n}:{line}"),
+            GrepMode::FilesWithMatches => path,
+            GrepMode::Count => format!("{path}:{n}"),
+        })
+        .collect();
+    if truncated {
+        out.push(format!(
+            "[results stopped at max_results = {limit}; narrow the pattern or path for more]"
+        ));
+    }
+    Ok(out.join("\n"))
+}
+
+/// Files under `base` whose relative path matches `pattern`, newest first.
+pub(super) fn glob(root: &Path, base: &Path, pattern: &str) -> Result<Vec<String>, Error> {
+    if !base.is_dir() {
+        return Err(Error::NotFound(base.to_owned()));
+    }
+    let glob = globset::GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .build()
+        .map_err(|e| Error::NotAllowed(format!("invalid glob {pattern:?}: {e}")))?
+        .compile_matcher();
+    let found: Mutex<Vec<(SystemTime, String)>> = Mutex::new(Vec::new());
+    WalkBuilder::new(base).build_parallel().run(|| {
+        let (found, glob) = (&found, &glob);
+        Box::new(move |entry| {
+            let Ok(entry) = entry else {
+                return WalkState::Continue;
+            };
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                return WalkState::Continue;
+            }
+            let relative = entry.path().strip_prefix(base).unwrap_or(entry.path());
+            if glob.is_match(relative) {
+                let mtime = entry
+                    .metadata()
+                    .ok()
+                    .and_then(|m| m.modified().ok())
+                    .unwrap_or(SystemTime::UNIX_EPOCH);
+                found
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((mtime, display(root, entry.path())));
+            }
+            WalkState::Continue
+        })
+    });
+    let mut found = found.into_inner().unwrap_or_else(|e| e.into_inner());
+    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    Ok(found.into_iter().map(|(_, p)| p).collect())
+}

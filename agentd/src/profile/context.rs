@@ -1,0 +1,138 @@
+//! What the system prompt says about where the session runs (spec 6.3-6.5), captured once at
+//! session start through the execution environment: platform, date, a git snapshot, and the
+//! project's instruction files.
+
+use crate::exec::{ExecRequest, ExecutionEnvironment};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Budget for project instruction files (spec 6.5).
+pub const PROJECT_DOCS_BUDGET: usize = 32 * 1024;
+const TRUNCATION_MARKER: &str = "[Project instructions truncated at 32KB]";
+
+/// A git snapshot at session start (spec 6.4).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GitSnapshot {
+    /// The repository's top directory.
+    pub root: PathBuf,
+    /// The current branch.
+    pub branch: String,
+    /// Tracked files with changes.
+    pub modified: usize,
+    /// Untracked files.
+    pub untracked: usize,
+    /// The latest commits, one line each.
+    pub recent_commits: Vec<String>,
+}
+
+/// Facts for the system prompt, captured at session start.
+#[derive(Debug, Clone)]
+pub struct EnvironmentContext {
+    /// The git snapshot, when the working directory is in a repository.
+    pub git: Option<GitSnapshot>,
+    /// OS name and version.
+    pub os_version: String,
+    /// The date the session started, `YYYY-MM-DD`.
+    pub date: String,
+    /// Project instructions, root first, within the budget.
+    pub project_docs: String,
+}
+
+const GIT_SNAPSHOT: &str = "git rev-parse --show-toplevel 2>/dev/null || exit 0; \
+    echo '---'; git rev-parse --abbrev-ref HEAD 2>/dev/null; echo '---'; git status --porcelain 2>/dev/null; \
+    echo '---'; git log --oneline -n 10 2>/dev/null";
+
+async fn git_snapshot(env: &dyn ExecutionEnvironment) -> Option<GitSnapshot> {
+    let request = ExecRequest {
+        command: GIT_SNAPSHOT,
+        timeout: Duration::from_secs(5),
+        working_dir: None,
+    };
+    let result = env
+        .exec_command(request, &|_, _| {}, &CancellationToken::new())
+        .await
+        .ok()?;
+    let mut sections = result.stdout.split("---\n");
+    let root = sections.next()?.trim();
+    if root.is_empty() {
+        return None;
+    }
+    let branch = sections.next().unwrap_or_default().trim().to_owned();
+    let status: Vec<&str> = sections
+        .next()
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.is_empty())
+        .collect();
+    let untracked = status.iter().filter(|l| l.starts_with("??")).count();
+    let recent_commits = sections
+        .next()
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    Some(GitSnapshot {
+        root: PathBuf::from(root),
+        branch,
+        modified: status.len() - untracked,
+        untracked,
+        recent_commits,
+    })
+}
+
+/// The instruction files from `root` down to `cwd`, root first (deeper files come later and
+/// take precedence), cut at the budget with the spec's marker.
+async fn project_docs(
+    env: &dyn ExecutionEnvironment,
+    root: &Path,
+    cwd: &Path,
+    names: &[&str],
+) -> String {
+    let mut dirs: Vec<&Path> = cwd
+        .ancestors()
+        .take_while(|d| d.starts_with(root))
+        .collect();
+    dirs.reverse();
+    let mut out = String::new();
+    for dir in dirs {
+        for name in names {
+            let path = dir.join(name);
+            let Ok(bytes) = env.read_file(&path).await else {
+                continue;
+            };
+            let text = String::from_utf8_lossy(&bytes);
+            out.push_str(&format!(
+                "<!-- {} -->\n{}\n",
+                path.display(),
+                text.trim_end()
+            ));
+        }
+    }
+    if out.len() > PROJECT_DOCS_BUDGET {
+        let mut cut = PROJECT_DOCS_BUDGET;
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.truncate(cut);
+        out.push('\n');
+        out.push_str(TRUNCATION_MARKER);
+    }
+    out
+}
+
+impl EnvironmentContext {
+    /// Captures the context for a session in `env` whose profile reads `doc_names`.
+    pub async fn capture(env: &dyn ExecutionEnvironment, doc_names: &[&str]) -> Self {
+        let git = git_snapshot(env).await;
+        let cwd = env.working_directory();
+        let root = git.as_ref().map_or(cwd, |g| g.root.as_path());
+        Self {
+            project_docs: project_docs(env, root, cwd, doc_names).await,
+            git,
+            os_version: env.os_version(),
+            date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()[..10]
+                .to_owned(),
+        }
+    }
+}
