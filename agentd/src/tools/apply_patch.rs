@@ -160,6 +160,9 @@ fn parse(patch: &str) -> Result<Vec<Op>, String> {
     Ok(ops)
 }
 
+/// One way of comparing a file line with a patch line.
+type LineEq<'a> = &'a dyn Fn(&str, &str) -> bool;
+
 /// Where `old` occurs in `lines` at or after `from` (or only at the end, with `eof`), trying
 /// exact, whitespace-tolerant and then fuzzy comparison.
 fn find(lines: &[String], old: &[&str], from: usize, eof: bool) -> Option<usize> {
@@ -172,7 +175,7 @@ fn find(lines: &[String], old: &[&str], from: usize, eof: bool) -> Option<usize>
     } else {
         (from.min(last_start + 1)..=last_start).collect()
     };
-    let comparisons: [&dyn Fn(&str, &str) -> bool; 4] = [
+    let comparisons: [LineEq; 4] = [
         &|a, b| a == b,
         &|a, b| a.trim_end() == b.trim_end(),
         &|a, b| a.trim() == b.trim(),

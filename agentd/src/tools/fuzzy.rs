@@ -48,10 +48,10 @@ impl Normalized {
             if c == '\r' && text[at..].starts_with("\r\n") {
                 continue;
             }
-            if let Some(space_at) = pending_space.take() {
-                if c != '\n' {
-                    push(&mut out, &mut origin, " ", (space_at, at));
-                }
+            if let Some(space_at) = pending_space.take()
+                && c != '\n'
+            {
+                push(&mut out, &mut origin, " ", (space_at, at));
             }
             let mut buf = [0u8; 4];
             push(

@@ -81,7 +81,17 @@ async fn tool_round_trip_completes() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(tool_names, ["read_file", "shell"]);
+    assert_eq!(
+        tool_names,
+        [
+            "read_file",
+            "write_file",
+            "edit_file",
+            "shell",
+            "grep",
+            "glob"
+        ]
+    );
     assert!(
         first.body["system"][0]["text"]
             .as_str()
@@ -258,7 +268,7 @@ async fn tool_errors_go_back_to_the_model() {
     ];
     assert_eq!(
         errors[0],
-        "Unknown tool: web_search. Available tools: read_file, shell"
+        "Unknown tool: web_search. Available tools: read_file, write_file, edit_file, shell, grep, glob"
     );
     assert_eq!(
         errors[1],

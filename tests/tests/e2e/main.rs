@@ -8,6 +8,7 @@ mod control;
 mod daemon;
 mod families;
 mod loop_basics;
+mod profiles;
 mod protocol;
 mod provider;
 mod streams;

@@ -1,0 +1,289 @@
+//! Spec 9.12's parity rows that need no real model, for every family with its own profile:
+//! create a file, read and search in parallel, edit in the profile's native format, time out a
+//! command, recover from a failed call, and see the work on disk.
+
+use crate::{data_of, of_kind};
+use agentd_tests::family::Family;
+use agentd_tests::mock::MockAnthropic;
+use serde_json::{Value, json};
+
+macro_rules! each_family {
+    ($($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            use agentd_tests::family::Family;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn anthropic() { super::$scenario(Family::Anthropic).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn openai() { super::$scenario(Family::OpenAi).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn openai_chat() { super::$scenario(Family::Chat).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn gemini() { super::$scenario(Family::Gemini).await }
+        }
+    )*};
+}
+
+each_family!(parity_matrix);
+
+/// The profile each family gets by default, and its native way to create and edit a file.
+fn native(family: Family) -> (&'static str, (&'static str, Value), (&'static str, Value)) {
+    match family {
+        Family::OpenAi | Family::Chat => (
+            "openai",
+            (
+                "apply_patch",
+                json!({"patch": "*** Begin Patch\n*** Add File: hello.py\n+print('Hello World')\n*** End Patch\n"}),
+            ),
+            (
+                "apply_patch",
+                json!({"patch": "*** Begin Patch\n*** Update File: hello.py\n@@\n print('Hello World')\n+print('Goodbye')\n*** End Patch\n"}),
+            ),
+        ),
+        Family::Anthropic | Family::Gemini => (
+            if family == Family::Anthropic {
+                "anthropic"
+            } else {
+                "gemini"
+            },
+            (
+                "write_file",
+                json!({"file_path": "hello.py", "content": "print('Hello World')\n"}),
+            ),
+            (
+                "edit_file",
+                json!({"file_path": "hello.py", "old_string": "print('Hello World')\n", "new_string": "print('Hello World')\nprint('Goodbye')\n"}),
+            ),
+        ),
+    }
+}
+
+async fn parity_matrix(family: Family) {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = Family::daemon(&mock).await.unwrap();
+    let mut client = daemon.client().await.unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    std::fs::write(workdir.path().join("big.txt"), "x".repeat(100_000)).unwrap();
+    let snapshot = client
+        .call(
+            "session/create",
+            json!({"cwd": workdir.path().display().to_string(), "provider": family.provider()}),
+        )
+        .await
+        .unwrap();
+    let session = snapshot["session_id"].as_str().unwrap().to_owned();
+    let (profile, create, edit) = native(family);
+    assert_eq!(snapshot["profile"], profile);
+
+    mock.push_stream(family.tools("Creating it.", &[("c1", create.0, create.1)]));
+    mock.push_stream(family.tools(
+        "",
+        &[
+            ("c2", "read_file", json!({"file_path": "hello.py"})),
+            (
+                "c3",
+                "grep",
+                json!({"pattern": "Hello", "glob_filter": "*.py"}),
+            ),
+            ("c4", "glob", json!({"pattern": "*.py"})),
+            ("c5", "read_file", json!({"file_path": "big.txt"})),
+        ],
+    ));
+    mock.push_stream(family.tools("", &[("c6", edit.0, edit.1)]));
+    mock.push_stream(family.tools(
+        "",
+        &[(
+            "c7",
+            "shell",
+            json!({"command": "python3 hello.py; sleep 5", "timeout_ms": 300}),
+        )],
+    ));
+    mock.push_stream(family.tools("", &[("c8", "no_such_tool", json!({}))]));
+    mock.push_stream(family.tools(
+        "",
+        &[("c9", "shell", json!({"command": "python3 hello.py"}))],
+    ));
+    mock.push_stream(family.text("Created and edited hello.py."));
+
+    client.subscribe(&session, Some(0)).await.unwrap();
+    client
+        .call(
+            "session/submit",
+            json!({"session_id": session, "text": "Create hello.py, then add a goodbye line"}),
+        )
+        .await
+        .unwrap();
+    let events = client
+        .events_until("processing_end", |_| true)
+        .await
+        .unwrap();
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "completed",
+        "{family:?}"
+    );
+
+    // The work is on disk.
+    assert_eq!(
+        std::fs::read_to_string(workdir.path().join("hello.py")).unwrap(),
+        "print('Hello World')\nprint('Goodbye')\n"
+    );
+    let ends = |id: &str| {
+        of_kind(&events, "tool_call_end")
+            .into_iter()
+            .find(|e| e["data"]["call_id"] == id)
+            .cloned()
+            .unwrap()
+    };
+    assert!(
+        ends("c1")["data"]["output"].is_string(),
+        "{family:?}: creation succeeded: {}",
+        ends("c1")
+    );
+    assert_eq!(ends("c2")["data"]["output"], "  1 | print('Hello World')\n");
+    assert_eq!(
+        ends("c3")["data"]["output"],
+        "hello.py:1:print('Hello World')"
+    );
+    assert_eq!(ends("c4")["data"]["output"], "hello.py");
+    assert_eq!(
+        ends("c5")["data"]["output"].as_str().unwrap().len(),
+        100_000 + "  1 | \n".len(),
+        "the event has the full output"
+    );
+    let timeout = ends("c7")["data"]["error"].as_str().unwrap().to_owned();
+    assert!(
+        timeout.contains("Hello World\nGoodbye\n")
+            && timeout.contains("[ERROR: Command timed out after 300ms."),
+        "{timeout}"
+    );
+    assert!(
+        ends("c8")["data"]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Unknown tool: no_such_tool.")
+    );
+    assert!(
+        ends("c9")["data"]["output"]
+            .as_str()
+            .unwrap()
+            .starts_with("Hello World\nGoodbye\n")
+    );
+    assert_eq!(
+        data_of(&events, "assistant_text_end", "text")
+            .last()
+            .unwrap(),
+        "Created and edited hello.py."
+    );
+
+    // The model got results in call order, the big file truncated.
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 7);
+    let results = family.results(&requests[2].body);
+    let ids: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["c1", "c2", "c3", "c4", "c5"], "{family:?}");
+    assert!(
+        results[4].1.contains(
+            "[WARNING: Tool output was truncated. 50007 characters were removed from the middle."
+        ),
+        "{family:?}"
+    );
+    // The system prompt is the profile's and lists its tools.
+    let prompt = match family {
+        Family::Anthropic => requests[0].body["system"][0]["text"].clone(),
+        Family::OpenAi => requests[0].body["instructions"].clone(),
+        Family::Chat => requests[0].body["messages"][0]["content"].clone(),
+        Family::Gemini => requests[0].body["systemInstruction"]["parts"][0]["text"].clone(),
+    };
+    let prompt = prompt.as_str().unwrap();
+    assert!(
+        prompt.contains(&format!("- {}:", edit.0)),
+        "{family:?}: the prompt lists the editing tool"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bash_only_session_for_minimal_models() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = Family::daemon(&mock).await.unwrap();
+    let mut client = daemon.client().await.unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    let snapshot = client
+        .call("session/create", json!({"cwd": workdir.path().display().to_string(), "provider": "local", "profile": "bash"}))
+        .await
+        .unwrap();
+    let session = snapshot["session_id"].as_str().unwrap().to_owned();
+    mock.push_stream(Family::Chat.tools(
+        "",
+        &[(
+            "b1",
+            "shell",
+            json!({"command": "printf 'hi\\n' > note.txt && cat note.txt"}),
+        )],
+    ));
+    mock.push_stream(Family::Chat.text("done"));
+    client.subscribe(&session, Some(0)).await.unwrap();
+    client
+        .call(
+            "session/submit",
+            json!({"session_id": session, "text": "write a note"}),
+        )
+        .await
+        .unwrap();
+    client
+        .events_until("processing_end", |_| true)
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(workdir.path().join("note.txt")).unwrap(),
+        "hi\n"
+    );
+    let tools: Vec<String> = mock.requests()[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(tools, ["shell"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_session_refuses_writes() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = Family::daemon(&mock).await.unwrap();
+    let mut client = daemon.client().await.unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    let snapshot = client
+        .call(
+            "session/create",
+            json!({"cwd": workdir.path().display().to_string(), "read_only": true}),
+        )
+        .await
+        .unwrap();
+    let session = snapshot["session_id"].as_str().unwrap().to_owned();
+    mock.push_stream(Family::Anthropic.tools(
+        "",
+        &[(
+            "w",
+            "write_file",
+            json!({"file_path": "x.txt", "content": "no"}),
+        )],
+    ));
+    mock.push_stream(Family::Anthropic.text("ok"));
+    client.subscribe(&session, Some(0)).await.unwrap();
+    client
+        .call(
+            "session/submit",
+            json!({"session_id": session, "text": "write"}),
+        )
+        .await
+        .unwrap();
+    let events = client
+        .events_until("processing_end", |_| true)
+        .await
+        .unwrap();
+    assert_eq!(
+        of_kind(&events, "tool_call_end")[0]["data"]["error"],
+        "Tool error (write_file): write operations are disabled in read-only mode"
+    );
+    assert!(!workdir.path().join("x.txt").exists());
+}
