@@ -9,6 +9,8 @@
 mod actor;
 mod events;
 mod registry;
+#[cfg(test)]
+mod tests;
 
 pub use events::{EventLog, LIVE_BUFFER, Subscription, now};
 pub use registry::Registry;

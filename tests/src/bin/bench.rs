@@ -5,8 +5,10 @@
 //! ```
 //!
 //! Prints: per-tool-round overhead of a 10-round `echo` task (median of runs), the cost of the
-//! bare `bash -c echo` it includes, daemon RSS idle and with 100 idle sessions, and the latency
-//! from the provider sending a text delta to a subscriber receiving the event (p50/p99).
+//! bare `bash -c echo` it includes, daemon RSS idle and with 100 idle sessions, the latency
+//! from the provider sending a text delta to a subscriber receiving the event (p50/p99), and
+//! the `grep` and `glob` tools over a generated tree of 50,000 files beside `rg` (when
+//! installed) on the same tree.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -154,6 +156,8 @@ async fn main() {
 
     let after_runs = rss_kib(pid);
 
+    let search = search_bench(&mock, &daemon, &mut client).await;
+
     println!("agentd benchmark (release daemon, instant mock provider, 2-core machine)");
     println!(
         "per tool round, {ROUNDS}-round echo task: median {:.2} ms (min {:.2}, max {:.2}, {RUNS} runs)",
@@ -178,4 +182,74 @@ async fn main() {
         (with_100.saturating_sub(idle_rss)) as f64 / 100.0,
         after_runs as f64 / 1024.0
     );
+    println!("{search}");
+}
+
+const TREE_DIRS: usize = 500;
+const TREE_FILES: usize = 100;
+const SEARCH_RUNS: usize = 5;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// `grep` and `glob` through the daemon (the tool's own duration, from `tool_call_end`) and
+/// `rg` on the same generated tree.
+async fn search_bench(mock: &MockAnthropic, daemon: &TestDaemon, client: &mut agentd_tests::RawClient) -> String {
+    let tree = tempfile::tempdir().unwrap();
+    for d in 0..TREE_DIRS {
+        let dir = tree.path().join(format!("pkg{d:03}"));
+        std::fs::create_dir(&dir).unwrap();
+        for f in 0..TREE_FILES {
+            let mut text = String::new();
+            for l in 0..20 {
+                if (d * TREE_FILES + f) % 7 == 0 && l == 10 {
+                    text.push_str(&format!("let needle_{d}_{f} = compute({l});\n"));
+                } else {
+                    text.push_str(&format!("fn item_{l}(x: u32) -> u32 {{ x * {l} + {f} }}\n"));
+                }
+            }
+            let ext = if f % 2 == 0 { "rs" } else { "txt" };
+            std::fs::write(dir.join(format!("f{f:03}.{ext}")), text).unwrap();
+        }
+    }
+    let files = TREE_DIRS * TREE_FILES;
+    let mut rows = vec![format!("search over {files} files ({SEARCH_RUNS} runs each, median):")];
+    for (label, tool, args, rg_args) in [
+        ("grep 'needle_'", "grep", json!({"pattern": "needle_", "max_results": 1_000_000}), vec!["-n", "needle_"]),
+        ("glob '**/*.rs'", "glob", json!({"pattern": "**/*.rs"}), vec!["--files", "-g", "*.rs"]),
+        // The same work as our glob, which lists newest first (a stat per file).
+        ("glob '**/*.rs' vs rg --sortr modified", "glob", json!({"pattern": "**/*.rs"}), vec!["--files", "-g", "*.rs", "--sortr", "modified"]),
+    ] {
+        let session = daemon.create_session(client, tree.path(), json!({})).await.unwrap();
+        let reply_args = args.clone();
+        mock.respond_with(move |body| {
+            if tool_results(body) < SEARCH_RUNS {
+                Reply::Stream(sse::tools("", &[("s", tool, reply_args.clone())]))
+            } else {
+                Reply::Stream(sse::text("done"))
+            }
+        });
+        client.subscribe(&session, None).await.unwrap();
+        client.call("session/submit", json!({"session_id": session, "text": "search"})).await.unwrap();
+        let events = client.events_until("processing_end", |_| true).await.unwrap();
+        let ours: Vec<f64> = events.iter().filter(|e| e["kind"] == "tool_call_end").map(|e| e["data"]["duration_ms"].as_f64().unwrap()).collect();
+        let lines = events.iter().rev().find(|e| e["kind"] == "tool_call_end").and_then(|e| e["data"]["output"].as_str()).map_or(0, |o| o.lines().count());
+        let rg: Vec<f64> = (0..SEARCH_RUNS)
+            .filter_map(|_| {
+                let started = Instant::now();
+                let out = std::process::Command::new("rg").args(&rg_args).current_dir(tree.path()).output().ok()?;
+                out.status.success().then(|| started.elapsed().as_secs_f64() * 1e3)
+            })
+            .collect();
+        let ours = median(ours);
+        rows.push(if rg.is_empty() {
+            format!("  {label}: agentd {ours:.0} ms ({lines} results); rg not installed")
+        } else {
+            let rg = median(rg);
+            format!("  {label}: agentd {ours:.0} ms, rg {rg:.0} ms ({:.2}x; {lines} results)", ours / rg)
+        });
+    }
+    rows.join("\n")
 }
