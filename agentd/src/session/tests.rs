@@ -22,7 +22,11 @@ impl Provider for Scripted {
     async fn open(&self, _: &crate::llm::Request<'_>) -> Result<ByteStream, crate::llm::Error> {
         Ok(futures::stream::empty().boxed())
     }
-    async fn decode(&self, _: ByteStream, on_delta: &mut (dyn FnMut(Delta) + Send)) -> Result<Response, crate::llm::Error> {
+    async fn decode(
+        &self,
+        _: ByteStream,
+        on_delta: &mut (dyn FnMut(Delta) + Send),
+    ) -> Result<Response, crate::llm::Error> {
         let next = self.0.lock().unwrap().remove(0);
         if !next.text.is_empty() {
             on_delta(Delta::TextStart);
@@ -44,8 +48,15 @@ impl Tool for RunTests {
             parameters: json!({"type": "object", "properties": {"filter": {"type": "string"}}}),
         }
     }
-    async fn execute(&self, args: serde_json::Value, _: &ToolContext<'_>) -> Result<String, ToolError> {
-        Ok(format!("3 passed (filter: {})", args["filter"].as_str().unwrap_or("none")))
+    async fn execute(
+        &self,
+        args: serde_json::Value,
+        _: &ToolContext<'_>,
+    ) -> Result<String, ToolError> {
+        Ok(format!(
+            "3 passed (filter: {})",
+            args["filter"].as_str().unwrap_or("none")
+        ))
     }
 }
 
@@ -55,36 +66,67 @@ struct NoShell;
 #[async_trait]
 impl Tool for NoShell {
     fn definition(&self) -> ToolDefinition {
-        ToolDefinition { name: "shell".into(), description: "disabled".into(), parameters: json!({"type": "object"}) }
+        ToolDefinition {
+            name: "shell".into(),
+            description: "disabled".into(),
+            parameters: json!({"type": "object"}),
+        }
     }
-    async fn execute(&self, _: serde_json::Value, _: &ToolContext<'_>) -> Result<String, ToolError> {
+    async fn execute(
+        &self,
+        _: serde_json::Value,
+        _: &ToolContext<'_>,
+    ) -> Result<String, ToolError> {
         Err(ToolError("the shell is disabled in this host".into()))
     }
 }
 
 fn call(id: &str, name: &str, arguments: serde_json::Value) -> Response {
-    Response { tool_calls: vec![ToolCall { id: ToolCallId(id.into()), name: name.into(), arguments, signature: None }], ..Response::default() }
+    Response {
+        tool_calls: vec![ToolCall {
+            id: ToolCallId(id.into()),
+            name: name.into(),
+            arguments,
+            signature: None,
+        }],
+        ..Response::default()
+    }
 }
 
 #[tokio::test]
 async fn a_host_runs_a_session_with_its_own_tools() {
     let dir = tempfile::tempdir().unwrap();
     let mut profile = crate::profile::Profile::named("anthropic").unwrap();
-    profile.tools.register(std::sync::Arc::new(RunTests)).unwrap();
-    profile.tools.register(std::sync::Arc::new(NoShell)).unwrap();
+    profile
+        .tools
+        .register(std::sync::Arc::new(RunTests))
+        .unwrap();
+    profile
+        .tools
+        .register(std::sync::Arc::new(NoShell))
+        .unwrap();
     let script = vec![
         call("t1", "run_tests", json!({"filter": "unit"})),
         call("t2", "shell", json!({"command": "rm -rf /"})),
-        Response { text: "All green.".into(), ..Response::default() },
+        Response {
+            text: "All green.".into(),
+            ..Response::default()
+        },
     ];
     let mut providers = ProviderSet::default();
-    providers.insert("scripted", Arc::new(Scripted(std::sync::Mutex::new(script))));
+    providers.insert(
+        "scripted",
+        Arc::new(Scripted(std::sync::Mutex::new(script))),
+    );
     let spec = SessionSpec {
         id: SessionId::from("lib-1"),
         cwd: dir.path().to_owned(),
         title: None,
         profile,
-        env: Arc::new(LocalExecutionEnvironment::new(dir.path().to_owned(), EnvPolicy::InheritCore)),
+        env: Arc::new(LocalExecutionEnvironment::new(
+            dir.path().to_owned(),
+            EnvPolicy::InheritCore,
+        )),
         providers,
         config: crate::config::default_session_config("scripted", "any-model"),
         instructions: None,
@@ -93,12 +135,19 @@ async fn a_host_runs_a_session_with_its_own_tools() {
     };
     let session = Session::spawn(spec, None, &tokio_util::task::TaskTracker::new());
     let mut events = session.events().subscribe(Some(0)).live;
-    session.submit("test it".into(), None, WhenBusy::Queue).unwrap();
+    session
+        .submit("test it".into(), None, WhenBusy::Queue)
+        .unwrap();
     let mut ends = Vec::new();
     loop {
         let event = events.recv().await.unwrap();
         match &event.body {
-            EventBody::ToolCallEnd { tool_name, output, error, .. } => ends.push((tool_name.clone(), output.clone(), error.clone())),
+            EventBody::ToolCallEnd {
+                tool_name,
+                output,
+                error,
+                ..
+            } => ends.push((tool_name.clone(), output.clone(), error.clone())),
             EventBody::ProcessingEnd { .. } => break,
             _ => {}
         }
@@ -106,10 +155,22 @@ async fn a_host_runs_a_session_with_its_own_tools() {
     assert_eq!(
         ends,
         vec![
-            ("run_tests".to_owned(), Some("3 passed (filter: unit)".to_owned()), None),
-            ("shell".to_owned(), None, Some("Tool error (shell): the shell is disabled in this host".to_owned())),
+            (
+                "run_tests".to_owned(),
+                Some("3 passed (filter: unit)".to_owned()),
+                None
+            ),
+            (
+                "shell".to_owned(),
+                None,
+                Some("Tool error (shell): the shell is disabled in this host".to_owned())
+            ),
         ]
     );
     assert!(dir.path().exists());
-    assert_eq!(session.history().len(), 6, "user, assistant, results, assistant, results, assistant");
+    assert_eq!(
+        session.history().len(),
+        6,
+        "user, assistant, results, assistant, results, assistant"
+    );
 }

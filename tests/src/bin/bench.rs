@@ -196,7 +196,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// `grep` and `glob` through the daemon (the tool's own duration, from `tool_call_end`) and
 /// `rg` on the same generated tree.
-async fn search_bench(mock: &MockAnthropic, daemon: &TestDaemon, client: &mut agentd_tests::RawClient) -> String {
+async fn search_bench(
+    mock: &MockAnthropic,
+    daemon: &TestDaemon,
+    client: &mut agentd_tests::RawClient,
+) -> String {
     let tree = tempfile::tempdir().unwrap();
     for d in 0..TREE_DIRS {
         let dir = tree.path().join(format!("pkg{d:03}"));
@@ -204,7 +208,7 @@ async fn search_bench(mock: &MockAnthropic, daemon: &TestDaemon, client: &mut ag
         for f in 0..TREE_FILES {
             let mut text = String::new();
             for l in 0..20 {
-                if (d * TREE_FILES + f) % 7 == 0 && l == 10 {
+                if (d * TREE_FILES + f).is_multiple_of(7) && l == 10 {
                     text.push_str(&format!("let needle_{d}_{f} = compute({l});\n"));
                 } else {
                     text.push_str(&format!("fn item_{l}(x: u32) -> u32 {{ x * {l} + {f} }}\n"));
@@ -215,14 +219,34 @@ async fn search_bench(mock: &MockAnthropic, daemon: &TestDaemon, client: &mut ag
         }
     }
     let files = TREE_DIRS * TREE_FILES;
-    let mut rows = vec![format!("search over {files} files ({SEARCH_RUNS} runs each, median):")];
+    let mut rows = vec![format!(
+        "search over {files} files ({SEARCH_RUNS} runs each, median):"
+    )];
     for (label, tool, args, rg_args) in [
-        ("grep 'needle_'", "grep", json!({"pattern": "needle_", "max_results": 1_000_000}), vec!["-n", "needle_"]),
-        ("glob '**/*.rs'", "glob", json!({"pattern": "**/*.rs"}), vec!["--files", "-g", "*.rs"]),
+        (
+            "grep 'needle_'",
+            "grep",
+            json!({"pattern": "needle_", "max_results": 1_000_000}),
+            vec!["-n", "needle_"],
+        ),
+        (
+            "glob '**/*.rs'",
+            "glob",
+            json!({"pattern": "**/*.rs"}),
+            vec!["--files", "-g", "*.rs"],
+        ),
         // The same work as our glob, which lists newest first (a stat per file).
-        ("glob '**/*.rs' vs rg --sortr modified", "glob", json!({"pattern": "**/*.rs"}), vec!["--files", "-g", "*.rs", "--sortr", "modified"]),
+        (
+            "glob '**/*.rs' vs rg --sortr modified",
+            "glob",
+            json!({"pattern": "**/*.rs"}),
+            vec!["--files", "-g", "*.rs", "--sortr", "modified"],
+        ),
     ] {
-        let session = daemon.create_session(client, tree.path(), json!({})).await.unwrap();
+        let session = daemon
+            .create_session(client, tree.path(), json!({}))
+            .await
+            .unwrap();
         let reply_args = args.clone();
         mock.respond_with(move |body| {
             if tool_results(body) < SEARCH_RUNS {
@@ -232,15 +256,39 @@ async fn search_bench(mock: &MockAnthropic, daemon: &TestDaemon, client: &mut ag
             }
         });
         client.subscribe(&session, None).await.unwrap();
-        client.call("session/submit", json!({"session_id": session, "text": "search"})).await.unwrap();
-        let events = client.events_until("processing_end", |_| true).await.unwrap();
-        let ours: Vec<f64> = events.iter().filter(|e| e["kind"] == "tool_call_end").map(|e| e["data"]["duration_ms"].as_f64().unwrap()).collect();
-        let lines = events.iter().rev().find(|e| e["kind"] == "tool_call_end").and_then(|e| e["data"]["output"].as_str()).map_or(0, |o| o.lines().count());
+        client
+            .call(
+                "session/submit",
+                json!({"session_id": session, "text": "search"}),
+            )
+            .await
+            .unwrap();
+        let events = client
+            .events_until("processing_end", |_| true)
+            .await
+            .unwrap();
+        let ours: Vec<f64> = events
+            .iter()
+            .filter(|e| e["kind"] == "tool_call_end")
+            .map(|e| e["data"]["duration_ms"].as_f64().unwrap())
+            .collect();
+        let lines = events
+            .iter()
+            .rev()
+            .find(|e| e["kind"] == "tool_call_end")
+            .and_then(|e| e["data"]["output"].as_str())
+            .map_or(0, |o| o.lines().count());
         let rg: Vec<f64> = (0..SEARCH_RUNS)
             .filter_map(|_| {
                 let started = Instant::now();
-                let out = std::process::Command::new("rg").args(&rg_args).current_dir(tree.path()).output().ok()?;
-                out.status.success().then(|| started.elapsed().as_secs_f64() * 1e3)
+                let out = std::process::Command::new("rg")
+                    .args(&rg_args)
+                    .current_dir(tree.path())
+                    .output()
+                    .ok()?;
+                out.status
+                    .success()
+                    .then(|| started.elapsed().as_secs_f64() * 1e3)
             })
             .collect();
         let ours = median(ours);
@@ -248,7 +296,10 @@ async fn search_bench(mock: &MockAnthropic, daemon: &TestDaemon, client: &mut ag
             format!("  {label}: agentd {ours:.0} ms ({lines} results); rg not installed")
         } else {
             let rg = median(rg);
-            format!("  {label}: agentd {ours:.0} ms, rg {rg:.0} ms ({:.2}x; {lines} results)", ours / rg)
+            format!(
+                "  {label}: agentd {ours:.0} ms, rg {rg:.0} ms ({:.2}x; {lines} results)",
+                ours / rg
+            )
         });
     }
     rows.join("\n")
