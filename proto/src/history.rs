@@ -88,6 +88,15 @@ pub struct ToolCall {
     pub signature: Option<String>,
 }
 
+/// An image a tool returned to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ImageData {
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub media_type: String,
+    /// The image, base64-encoded.
+    pub data: String,
+}
+
 /// The outcome of one tool call, as the model sees it (possibly truncated).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolResult {
@@ -97,6 +106,9 @@ pub struct ToolResult {
     pub content: String,
     /// Whether the call failed.
     pub is_error: bool,
+    /// Images for models that take them (`read_file` on an image).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ImageData>,
 }
 
 /// A block of model reasoning, kept verbatim so it can be sent back to the provider that made

@@ -33,7 +33,9 @@ pub use event::{
     DaemonEvent, Event, EventBody, LimitKind, OutputStream, ProcessingEndReason, StreamEnd,
     StreamEndReason, StreamItem,
 };
-pub use history::{HistoryEntry, ProviderKind, ReasoningBlock, ToolCall, ToolResult, Turn, Usage};
+pub use history::{
+    HistoryEntry, ImageData, ProviderKind, ReasoningBlock, ToolCall, ToolResult, Turn, Usage,
+};
 pub use ids::{EntryId, InputId, SessionId, ToolCallId};
 pub use params::*;
 

@@ -205,7 +205,12 @@ impl Agent<'_> {
             }
 
             rounds += 1;
-            let results = self.execute_tool_calls(&calls, &config, cancel).await;
+            let round = tool_calls::Round {
+                config: &config,
+                cancel,
+                accepts_images: provider.accepts_images(),
+            };
+            let results = self.execute_tool_calls(&calls, &round).await;
             host.append(Turn::ToolResults { results });
             if cancel.is_cancelled() {
                 return Outcome::Aborted;

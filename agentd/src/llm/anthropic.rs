@@ -198,7 +198,18 @@ fn messages(history: &[&Turn]) -> Vec<Value> {
             Turn::ToolResults { results } => {
                 let blocks = results
                     .iter()
-                    .map(|r| json!({"type": "tool_result", "tool_use_id": r.call_id, "content": r.content, "is_error": r.is_error}))
+                    .map(|r| {
+                        let content = if r.images.is_empty() {
+                            json!(r.content)
+                        } else {
+                            let mut blocks = vec![json!({"type": "text", "text": r.content})];
+                            blocks.extend(r.images.iter().map(|i| {
+                                json!({"type": "image", "source": {"type": "base64", "media_type": i.media_type, "data": i.data}})
+                            }));
+                            Value::Array(blocks)
+                        };
+                        json!({"type": "tool_result", "tool_use_id": r.call_id, "content": content, "is_error": r.is_error})
+                    })
                     .collect();
                 push("user", blocks);
             }

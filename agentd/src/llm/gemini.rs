@@ -182,7 +182,7 @@ fn contents(turns: &[&Turn]) -> Vec<Value> {
                 push("model", parts);
             }
             Turn::ToolResults { results } => {
-                let parts = results
+                let mut parts: Vec<Value> = results
                     .iter()
                     .map(|r| {
                         let name = names.get(r.call_id.as_str()).copied().unwrap_or_default();
@@ -198,6 +198,13 @@ fn contents(turns: &[&Turn]) -> Vec<Value> {
                         json!({"functionResponse": f})
                     })
                     .collect();
+                // Images go beside the responses, as inline data.
+                parts.extend(
+                    results
+                        .iter()
+                        .flat_map(|r| &r.images)
+                        .map(|i| json!({"inlineData": {"mimeType": i.media_type, "data": i.data}})),
+                );
                 push("user", parts);
             }
         }

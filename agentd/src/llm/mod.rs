@@ -157,6 +157,10 @@ pub type ByteStream = BoxStream<'static, Result<Bytes, Error>>;
 pub trait Provider: Send + Sync {
     /// The API family, recorded on each assistant turn.
     fn kind(&self) -> ProviderKind;
+    /// Whether tool results may carry images.
+    fn accepts_images(&self) -> bool {
+        true
+    }
     /// Sends the request and returns the body once the status says it will stream.
     async fn open(&self, request: &Request<'_>) -> Result<ByteStream, Error>;
     /// Decodes a streaming body, reporting deltas as they arrive.

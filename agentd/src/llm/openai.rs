@@ -132,7 +132,16 @@ fn input(turns: &[&Turn]) -> Vec<Value> {
                 }
             }
             Turn::ToolResults { results } => {
-                items.extend(results.iter().map(|r| json!({"type": "function_call_output", "call_id": r.call_id, "output": r.content})));
+                items.extend(results.iter().map(|r| {
+                    let output = if r.images.is_empty() {
+                        json!(r.content)
+                    } else {
+                        let mut parts = vec![json!({"type": "input_text", "text": r.content})];
+                        parts.extend(r.images.iter().map(|i| json!({"type": "input_image", "image_url": format!("data:{};base64,{}", i.media_type, i.data)})));
+                        Value::Array(parts)
+                    };
+                    json!({"type": "function_call_output", "call_id": r.call_id, "output": output})
+                }));
             }
         }
     }

@@ -39,6 +39,11 @@ impl Provider for OpenAiChat {
         ProviderKind::OpenaiChat
     }
 
+    /// Many compatible servers run text-only models, and the `tool` role takes only text.
+    fn accepts_images(&self) -> bool {
+        false
+    }
+
     async fn open(&self, request: &Request<'_>) -> Result<ByteStream, Error> {
         let mut http = self
             .http

@@ -58,6 +58,10 @@ pub struct ToolContext<'a> {
     pub cancel: &'a CancellationToken,
     /// Streams output as it is produced (`tool_call_output_delta`).
     pub output: OutputSink<'a>,
+    /// Whether the session's model takes images in tool results.
+    pub accepts_images: bool,
+    /// Attaches an image to the call's result (when `accepts_images`).
+    pub attach_image: &'a (dyn Fn(agentd_proto::ImageData) + Send + Sync),
 }
 
 /// A failed tool call; the message goes to the model as an error result.

@@ -49,6 +49,9 @@ impl Tool for ReadFile {
     ) -> Result<String, ToolError> {
         let args: Args = parse_args(args)?;
         let bytes = ctx.env.read_file(Path::new(&args.file_path)).await?;
+        if let Some(media_type) = image_type(&args.file_path) {
+            return attach_image(&args.file_path, media_type, &bytes, ctx);
+        }
         if bytes[..bytes.len().min(8192)].contains(&0) {
             return Err(ToolError(format!(
                 "{} is a binary file; read_file only reads text",
@@ -62,6 +65,48 @@ impl Tool for ReadFile {
             args.limit.unwrap_or(DEFAULT_LIMIT),
         ))
     }
+}
+
+fn image_type(path: &str) -> Option<&'static str> {
+    let ext = Path::new(path).extension()?.to_str()?.to_ascii_lowercase();
+    Some(match ext.as_str() {
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        _ => return None,
+    })
+}
+
+/// Largest image sent to a model.
+const MAX_IMAGE: usize = 5 * 1024 * 1024;
+
+fn attach_image(
+    path: &str,
+    media_type: &str,
+    bytes: &[u8],
+    ctx: &ToolContext<'_>,
+) -> Result<String, ToolError> {
+    use base64::Engine;
+    if !ctx.accepts_images {
+        return Err(ToolError(format!(
+            "{path} is an image, and the current model does not take images"
+        )));
+    }
+    if bytes.len() > MAX_IMAGE {
+        return Err(ToolError(format!(
+            "{path} is a {} byte image; at most {MAX_IMAGE} bytes are sent to the model",
+            bytes.len()
+        )));
+    }
+    (ctx.attach_image)(agentd_proto::ImageData {
+        media_type: media_type.into(),
+        data: base64::engine::general_purpose::STANDARD.encode(bytes),
+    });
+    Ok(format!(
+        "Image {path} ({media_type}, {} bytes) is attached.",
+        bytes.len()
+    ))
 }
 
 pub(super) fn number_lines(text: &str, offset: usize, limit: usize) -> String {

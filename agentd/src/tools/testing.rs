@@ -20,6 +20,8 @@ pub(crate) fn run(
         default_command_timeout: Duration::from_secs(5),
         cancel: &cancel,
         output: &sink,
+        accepts_images: false,
+        attach_image: &|_| {},
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

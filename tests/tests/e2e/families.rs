@@ -391,3 +391,38 @@ async fn a_price_table_turns_usage_into_cost() {
         .unwrap();
     assert!((snapshot["usage"]["cost_usd"].as_f64().unwrap() - 0.000_38).abs() < 1e-12);
 }
+
+each_family!(an_image_reaches_models_that_take_images);
+
+async fn an_image_reaches_models_that_take_images(family: Family) {
+    let mut s = setup(family).await;
+    // Not a real picture: the bytes only need to survive the trip, base64-encoded.
+    std::fs::write(s._workdir.path().join("shot.png"), b"\x89PNG\r\n\x1a\nfake").unwrap();
+    s.mock
+        .push_stream(family.tools("", &[("i1", "read_file", json!({"file_path": "shot.png"}))]));
+    s.mock.push_stream(family.text("I see it."));
+    let events = s.run("look at shot.png").await;
+    let end = of_kind(&events, "tool_call_end")[0]["data"].clone();
+    let request = serde_json::to_string(&s.mock.requests()[1].body).unwrap();
+    let encoded = "iVBORw0KGgpmYWtl";
+    if family == Family::Chat {
+        assert_eq!(
+            end["error"],
+            "Tool error (read_file): shot.png is an image, and the current model does not take images"
+        );
+        assert!(!request.contains(encoded));
+    } else {
+        assert_eq!(
+            end["output"], "Image shot.png (image/png, 12 bytes) is attached.",
+            "{family:?}"
+        );
+        let placed = match family {
+            Family::Anthropic => {
+                format!(r#"{{"data":"{encoded}","media_type":"image/png","type":"base64"}}"#)
+            }
+            Family::OpenAi => format!(r#""image_url":"data:image/png;base64,{encoded}""#),
+            _ => format!(r#"{{"inlineData":{{"data":"{encoded}","mimeType":"image/png"}}}}"#),
+        };
+        assert!(request.contains(&placed), "{family:?}: {request}");
+    }
+}

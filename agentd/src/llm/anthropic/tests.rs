@@ -294,6 +294,7 @@ fn history_maps_to_alternating_messages_with_results_first() {
                 call_id: ToolCallId("t1".into()),
                 content: "a\n".into(),
                 is_error: false,
+                images: vec![],
             }],
         },
         Turn::Steering {

@@ -201,11 +201,13 @@ fn history_echoes_signatures_on_the_same_parts() {
                     call_id: ToolCallId("g1".into()),
                     content: "sunny".into(),
                     is_error: false,
+                    images: vec![],
                 },
                 ToolResult {
                     call_id: ToolCallId(format!("{LOCAL_ID}1")),
                     content: "no clock".into(),
                     is_error: true,
+                    images: vec![],
                 },
             ],
         },

@@ -224,6 +224,7 @@ fn stateless_input_replays_reasoning_only_to_openai() {
                 call_id: ToolCallId("call_1".into()),
                 content: "2".into(),
                 is_error: false,
+                images: vec![],
             }],
         },
     ];

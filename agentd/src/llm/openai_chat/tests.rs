@@ -270,11 +270,13 @@ fn history_maps_to_chat_messages() {
                     call_id: ToolCallId("c1".into()),
                     content: "a".into(),
                     is_error: false,
+                    images: vec![],
                 },
                 ToolResult {
                     call_id: ToolCallId("c2".into()),
                     content: "bad args".into(),
                     is_error: true,
+                    images: vec![],
                 },
             ],
         },
