@@ -65,11 +65,16 @@ impl ToolRegistry {
         if definition.parameters.get("type").and_then(|t| t.as_str()) != Some("object") {
             return Err(RegisterError::RootNotObject(definition.name));
         }
-        let validator = jsonschema::validator_for(&definition.parameters).map_err(|e| {
-            RegisterError::InvalidSchema {
-                name: definition.name.clone(),
-                message: e.to_string(),
-            }
+        // Draft 7 covers tool schemas and costs a third of the memory of auto-detecting the
+        // newest draft; a schema that names its own draft gets that one.
+        let validator = if definition.parameters.get("$schema").is_some() {
+            jsonschema::validator_for(&definition.parameters)
+        } else {
+            jsonschema::draft7::new(&definition.parameters)
+        }
+        .map_err(|e| RegisterError::InvalidSchema {
+            name: definition.name.clone(),
+            message: e.to_string(),
         })?;
         let entry = Arc::new(RegisteredTool {
             tool,
