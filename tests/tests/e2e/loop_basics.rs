@@ -551,3 +551,35 @@ async fn a_timed_out_command_is_killed_with_its_children() {
     let result = &last_user_blocks(&s.mock.requests()[1].body)[0];
     assert_eq!(result["is_error"], true);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ten_megabyte_single_line_is_truncated_for_the_model_only() {
+    let mut s = setup().await;
+    let line = "y".repeat(10 * 1024 * 1024);
+    std::fs::write(s.workdir.path().join("huge.csv"), &line).unwrap();
+    s.mock.push_stream(sse::tools(
+        "",
+        &[("h", "read_file", json!({"file_path": "huge.csv"}))],
+    ));
+    s.mock.push_stream(sse::text("too big to read whole"));
+    let events = s.run("read huge.csv").await;
+    let output = of_kind(&events, "tool_call_end")[0]["data"]["output"]
+        .as_str()
+        .unwrap()
+        .len();
+    assert_eq!(
+        output,
+        line.len() + "  1 | \n".len(),
+        "the event carries all of it"
+    );
+    let results = last_user_blocks(&s.mock.requests()[1].body);
+    let content = results[0]["content"].as_str().unwrap();
+    assert!(
+        content.len() < 51_000,
+        "the model gets at most the read_file limit"
+    );
+    assert!(content.contains(&format!(
+        "[WARNING: Tool output was truncated. {} characters were removed from the middle.",
+        line.len() + 7 - 50_000
+    )));
+}
