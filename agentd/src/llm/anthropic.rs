@@ -7,8 +7,8 @@
 //! `message_delta`, and an error for a mid-stream `error` event or an EOF before
 //! `message_stop`.
 
-use super::http::{self, ErrorBody};
-use super::{ByteStream, Delta, Error, ErrorKind, Provider, Request, Response, StopReason};
+use super::http::{self, Auth, Endpoint, ErrorBody};
+use super::{ByteStream, Delta, Deltas, Error, ErrorKind, Provider, Request, Response, StopReason};
 use crate::config::ApiKey;
 use agentd_proto::{
     ProviderKind, ReasoningBlock, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage,
@@ -22,9 +22,7 @@ const API_VERSION: &str = "2023-06-01";
 
 /// A client for one Anthropic-compatible endpoint.
 pub struct Anthropic {
-    http: reqwest::Client,
-    base_url: String,
-    api_key: Option<ApiKey>,
+    endpoint: Endpoint,
     /// Joined into the `anthropic-beta` header when not empty.
     betas: String,
 }
@@ -33,9 +31,7 @@ impl Anthropic {
     /// A client for `base_url` (without `/v1`), authenticating with `api_key` if set.
     pub fn new(http: reqwest::Client, base_url: &str, api_key: Option<ApiKey>) -> Self {
         Self {
-            http,
-            base_url: base_url.trim_end_matches('/').to_owned(),
-            api_key,
+            endpoint: Endpoint::new(http, base_url, api_key, Auth::Header("x-api-key")),
             betas: String::new(),
         }
     }
@@ -55,14 +51,11 @@ impl Provider for Anthropic {
 
     async fn open(&self, request: &Request<'_>) -> Result<ByteStream, Error> {
         let mut http = self
-            .http
-            .post(format!("{}/v1/messages", self.base_url))
+            .endpoint
+            .post("/v1/messages")
             .header("anthropic-version", API_VERSION)
             .header("accept", "text/event-stream")
             .json(&request_body(request));
-        if let Some(key) = &self.api_key {
-            http = http.header("x-api-key", key.expose());
-        }
         if !self.betas.is_empty() {
             http = http.header("anthropic-beta", &self.betas);
         }
@@ -268,7 +261,7 @@ where
     let mut events = std::pin::pin!(http::sse(body));
     let mut response = Response::default();
     let mut blocks: Vec<(u64, Block)> = Vec::new();
-    let mut text_started = false;
+    let mut deltas = Deltas::new(on_delta);
     let mut stopped = false;
     while let Some(event) = events.next().await {
         let data = http::json(&event?)?;
@@ -285,13 +278,7 @@ where
             "content_block_start" => {
                 let cb = &data["content_block"];
                 let new = match cb["type"].as_str().unwrap_or_default() {
-                    "text" => {
-                        if !text_started {
-                            text_started = true;
-                            on_delta(Delta::TextStart);
-                        }
-                        Block::Text
-                    }
+                    "text" => Block::Text,
                     "tool_use" => Block::ToolUse {
                         id: cb["id"].as_str().unwrap_or_default().to_owned(),
                         name: cb["name"].as_str().unwrap_or_default().to_owned(),
@@ -326,20 +313,16 @@ where
                 match (block, delta["type"].as_str().unwrap_or_default()) {
                     (Some(Block::Text), "text_delta") => {
                         let text = delta["text"].as_str().unwrap_or_default();
-                        if !text.is_empty() {
-                            response.text.push_str(text);
-                            on_delta(Delta::Text(text.to_owned()));
-                        }
+                        response.text.push_str(text);
+                        deltas.text(text);
                     }
                     (Some(Block::ToolUse { json, .. }), "input_json_delta") => {
                         json.push_str(delta["partial_json"].as_str().unwrap_or_default());
                     }
                     (Some(Block::Thinking(r)), "thinking_delta") => {
                         let text = delta["thinking"].as_str().unwrap_or_default();
-                        if !text.is_empty() {
-                            r.text.push_str(text);
-                            on_delta(Delta::Reasoning(text.to_owned()));
-                        }
+                        r.text.push_str(text);
+                        deltas.reasoning(text);
                     }
                     (Some(Block::Thinking(r)), "signature_delta") => {
                         r.signature = delta["signature"].as_str().map(str::to_owned);

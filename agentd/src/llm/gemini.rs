@@ -6,8 +6,8 @@
 //! tool turns. `thoughtSignature`s are kept on the part they came with and sent back there.
 //! There is no terminator: EOF after a `finishReason` is the end, EOF before one is truncation.
 
-use super::http::{self, ErrorBody};
-use super::{ByteStream, Delta, Error, ErrorKind, Provider, Request, Response, StopReason};
+use super::http::{self, Auth, Endpoint, ErrorBody};
+use super::{ByteStream, Delta, Deltas, Error, ErrorKind, Provider, Request, Response, StopReason};
 use crate::config::ApiKey;
 use agentd_proto::{
     ProviderKind, ReasoningBlock, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage,
@@ -24,18 +24,14 @@ const LOCAL_ID: &str = "agentd-call-";
 
 /// A client for the Gemini API.
 pub struct Gemini {
-    http: reqwest::Client,
-    base_url: String,
-    api_key: Option<ApiKey>,
+    endpoint: Endpoint,
 }
 
 impl Gemini {
     /// A client for `base_url` (without `/v1beta`).
     pub fn new(http: reqwest::Client, base_url: &str, api_key: Option<ApiKey>) -> Self {
         Self {
-            http,
-            base_url: base_url.trim_end_matches('/').to_owned(),
-            api_key,
+            endpoint: Endpoint::new(http, base_url, api_key, Auth::Header("x-goog-api-key")),
         }
     }
 }
@@ -47,14 +43,11 @@ impl Provider for Gemini {
     }
 
     async fn open(&self, request: &Request<'_>) -> Result<ByteStream, Error> {
-        let url = format!(
-            "{}/v1beta/models/{}:streamGenerateContent?alt=sse",
-            self.base_url, request.model
+        let path = format!(
+            "/v1beta/models/{}:streamGenerateContent?alt=sse",
+            request.model
         );
-        let mut http = self.http.post(url).json(&request_body(request));
-        if let Some(key) = &self.api_key {
-            http = http.header("x-goog-api-key", key.expose());
-        }
+        let http = self.endpoint.post(&path).json(&request_body(request));
         http::send(http, "Gemini", parse_error).await
     }
 
@@ -290,7 +283,7 @@ where
     let mut thoughts = String::new();
     let mut text_signature: Option<String> = None;
     let mut streaming: Option<Streaming> = None;
-    let mut text_started = false;
+    let mut deltas = Deltas::new(on_delta);
     while let Some(event) = events.next().await {
         let chunk = http::json(&event?)?;
         if let Some(message) = chunk["error"]["message"].as_str() {
@@ -367,17 +360,11 @@ where
             }
             if let Some(text) = part["text"].as_str() {
                 if part["thought"] == true {
-                    if !text.is_empty() {
-                        thoughts.push_str(text);
-                        on_delta(Delta::Reasoning(text.to_owned()));
-                    }
-                } else if !text.is_empty() {
-                    if !text_started {
-                        text_started = true;
-                        on_delta(Delta::TextStart);
-                    }
+                    thoughts.push_str(text);
+                    deltas.reasoning(text);
+                } else {
                     response.text.push_str(text);
-                    on_delta(Delta::Text(text.to_owned()));
+                    deltas.text(text);
                 }
                 if signature.is_some() {
                     text_signature = signature;

@@ -2,11 +2,55 @@
 //! failed response into a classified [`Error`], and decoding the body into SSE events.
 
 use super::{ByteStream, Error, ErrorKind};
+use crate::config::ApiKey;
 use futures::{Stream, StreamExt, TryStreamExt};
 use std::time::Duration;
 
 /// Largest error body read from a failed response.
 const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// How an API takes its key.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Auth {
+    /// In a header of its own (`x-api-key`, `x-goog-api-key`).
+    Header(&'static str),
+    /// As `Authorization: Bearer`.
+    Bearer,
+}
+
+/// Where a provider sends its requests and how it authenticates.
+pub(super) struct Endpoint {
+    http: reqwest::Client,
+    base_url: String,
+    api_key: Option<ApiKey>,
+    auth: Auth,
+}
+
+impl Endpoint {
+    pub(super) fn new(
+        http: reqwest::Client,
+        base_url: &str,
+        api_key: Option<ApiKey>,
+        auth: Auth,
+    ) -> Self {
+        Self {
+            http,
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            api_key,
+            auth,
+        }
+    }
+
+    /// A POST to `path` under the base URL, with the key if one is set.
+    pub(super) fn post(&self, path: &str) -> reqwest::RequestBuilder {
+        let request = self.http.post(format!("{}{path}", self.base_url));
+        match (&self.api_key, self.auth) {
+            (Some(key), Auth::Header(name)) => request.header(name, key.expose()),
+            (Some(key), Auth::Bearer) => request.bearer_auth(key.expose()),
+            (None, _) => request,
+        }
+    }
+}
 
 /// What a family's error body says, extracted by its own parser.
 #[derive(Debug, Default)]

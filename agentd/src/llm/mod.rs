@@ -54,6 +54,46 @@ pub enum Delta {
     Reasoning(String),
 }
 
+/// Reports a decoder's deltas, opening the text with one [`Delta::TextStart`] before its
+/// first piece. Empty pieces are not reported.
+pub(crate) struct Deltas<'a> {
+    on_delta: &'a mut (dyn FnMut(Delta) + Send),
+    text_started: bool,
+}
+
+impl<'a> Deltas<'a> {
+    pub(crate) fn new(on_delta: &'a mut (dyn FnMut(Delta) + Send)) -> Self {
+        Self {
+            on_delta,
+            text_started: false,
+        }
+    }
+
+    /// More text.
+    pub(crate) fn text(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        if !self.text_started {
+            self.text_started = true;
+            (self.on_delta)(Delta::TextStart);
+        }
+        (self.on_delta)(Delta::Text(text.to_owned()));
+    }
+
+    /// More reasoning.
+    pub(crate) fn reasoning(&mut self, text: &str) {
+        if !text.is_empty() {
+            (self.on_delta)(Delta::Reasoning(text.to_owned()));
+        }
+    }
+
+    /// Whether any text has been reported.
+    pub(crate) fn text_started(&self) -> bool {
+        self.text_started
+    }
+}
+
 /// Why the model stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StopReason {

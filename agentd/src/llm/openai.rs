@@ -6,9 +6,9 @@
 //! items keyed by `call_id`. The response is rebuilt from the completed output items (servers
 //! such as LM Studio skip the argument deltas); deltas only feed the live events.
 
-use super::http;
+use super::http::{self, Auth, Endpoint};
 use super::openai_chat::{arguments_string, parse_error};
-use super::{ByteStream, Delta, Error, ErrorKind, Provider, Request, Response, StopReason};
+use super::{ByteStream, Delta, Deltas, Error, ErrorKind, Provider, Request, Response, StopReason};
 use crate::config::ApiKey;
 use agentd_proto::{
     ProviderKind, ReasoningBlock, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage,
@@ -20,18 +20,14 @@ use std::collections::BTreeMap;
 
 /// A client for the Responses API.
 pub struct OpenAi {
-    http: reqwest::Client,
-    base_url: String,
-    api_key: Option<ApiKey>,
+    endpoint: Endpoint,
 }
 
 impl OpenAi {
     /// A client for `base_url` (including `/v1`).
     pub fn new(http: reqwest::Client, base_url: &str, api_key: Option<ApiKey>) -> Self {
         Self {
-            http,
-            base_url: base_url.trim_end_matches('/').to_owned(),
-            api_key,
+            endpoint: Endpoint::new(http, base_url, api_key, Auth::Bearer),
         }
     }
 }
@@ -43,13 +39,10 @@ impl Provider for OpenAi {
     }
 
     async fn open(&self, request: &Request<'_>) -> Result<ByteStream, Error> {
-        let mut http = self
-            .http
-            .post(format!("{}/responses", self.base_url))
+        let http = self
+            .endpoint
+            .post("/responses")
             .json(&request_body(request));
-        if let Some(key) = &self.api_key {
-            http = http.bearer_auth(key.expose());
-        }
         http::send(http, "OpenAI", parse_error).await
     }
 
@@ -255,7 +248,7 @@ where
     let mut events = std::pin::pin!(http::sse(body));
     let mut response = Response::default();
     let mut items: BTreeMap<u64, Value> = BTreeMap::new();
-    let mut text_started = false;
+    let mut deltas = Deltas::new(on_delta);
     let mut terminal = false;
     while let Some(event) = events.next().await {
         let data = http::json(&event?)?;
@@ -265,23 +258,15 @@ where
                 response.response_id = data["response"]["id"].as_str().map(str::to_owned);
                 response.model = data["response"]["model"].as_str().map(str::to_owned);
             }
-            "response.output_item.added" if data["item"]["type"] == "message" && text_started => {
+            "response.output_item.added"
+                if data["item"]["type"] == "message" && deltas.text_started() =>
+            {
                 // Keeps the streamed text equal to the final text when a response has two messages.
-                on_delta(Delta::Text("\n\n".into()));
+                deltas.text("\n\n");
             }
-            "response.output_text.delta" => {
-                if let Some(delta) = data["delta"].as_str().filter(|d| !d.is_empty()) {
-                    if !text_started {
-                        text_started = true;
-                        on_delta(Delta::TextStart);
-                    }
-                    on_delta(Delta::Text(delta.to_owned()));
-                }
-            }
+            "response.output_text.delta" => deltas.text(data["delta"].as_str().unwrap_or_default()),
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
-                if let Some(delta) = data["delta"].as_str().filter(|d| !d.is_empty()) {
-                    on_delta(Delta::Reasoning(delta.to_owned()));
-                }
+                deltas.reasoning(data["delta"].as_str().unwrap_or_default());
             }
             "response.output_item.done" => {
                 items.insert(index, data["item"].clone());

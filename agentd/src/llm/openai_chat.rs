@@ -7,8 +7,8 @@
 //! fragment, and missing arguments (meaning `{}`). Whether the turn called tools is decided from
 //! the accumulated calls, never from `finish_reason` alone.
 
-use super::http::{self, ErrorBody};
-use super::{ByteStream, Delta, Error, ErrorKind, Provider, Request, Response, StopReason};
+use super::http::{self, Auth, Endpoint, ErrorBody};
+use super::{ByteStream, Delta, Deltas, Error, ErrorKind, Provider, Request, Response, StopReason};
 use crate::config::ApiKey;
 use agentd_proto::{ProviderKind, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage};
 use async_trait::async_trait;
@@ -17,18 +17,14 @@ use serde_json::{Value, json};
 
 /// A client for one OpenAI-compatible endpoint.
 pub struct OpenAiChat {
-    http: reqwest::Client,
-    base_url: String,
-    api_key: Option<ApiKey>,
+    endpoint: Endpoint,
 }
 
 impl OpenAiChat {
     /// A client for `base_url` (including `/v1`), sending `api_key` as a bearer token if set.
     pub fn new(http: reqwest::Client, base_url: &str, api_key: Option<ApiKey>) -> Self {
         Self {
-            http,
-            base_url: base_url.trim_end_matches('/').to_owned(),
-            api_key,
+            endpoint: Endpoint::new(http, base_url, api_key, Auth::Bearer),
         }
     }
 }
@@ -45,13 +41,10 @@ impl Provider for OpenAiChat {
     }
 
     async fn open(&self, request: &Request<'_>) -> Result<ByteStream, Error> {
-        let mut http = self
-            .http
-            .post(format!("{}/chat/completions", self.base_url))
+        let http = self
+            .endpoint
+            .post("/chat/completions")
             .json(&request_body(request));
-        if let Some(key) = &self.api_key {
-            http = http.bearer_auth(key.expose());
-        }
         http::send(http, "OpenAI-compatible", parse_error).await
     }
 
@@ -256,7 +249,7 @@ where
     let mut response = Response::default();
     let mut calls = ToolCalls::default();
     let mut reasoning = String::new();
-    let mut text_started = false;
+    let mut deltas = Deltas::new(on_delta);
     let mut done = false;
     while let Some(event) = events.next().await {
         let event = event?;
@@ -287,13 +280,9 @@ where
             continue;
         };
         let delta = &choice["delta"];
-        if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
-            if !text_started {
-                text_started = true;
-                on_delta(Delta::TextStart);
-            }
+        if let Some(text) = delta["content"].as_str() {
             response.text.push_str(text);
-            on_delta(Delta::Text(text.to_owned()));
+            deltas.text(text);
         }
         if let Some(r) = delta["reasoning_content"]
             .as_str()
@@ -301,7 +290,7 @@ where
             .filter(|r| !r.is_empty())
         {
             reasoning.push_str(r);
-            on_delta(Delta::Reasoning(r.to_owned()));
+            deltas.reasoning(r);
         }
         for fragment in delta["tool_calls"].as_array().into_iter().flatten() {
             calls.push(fragment);

@@ -139,6 +139,8 @@ async fn control_commands() {
         .respond_with(|_| agentd_tests::mock::Reply::Stream(sse::text("ok")));
     let id = s.session.as_str();
     ok(&s, &["submit", id, "first"]).await;
+    // Steering sent before the first LLM call would be drained into it (spec 2.5).
+    s.mock.wait_requests(1).await;
     ok(&s, &["steer", id, "turn", "left"]).await;
     ok(&s, &["follow-up", id, "then", "this"]).await;
     let queue = s.daemon.agentctl(&["queue", id], None).await.unwrap();

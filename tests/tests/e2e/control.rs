@@ -154,6 +154,9 @@ async fn busy_sessions_queue_steer_or_reject() {
         .await;
     assert_eq!(rejected["error"]["code"], -32011);
     assert_eq!(rejected["error"]["data"]["kind"], "session_busy");
+    // Steering queued before the first LLM call is drained into it (spec 2.5); wait until the
+    // call is out, held at the gate, so these stay queued.
+    s.mock.wait_requests(1).await;
     s.call("session/submit", json!({"text": "c", "when_busy": "steer"}))
         .await;
     s.call("session/submit", json!({"text": "d"})).await;

@@ -2,84 +2,10 @@
 //! the mock: a tool round trip, retries, authentication failure, context overflow, a broken
 //! stream; and one session switching provider and model between inputs.
 
-use crate::{data_of, of_kind};
+use crate::{data_of, of_kind, setup_family};
 use agentd_tests::family::Family;
 use agentd_tests::mock::{Chunk, MockAnthropic, Reply};
-use agentd_tests::{RawClient, TestDaemon};
-use serde_json::{Value, json};
-
-struct FamilySetup {
-    mock: MockAnthropic,
-    _daemon: TestDaemon,
-    client: RawClient,
-    session: String,
-    _workdir: tempfile::TempDir,
-}
-
-async fn setup(family: Family) -> FamilySetup {
-    let mock = MockAnthropic::start().await.unwrap();
-    let daemon = Family::daemon(&mock).await.unwrap();
-    let mut client = daemon.client().await.unwrap();
-    let workdir = tempfile::tempdir().unwrap();
-    let session = daemon
-        .create_session(
-            &mut client,
-            workdir.path(),
-            json!({"provider": family.provider()}),
-        )
-        .await
-        .unwrap();
-    FamilySetup {
-        mock,
-        _daemon: daemon,
-        client,
-        session,
-        _workdir: workdir,
-    }
-}
-
-impl FamilySetup {
-    async fn run(&mut self, text: &str) -> Vec<Value> {
-        let since = self
-            .client
-            .call("session/get", json!({"session_id": self.session}))
-            .await
-            .unwrap()["last_seq"]
-            .as_u64()
-            .unwrap();
-        self.client
-            .subscribe(&self.session, Some(since))
-            .await
-            .unwrap();
-        self.client
-            .call(
-                "session/submit",
-                json!({"session_id": self.session, "text": text}),
-            )
-            .await
-            .unwrap();
-        self.client
-            .events_until("processing_end", |_| true)
-            .await
-            .unwrap()
-    }
-}
-
-macro_rules! each_family {
-    ($($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            use agentd_tests::family::Family;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn anthropic() { super::$scenario(Family::Anthropic).await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn openai() { super::$scenario(Family::OpenAi).await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn openai_chat() { super::$scenario(Family::Chat).await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn gemini() { super::$scenario(Family::Gemini).await }
-        }
-    )*};
-}
+use serde_json::json;
 
 each_family!(
     tool_round_trip,
@@ -90,7 +16,7 @@ each_family!(
 );
 
 async fn tool_round_trip(family: Family) {
-    let mut s = setup(family).await;
+    let mut s = setup_family(family, json!({})).await;
     s.mock.push_stream(family.tools(
         "Let me look.",
         &[("call_1", "shell", json!({"command": "echo hello"}))],
@@ -160,7 +86,7 @@ async fn tool_round_trip(family: Family) {
 }
 
 async fn retried_then_answered(family: Family) {
-    let mut s = setup(family).await;
+    let mut s = setup_family(family, json!({})).await;
     let reply = match family {
         // Gemini puts the delay in the body (RetryInfo), not in a header.
         Family::Gemini => Reply::Status(
@@ -196,7 +122,7 @@ async fn retried_then_answered(family: Family) {
 }
 
 async fn authentication_failure_closes(family: Family) {
-    let mut s = setup(family).await;
+    let mut s = setup_family(family, json!({})).await;
     let status = if family == Family::Gemini { 403 } else { 401 };
     s.mock.push(family.error(status, "bad key", vec![]));
     s.client.subscribe(&s.session, Some(0)).await.unwrap();
@@ -225,7 +151,7 @@ async fn authentication_failure_closes(family: Family) {
 }
 
 async fn context_overflow_warns(family: Family) {
-    let mut s = setup(family).await;
+    let mut s = setup_family(family, json!({})).await;
     s.mock.push(family.error(
         400,
         "This model's maximum context length is 8192 tokens",
@@ -243,7 +169,7 @@ async fn context_overflow_warns(family: Family) {
 }
 
 async fn broken_stream_is_an_error(family: Family) {
-    let mut s = setup(family).await;
+    let mut s = setup_family(family, json!({})).await;
     let mut cut = family.text("this reply will be cut off before its end");
     cut.truncate(2);
     cut.push(Chunk::Cut);
@@ -275,7 +201,7 @@ async fn broken_stream_is_an_error(family: Family) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_session_switches_provider_model_and_effort_between_inputs() {
-    let mut s = setup(Family::Anthropic).await;
+    let mut s = setup_family(Family::Anthropic, json!({})).await;
     s.mock.push_stream(Family::Anthropic.text("from claude"));
     s.run("first").await;
 
@@ -369,7 +295,7 @@ async fn an_ollama_endpoint_from_three_lines_of_config_is_listed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_price_table_turns_usage_into_cost() {
-    let mut s = setup(Family::Gemini).await;
+    let mut s = setup_family(Family::Gemini, json!({})).await;
     s.mock.push_stream(Family::Gemini.text("priced"));
     s.mock.push_stream(Family::Gemini.text("again"));
     s.run("one").await;
@@ -395,9 +321,9 @@ async fn a_price_table_turns_usage_into_cost() {
 each_family!(an_image_reaches_models_that_take_images);
 
 async fn an_image_reaches_models_that_take_images(family: Family) {
-    let mut s = setup(family).await;
+    let mut s = setup_family(family, json!({})).await;
     // Not a real picture: the bytes only need to survive the trip, base64-encoded.
-    std::fs::write(s._workdir.path().join("shot.png"), b"\x89PNG\r\n\x1a\nfake").unwrap();
+    std::fs::write(s.workdir.path().join("shot.png"), b"\x89PNG\r\n\x1a\nfake").unwrap();
     s.mock
         .push_stream(family.tools("", &[("i1", "read_file", json!({"file_path": "shot.png"}))]));
     s.mock.push_stream(family.text("I see it."));

@@ -3,6 +3,23 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+/// Runs `scenario(family)` as one test per provider family: `scenario::anthropic`, ...
+macro_rules! each_family {
+    ($($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            use agentd_tests::family::Family;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn anthropic() { super::$scenario(Family::Anthropic).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn openai() { super::$scenario(Family::OpenAi).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn openai_chat() { super::$scenario(Family::Chat).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn gemini() { super::$scenario(Family::Gemini).await }
+        }
+    )*};
+}
+
 mod cli;
 mod control;
 mod daemon;
@@ -13,6 +30,7 @@ mod protocol;
 mod provider;
 mod streams;
 
+use agentd_tests::family::Family;
 use agentd_tests::mock::MockAnthropic;
 use agentd_tests::{RawClient, TestDaemon};
 use serde_json::{Value, json};
@@ -28,6 +46,30 @@ pub struct Setup {
 
 pub async fn setup() -> Setup {
     setup_with(json!({})).await
+}
+
+/// A daemon that reaches every family through one mock, with a session on `family`'s provider
+/// (plus extra `session/create` params).
+pub async fn setup_family(family: Family, create: Value) -> Setup {
+    let mock = MockAnthropic::start().await.expect("mock starts");
+    let daemon = Family::daemon(&mock).await.expect("daemon starts");
+    let mut client = daemon.client().await.expect("client connects");
+    let workdir = tempfile::tempdir().expect("tempdir");
+    let mut params = json!({"provider": family.provider()});
+    if let (Some(p), Some(e)) = (params.as_object_mut(), create.as_object()) {
+        p.extend(e.clone());
+    }
+    let session = daemon
+        .create_session(&mut client, workdir.path(), params)
+        .await
+        .expect("session created");
+    Setup {
+        mock,
+        daemon,
+        client,
+        session,
+        workdir,
+    }
 }
 
 /// Like [`setup`], with extra `session/create` params.

@@ -2,26 +2,9 @@
 //! create a file, read and search in parallel, edit in the profile's native format, time out a
 //! command, recover from a failed call, and see the work on disk.
 
-use crate::{data_of, of_kind};
+use crate::{data_of, of_kind, setup_family};
 use agentd_tests::family::Family;
-use agentd_tests::mock::MockAnthropic;
 use serde_json::{Value, json};
-
-macro_rules! each_family {
-    ($($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            use agentd_tests::family::Family;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn anthropic() { super::$scenario(Family::Anthropic).await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn openai() { super::$scenario(Family::OpenAi).await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn openai_chat() { super::$scenario(Family::Chat).await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn gemini() { super::$scenario(Family::Gemini).await }
-        }
-    )*};
-}
 
 each_family!(parity_matrix);
 
@@ -58,21 +41,11 @@ fn native(family: Family) -> (&'static str, (&'static str, Value), (&'static str
 }
 
 async fn parity_matrix(family: Family) {
-    let mock = MockAnthropic::start().await.unwrap();
-    let daemon = Family::daemon(&mock).await.unwrap();
-    let mut client = daemon.client().await.unwrap();
-    let workdir = tempfile::tempdir().unwrap();
-    std::fs::write(workdir.path().join("big.txt"), "x".repeat(100_000)).unwrap();
-    let snapshot = client
-        .call(
-            "session/create",
-            json!({"cwd": workdir.path().display().to_string(), "provider": family.provider()}),
-        )
-        .await
-        .unwrap();
-    let session = snapshot["session_id"].as_str().unwrap().to_owned();
+    let mut s = setup_family(family, json!({})).await;
+    std::fs::write(s.workdir.path().join("big.txt"), "x".repeat(100_000)).unwrap();
     let (profile, create, edit) = native(family);
-    assert_eq!(snapshot["profile"], profile);
+    assert_eq!(s.call("session/get", json!({})).await["profile"], profile);
+    let mock = s.mock.clone();
 
     mock.push_stream(family.tools("Creating it.", &[("c1", create.0, create.1)]));
     mock.push_stream(family.tools(
@@ -104,18 +77,7 @@ async fn parity_matrix(family: Family) {
     ));
     mock.push_stream(family.text("Created and edited hello.py."));
 
-    client.subscribe(&session, Some(0)).await.unwrap();
-    client
-        .call(
-            "session/submit",
-            json!({"session_id": session, "text": "Create hello.py, then add a goodbye line"}),
-        )
-        .await
-        .unwrap();
-    let events = client
-        .events_until("processing_end", |_| true)
-        .await
-        .unwrap();
+    let events = s.run("Create hello.py, then add a goodbye line").await;
     assert_eq!(
         of_kind(&events, "processing_end")[0]["data"]["reason"],
         "completed",
@@ -124,7 +86,7 @@ async fn parity_matrix(family: Family) {
 
     // The work is on disk.
     assert_eq!(
-        std::fs::read_to_string(workdir.path().join("hello.py")).unwrap(),
+        std::fs::read_to_string(s.workdir.path().join("hello.py")).unwrap(),
         "print('Hello World')\nprint('Goodbye')\n"
     );
     let ends = |id: &str| {
@@ -203,16 +165,8 @@ async fn parity_matrix(family: Family) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bash_only_session_for_minimal_models() {
-    let mock = MockAnthropic::start().await.unwrap();
-    let daemon = Family::daemon(&mock).await.unwrap();
-    let mut client = daemon.client().await.unwrap();
-    let workdir = tempfile::tempdir().unwrap();
-    let snapshot = client
-        .call("session/create", json!({"cwd": workdir.path().display().to_string(), "provider": "local", "profile": "bash"}))
-        .await
-        .unwrap();
-    let session = snapshot["session_id"].as_str().unwrap().to_owned();
-    mock.push_stream(Family::Chat.tools(
+    let mut s = setup_family(Family::Chat, json!({"profile": "bash"})).await;
+    s.mock.push_stream(Family::Chat.tools(
         "",
         &[(
             "b1",
@@ -220,24 +174,13 @@ async fn a_bash_only_session_for_minimal_models() {
             json!({"command": "printf 'hi\\n' > note.txt && cat note.txt"}),
         )],
     ));
-    mock.push_stream(Family::Chat.text("done"));
-    client.subscribe(&session, Some(0)).await.unwrap();
-    client
-        .call(
-            "session/submit",
-            json!({"session_id": session, "text": "write a note"}),
-        )
-        .await
-        .unwrap();
-    client
-        .events_until("processing_end", |_| true)
-        .await
-        .unwrap();
+    s.mock.push_stream(Family::Chat.text("done"));
+    s.run("write a note").await;
     assert_eq!(
-        std::fs::read_to_string(workdir.path().join("note.txt")).unwrap(),
+        std::fs::read_to_string(s.workdir.path().join("note.txt")).unwrap(),
         "hi\n"
     );
-    let tools: Vec<String> = mock.requests()[0].body["tools"]
+    let tools: Vec<String> = s.mock.requests()[0].body["tools"]
         .as_array()
         .unwrap()
         .iter()
@@ -248,19 +191,8 @@ async fn a_bash_only_session_for_minimal_models() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_only_session_refuses_writes() {
-    let mock = MockAnthropic::start().await.unwrap();
-    let daemon = Family::daemon(&mock).await.unwrap();
-    let mut client = daemon.client().await.unwrap();
-    let workdir = tempfile::tempdir().unwrap();
-    let snapshot = client
-        .call(
-            "session/create",
-            json!({"cwd": workdir.path().display().to_string(), "read_only": true}),
-        )
-        .await
-        .unwrap();
-    let session = snapshot["session_id"].as_str().unwrap().to_owned();
-    mock.push_stream(Family::Anthropic.tools(
+    let mut s = setup_family(Family::Anthropic, json!({"read_only": true})).await;
+    s.mock.push_stream(Family::Anthropic.tools(
         "",
         &[(
             "w",
@@ -268,22 +200,11 @@ async fn a_read_only_session_refuses_writes() {
             json!({"file_path": "x.txt", "content": "no"}),
         )],
     ));
-    mock.push_stream(Family::Anthropic.text("ok"));
-    client.subscribe(&session, Some(0)).await.unwrap();
-    client
-        .call(
-            "session/submit",
-            json!({"session_id": session, "text": "write"}),
-        )
-        .await
-        .unwrap();
-    let events = client
-        .events_until("processing_end", |_| true)
-        .await
-        .unwrap();
+    s.mock.push_stream(Family::Anthropic.text("ok"));
+    let events = s.run("write").await;
     assert_eq!(
         of_kind(&events, "tool_call_end")[0]["data"]["error"],
         "Tool error (write_file): write operations are disabled in read-only mode"
     );
-    assert!(!workdir.path().join("x.txt").exists());
+    assert!(!s.workdir.path().join("x.txt").exists());
 }
