@@ -79,15 +79,19 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&config.log_level)
-                .unwrap_or_else(|_| "info".into()),
-        )
+    let filter =
+        tracing_subscriber::EnvFilter::try_new(&config.log_level).unwrap_or_else(|_| "info".into());
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    // Under systemd the journal stamps every line itself.
+    if std::env::var_os("JOURNAL_STREAM").is_some() {
+        logs.without_time().init();
+    } else {
+        logs.init();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

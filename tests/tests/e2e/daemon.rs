@@ -247,3 +247,43 @@ async fn check_config_names_the_bad_key() {
     assert_eq!(missing.status.code(), Some(78));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("cannot read config file"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_systemd_units_pass_systemd_analyze() {
+    let Ok(analyze) = which("systemd-analyze") else {
+        eprintln!("systemd-analyze is not installed; skipping");
+        return;
+    };
+    let units = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/systemd");
+    let dir = tempfile::tempdir().unwrap();
+    for unit in ["agentd.socket", "agentd.service"] {
+        let text = std::fs::read_to_string(units.join(unit)).unwrap();
+        // verify checks that ExecStart exists: point it at the binary just built.
+        let text = text.replace(
+            "ExecStart=%h/.cargo/bin/agentd",
+            &format!("ExecStart={}", bin_dir().join("agentd").display()),
+        );
+        std::fs::write(dir.path().join(unit), text).unwrap();
+    }
+    let runtime = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(analyze)
+        .args([
+            "verify",
+            "--user",
+            "--man=no",
+            "agentd.socket",
+            "agentd.service",
+        ])
+        .current_dir(dir.path())
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{said}");
+    // Unknown keys only warn, so any output is a failure.
+    assert_eq!(said.trim(), "", "systemd-analyze complained");
+}
