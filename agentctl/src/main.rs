@@ -1,10 +1,14 @@
 //! `agentctl`: the command-line client of agentd.
 //!
+//! When no daemon answers on the socket, `agentctl` starts `agentd` in the background (set
+//! `AGENTD_NO_AUTOSTART=1` to never do so).
+//!
 //! Exit codes: 0 success; 1 the daemon answered with an error (or the work ended in one);
 //! 2 bad usage; 69 the daemon cannot be reached; 77 the daemon refused this user;
 //! 130 interrupted (Ctrl-C aborted the work).
 
 mod client;
+mod daemon;
 mod render;
 
 use agentd_proto::methods as m;
@@ -69,6 +73,29 @@ enum BusyArg {
 
 #[derive(Subcommand)]
 enum Command {
+    #[command(flatten)]
+    Online(Online),
+    #[command(flatten)]
+    Offline(Offline),
+}
+
+/// Commands that work without a daemon.
+#[derive(Subcommand)]
+enum Offline {
+    /// Check the setup: socket, daemon, config, providers (never prints keys).
+    Doctor,
+    /// Print a shell completion script: `agentctl completions bash > ~/.local/share/bash-completion/completions/agentctl`.
+    Completions { shell: clap_complete::Shell },
+    /// Print the man page, or write every page into a directory.
+    Man {
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+/// Commands that talk to the daemon (starting it if needed).
+#[derive(Subcommand)]
+enum Online {
     /// Daemon version, uptime, sessions and providers.
     Status,
     /// Configured providers and their models.
@@ -175,6 +202,15 @@ impl From<ClientError> for Failure {
 type Result<T> = std::result::Result<T, Failure>;
 
 fn main() -> ExitCode {
+    // `agentctl events | head` must end quietly when the reader goes away, like any Unix tool,
+    // instead of panicking on the broken pipe.
+    // SAFETY: no other thread exists yet, and SIG_DFL installs no Rust handler.
+    let _ = unsafe {
+        nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGPIPE,
+            nix::sys::signal::SigHandler::SigDfl,
+        )
+    };
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -195,16 +231,40 @@ fn main() -> ExitCode {
     }
 }
 
-async fn connect(cli: &Cli) -> Result<Connection> {
-    let socket = cli.socket.clone().unwrap_or_else(|| {
-        agentd_proto::socket::default_socket_path(nix::unistd::geteuid().as_raw())
-    });
-    Connection::connect(&socket).await.map_err(|e| {
+async fn connect(socket: Option<&std::path::Path>, autostart: bool) -> Result<Connection> {
+    let socket = daemon::socket_path(socket);
+    let first = match Connection::connect(&socket).await {
+        Ok(conn) => return Ok(conn),
+        Err(e) => e,
+    };
+    let unreachable = |detail: String| {
         Failure(
             EX_UNAVAILABLE,
-            format!("cannot reach agentd at {}: {e}\nstart it with `agentd &` (or `systemctl --user start agentd.socket`)", socket.display()),
+            format!(
+                "cannot reach agentd at {}: {detail}\nstart it with `agentd &` (or `systemctl --user start agentd.socket`)",
+                socket.display()
+            ),
         )
-    })
+    };
+    let nothing_there = matches!(
+        first.kind(),
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+    );
+    if !(autostart && nothing_there && daemon::autostart_allowed()) {
+        return Err(unreachable(first.to_string()));
+    }
+    let log = daemon::start(&socket)
+        .map_err(|e| unreachable(format!("{first}; starting agentd failed: {e}")))?;
+    for _ in 0..100 {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        if let Ok(conn) = Connection::connect(&socket).await {
+            return Ok(conn);
+        }
+    }
+    Err(unreachable(format!(
+        "{first}; agentd was started but did not answer within 5 s (see {})",
+        log.display()
+    )))
 }
 
 fn print<T: Serialize>(json: bool, value: &T, human: impl FnOnce(&T)) {
@@ -277,10 +337,25 @@ fn create_params(args: NewArgs) -> Result<CreateParams> {
 }
 
 async fn run(cli: Cli) -> Result<u8> {
-    let conn = connect(&cli).await?;
+    let socket = cli.socket.as_deref();
+    let command = match cli.command {
+        Command::Offline(Offline::Completions { shell }) => {
+            clap_complete::generate(
+                shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "agentctl",
+                &mut std::io::stdout(),
+            );
+            return Ok(0);
+        }
+        Command::Offline(Offline::Man { dir }) => return man_pages(dir.as_deref()),
+        Command::Offline(Offline::Doctor) => return doctor(socket).await,
+        Command::Online(command) => command,
+    };
+    let conn = connect(socket, true).await?;
     let json = cli.json;
-    match cli.command {
-        Command::Status => {
+    match command {
+        Online::Status => {
             let info = conn.call::<m::DaemonInfoMethod>(Empty {}).await?;
             print(json, &info, |i| {
                 println!(
@@ -304,7 +379,7 @@ async fn run(cli: Cli) -> Result<u8> {
                 }
             });
         }
-        Command::Models => {
+        Online::Models => {
             let info = conn.call::<m::DaemonInfoMethod>(Empty {}).await?;
             if json {
                 for p in &info.providers {
@@ -326,11 +401,11 @@ async fn run(cli: Cli) -> Result<u8> {
                 }
             }
         }
-        Command::New(args) => {
+        Online::New(args) => {
             let snapshot = conn.call::<m::SessionCreate>(create_params(args)?).await?;
             print(json, &snapshot, |s| println!("{}", s.session_id));
         }
-        Command::Ls { state } => {
+        Online::Ls { state } => {
             let state = match state.as_deref() {
                 None => None,
                 Some(s) => Some(
@@ -358,7 +433,7 @@ async fn run(cli: Cli) -> Result<u8> {
                 }
             }
         }
-        Command::Show { session } => {
+        Online::Show { session } => {
             let session_id = resolve(&conn, &session).await?;
             let s = conn
                 .call::<m::SessionGet>(SessionParams { session_id })
@@ -367,7 +442,7 @@ async fn run(cli: Cli) -> Result<u8> {
                 println!("{}", serde_json::to_string_pretty(s).unwrap_or_default())
             });
         }
-        Command::Submit {
+        Online::Submit {
             new,
             follow,
             when_busy,
@@ -428,7 +503,7 @@ async fn run(cli: Cli) -> Result<u8> {
             let submitted = conn.call::<m::SessionSubmit>(params).await?;
             return follow_work(&conn, stream, sigint, session_id, submitted.input_id, json).await;
         }
-        Command::Steer { session, text } => {
+        Online::Steer { session, text } => {
             let session_id = resolve(&conn, &session).await?;
             let r = conn
                 .call::<m::SessionSteer>(TextParams {
@@ -438,7 +513,7 @@ async fn run(cli: Cli) -> Result<u8> {
                 .await?;
             print(json, &r, |r| println!("{}", r.input_id));
         }
-        Command::FollowUp { session, text } => {
+        Online::FollowUp { session, text } => {
             let session_id = resolve(&conn, &session).await?;
             let r = conn
                 .call::<m::SessionFollowUp>(TextParams {
@@ -448,7 +523,7 @@ async fn run(cli: Cli) -> Result<u8> {
                 .await?;
             print(json, &r, |r| println!("{}", r.input_id));
         }
-        Command::Queue { session, clear } => {
+        Online::Queue { session, clear } => {
             let session_id = resolve(&conn, &session).await?;
             let q = if clear {
                 conn.call::<m::SessionQueueClear>(SessionParams { session_id })
@@ -466,7 +541,7 @@ async fn run(cli: Cli) -> Result<u8> {
                 }
             });
         }
-        Command::Abort { session, close } => {
+        Online::Abort { session, close } => {
             let session_id = resolve(&conn, &session).await?;
             let r = conn
                 .call::<m::SessionAbort>(AbortParams { session_id, close })
@@ -486,14 +561,14 @@ async fn run(cli: Cli) -> Result<u8> {
                 }
             });
         }
-        Command::Close { session } => {
+        Online::Close { session } => {
             let session_id = resolve(&conn, &session).await?;
             let r = conn
                 .call::<m::SessionClose>(SessionParams { session_id })
                 .await?;
             print(json, &r, |_| println!("closed"));
         }
-        Command::Events {
+        Online::Events {
             session,
             since,
             follow,
@@ -540,7 +615,7 @@ async fn run(cli: Cli) -> Result<u8> {
                 }
             }
         }
-        Command::History {
+        Online::History {
             session,
             offset,
             limit,
@@ -563,6 +638,79 @@ async fn run(cli: Cli) -> Result<u8> {
                 }
             }
         }
+    }
+    Ok(0)
+}
+
+fn man_pages(dir: Option<&std::path::Path>) -> Result<u8> {
+    let command = <Cli as clap::CommandFactory>::command();
+    let fail = |e: std::io::Error| Failure(1, format!("cannot write man pages: {e}"));
+    let Some(dir) = dir else {
+        clap_mangen::Man::new(command)
+            .render(&mut std::io::stdout())
+            .map_err(fail)?;
+        return Ok(0);
+    };
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    let mut pages = vec![("agentctl".to_owned(), command.clone())];
+    pages.extend(command.get_subcommands().map(|sub| {
+        let name = format!("agentctl-{}", sub.get_name());
+        (name.clone(), sub.clone().name(name))
+    }));
+    for (name, page) in pages {
+        let mut out = Vec::new();
+        clap_mangen::Man::new(page).render(&mut out).map_err(fail)?;
+        std::fs::write(dir.join(format!("{name}.1")), out).map_err(fail)?;
+    }
+    Ok(0)
+}
+
+/// Reports the setup without changing anything (it never starts the daemon).
+async fn doctor(flag: Option<&std::path::Path>) -> Result<u8> {
+    let socket = daemon::socket_path(flag);
+    println!("agentctl {}", env!("CARGO_PKG_VERSION"));
+    let conn = match connect(flag, false).await {
+        Ok(conn) => conn,
+        Err(Failure(code, _)) => {
+            println!("socket   {} (nothing answers)", socket.display());
+            println!(
+                "hint     run any agentctl command to start agentd, or `systemctl --user start agentd.socket`"
+            );
+            println!(
+                "log      {} (where agentctl-started daemons log)",
+                daemon::log_path().display()
+            );
+            return Ok(code);
+        }
+    };
+    let info = conn.call::<m::DaemonInfoMethod>(Empty {}).await?;
+    println!("socket   {} (ok)", info.socket);
+    println!(
+        "daemon   agentd {} (protocol {}), pid {}, up {}s",
+        info.version,
+        info.protocol,
+        info.pid,
+        info.uptime_ms / 1000
+    );
+    if info.version != env!("CARGO_PKG_VERSION") {
+        println!("warning  agentctl and agentd versions differ");
+    }
+    println!(
+        "config   {}",
+        info.config_file
+            .as_deref()
+            .unwrap_or("built-in defaults (no config file)")
+    );
+    println!(
+        "log      {} (when started by agentctl)",
+        daemon::log_path().display()
+    );
+    for p in &info.providers {
+        let key = if p.has_key { "key set" } else { "no key" };
+        println!(
+            "provider {:<12} {:<12} {key:<8} {}",
+            p.name, p.kind, p.base_url
+        );
     }
     Ok(0)
 }

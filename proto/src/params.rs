@@ -156,6 +156,9 @@ pub struct DaemonInfo {
     pub sessions_processing: usize,
     /// Configured providers.
     pub providers: Vec<ProviderInfo>,
+    /// The config file in use, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_file: Option<String>,
 }
 
 /// Result of `daemon/shutdown`.

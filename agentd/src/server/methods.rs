@@ -142,6 +142,12 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
                 .values()
                 .map(|p| p.info())
                 .collect(),
+            config_file: d
+                .registry
+                .config()
+                .source
+                .as_ref()
+                .map(|p| p.display().to_string()),
         })
     });
     register::<m::DaemonShutdown, _, _>(&mut module, |d, _| async move {

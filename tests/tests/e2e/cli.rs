@@ -235,6 +235,7 @@ async fn ctrl_c_during_follow_aborts_the_work() {
 async fn an_unreachable_daemon_exits_69() {
     let s = setup().await;
     let mut cmd = s.daemon.command("agentctl");
+    cmd.env("AGENTD_NO_AUTOSTART", "1");
     let out = cmd
         .args(["--socket", "/tmp/agentd-test-no-such.sock", "status"])
         .output()
@@ -242,6 +243,134 @@ async fn an_unreachable_daemon_exits_69() {
     assert_eq!(out.status.code(), Some(69));
     assert!(
         text(&out.stderr).contains("cannot reach agentd at /tmp/agentd-test-no-such.sock"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agentctl_starts_the_daemon_when_none_answers() {
+    let mut s = setup().await;
+    s.daemon
+        .stop_with(nix::sys::signal::Signal::SIGTERM)
+        .await
+        .unwrap();
+    let out = s.daemon.agentctl(&["status"], None).await.unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("sessions 0 (0 processing)"),
+        "a fresh daemon: {}",
+        text(&out.stdout)
+    );
+    let log = s.daemon.root.path().join("state/agentd/agentd.log");
+    assert!(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("agentd ready"),
+        "it logs to the state directory"
+    );
+    let mut c = RawClient::connect(&s.daemon.socket).await.unwrap();
+    c.call("daemon/shutdown", json!({})).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_reports_without_starting_anything() {
+    let mut s = setup().await;
+    let out = s.daemon.agentctl(&["doctor"], None).await.unwrap();
+    let report = text(&out.stdout);
+    assert!(out.status.success(), "{report}");
+    assert!(
+        report.contains(&format!("socket   {} (ok)", s.daemon.socket.display())),
+        "{report}"
+    );
+    assert!(
+        report.contains("config   built-in defaults (no config file)"),
+        "{report}"
+    );
+    assert!(
+        report
+            .lines()
+            .any(|l| l.starts_with("provider anthropic") && l.contains("key set")),
+        "{report}"
+    );
+    assert!(
+        report
+            .lines()
+            .any(|l| l.starts_with("provider openai") && l.contains("no key")),
+        "{report}"
+    );
+    assert!(!report.contains("test-key"), "keys are never printed");
+    s.daemon
+        .stop_with(nix::sys::signal::Signal::SIGTERM)
+        .await
+        .unwrap();
+    let out = s.daemon.agentctl(&["doctor"], None).await.unwrap();
+    assert_eq!(out.status.code(), Some(69));
+    assert!(text(&out.stdout).contains("(nothing answers)"));
+    assert!(!s.daemon.socket.exists(), "doctor started no daemon");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_and_man_pages_come_from_the_cli_definition() {
+    let s = setup().await;
+    for shell in ["bash", "zsh", "fish"] {
+        let out = s
+            .daemon
+            .agentctl(&["completions", shell], None)
+            .await
+            .unwrap();
+        assert!(out.status.success());
+        let script = text(&out.stdout);
+        assert!(
+            script.contains("agentctl")
+                && script.contains("follow-up")
+                && script.contains("submit"),
+            "{shell}"
+        );
+    }
+    let man = s.daemon.agentctl(&["man"], None).await.unwrap();
+    let page = text(&man.stdout);
+    assert!(
+        page.contains(".TH agentctl 1") && page.contains("SUBCOMMANDS") && page.contains("doctor"),
+        "{page}"
+    );
+    let dir = s.daemon.root.path().join("man");
+    let out = s
+        .daemon
+        .agentctl(&["man", "--dir", dir.to_str().unwrap()], None)
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for page in ["agentctl.1", "agentctl-submit.1", "agentctl-doctor.1"] {
+        assert!(
+            std::fs::read_to_string(dir.join(page))
+                .unwrap()
+                .contains(".TH"),
+            "{page}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_pipe_ends_agentctl_quietly() {
+    let s = setup().await;
+    // A pipe whose reader is already gone, as when `| head` has exited.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let mut cmd = s.daemon.command("agentctl");
+    let out = cmd
+        .args(["completions", "bash"])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&out.status),
+        Some(13),
+        "ended by SIGPIPE"
+    );
+    assert!(
+        !text(&out.stderr).contains("panicked"),
         "{}",
         text(&out.stderr)
     );
