@@ -99,9 +99,15 @@ impl TestDaemon {
         Ok(daemon)
     }
 
-    /// The environment the daemon and `agentctl` run with.
-    pub fn command(&self, program: &str) -> Command {
-        let mut cmd = Command::new(bin_dir().join(program));
+    /// One of the built binaries (`agentd`, `agentctl`) with the daemon's environment.
+    pub fn command(&self, binary: &str) -> Command {
+        self.program(bin_dir().join(binary))
+    }
+
+    /// Any program (from `PATH`, or a path) with the environment the daemon runs with, so it
+    /// finds the daemon's socket.
+    pub fn program(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut cmd = Command::new(program);
         let root = self.root.path();
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())

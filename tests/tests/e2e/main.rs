@@ -23,6 +23,7 @@ macro_rules! each_family {
 mod cli;
 mod control;
 mod daemon;
+mod examples;
 mod families;
 mod loop_basics;
 mod profiles;
