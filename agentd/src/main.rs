@@ -31,8 +31,12 @@ struct Args {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Print the protocol's JSON Schema.
-    Schema,
+    /// Print the protocol's JSON Schema (or, with --markdown, its reference).
+    Schema {
+        /// Print the Markdown reference instead.
+        #[arg(long)]
+        markdown: bool,
+    },
 }
 
 /// sysexits: configuration error.
@@ -42,7 +46,11 @@ fn main() -> ExitCode {
     // Before any thread exists: it edits the environment.
     let systemd_fd = server::take_systemd_fd();
     let args = Args::parse();
-    if let Some(Command::Schema) = args.command {
+    if let Some(Command::Schema { markdown: true }) = args.command {
+        print!("{}", agentd_proto::schema::protocol_markdown());
+        return ExitCode::SUCCESS;
+    }
+    if let Some(Command::Schema { markdown: false }) = args.command {
         println!(
             "{}",
             serde_json::to_string_pretty(&agentd_proto::schema::protocol_schema())

@@ -18,7 +18,7 @@ impl MethodVisitor for Collector {
         let result = self.generator.subscribe_schema::<M::Response>();
         self.methods.insert(
             M::NAME.to_owned(),
-            json!({ "description": M::DOC, "params": params, "result": result }),
+            json!({ "description": M::DOC.trim(), "params": params, "result": result }),
         );
     }
 
@@ -28,7 +28,7 @@ impl MethodVisitor for Collector {
         self.subscriptions.insert(
             S::NAME.to_owned(),
             json!({
-                "description": S::DOC,
+                "description": S::DOC.trim(),
                 "params": params,
                 "notification": S::NOTIFICATION,
                 "unsubscribe": S::UNSUBSCRIBE,
@@ -77,6 +77,169 @@ pub fn protocol_schema() -> Value {
     })
 }
 
+/// The protocol as a Markdown reference, rendered from [`protocol_schema`] so it cannot drift
+/// from the code (`agentd schema --markdown`; the repository keeps it as `docs/protocol.md`).
+pub fn protocol_markdown() -> String {
+    let schema = protocol_schema();
+    let defs = &schema["$defs"];
+    let mut out = String::from(
+        "# agentd protocol reference\n\n\
+         Generated from the `proto` crate by `agentd schema --markdown`; do not edit by hand.\n\n\
+         JSON-RPC 2.0 over a Unix socket (`$XDG_RUNTIME_DIR/agentd/agentd.sock`), one JSON message per line or \
+         LSP-style `Content-Length` framing, chosen by the first byte. Params are always an object.\n\n## Methods\n",
+    );
+    for (name, method) in schema["methods"].as_object().into_iter().flatten() {
+        out.push_str(&format!(
+            "\n### `{name}`\n\n{}\n\n",
+            text(&method["description"])
+        ));
+        out.push_str(&format!(
+            "Params: {}\n\nResult: {}\n",
+            type_name(&method["params"]),
+            type_name(&method["result"])
+        ));
+    }
+    out.push_str("\n## Subscriptions\n");
+    for (name, sub) in schema["subscriptions"].as_object().into_iter().flatten() {
+        out.push_str(&format!(
+            "\n### `{name}`\n\n{}\n\nParams: {}\n\nNotifications: `{}` carrying {}; end early with `{}`.\n",
+            text(&sub["description"]),
+            type_name(&sub["params"]),
+            text(&sub["notification"]),
+            type_name(&sub["item"]),
+            text(&sub["unsubscribe"]),
+        ));
+    }
+    out.push_str("\n## Errors\n\nApplication errors carry `data` of type [`ErrorData`](#errordata).\n\n| code | `data.kind` | retryable |\n|---|---|---|\n");
+    for e in schema["errors"]["codes"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "| {} | `{}` | {} |\n",
+            e["code"],
+            text(&e["kind"]),
+            e["retryable"]
+        ));
+    }
+    out.push_str("\n## Types\n");
+    for (name, def) in defs.as_object().into_iter().flatten() {
+        out.push_str(&format!("\n### {name}\n\n"));
+        if let Some(d) = def["description"].as_str() {
+            out.push_str(&format!("{}\n\n", d.replace('\n', " ")));
+        }
+        describe(def, &mut out);
+    }
+    out
+}
+
+fn text(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_owned()
+}
+
+/// A short name for a schema: a link for references, `T | null` for nullable, `[T]` for arrays.
+fn type_name(schema: &Value) -> String {
+    if let Some(r) = schema["$ref"].as_str() {
+        let name = r.rsplit('/').next().unwrap_or(r);
+        return format!("[`{name}`](#{})", name.to_lowercase());
+    }
+    if let Some(values) = schema["enum"].as_array() {
+        return values
+            .iter()
+            .map(|v| format!("`{v}`"))
+            .collect::<Vec<_>>()
+            .join(" \\| ");
+    }
+    if let Some(c) = schema.get("const") {
+        return format!("`{c}`");
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(options) = schema[key].as_array() {
+            return options
+                .iter()
+                .map(type_name)
+                .collect::<Vec<_>>()
+                .join(" \\| ");
+        }
+    }
+    match &schema["type"] {
+        Value::String(t) if t == "array" => format!("[{}]", type_name(&schema["items"])),
+        Value::String(t)
+            if t == "object"
+                && schema
+                    .get("additionalProperties")
+                    .is_some_and(Value::is_object) =>
+        {
+            format!("map of {}", type_name(&schema["additionalProperties"]))
+        }
+        Value::String(t) => t.clone(),
+        Value::Array(ts) => ts
+            .iter()
+            .map(|t| t.as_str().unwrap_or("?"))
+            .collect::<Vec<_>>()
+            .join(" \\| "),
+        _ => "any".into(),
+    }
+}
+
+/// Fields as a table, the variants of a tagged union as a list, or the type itself.
+fn describe(def: &Value, out: &mut String) {
+    if let Some(props) = def["properties"].as_object() {
+        let required: Vec<&str> = def["required"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        out.push_str("| field | type | required | description |\n|---|---|---|---|\n");
+        for (field, schema) in props {
+            let about = schema["description"]
+                .as_str()
+                .unwrap_or_default()
+                .replace('\n', " ");
+            let needed = if required.contains(&field.as_str()) {
+                "yes"
+            } else {
+                ""
+            };
+            out.push_str(&format!(
+                "| `{field}` | {} | {needed} | {about} |\n",
+                type_name(schema)
+            ));
+        }
+    }
+    if let Some(variants) = def["oneOf"].as_array().or(def["anyOf"].as_array()) {
+        if def["properties"].is_object() {
+            out.push_str("\nand one of:\n\n");
+        }
+        for v in variants {
+            let about = v["description"]
+                .as_str()
+                .unwrap_or_default()
+                .replace('\n', " ");
+            let tag = v["properties"]
+                .as_object()
+                .and_then(|p| p.values().find_map(|x| x.get("const")).cloned());
+            let data: Vec<String> = v["properties"]["data"]["properties"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(field, schema)| format!("`{field}` {}", type_name(schema)))
+                .collect();
+            let data = if data.is_empty() {
+                String::new()
+            } else {
+                format!(" Data: {}.", data.join(", "))
+            };
+            match tag {
+                Some(tag) => out.push_str(&format!("- {tag}: {about}{data}\n")),
+                None => out.push_str(&format!("- {}: {about}\n", type_name(v))),
+            }
+        }
+        return;
+    }
+    if !def["properties"].is_object() {
+        out.push_str(&format!("{}\n", type_name(def)));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     /// The committed schema (docs and client generators use it) matches the code. To update it:
@@ -90,6 +253,18 @@ mod tests {
         assert!(
             committed == super::protocol_schema(),
             "proto/schema/agentd-protocol.json is stale: run `cargo run -p agentd -- schema > proto/schema/agentd-protocol.json`"
+        );
+    }
+
+    /// `docs/protocol.md` matches the code. To update it:
+    /// `cargo run -p agentd -- schema --markdown > docs/protocol.md`.
+    #[test]
+    fn committed_reference_is_current() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/protocol.md");
+        let committed = std::fs::read_to_string(path).expect("docs/protocol.md exists");
+        assert!(
+            committed == super::protocol_markdown(),
+            "docs/protocol.md is stale: run `cargo run -p agentd -- schema --markdown > docs/protocol.md`"
         );
     }
 
