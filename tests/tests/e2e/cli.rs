@@ -375,3 +375,49 @@ async fn a_closed_pipe_ends_agentctl_quietly() {
         text(&out.stderr)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn packaged_completions_and_man_pages_match_the_cli() {
+    let s = setup().await;
+    let packaging = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging");
+    let regenerate = "regenerate with: agentctl completions bash > packaging/completions/agentctl.bash (zsh: _agentctl, fish: agentctl.fish) and agentctl man --dir packaging/man";
+    for (shell, file) in [
+        ("bash", "agentctl.bash"),
+        ("zsh", "_agentctl"),
+        ("fish", "agentctl.fish"),
+    ] {
+        let out = s
+            .daemon
+            .agentctl(&["completions", shell], None)
+            .await
+            .unwrap();
+        let committed = std::fs::read_to_string(packaging.join("completions").join(file)).unwrap();
+        assert!(
+            text(&out.stdout) == committed,
+            "packaging/completions/{file} is stale; {regenerate}"
+        );
+    }
+    let dir = s.daemon.root.path().join("man");
+    s.daemon
+        .agentctl(&["man", "--dir", dir.to_str().unwrap()], None)
+        .await
+        .unwrap();
+    let mut generated: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    generated.sort();
+    let mut committed: Vec<String> = std::fs::read_dir(packaging.join("man"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    committed.sort();
+    assert_eq!(generated, committed, "{regenerate}");
+    for page in generated {
+        let (a, b) = (
+            std::fs::read_to_string(dir.join(&page)).unwrap(),
+            std::fs::read_to_string(packaging.join("man").join(&page)).unwrap(),
+        );
+        assert!(a == b, "packaging/man/{page} is stale; {regenerate}");
+    }
+}

@@ -287,3 +287,27 @@ async fn the_systemd_units_pass_systemd_analyze() {
     // Unknown keys only warn, so any output is a failure.
     assert_eq!(said.trim(), "", "systemd-analyze complained");
 }
+
+#[test]
+fn the_launchd_plist_is_a_valid_property_list() {
+    let Ok(python) = which("python3") else {
+        eprintln!("python3 is not installed; skipping");
+        return;
+    };
+    let plist = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../packaging/launchd/dev.agentd.plist");
+    let check = "import plistlib,sys; d=plistlib.load(open(sys.argv[1],'rb')); \
+                 assert d['Label']=='dev.agentd'; assert d['ProgramArguments'][0].endswith('/agentd'); \
+                 assert d['RunAtLoad'] is True; assert d['KeepAlive']=={'SuccessfulExit': False}; print('ok')";
+    let out = std::process::Command::new(python)
+        .args(["-c", check])
+        .arg(&plist)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "ok",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,0 +1,140 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_agentctl_global_optspecs
+    string join \n socket= json h/help V/version
+end
+
+function __fish_agentctl_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_agentctl_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_agentctl_using_subcommand
+    set -l cmd (__fish_agentctl_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c agentctl -n "__fish_agentctl_needs_command" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
+complete -c agentctl -n "__fish_agentctl_needs_command" -l json -d 'Print machine-readable NDJSON instead of text'
+complete -c agentctl -n "__fish_agentctl_needs_command" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_needs_command" -s V -l version -d 'Print version'
+complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "status" -d 'Daemon version, uptime, sessions and providers'
+complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "models" -d 'Configured providers and their models'
+complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "new" -d 'Create a session and print its id'
+complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "ls" -d 'List sessions'
+complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "show" -d 'Show one session'
+complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "submit" -d 'Submit a prompt: `submit SESSION [PROMPT]` or `submit --new [PROMPT]`; without PROMPT it is read from stdin'
+complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "steer" -d 'Inject a message after the current tool round'
+complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "follow-up" -d 'Queue a message to run after the current input completes'
+complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "queue" -d 'Show (or with --clear remove) queued steering and follow-ups'
+complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "abort" -d 'Stop the session\'s current work (it stays open unless --close)'
+complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "close" -d 'Close a session'
+complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "events" -d 'Print a session\'s events'
+complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "history" -d 'Print the conversation'
+complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "doctor" -d 'Check the setup: socket, daemon, config, providers (never prints keys)'
+complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "completions" -d 'Print a shell completion script: `agentctl completions bash > ~/.local/share/bash-completion/completions/agentctl`'
+complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "man" -d 'Print the man page, or write every page into a directory'
+complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c agentctl -n "__fish_agentctl_using_subcommand status" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand status" -l json -d 'Print machine-readable NDJSON instead of text'
+complete -c agentctl -n "__fish_agentctl_using_subcommand status" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_using_subcommand models" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand models" -l json -d 'Print machine-readable NDJSON instead of text'
+complete -c agentctl -n "__fish_agentctl_using_subcommand models" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l cwd -d 'Working directory [default: the current directory]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l provider -d 'Provider name (see `agentctl status`)' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l model -d 'Model' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l profile -d 'Tool profile' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l title -d 'Title shown in lists' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l instructions -d 'Extra instructions appended to the system prompt' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l read-only -d 'Refuse file writes and deletes (commands still run)'
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l json -d 'Print machine-readable NDJSON instead of text'
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_using_subcommand ls" -l state -d 'Only sessions in this state (idle, processing, closed)' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand ls" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand ls" -l json -d 'Print machine-readable NDJSON instead of text'
+complete -c agentctl -n "__fish_agentctl_using_subcommand ls" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_using_subcommand show" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand show" -l json -d 'Print machine-readable NDJSON instead of text'
+complete -c agentctl -n "__fish_agentctl_using_subcommand show" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l when-busy -d 'What to do if the session is busy' -r -f -a "queue\t''
+steer\t''
+reject\t''"
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l client-input-id -d 'Idempotency key: a repeated submit with the same key does nothing' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l cwd -d 'Working directory [default: the current directory]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l provider -d 'Provider name (see `agentctl status`)' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l model -d 'Model' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l profile -d 'Tool profile' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l title -d 'Title shown in lists' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l instructions -d 'Extra instructions appended to the system prompt' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l new -d 'Create a new session for this prompt'
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -s f -l follow -d 'Stream the work until it ends; Ctrl-C aborts it'
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l read-only -d 'Refuse file writes and deletes (commands still run)'
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l json -d 'Print machine-readable NDJSON instead of text'
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_using_subcommand steer" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand steer" -l json -d 'Print machine-readable NDJSON instead of text'
+complete -c agentctl -n "__fish_agentctl_using_subcommand steer" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_using_subcommand follow-up" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand follow-up" -l json -d 'Print machine-readable NDJSON instead of text'
+complete -c agentctl -n "__fish_agentctl_using_subcommand follow-up" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_using_subcommand queue" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand queue" -l clear
+complete -c agentctl -n "__fish_agentctl_using_subcommand queue" -l json -d 'Print machine-readable NDJSON instead of text'
+complete -c agentctl -n "__fish_agentctl_using_subcommand queue" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_using_subcommand abort" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand abort" -l close
+complete -c agentctl -n "__fish_agentctl_using_subcommand abort" -l json -d 'Print machine-readable NDJSON instead of text'
+complete -c agentctl -n "__fish_agentctl_using_subcommand abort" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_using_subcommand close" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand close" -l json -d 'Print machine-readable NDJSON instead of text'
+complete -c agentctl -n "__fish_agentctl_using_subcommand close" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_using_subcommand events" -l since -d 'Only events with a greater seq [default: 0, all]' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand events" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand events" -s f -l follow -d 'Keep streaming new events'
+complete -c agentctl -n "__fish_agentctl_using_subcommand events" -l json -d 'Print machine-readable NDJSON instead of text'
+complete -c agentctl -n "__fish_agentctl_using_subcommand events" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_using_subcommand history" -l offset -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand history" -l limit -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand history" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand history" -l json -d 'Print machine-readable NDJSON instead of text'
+complete -c agentctl -n "__fish_agentctl_using_subcommand history" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_using_subcommand doctor" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand doctor" -l json -d 'Print machine-readable NDJSON instead of text'
+complete -c agentctl -n "__fish_agentctl_using_subcommand doctor" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_using_subcommand completions" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand completions" -l json -d 'Print machine-readable NDJSON instead of text'
+complete -c agentctl -n "__fish_agentctl_using_subcommand completions" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_using_subcommand man" -l dir -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand man" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand man" -l json -d 'Print machine-readable NDJSON instead of text'
+complete -c agentctl -n "__fish_agentctl_using_subcommand man" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history doctor completions man help" -f -a "status" -d 'Daemon version, uptime, sessions and providers'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history doctor completions man help" -f -a "models" -d 'Configured providers and their models'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history doctor completions man help" -f -a "new" -d 'Create a session and print its id'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history doctor completions man help" -f -a "ls" -d 'List sessions'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history doctor completions man help" -f -a "show" -d 'Show one session'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history doctor completions man help" -f -a "submit" -d 'Submit a prompt: `submit SESSION [PROMPT]` or `submit --new [PROMPT]`; without PROMPT it is read from stdin'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history doctor completions man help" -f -a "steer" -d 'Inject a message after the current tool round'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history doctor completions man help" -f -a "follow-up" -d 'Queue a message to run after the current input completes'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history doctor completions man help" -f -a "queue" -d 'Show (or with --clear remove) queued steering and follow-ups'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history doctor completions man help" -f -a "abort" -d 'Stop the session\'s current work (it stays open unless --close)'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history doctor completions man help" -f -a "close" -d 'Close a session'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history doctor completions man help" -f -a "events" -d 'Print a session\'s events'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history doctor completions man help" -f -a "history" -d 'Print the conversation'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history doctor completions man help" -f -a "doctor" -d 'Check the setup: socket, daemon, config, providers (never prints keys)'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history doctor completions man help" -f -a "completions" -d 'Print a shell completion script: `agentctl completions bash > ~/.local/share/bash-completion/completions/agentctl`'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history doctor completions man help" -f -a "man" -d 'Print the man page, or write every page into a directory'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history doctor completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
