@@ -738,9 +738,14 @@ async fn follow_work(
     let mut renderer = render::Renderer::default();
     let mut seen_input = false;
     let mut interrupted = false;
+    let mut ticker = tokio::time::interval(std::time::Duration::from_millis(100));
     loop {
         let item = tokio::select! {
             item = stream.next() => item,
+            _ = ticker.tick(), if renderer.animated() && !json => {
+                renderer.tick();
+                continue;
+            }
             _ = sigint.recv(), if !interrupted => {
                 interrupted = true;
                 eprintln!("\n(aborting…)");

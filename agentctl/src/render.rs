@@ -1,15 +1,63 @@
 //! Human rendering of a session's events: the assistant's text to stdout as it streams, tool
 //! calls and their status to stderr, so `agentctl submit --follow > answer.md` keeps only the
-//! answer.
+//! answer. On a terminal, status lines are coloured (unless `NO_COLOR` is set) and a spinner
+//! shows while the model works; neither appears when stderr is not a terminal.
 
 use agentd_proto::{Event, EventBody, LimitKind, ProcessingEndReason, SessionState};
-use std::io::Write;
+use std::io::{IsTerminal, Write};
+use std::time::Instant;
 
-/// Renders events and remembers what it needs to end the line cleanly.
-#[derive(Default)]
+const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+/// What the terminal allows.
+#[derive(Debug, Clone, Copy, Default)]
+struct Style {
+    color: bool,
+    animate: bool,
+}
+
+impl Style {
+    fn detect() -> Self {
+        let tty =
+            std::io::stderr().is_terminal() && std::env::var("TERM").map_or(true, |t| t != "dumb");
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Self {
+            color: tty && !no_color,
+            animate: tty,
+        }
+    }
+
+    fn paint(self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    }
+}
+
+/// Renders events and remembers what it needs to end lines cleanly.
 pub(crate) struct Renderer {
     /// Whether stdout is mid-line (assistant text without a trailing newline yet).
     open_line: bool,
+    style: Style,
+    /// Since when the model has been working with nothing to show.
+    waiting: Option<Instant>,
+    /// Whether a spinner frame is on the screen.
+    drawn: bool,
+    frame: usize,
+}
+
+impl Default for Renderer {
+    fn default() -> Self {
+        Self {
+            open_line: false,
+            style: Style::detect(),
+            waiting: None,
+            drawn: false,
+            frame: 0,
+        }
+    }
 }
 
 fn summarize_args(tool: &str, args: &serde_json::Value) -> String {
@@ -36,8 +84,43 @@ impl Renderer {
         }
     }
 
+    /// Whether [`Renderer::tick`] draws anything.
+    pub(crate) fn animated(&self) -> bool {
+        self.style.animate
+    }
+
+    /// Draws the next spinner frame while the model works.
+    pub(crate) fn tick(&mut self) {
+        let Some(since) = self.waiting.filter(|_| self.style.animate) else {
+            return;
+        };
+        self.frame = (self.frame + 1) % FRAMES.len();
+        let label = self
+            .style
+            .paint("2", &format!("working {}s", since.elapsed().as_secs()));
+        eprint!("\r{} {label}", FRAMES[self.frame]);
+        let _ = std::io::stderr().flush();
+        self.drawn = true;
+    }
+
+    fn clear_spinner(&mut self) {
+        if self.drawn {
+            eprint!("\r\x1b[K");
+            self.drawn = false;
+        }
+    }
+
     /// Renders one event.
     pub(crate) fn event(&mut self, event: &Event) {
+        self.clear_spinner();
+        self.waiting = match &event.body {
+            EventBody::UserInput { .. }
+            | EventBody::ToolCallEnd { .. }
+            | EventBody::SteeringInjected { .. } => Some(Instant::now()),
+            EventBody::AssistantReasoningDelta { .. } => self.waiting.or(Some(Instant::now())),
+            _ => None,
+        };
+        let style = self.style;
         match &event.body {
             EventBody::AssistantTextDelta { delta } => {
                 print!("{delta}");
@@ -47,7 +130,13 @@ impl Renderer {
             EventBody::AssistantTextEnd { .. } => self.close_line(),
             EventBody::UserInput { text, .. } => {
                 self.close_line();
-                eprintln!("› {}", text.lines().next().unwrap_or_default());
+                eprintln!(
+                    "{}",
+                    style.paint(
+                        "2",
+                        &format!("› {}", text.lines().next().unwrap_or_default())
+                    )
+                );
             }
             EventBody::ToolCallStart {
                 tool_name,
@@ -55,7 +144,11 @@ impl Renderer {
                 ..
             } => {
                 self.close_line();
-                eprintln!("● {tool_name} {}", summarize_args(tool_name, arguments));
+                eprintln!(
+                    "{} {}",
+                    style.paint("1;36", &format!("● {tool_name}")),
+                    summarize_args(tool_name, arguments)
+                );
             }
             EventBody::ToolCallEnd {
                 tool_name,
@@ -63,9 +156,13 @@ impl Renderer {
                 duration_ms,
                 ..
             } => match error {
-                None => eprintln!("  ✓ {tool_name} ({duration_ms} ms)"),
+                None => eprintln!(
+                    "  {} {tool_name} ({duration_ms} ms)",
+                    style.paint("32", "✓")
+                ),
                 Some(e) => eprintln!(
-                    "  ✗ {tool_name} ({duration_ms} ms): {}",
+                    "  {} {tool_name} ({duration_ms} ms): {}",
+                    style.paint("31", "✗"),
                     e.lines().last().unwrap_or_default()
                 ),
             },
@@ -77,20 +174,24 @@ impl Renderer {
                 };
                 eprintln!("■ stopped: {what} reached ({count})");
             }
-            EventBody::LoopDetection { message } => eprintln!("⚠ {message}"),
+            EventBody::LoopDetection { message } => {
+                eprintln!("{}", style.paint("33", &format!("⚠ {message}")))
+            }
             EventBody::Warning { message } => {
                 self.close_line();
-                eprintln!("⚠ {message}");
+                eprintln!("{}", style.paint("33", &format!("⚠ {message}")));
             }
             EventBody::Error { message, .. } => {
                 self.close_line();
-                eprintln!("✗ error: {message}");
+                eprintln!("{}", style.paint("31", &format!("✗ error: {message}")));
             }
             EventBody::ProcessingEnd { reason } => {
                 self.close_line();
                 match reason {
-                    ProcessingEndReason::Aborted => eprintln!("■ aborted"),
-                    ProcessingEndReason::Error => eprintln!("■ stopped by an error"),
+                    ProcessingEndReason::Aborted => eprintln!("{}", style.paint("33", "■ aborted")),
+                    ProcessingEndReason::Error => {
+                        eprintln!("{}", style.paint("31", "■ stopped by an error"))
+                    }
                     ProcessingEndReason::Completed | ProcessingEndReason::TurnLimit => {}
                 }
             }

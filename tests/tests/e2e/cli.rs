@@ -421,3 +421,58 @@ async fn packaged_completions_and_man_pages_match_the_cli() {
         assert!(a == b, "packaging/man/{page} is stale; {regenerate}");
     }
 }
+
+/// Runs `agentctl args` on a pseudo-terminal (util-linux `script`) with extra environment.
+fn on_a_terminal(s: &crate::Setup, args: &str, env: &[(&str, &str)]) -> Option<String> {
+    let script = ["/usr/bin/script", "/bin/script"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())?;
+    let agentctl = agentd_tests::bin_dir().join("agentctl");
+    let mut cmd = s.daemon.program(script);
+    cmd.args([
+        "-qec",
+        &format!("{} {args}", agentctl.display()),
+        "/dev/null",
+    ])
+    .env("TERM", "xterm");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    Some(text(&out.stdout))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn colours_on_a_terminal_unless_no_color() {
+    let s = setup().await;
+    s.mock.push_stream(sse::tools(
+        "",
+        &[("t1", "shell", json!({"command": "echo hi"}))],
+    ));
+    s.mock.push_stream(sse::text("done"));
+    s.mock.push_stream(sse::tools(
+        "",
+        &[("t2", "shell", json!({"command": "echo hi"}))],
+    ));
+    s.mock.push_stream(sse::text("done"));
+    let follow = format!("submit --follow {} go", s.session);
+    let Some(coloured) = on_a_terminal(&s, &follow, &[]) else {
+        eprintln!("script(1) is not installed; skipping");
+        return;
+    };
+    assert!(
+        coloured.contains("\u{1b}[32m✓\u{1b}[0m shell"),
+        "{coloured:?}"
+    );
+    assert!(
+        coloured.contains("\u{1b}[1;36m● shell\u{1b}[0m"),
+        "{coloured:?}"
+    );
+    let plain = on_a_terminal(&s, &follow, &[("NO_COLOR", "1")]).unwrap();
+    assert!(plain.contains("✓ shell ("), "{plain:?}");
+    assert!(
+        !plain.contains("\u{1b}[32m") && !plain.contains("\u{1b}[1;36m"),
+        "NO_COLOR: {plain:?}"
+    );
+}
