@@ -1,7 +1,7 @@
 //! OpenAI-compatible Chat Completions (`POST {base}/chat/completions`, `stream: true`):
 //! OpenAI, Ollama, vLLM, llama.cpp, LM Studio, OpenRouter, DeepSeek, Groq.
 //!
-//! Servers differ most in how tool calls stream, so [`ToolCalls`] accumulates fragments by
+//! Servers differ most in how tool calls stream, so `ToolCalls` accumulates fragments by
 //! `index` and survives each known quirk: indexes that start at 1 or are reused for a new id,
 //! ids and names repeated on every fragment, empty-string ids and names, whole arguments in one
 //! fragment, and missing arguments (meaning `{}`). Whether the turn called tools is decided from

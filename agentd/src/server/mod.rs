@@ -1,6 +1,6 @@
 //! The server: the socket's lifecycle, framing, dispatch and peer credentials. Only this
 //! module sees jsonrpsee; it turns protocol calls into [`crate::session`] calls and their
-//! errors into protocol error codes, in one place ([`methods`]).
+//! errors into protocol error codes, in one place (`methods.rs`).
 
 mod connection;
 mod methods;
