@@ -2,7 +2,7 @@
 //!
 //! Request building maps [`Turn`]s to messages (tool results and steering become user content,
 //! consecutive same-role messages are merged, thinking blocks are sent back verbatim), and
-//! [`decode_stream`] assembles the SSE stream: text and thinking deltas as they arrive,
+//! `decode_stream` assembles the SSE stream: text and thinking deltas as they arrive,
 //! `tool_use` input from `input_json_delta` fragments (none means `{}`), cumulative usage from
 //! `message_delta`, and an error for a mid-stream `error` event or an EOF before
 //! `message_stop`.
@@ -14,7 +14,7 @@ use agentd_proto::{
     ProviderKind, ReasoningBlock, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage,
 };
 use async_trait::async_trait;
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -140,19 +140,8 @@ pub fn request_body(request: &Request<'_>) -> Value {
 
 fn messages(history: &[&Turn]) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
-    let mut push = |role: &str, blocks: Vec<Value>| {
-        if blocks.is_empty() {
-            return;
-        }
-        match out.last_mut() {
-            Some(last) if last["role"] == role => {
-                if let Some(content) = last["content"].as_array_mut() {
-                    content.extend(blocks);
-                }
-            }
-            _ => out.push(json!({"role": role, "content": blocks})),
-        }
-    };
+    let mut push =
+        |role: &str, blocks: Vec<Value>| super::push_merged(&mut out, role, "content", blocks);
     for turn in history {
         match turn {
             Turn::User { text, .. } | Turn::Steering { text, .. } | Turn::System { text } => {
@@ -250,14 +239,10 @@ enum Block {
 }
 
 /// Decodes a Messages SSE stream.
-pub async fn decode_stream<S, E>(
-    body: S,
+async fn decode_stream(
+    body: ByteStream,
     on_delta: &mut (dyn FnMut(Delta) + Send),
-) -> Result<Response, Error>
-where
-    S: Stream<Item = Result<bytes::Bytes, E>>,
-    E: std::fmt::Display,
-{
+) -> Result<Response, Error> {
     let mut events = std::pin::pin!(http::sse(body));
     let mut response = Response::default();
     let mut blocks: Vec<(u64, Block)> = Vec::new();

@@ -13,7 +13,7 @@ use agentd_proto::{
     ProviderKind, ReasoningBlock, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage,
 };
 use async_trait::async_trait;
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -117,19 +117,8 @@ pub fn request_body(request: &Request<'_>) -> Value {
 fn contents(turns: &[&Turn]) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
     let mut names: HashMap<&str, &str> = HashMap::new();
-    let mut push = |role: &str, parts: Vec<Value>| {
-        if parts.is_empty() {
-            return;
-        }
-        match out.last_mut() {
-            Some(last) if last["role"] == role => {
-                if let Some(p) = last["parts"].as_array_mut() {
-                    p.extend(parts);
-                }
-            }
-            _ => out.push(json!({"role": role, "parts": parts})),
-        }
-    };
+    let mut push =
+        |role: &str, parts: Vec<Value>| super::push_merged(&mut out, role, "parts", parts);
     for turn in turns {
         match turn {
             Turn::User { text, .. } | Turn::Steering { text, .. } | Turn::System { text } => {
@@ -270,14 +259,10 @@ fn usage(u: &Value) -> Option<Usage> {
 }
 
 /// Decodes a `streamGenerateContent?alt=sse` stream.
-pub async fn decode_stream<S, E>(
-    body: S,
+async fn decode_stream(
+    body: ByteStream,
     on_delta: &mut (dyn FnMut(Delta) + Send),
-) -> Result<Response, Error>
-where
-    S: Stream<Item = Result<bytes::Bytes, E>>,
-    E: std::fmt::Display,
-{
+) -> Result<Response, Error> {
     let mut events = std::pin::pin!(http::sse(body));
     let mut response = Response::default();
     let mut thoughts = String::new();

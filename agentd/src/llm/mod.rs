@@ -54,6 +54,28 @@ pub enum Delta {
     Reasoning(String),
 }
 
+/// Appends `items` to the last message of `out` when it has the same `role`, else starts a new
+/// message `{role, <key>: items}`: Anthropic (`content`) and Gemini (`parts`) want alternating
+/// roles, while the history may hold several user-side turns in a row.
+pub(crate) fn push_merged(
+    out: &mut Vec<serde_json::Value>,
+    role: &str,
+    key: &str,
+    items: Vec<serde_json::Value>,
+) {
+    if items.is_empty() {
+        return;
+    }
+    match out.last_mut() {
+        Some(last) if last["role"] == role => {
+            if let Some(existing) = last[key].as_array_mut() {
+                existing.extend(items);
+            }
+        }
+        _ => out.push(serde_json::json!({"role": role, key: items})),
+    }
+}
+
 /// Reports a decoder's deltas, opening the text with one [`Delta::TextStart`] before its
 /// first piece. Empty pieces are not reported.
 pub(crate) struct Deltas<'a> {

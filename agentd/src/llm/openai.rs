@@ -14,7 +14,7 @@ use agentd_proto::{
     ProviderKind, ReasoningBlock, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage,
 };
 use async_trait::async_trait;
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
@@ -237,14 +237,10 @@ fn collect(items: &BTreeMap<u64, Value>, response: &mut Response) {
 
 /// Decodes a Responses SSE stream up to its terminal event (`response.completed`,
 /// `response.incomplete` or `response.failed`); there is no `[DONE]`.
-pub async fn decode_stream<S, E>(
-    body: S,
+async fn decode_stream(
+    body: ByteStream,
     on_delta: &mut (dyn FnMut(Delta) + Send),
-) -> Result<Response, Error>
-where
-    S: Stream<Item = Result<bytes::Bytes, E>>,
-    E: std::fmt::Display,
-{
+) -> Result<Response, Error> {
     let mut events = std::pin::pin!(http::sse(body));
     let mut response = Response::default();
     let mut items: BTreeMap<u64, Value> = BTreeMap::new();

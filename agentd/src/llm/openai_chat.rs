@@ -12,7 +12,7 @@ use super::{ByteStream, Delta, Deltas, Error, ErrorKind, Provider, Request, Resp
 use crate::config::ApiKey;
 use agentd_proto::{ProviderKind, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage};
 use async_trait::async_trait;
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use serde_json::{Value, json};
 
 /// A client for one OpenAI-compatible endpoint.
@@ -237,14 +237,10 @@ fn usage(u: &Value) -> Option<Usage> {
 /// Decodes a Chat Completions SSE stream. The stream ends at `data: [DONE]`; a server that
 /// omits it (some forks do) is accepted once a `finish_reason` has arrived. Any other EOF is a
 /// truncated response.
-pub async fn decode_stream<S, E>(
-    body: S,
+async fn decode_stream(
+    body: ByteStream,
     on_delta: &mut (dyn FnMut(Delta) + Send),
-) -> Result<Response, Error>
-where
-    S: Stream<Item = Result<bytes::Bytes, E>>,
-    E: std::fmt::Display,
-{
+) -> Result<Response, Error> {
     let mut events = std::pin::pin!(http::sse(body));
     let mut response = Response::default();
     let mut calls = ToolCalls::default();
