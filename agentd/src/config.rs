@@ -245,6 +245,7 @@ pub fn default_session_config(provider: &str, model: &str) -> SessionConfig {
         enable_loop_detection: true,
         loop_detection_window: 10,
         context_window_tokens: 200_000,
+        auto_compact_percent: 80,
     }
 }
 
@@ -254,6 +255,17 @@ pub fn default_config_path() -> Option<PathBuf> {
         return Some(PathBuf::from(p));
     }
     directories::ProjectDirs::from("", "", "agentd").map(|d| d.config_dir().join("config.toml"))
+}
+
+/// Where sessions are stored by default: `$XDG_STATE_HOME/agentd` (`~/.local/state/agentd`),
+/// or the platform's local data directory where there is no state directory (macOS).
+pub fn default_state_dir() -> Option<PathBuf> {
+    let dirs = directories::ProjectDirs::from("", "", "agentd")?;
+    Some(
+        dirs.state_dir()
+            .unwrap_or_else(|| dirs.data_local_dir())
+            .to_owned(),
+    )
 }
 
 impl Config {
@@ -419,6 +431,9 @@ pub fn validate_session_config(c: &SessionConfig) -> Result<(), Error> {
     }
     if c.context_window_tokens == 0 {
         return bad("context_window_tokens", "must be at least 1");
+    }
+    if c.auto_compact_percent > 100 {
+        return bad("auto_compact_percent", "must be 0 (off) to 100");
     }
     Ok(())
 }

@@ -13,6 +13,7 @@
 //! - [`profile`]: provider-aligned tool sets and system prompts;
 //! - [`tools`]: the tool registry and tools;
 //! - [`exec`]: where tools run (process groups, environment filtering);
+//! - [`store`]: persistence of sessions, their history trees and event logs;
 //! - [`config`]: the configuration file and environment.
 
 pub mod agent;
@@ -22,4 +23,5 @@ pub mod llm;
 pub mod profile;
 pub mod server;
 pub mod session;
+pub mod store;
 pub mod tools;

@@ -1,9 +1,10 @@
 //! The `agentd` binary: parses arguments, loads the configuration, binds (or adopts) the
 //! socket, and runs the server until SIGTERM, SIGINT or `daemon/shutdown`.
 
-use agentd::config::{Config, default_config_path};
+use agentd::config::{Config, default_config_path, default_state_dir};
 use agentd::server::{self, Daemon, Limits, Listener};
 use agentd::session::Registry;
+use agentd::store::Store;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -22,6 +23,9 @@ struct Args {
     /// Config file [default: ~/.config/agentd/config.toml]
     #[arg(long, env = "AGENTD_CONFIG")]
     config: Option<PathBuf>,
+    /// Where sessions are stored [default: $XDG_STATE_HOME/agentd]
+    #[arg(long, env = "AGENTD_STATE_DIR")]
+    state_dir: Option<PathBuf>,
     /// Validate the config file and environment, then exit.
     #[arg(long)]
     check_config: bool,
@@ -110,7 +114,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(args.socket, systemd_fd, config)) {
+    let Some(state_dir) = args.state_dir.or_else(default_state_dir) else {
+        eprintln!("agentd: no state directory: set --state-dir, AGENTD_STATE_DIR or HOME");
+        return ExitCode::from(EX_CONFIG);
+    };
+    match runtime.block_on(serve(args.socket, systemd_fd, config, Store::new(&state_dir))) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("agentd: {e:#}");
@@ -123,6 +131,7 @@ async fn serve(
     socket: Option<PathBuf>,
     systemd_fd: Option<i32>,
     config: Config,
+    store: Store,
 ) -> anyhow::Result<()> {
     let listener = match systemd_fd {
         Some(fd) => {
@@ -138,7 +147,7 @@ async fn serve(
     };
     let shutdown = CancellationToken::new();
     let daemon = Arc::new(Daemon {
-        registry: Registry::new(Arc::new(config)),
+        registry: Registry::new(Arc::new(config), Some(store)),
         started: Instant::now(),
         socket: listener.path.clone(),
         shutdown: shutdown.clone(),

@@ -48,6 +48,9 @@ pub struct SessionConfig {
     pub loop_detection_window: usize,
     /// Context window size in tokens, for the 80% usage warning (spec 5.5).
     pub context_window_tokens: u64,
+    /// Compact the history automatically when the estimated context passes this percentage
+    /// of the window; 0 turns automatic compaction off.
+    pub auto_compact_percent: u8,
 }
 
 /// A partial [`SessionConfig`]: every field that is present replaces the current value.
@@ -99,6 +102,9 @@ pub struct ConfigPatch {
     /// See [`SessionConfig::context_window_tokens`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_window_tokens: Option<u64>,
+    /// See [`SessionConfig::auto_compact_percent`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_compact_percent: Option<u8>,
 }
 
 impl SessionConfig {
@@ -125,7 +131,8 @@ impl SessionConfig {
             max_command_timeout_ms,
             enable_loop_detection,
             loop_detection_window,
-            context_window_tokens
+            context_window_tokens,
+            auto_compact_percent
         );
         if let Some(m) = p.tool_output_limits {
             self.tool_output_limits.extend(m);

@@ -26,6 +26,12 @@ pub enum ErrorKind {
     ProviderNotConfigured,
     /// The daemon is shutting down.
     ShuttingDown,
+    /// The session's state could not be written to disk (full or read-only); what is already
+    /// stored is intact.
+    StorageFailed,
+    /// The LLM provider failed a request the daemon made for the client (a compaction
+    /// summary); the message carries the provider's error.
+    ProviderFailed,
 }
 
 impl ErrorKind {
@@ -40,6 +46,8 @@ impl ErrorKind {
             Self::SessionClosed => -32012,
             Self::InvalidConfig => -32020,
             Self::ProviderNotConfigured => -32021,
+            Self::StorageFailed => -32030,
+            Self::ProviderFailed => -32022,
         }
     }
 
@@ -54,6 +62,8 @@ impl ErrorKind {
             Self::SessionClosed => "session_closed",
             Self::InvalidConfig => "invalid_config",
             Self::ProviderNotConfigured => "provider_not_configured",
+            Self::StorageFailed => "storage_failed",
+            Self::ProviderFailed => "provider_failed",
         }
     }
 
@@ -63,7 +73,7 @@ impl ErrorKind {
     }
 
     /// Every kind, for documentation and schema export.
-    pub const ALL: [ErrorKind; 8] = [
+    pub const ALL: [ErrorKind; 10] = [
         Self::Overloaded,
         Self::Unauthorized,
         Self::ShuttingDown,
@@ -72,6 +82,8 @@ impl ErrorKind {
         Self::SessionClosed,
         Self::InvalidConfig,
         Self::ProviderNotConfigured,
+        Self::StorageFailed,
+        Self::ProviderFailed,
     ];
 }
 

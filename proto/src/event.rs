@@ -4,7 +4,7 @@
 //! always one final [`StreamEnd`] saying why the stream stopped.
 
 use crate::params::{QueueContents, SessionState};
-use crate::{InputId, SessionConfig, SessionId, ToolCallId, Usage};
+use crate::{EntryId, InputId, SessionConfig, SessionId, ToolCallId, Usage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -168,6 +168,28 @@ pub enum EventBody {
         /// The warning the model sees.
         message: String,
     },
+    /// Older turns were replaced by a summary in what the model sees; the full history stays
+    /// in the session's tree.
+    Compaction {
+        /// Estimated context tokens before.
+        tokens_before: u64,
+        /// Estimated context tokens after.
+        tokens_after: u64,
+        /// History entries the summary replaces.
+        entries_summarized: usize,
+        /// Recent entries kept as they are.
+        entries_kept: usize,
+        /// Whether the context threshold triggered it (rather than `session/compact`).
+        automatic: bool,
+    },
+    /// The current branch moved back (`session/rollback`); the entries after `leaf` are off
+    /// the branch but still stored.
+    Rollback {
+        /// The new leaf (`None`: the branch is empty).
+        leaf: Option<EntryId>,
+        /// Entries taken off the branch.
+        removed: usize,
+    },
     /// A non-fatal problem (context usage, retries, interrupted work).
     Warning {
         /// What happened.
@@ -213,6 +235,8 @@ impl EventBody {
             Self::SteeringInjected { .. } => "steering_injected",
             Self::TurnLimit { .. } => "turn_limit",
             Self::LoopDetection { .. } => "loop_detection",
+            Self::Compaction { .. } => "compaction",
+            Self::Rollback { .. } => "rollback",
             Self::Warning { .. } => "warning",
             Self::Error { .. } => "error",
             Self::Usage { .. } => "usage",
@@ -259,6 +283,11 @@ pub enum StreamItem {
 pub enum DaemonEvent {
     /// A session was created.
     SessionCreated {
+        /// Its id.
+        session_id: SessionId,
+    },
+    /// A session was deleted with its stored history and events.
+    SessionDeleted {
         /// Its id.
         session_id: SessionId,
     },

@@ -179,6 +179,17 @@ pub enum Turn {
         /// The note.
         text: String,
     },
+    /// A summary standing in for the entries before `first_kept` on this branch. The model
+    /// sees the summary, then the entries from `first_kept` on; the summarized entries stay
+    /// in the tree.
+    Compaction {
+        /// The summary, as the model sees it.
+        summary: String,
+        /// The oldest entry kept as it is.
+        first_kept: EntryId,
+        /// Estimated context tokens before the compaction.
+        tokens_before: u64,
+    },
 }
 
 /// One entry of a session's history.

@@ -95,6 +95,14 @@ methods! {
     SessionSetConfig = "session/set_config" (SetConfigParams) -> SessionSnapshot;
     /// The conversation's turns, paged.
     SessionHistory = "session/history" (HistoryParams) -> HistoryResponse;
+    /// A new session whose history is a copy of this one's branch up to an entry.
+    SessionFork = "session/fork" (ForkParams) -> SessionSnapshot;
+    /// Move the branch back by user inputs; nothing is deleted (an idle session only).
+    SessionRollback = "session/rollback" (RollbackParams) -> RollbackResponse;
+    /// Replace older turns with a summary written by the session's model (idle only).
+    SessionCompact = "session/compact" (SessionParams) -> CompactResponse;
+    /// Close the session if needed and delete it with its stored history and events.
+    SessionDelete = "session/delete" (SessionParams) -> DeleteResponse;
 }
 
 /// Stream a session's events: replay those after `since_seq`, then live ones.

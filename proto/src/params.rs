@@ -2,7 +2,7 @@
 //! an absent `params` is accepted where every field is optional.
 
 use crate::config::ConfigPatch;
-use crate::{HistoryEntry, InputId, SessionConfig, SessionId, Usage};
+use crate::{EntryId, HistoryEntry, InputId, SessionConfig, SessionId, Usage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -107,6 +107,20 @@ pub struct SessionSnapshot {
     pub created: String,
     /// Time of the newest event (RFC 3339).
     pub updated: String,
+    /// The newest entry of the current branch (`None` while the history is empty).
+    pub leaf: Option<EntryId>,
+    /// The session this one was forked from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkOrigin>,
+}
+
+/// Where a forked session came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ForkOrigin {
+    /// The session forked.
+    pub session_id: SessionId,
+    /// The last entry copied (`None` when the history was empty).
+    pub entry_id: Option<EntryId>,
 }
 
 /// One line of `session/list`.
@@ -159,6 +173,9 @@ pub struct DaemonInfo {
     /// The config file in use, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_file: Option<String>,
+    /// Where sessions are stored (`None`: in memory only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_dir: Option<String>,
 }
 
 /// Result of `daemon/shutdown`.
@@ -334,4 +351,64 @@ pub struct SubscribeParams {
     /// Replay events with a greater seq first. Absent: live events only; 0: everything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since_seq: Option<u64>,
+}
+
+/// Parameters of `session/fork`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkParams {
+    /// The session to fork.
+    pub session_id: SessionId,
+    /// The last entry to copy, on the session's current branch; absent: its newest entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry_id: Option<EntryId>,
+    /// Title of the new session; absent: the original's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+}
+
+/// Parameters of `session/rollback`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RollbackParams {
+    /// The session (idle).
+    pub session_id: SessionId,
+    /// How many user inputs to undo, each with everything that followed it (default 1).
+    #[serde(default = "one")]
+    pub turns: usize,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// Result of `session/rollback`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RollbackResponse {
+    /// The new leaf (`None`: the branch is now empty).
+    pub leaf: Option<EntryId>,
+    /// Entries left on the current branch.
+    pub entries: usize,
+    /// Entries taken off the branch. They stay in the tree, so a fork can reach them.
+    pub removed: usize,
+}
+
+/// Result of `session/compact`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CompactResponse {
+    /// Estimated context tokens before.
+    pub tokens_before: u64,
+    /// Estimated context tokens after.
+    pub tokens_after: u64,
+    /// History entries the summary replaces.
+    pub entries_summarized: usize,
+    /// Recent entries kept as they are.
+    pub entries_kept: usize,
+}
+
+/// Result of `session/delete`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DeleteResponse {
+    /// The deleted session.
+    pub session_id: SessionId,
 }

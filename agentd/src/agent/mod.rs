@@ -6,8 +6,11 @@
 //! The loop knows nothing of sockets or the registry: it talks to its session through
 //! [`Host`].
 
+mod compaction;
 mod loop_detection;
 mod tool_calls;
+
+pub use compaction::CompactError;
 
 use crate::exec::ExecutionEnvironment;
 use crate::llm::{self, Delta, ErrorKind, ProviderSet, RetryPolicy};
@@ -24,8 +27,10 @@ pub trait Host: Send + Sync {
     fn emit(&self, body: EventBody);
     /// Appends a turn to the history (and persists it).
     fn append(&self, turn: Turn);
-    /// The history as it is now.
+    /// The current branch of the history, oldest first.
     fn history(&self) -> Vec<Arc<HistoryEntry>>;
+    /// What the model sees: the branch with its newest compaction applied.
+    fn context(&self) -> Vec<Arc<HistoryEntry>>;
     /// The config for the next LLM call (`session/set_config` may have changed it).
     fn config(&self) -> SessionConfig;
     /// Removes and returns every queued steering message.
@@ -91,8 +96,8 @@ impl Agent<'_> {
                 });
                 return Outcome::TurnLimit;
             }
-            let entries = host.history();
-            let assistant_turns = entries
+            let assistant_turns = host
+                .history()
                 .iter()
                 .filter(|e| matches!(e.turn, Turn::Assistant { .. }))
                 .count() as u32;
@@ -105,6 +110,21 @@ impl Agent<'_> {
             }
             if cancel.is_cancelled() {
                 return Outcome::Aborted;
+            }
+            let mut entries = host.context();
+            let threshold = u64::from(config.auto_compact_percent);
+            if threshold > 0
+                && compaction::estimate_tokens(&entries) * 100
+                    > config.context_window_tokens * threshold
+            {
+                match self.compact(true, cancel).await {
+                    Ok(_) => entries = host.context(),
+                    Err(CompactError::Aborted) => return Outcome::Aborted,
+                    Err(CompactError::NothingToCompact(_)) => {}
+                    Err(e) => host.emit(EventBody::Warning {
+                        message: format!("automatic compaction failed: {e}"),
+                    }),
+                }
             }
             if !context_warned {
                 context_warned = self.check_context_usage(&entries, &config);
@@ -320,7 +340,10 @@ impl Agent<'_> {
 
 fn turn_chars(turn: &Turn) -> usize {
     match turn {
-        Turn::User { text, .. } | Turn::Steering { text, .. } | Turn::System { text } => text.len(),
+        Turn::User { text, .. }
+        | Turn::Steering { text, .. }
+        | Turn::System { text }
+        | Turn::Compaction { summary: text, .. } => text.len(),
         Turn::Assistant {
             text,
             reasoning,

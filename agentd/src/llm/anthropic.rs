@@ -144,7 +144,10 @@ fn messages(history: &[&Turn]) -> Vec<Value> {
         |role: &str, blocks: Vec<Value>| super::push_merged(&mut out, role, "content", blocks);
     for turn in history {
         match turn {
-            Turn::User { text, .. } | Turn::Steering { text, .. } | Turn::System { text } => {
+            Turn::User { text, .. }
+            | Turn::Steering { text, .. }
+            | Turn::System { text }
+            | Turn::Compaction { summary: text, .. } => {
                 push("user", vec![json!({"type": "text", "text": text})]);
             }
             Turn::Assistant {

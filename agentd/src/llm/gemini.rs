@@ -121,7 +121,10 @@ fn contents(turns: &[&Turn]) -> Vec<Value> {
         |role: &str, parts: Vec<Value>| super::push_merged(&mut out, role, "parts", parts);
     for turn in turns {
         match turn {
-            Turn::User { text, .. } | Turn::Steering { text, .. } | Turn::System { text } => {
+            Turn::User { text, .. }
+            | Turn::Steering { text, .. }
+            | Turn::System { text }
+            | Turn::Compaction { summary: text, .. } => {
                 push("user", vec![json!({"text": text})]);
             }
             Turn::Assistant {

@@ -90,7 +90,10 @@ fn input(turns: &[&Turn]) -> Vec<Value> {
     let mut items = Vec::new();
     for turn in turns {
         match turn {
-            Turn::User { text, .. } | Turn::Steering { text, .. } | Turn::System { text } => {
+            Turn::User { text, .. }
+            | Turn::Steering { text, .. }
+            | Turn::System { text }
+            | Turn::Compaction { summary: text, .. } => {
                 items.push(
                     json!({"role": "user", "content": [{"type": "input_text", "text": text}]}),
                 );

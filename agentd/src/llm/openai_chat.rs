@@ -116,7 +116,10 @@ fn history(turns: &[&Turn]) -> Vec<Value> {
     let mut out = Vec::new();
     for turn in turns {
         match turn {
-            Turn::User { text, .. } | Turn::Steering { text, .. } | Turn::System { text } => {
+            Turn::User { text, .. }
+            | Turn::Steering { text, .. }
+            | Turn::System { text }
+            | Turn::Compaction { summary: text, .. } => {
                 out.push(json!({"role": "user", "content": text}));
             }
             Turn::Assistant {

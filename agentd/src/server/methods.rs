@@ -5,7 +5,7 @@ use super::Daemon;
 use crate::session::{self, LIVE_BUFFER};
 use agentd_proto::methods::{self as m, Method, Subscription};
 use agentd_proto::{
-    CloseResponse, DaemonEvent, DaemonInfo, ErrorData, ErrorKind, HistoryResponse, ListResponse,
+    CloseResponse, DaemonEvent, DeleteResponse, DaemonInfo, ErrorData, ErrorKind, HistoryResponse, ListResponse,
     SessionState, ShutdownResponse, StreamEnd, StreamEndReason, StreamItem,
 };
 use jsonrpsee::core::server::{
@@ -50,6 +50,11 @@ impl From<session::Error> for ErrorObjectOwned {
                 app_error(ErrorKind::ProviderNotConfigured, message, None)
             }
             session::Error::ShuttingDown => app_error(ErrorKind::ShuttingDown, message, None),
+            session::Error::Storage(_) => app_error(ErrorKind::StorageFailed, message, None),
+            session::Error::Provider(_) => app_error(ErrorKind::ProviderFailed, message, None),
+            session::Error::InvalidParams(_) => {
+                ErrorObjectOwned::owned(INVALID_PARAMS_CODE, message, None::<()>)
+            }
         }
     }
 }
@@ -148,6 +153,7 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
                 .source
                 .as_ref()
                 .map(|p| p.display().to_string()),
+            state_dir: d.registry.store_dir().map(|p| p.display().to_string()),
         })
     });
     register::<m::DaemonShutdown, _, _>(&mut module, |d, _| async move {
@@ -171,9 +177,8 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
     register::<m::SessionList, _, _>(&mut module, |d, p| async move {
         let sessions = d
             .registry
-            .list()
-            .iter()
-            .map(|s| s.summary())
+            .summaries()
+            .into_iter()
             .filter(|s| {
                 p.state.is_none_or(|st| st == s.state) && p.cwd.as_ref().is_none_or(|c| *c == s.cwd)
             })
@@ -233,6 +238,34 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
             entries,
             total: history.len(),
         })
+    });
+    register::<m::SessionFork, _, _>(&mut module, |d, p| async move {
+        tokio::spawn(async move {
+            d.registry
+                .fork(&p.session_id, p.entry_id, p.title)
+                .map(|s| s.snapshot())
+        })
+        .await
+        .map_err(|_| session::Error::ShuttingDown)?
+    });
+    register::<m::SessionRollback, _, _>(&mut module, |d, p| async move {
+        d.registry.get(&p.session_id)?.rollback(p.turns)
+    });
+    register::<m::SessionCompact, _, _>(&mut module, |d, p| async move {
+        let session = d.registry.get(&p.session_id)?;
+        tokio::spawn(async move { session.compact().await })
+            .await
+            .map_err(|_| session::Error::ShuttingDown)?
+    });
+    register::<m::SessionDelete, _, _>(&mut module, |d, p| async move {
+        tokio::spawn(async move {
+            d.registry.delete(&p.session_id).await?;
+            Ok(DeleteResponse {
+                session_id: p.session_id,
+            })
+        })
+        .await
+        .map_err(|_| session::Error::ShuttingDown)?
     });
     register_subscription::<m::SessionSubscribe, _, _>(&mut module, stream_session);
     register_subscription::<m::DaemonSubscribe, _, _>(&mut module, stream_daemon);

@@ -1,11 +1,11 @@
 //! The session task: runs one input at a time through the agent loop, then the follow-ups
 //! queued meanwhile, and performs the close sequence.
 
-use super::{Command, Session, lock};
-use crate::agent::{Agent, Outcome};
+use super::{Command, Error, Session, lock};
+use crate::agent::{Agent, CompactError, Outcome};
 use crate::llm::{ProviderSet, RetryPolicy};
 use crate::profile::EnvironmentContext;
-use agentd_proto::{EventBody, ProcessingEndReason, QueuedInput, SessionState};
+use agentd_proto::{CompactResponse, EventBody, ProcessingEndReason, QueuedInput, SessionState};
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -32,12 +32,39 @@ impl Actor {
                         break;
                     }
                 }
+                Command::Compact(token, reply) => {
+                    let result = self.compact(&token).await;
+                    let _ = reply.send(result);
+                    let mut c = lock(&session.control);
+                    c.turn = None;
+                    session.set_state(&mut c, SessionState::Idle);
+                }
                 Command::Close(reason) => {
                     self.close(&reason).await;
                     break;
                 }
             }
         }
+    }
+
+    fn agent(&self) -> Agent<'_> {
+        let session = &self.session;
+        Agent {
+            host: session.as_ref(),
+            env: session.env.as_ref(),
+            profile: &session.profile,
+            providers: &self.providers,
+            retry: &self.retry,
+        }
+    }
+
+    async fn compact(&self, token: &tokio_util::sync::CancellationToken) -> Result<CompactResponse, Error> {
+        self.agent().compact(false, token).await.map_err(|e| match e {
+            CompactError::NothingToCompact(_) => Error::InvalidParams(e.to_string()),
+            CompactError::NotConfigured(_) => Error::ProviderNotConfigured(e.to_string()),
+            CompactError::Provider(_) => Error::Provider(e.to_string()),
+            CompactError::Aborted => Error::InvalidParams("the compaction was aborted".into()),
+        })
     }
 
     /// Runs `input` and the follow-ups after it. Returns a reason to close the session when an
@@ -49,13 +76,7 @@ impl Actor {
     ) -> Option<String> {
         let session = &self.session;
         loop {
-            let agent = Agent {
-                host: session.as_ref(),
-                env: session.env.as_ref(),
-                profile: &session.profile,
-                providers: &self.providers,
-                retry: &self.retry,
-            };
+            let agent = self.agent();
             // A bug in the loop must not take the daemon or other sessions down with it.
             let outcome = match AssertUnwindSafe(agent.process_input(input, &token))
                 .catch_unwind()
@@ -88,6 +109,8 @@ impl Actor {
             let reason = match outcome {
                 Outcome::Completed => ProcessingEndReason::Completed,
                 Outcome::TurnLimit => ProcessingEndReason::TurnLimit,
+                // The store failing stopped it, not a client.
+                Outcome::Aborted if session.storage_failing() => ProcessingEndReason::Error,
                 Outcome::Aborted => ProcessingEndReason::Aborted,
                 Outcome::Failed | Outcome::Fatal => ProcessingEndReason::Error,
             };

@@ -1,7 +1,10 @@
-//! A session's event log: every event gets the next `seq`, is kept for replay, and is
-//! broadcast to live subscribers. Replay and live delivery are joined under one lock, so a
-//! subscriber sees every event exactly once and in order.
+//! A session's event log: every event gets the next `seq`, is appended to the session's
+//! `events.jsonl` (when it has one), kept in memory for replay, and broadcast to live
+//! subscribers. Replay and live delivery are joined under one lock, so a subscriber sees every
+//! event exactly once and in order. Events from before the session was loaded are replayed
+//! from the file.
 
+use crate::store::SessionFiles;
 use agentd_proto::{Event, EventBody, SessionId};
 use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
@@ -11,6 +14,7 @@ use tokio::sync::broadcast;
 pub const LIVE_BUFFER: usize = 1024;
 
 struct Inner {
+    /// Events since the log was opened (seq `stored + 1` on).
     events: Vec<Arc<Event>>,
     updated: String,
     /// Exists only while someone subscribes: the ring is allocated up front, and most sessions
@@ -21,6 +25,9 @@ struct Inner {
 /// The event log of one session.
 pub struct EventLog {
     session_id: SessionId,
+    files: Option<Arc<SessionFiles>>,
+    /// Events up to this seq were stored before the log was opened and are read from the file.
+    stored: u64,
     inner: Mutex<Inner>,
 }
 
@@ -38,13 +45,25 @@ pub fn now() -> String {
 }
 
 impl EventLog {
-    /// An empty log.
+    /// An empty log kept in memory only.
     pub fn new(session_id: SessionId) -> Self {
+        Self::open(session_id, None, 0, now())
+    }
+
+    /// A log that appends to `files` and continues after `stored` events already there.
+    pub fn open(
+        session_id: SessionId,
+        files: Option<Arc<SessionFiles>>,
+        stored: u64,
+        updated: String,
+    ) -> Self {
         Self {
             session_id,
+            files,
+            stored,
             inner: Mutex::new(Inner {
                 events: Vec::new(),
-                updated: now(),
+                updated,
                 live: None,
             }),
         }
@@ -54,16 +73,22 @@ impl EventLog {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Records an event and returns it.
+    /// Records an event and returns it. A failed write leaves the event pending in the
+    /// session's files (see [`SessionFiles::has_pending`]); it is delivered all the same.
     pub fn emit(&self, body: EventBody) -> Arc<Event> {
         let mut inner = self.lock();
         let ts = now();
         let event = Arc::new(Event {
             session_id: self.session_id.clone(),
-            seq: inner.events.len() as u64 + 1,
+            seq: self.stored + inner.events.len() as u64 + 1,
             ts: ts.clone(),
             body,
         });
+        if let Some(files) = &self.files
+            && let Err(e) = files.append_event(&event)
+        {
+            tracing::warn!(session = %self.session_id, "cannot store an event: {e}");
+        }
         inner.events.push(event.clone());
         inner.updated = ts;
         if inner
@@ -79,11 +104,24 @@ impl EventLog {
 
     /// Replay from `since_seq` (none: live only) plus the live stream after it.
     pub fn subscribe(&self, since_seq: Option<u64>) -> Subscription {
-        let mut inner = self.lock();
-        let replay = match since_seq {
-            Some(since) => inner.events.iter().skip(since as usize).cloned().collect(),
-            None => Vec::new(),
+        // Stored events never change, so they are read without holding the lock.
+        let mut replay: Vec<Arc<Event>> = match (since_seq, &self.files) {
+            (Some(since), Some(files)) if since < self.stored => files
+                .read_events(since, self.stored)
+                .unwrap_or_else(|e| {
+                    tracing::warn!(session = %self.session_id, "cannot replay stored events: {e}");
+                    Vec::new()
+                })
+                .into_iter()
+                .map(Arc::new)
+                .collect(),
+            _ => Vec::new(),
         };
+        let mut inner = self.lock();
+        if let Some(since) = since_seq {
+            let skip = since.saturating_sub(self.stored) as usize;
+            replay.extend(inner.events.iter().skip(skip).cloned());
+        }
         let live = inner
             .live
             .get_or_insert_with(|| broadcast::channel(LIVE_BUFFER).0)
@@ -93,7 +131,7 @@ impl EventLog {
 
     /// The seq of the newest event (0 when empty).
     pub fn last_seq(&self) -> u64 {
-        self.lock().events.len() as u64
+        self.stored + self.lock().events.len() as u64
     }
 
     /// When the newest event was emitted.

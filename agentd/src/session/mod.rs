@@ -8,11 +8,13 @@
 
 mod actor;
 mod events;
+mod history;
 mod registry;
 #[cfg(test)]
 mod tests;
 
 pub use events::{EventLog, LIVE_BUFFER, Subscription, now};
+pub use history::History;
 pub use registry::Registry;
 
 use crate::agent::Host;
@@ -20,11 +22,14 @@ use crate::config::Price;
 use crate::exec::ExecutionEnvironment;
 use crate::llm::{ProviderSet, RetryPolicy};
 use crate::profile::{EnvironmentContext, Profile};
+use crate::store::{SessionFiles, SessionRecord};
 use agentd_proto::{
-    AbortResponse, DaemonEvent, Disposition, EntryId, EventBody, HistoryEntry, InputId,
-    QueueContents, QueuedInput, SessionConfig, SessionId, SessionSnapshot, SessionState,
-    SessionSummary, SubmitResponse, Turn, Usage, WhenBusy,
+    AbortResponse, CompactResponse, DaemonEvent, Disposition, EntryId, EventBody, ForkOrigin,
+    HistoryEntry, InputId, ProcessingEndReason, QueueContents, QueuedInput, RollbackResponse,
+    SessionConfig, SessionId, SessionSnapshot, SessionState, SessionSummary, SubmitResponse,
+    ToolResult, Turn, Usage, WhenBusy,
 };
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
@@ -53,6 +58,15 @@ pub enum Error {
     /// The daemon is stopping.
     #[error("the daemon is shutting down")]
     ShuttingDown,
+    /// The session's state cannot be written to disk.
+    #[error("cannot save the session: {0}")]
+    Storage(String),
+    /// The provider failed a request made for the client.
+    #[error("{0}")]
+    Provider(String),
+    /// A parameter names something that does not exist or cannot be done.
+    #[error("{0}")]
+    InvalidParams(String),
 }
 
 /// How long control calls wait for the session task to reach the requested state.
@@ -82,10 +96,42 @@ pub struct SessionSpec {
     pub retry: RetryPolicy,
     /// Prices by model, to report costs (may be empty).
     pub prices: Arc<BTreeMap<String, Price>>,
+    /// Whether the environment only reads (recorded so a restored session keeps it).
+    pub read_only: bool,
+    /// Where the session is stored; `None` keeps it in memory only.
+    pub files: Option<Arc<SessionFiles>>,
+    /// The history to start with (a fork's copy, or what a restored session stored).
+    pub history: History,
+    /// The session this one was forked from.
+    pub forked_from: Option<ForkOrigin>,
+    /// Set when the session was stored by an earlier run of the daemon.
+    pub restored: Option<Restored>,
+}
+
+/// What a stored session brings back besides its history.
+pub struct Restored {
+    /// Seq of its last stored event.
+    pub last_seq: u64,
+    /// Creation time.
+    pub created: String,
+    /// Time of its last change.
+    pub updated: String,
+    /// Its state when stored; `processing` means the daemon stopped mid-work.
+    pub state: SessionState,
+    /// Tokens used.
+    pub usage: Usage,
+    /// Queued steering and follow-ups.
+    pub queue: QueueContents,
+    /// Problems met while loading (skipped lines), reported as `warning` events.
+    pub warnings: Vec<String>,
 }
 
 pub(crate) enum Command {
     Process(QueuedInput, CancellationToken),
+    Compact(
+        CancellationToken,
+        tokio::sync::oneshot::Sender<Result<CompactResponse, Error>>,
+    ),
     Close(String),
 }
 
@@ -122,11 +168,16 @@ pub struct Session {
     context: std::sync::OnceLock<EnvironmentContext>,
     env: Arc<dyn ExecutionEnvironment>,
     prices: Arc<BTreeMap<String, Price>>,
+    read_only: bool,
+    forked_from: Option<ForkOrigin>,
+    files: Option<Arc<SessionFiles>>,
+    /// Set from a failed write until a write succeeds; the failure is reported once.
+    storage_failed: AtomicBool,
     events: EventLog,
     control: Mutex<Control>,
     config: Mutex<SessionConfig>,
     usage: Mutex<Usage>,
-    history: RwLock<Vec<Arc<HistoryEntry>>>,
+    history: RwLock<History>,
     state: watch::Sender<SessionState>,
     commands: mpsc::Sender<Command>,
     daemon_events: Option<broadcast::Sender<DaemonEvent>>,
@@ -143,45 +194,95 @@ fn new_id(prefix: &str) -> String {
 impl Session {
     /// Starts the session's task and emits `session_start`. `daemon_events` receives state
     /// changes for `daemon/subscribe`; `tasks` tracks the task for shutdown.
+    ///
+    /// A restored session continues its event log; one that was processing when the daemon
+    /// stopped comes back idle, with its unanswered tool calls marked interrupted and a
+    /// `warning` event. A closed one takes no commands.
     pub fn spawn(
         spec: SessionSpec,
         daemon_events: Option<broadcast::Sender<DaemonEvent>>,
         tasks: &tokio_util::task::TaskTracker,
     ) -> Arc<Self> {
         let (commands, rx) = mpsc::channel(8);
+        let restored_state = spec.restored.as_ref().map(|r| r.state);
+        let mut warnings = Vec::new();
+        let (created, usage, queue, events) = match spec.restored {
+            Some(r) => {
+                warnings = r.warnings;
+                (
+                    r.created,
+                    r.usage,
+                    r.queue,
+                    EventLog::open(spec.id.clone(), spec.files.clone(), r.last_seq, r.updated),
+                )
+            }
+            None => (
+                now(),
+                Usage::default(),
+                QueueContents::default(),
+                EventLog::open(spec.id.clone(), spec.files.clone(), 0, now()),
+            ),
+        };
+        let state = match restored_state {
+            Some(s @ (SessionState::Closed | SessionState::Processing)) => s,
+            _ => SessionState::Idle,
+        };
         let session = Arc::new(Self {
-            events: EventLog::new(spec.id.clone()),
+            events,
             id: spec.id,
             cwd: spec.cwd,
             title: spec.title,
             profile: spec.profile,
             instructions: spec.instructions,
-            created: now(),
+            created,
             context: std::sync::OnceLock::new(),
             env: spec.env,
             prices: spec.prices,
+            read_only: spec.read_only,
+            forked_from: spec.forked_from,
+            files: spec.files,
+            storage_failed: AtomicBool::new(false),
             control: Mutex::new(Control {
-                state: SessionState::Idle,
+                state,
                 closing: false,
-                steering: VecDeque::new(),
-                follow_up: VecDeque::new(),
+                steering: queue.steering.into(),
+                follow_up: queue.follow_up.into(),
                 turn: None,
                 submitted: HashMap::new(),
                 submitted_order: VecDeque::new(),
             }),
             config: Mutex::new(spec.config),
-            usage: Mutex::new(Usage::default()),
-            history: RwLock::new(Vec::new()),
-            state: watch::channel(SessionState::Idle).0,
+            usage: Mutex::new(usage),
+            history: RwLock::new(spec.history),
+            state: watch::channel(state).0,
             commands,
             daemon_events,
         });
-        session.events.emit(EventBody::SessionStart {
-            cwd: session.cwd.display().to_string(),
-            profile: session.profile.id.to_owned(),
-            config: Box::new(session.config()),
-            title: session.title.clone(),
-        });
+        match restored_state {
+            None => {
+                session.events.emit(EventBody::SessionStart {
+                    cwd: session.cwd.display().to_string(),
+                    profile: session.profile.id.to_owned(),
+                    config: Box::new(session.config()),
+                    title: session.title.clone(),
+                });
+                if !session.history.read().unwrap_or_else(|e| e.into_inner()).is_empty() {
+                    // A fork's copied history.
+                    session.store_history(&session.history().iter().map(|e| &**e).collect::<Vec<_>>());
+                }
+                session.save();
+            }
+            Some(state) => {
+                for message in warnings {
+                    session.events.emit(EventBody::Warning { message });
+                }
+                match state {
+                    SessionState::Processing => session.recover_interrupted(),
+                    SessionState::Closed => return session,
+                    _ => {}
+                }
+            }
+        }
         let actor = actor::Actor {
             session: session.clone(),
             providers: spec.providers,
@@ -211,12 +312,139 @@ impl Session {
         lock(&self.config).clone()
     }
 
-    /// The history entries, oldest first.
+    /// The current branch of the history, oldest first.
     pub fn history(&self) -> Vec<Arc<HistoryEntry>> {
-        self.history
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.read_history().branch()
+    }
+
+    fn read_history(&self) -> std::sync::RwLockReadGuard<'_, History> {
+        self.history.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The session's directory record as it is now.
+    fn record(&self, c: &Control) -> SessionRecord {
+        let history = self.read_history();
+        SessionRecord {
+            id: self.id.clone(),
+            title: self.title.clone(),
+            cwd: self.cwd.clone(),
+            profile: self.profile.id.to_owned(),
+            instructions: self.instructions.clone(),
+            read_only: self.read_only,
+            created: self.created.clone(),
+            updated: self.events.updated(),
+            state: c.state,
+            config: self.config(),
+            usage: *lock(&self.usage),
+            leaf: history.leaf().cloned(),
+            history_len: history.len(),
+            queue: c.queue(),
+            forked_from: self.forked_from.clone(),
+        }
+    }
+
+    /// Rewrites `session.json`.
+    fn save(&self) {
+        let c = lock(&self.control);
+        self.save_with(&c);
+    }
+
+    fn save_with(&self, c: &Control) {
+        if let Some(files) = &self.files {
+            let result = files.write_record(&self.record(c));
+            self.check_stored(c, result);
+        }
+    }
+
+    /// Appends history entries to the store (synced, with the events before them).
+    fn store_history(&self, entries: &[&HistoryEntry]) {
+        if let Some(files) = &self.files {
+            let result = files.append_history(entries.iter().copied());
+            let c = lock(&self.control);
+            self.check_stored(&c, result);
+            self.save_with(&c);
+        }
+    }
+
+    /// Reacts to a write: the first failure stops the current work and tells subscribers;
+    /// a success after failures ends the episode.
+    fn check_stored(&self, c: &Control, result: Result<(), crate::store::Error>) {
+        match result {
+            Ok(()) => {
+                if self.files.as_ref().is_some_and(|f| !f.has_pending()) {
+                    self.storage_failed.store(false, Ordering::Relaxed);
+                }
+            }
+            Err(e) => {
+                tracing::error!(session = %self.id, "cannot save the session: {e}");
+                if !self.storage_failed.swap(true, Ordering::Relaxed) {
+                    if let Some(turn) = &c.turn {
+                        turn.cancel();
+                    }
+                    self.events.emit(EventBody::Error {
+                        message: format!(
+                            "cannot save the session to disk ({e}); the work is stopped, and new input is refused until the disk can be written again. Nothing already saved is lost."
+                        ),
+                        fatal: false,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Whether the last write failed; a retry of what is pending clears it when it succeeds.
+    fn storage_error(&self, c: &Control) -> Option<Error> {
+        if !self.storage_failed.load(Ordering::Relaxed) {
+            return None;
+        }
+        let files = self.files.as_ref()?;
+        let retried = files.flush().and_then(|()| files.write_record(&self.record(c)));
+        match retried {
+            Ok(()) => {
+                self.storage_failed.store(false, Ordering::Relaxed);
+                None
+            }
+            Err(e) => Some(Error::Storage(e.to_string())),
+        }
+    }
+
+    /// Whether the session's storage is failing.
+    pub(crate) fn storage_failing(&self) -> bool {
+        self.storage_failed.load(Ordering::Relaxed)
+    }
+
+    /// After a daemon stopped mid-work: answers the tool calls left open, notes the
+    /// interruption for the model, and ends the processing cycle the log had begun.
+    fn recover_interrupted(&self) {
+        let open_calls = self.history().last().and_then(|e| match &e.turn {
+            Turn::Assistant { tool_calls, .. } if !tool_calls.is_empty() => Some(
+                tool_calls
+                    .iter()
+                    .map(|call| ToolResult {
+                        call_id: call.id.clone(),
+                        content: "The daemon stopped before this tool call finished; its effects are unknown.".into(),
+                        is_error: true,
+                        images: Vec::new(),
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        });
+        if let Some(results) = open_calls {
+            self.append(Turn::ToolResults { results });
+        }
+        self.append(Turn::System {
+            text: "[The daemon restarted while this input was being processed; the work was interrupted.]".into(),
+        });
+        self.events.emit(EventBody::Warning {
+            message: "the daemon restarted while this session was processing; its work was interrupted".into(),
+        });
+        self.events.emit(EventBody::ProcessingEnd {
+            reason: ProcessingEndReason::Aborted,
+        });
+        let mut c = lock(&self.control);
+        self.set_state(&mut c, SessionState::Idle);
+        self.save_with(&c);
     }
 
     fn set_state(&self, control: &mut Control, state: SessionState) {
@@ -226,6 +454,7 @@ impl Session {
         control.state = state;
         self.state.send_replace(state);
         self.events.emit(EventBody::StateChanged { state });
+        self.save_with(control);
         if let Some(tx) = &self.daemon_events {
             let _ = tx.send(DaemonEvent::StateChanged {
                 session_id: self.id.clone(),
@@ -238,6 +467,7 @@ impl Session {
         self.events.emit(EventBody::QueueChanged {
             queue: control.queue(),
         });
+        self.save_with(control);
     }
 
     fn check_open(&self, control: &Control) -> Result<(), Error> {
@@ -259,6 +489,9 @@ impl Session {
         self.check_open(&c)?;
         if let Some(previous) = client_input_id.as_ref().and_then(|k| c.submitted.get(k)) {
             return Ok(previous.clone());
+        }
+        if let Some(e) = self.storage_error(&c) {
+            return Err(e);
         }
         let input = QueuedInput {
             input_id: InputId(new_id("in_")),
@@ -318,6 +551,9 @@ impl Session {
     fn enqueue(&self, text: String, disposition: Disposition) -> Result<SubmitResponse, Error> {
         let mut c = lock(&self.control);
         self.check_open(&c)?;
+        if let Some(e) = self.storage_error(&c) {
+            return Err(e);
+        }
         let input = QueuedInput {
             input_id: InputId(new_id("in_")),
             text,
@@ -433,13 +669,95 @@ impl Session {
 
     /// Applies `patch` from the next LLM call on.
     pub fn set_config(&self, patch: &agentd_proto::ConfigPatch) -> Result<SessionConfig, Error> {
-        let mut config = lock(&self.config);
-        let mut next = config.clone();
-        next.apply(patch);
-        crate::config::validate_session_config(&next)
-            .map_err(|e| Error::InvalidConfig(e.to_string()))?;
-        *config = next.clone();
+        let next = {
+            let mut config = lock(&self.config);
+            let mut next = config.clone();
+            next.apply(patch);
+            crate::config::validate_session_config(&next)
+                .map_err(|e| Error::InvalidConfig(e.to_string()))?;
+            *config = next.clone();
+            next
+        };
+        self.save();
         Ok(next)
+    }
+
+    /// Moves the current branch back before the `turns`-th newest user input (an idle
+    /// session only). Nothing is deleted: a fork at an entry reaches the rest.
+    pub fn rollback(&self, turns: usize) -> Result<RollbackResponse, Error> {
+        let c = lock(&self.control);
+        self.check_open(&c)?;
+        if c.state != SessionState::Idle {
+            return Err(Error::Busy(self.id.clone()));
+        }
+        let (removed, leaf, entries) = {
+            let mut history = self.history.write().unwrap_or_else(|e| e.into_inner());
+            let users = history
+                .branch()
+                .iter()
+                .filter(|e| matches!(e.turn, Turn::User { .. }))
+                .count();
+            let removed = history.rollback(turns).ok_or_else(|| {
+                Error::InvalidParams(format!(
+                    "cannot roll back {turns} turns: the branch has {users} user inputs (turns must be 1 to {users})"
+                ))
+            })?;
+            (removed, history.leaf().cloned(), history.branch().len())
+        };
+        self.events.emit(EventBody::Rollback {
+            leaf: leaf.clone(),
+            removed,
+        });
+        self.save_with(&c);
+        Ok(RollbackResponse {
+            leaf,
+            entries,
+            removed,
+        })
+    }
+
+    /// Summarizes older turns with the session's model (an idle session only); see
+    /// `agent::compaction`.
+    pub async fn compact(&self) -> Result<CompactResponse, Error> {
+        let (reply, response) = tokio::sync::oneshot::channel();
+        {
+            let mut c = lock(&self.control);
+            self.check_open(&c)?;
+            if c.state != SessionState::Idle {
+                return Err(Error::Busy(self.id.clone()));
+            }
+            if let Some(e) = self.storage_error(&c) {
+                return Err(e);
+            }
+            let token = CancellationToken::new();
+            self.commands
+                .try_send(Command::Compact(token.clone(), reply))
+                .map_err(|_| Error::Closed(self.id.clone()))?;
+            c.turn = Some(token);
+            self.set_state(&mut c, SessionState::Processing);
+        }
+        response.await.map_err(|_| Error::Closed(self.id.clone()))?
+    }
+
+    /// The directory-independent parts a fork copies: cwd, profile, config, instructions.
+    pub(crate) fn fork_spec(&self) -> (PathBuf, Profile, SessionConfig, Option<String>, bool) {
+        (
+            self.cwd.clone(),
+            self.profile.clone(),
+            self.config(),
+            self.instructions.clone(),
+            self.read_only,
+        )
+    }
+
+    /// The current branch up to and including `id`, or `None` when `id` is not on it.
+    pub fn history_until(&self, id: &EntryId) -> Option<Vec<Arc<HistoryEntry>>> {
+        self.read_history().branch_until(id)
+    }
+
+    /// Its title.
+    pub fn title(&self) -> Option<&str> {
+        self.title.as_deref()
     }
 
     /// The full snapshot.
@@ -457,10 +775,12 @@ impl Session {
             config: self.config(),
             queue,
             usage: *lock(&self.usage),
-            turns: self.history.read().unwrap_or_else(|e| e.into_inner()).len(),
+            turns: self.history().len(),
             last_seq: self.events.last_seq(),
             created: self.created.clone(),
             updated: self.events.updated(),
+            leaf: self.read_history().leaf().cloned(),
+            forked_from: self.forked_from.clone(),
         }
     }
 
@@ -487,18 +807,20 @@ impl Host for Session {
     }
 
     fn append(&self, turn: Turn) {
-        let mut history = self.history.write().unwrap_or_else(|e| e.into_inner());
-        let parent_id = history.last().map(|e| e.id.clone());
-        history.push(Arc::new(HistoryEntry {
-            id: EntryId(new_id("")),
-            parent_id,
-            ts: now(),
-            turn,
-        }));
+        let entry = self
+            .history
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(EntryId(new_id("")), now(), turn);
+        self.store_history(&[&entry]);
     }
 
     fn history(&self) -> Vec<Arc<HistoryEntry>> {
         Session::history(self)
+    }
+
+    fn context(&self) -> Vec<Arc<HistoryEntry>> {
+        self.read_history().context()
     }
 
     fn config(&self) -> SessionConfig {

@@ -1,7 +1,9 @@
 //! Every session of the daemon, by id. Creating a session resolves its provider, model and
-//! profile from the daemon's configuration.
+//! profile from the daemon's configuration. Sessions stored by an earlier run are listed from
+//! their records and loaded (history, event log, task) on first use, so start-up stays fast
+//! with thousands of them.
 
-use super::{Error, Session, SessionSpec};
+use super::{Error, History, Restored, Session, SessionSpec};
 use crate::config::{Config, Price, ProviderConfig};
 use crate::exec::{EnvPolicy, ExecutionEnvironment, LocalExecutionEnvironment, ReadOnly};
 use crate::llm::{
@@ -9,8 +11,10 @@ use crate::llm::{
     openai_chat::OpenAiChat,
 };
 use crate::profile::Profile;
+use crate::store::{SessionRecord, Store};
 use agentd_proto::{
-    ConfigPatch, CreateParams, DaemonEvent, ProviderKind, SessionId, SessionSnapshot, SessionState,
+    ConfigPatch, CreateParams, DaemonEvent, EntryId, ForkOrigin, ProviderKind, QueueContents,
+    SessionConfig, SessionId, SessionSnapshot, SessionState, SessionSummary, Usage,
 };
 use dashmap::DashMap;
 use std::collections::BTreeMap;
@@ -20,9 +24,18 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 use tokio_util::task::TaskTracker;
 
+/// A session as the registry holds it.
+enum Slot {
+    /// Stored by an earlier run and not used since: only its record is in memory.
+    Stored(Box<SessionRecord>),
+    /// Loaded and running.
+    Live(Arc<Session>),
+}
+
 /// The daemon's sessions.
 pub struct Registry {
-    sessions: DashMap<SessionId, Arc<Session>>,
+    sessions: DashMap<SessionId, Slot>,
+    store: Option<Store>,
     config: Arc<Config>,
     /// Every usable provider, built once and shared by all sessions.
     providers: ProviderSet,
@@ -32,9 +45,27 @@ pub struct Registry {
     retry: RetryPolicy,
 }
 
+/// What a new session is made of besides its id.
+struct NewSession {
+    cwd: PathBuf,
+    title: Option<String>,
+    profile: Profile,
+    config: SessionConfig,
+    instructions: Option<String>,
+    read_only: bool,
+    history: History,
+    forked_from: Option<ForkOrigin>,
+}
+
+fn storage(e: crate::store::Error) -> Error {
+    Error::Storage(e.to_string())
+}
+
 impl Registry {
-    /// An empty registry using `config` for new sessions.
-    pub fn new(config: Arc<Config>) -> Self {
+    /// A registry using `config` for new sessions, holding the sessions `store` has (none:
+    /// sessions live in memory only). Sessions that were processing when the daemon stopped
+    /// are loaded at once, to record that their work was interrupted.
+    pub fn new(config: Arc<Config>, store: Option<Store>) -> Self {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .read_timeout(Duration::from_secs(300))
@@ -54,15 +85,168 @@ impl Registry {
             };
             providers.insert(&p.name, provider);
         }
-        Self {
+        let registry = Self {
             sessions: DashMap::new(),
+            store,
             prices: Arc::new(config.pricing.clone()),
             config,
             providers,
             daemon_events: broadcast::channel(256).0,
             tasks: TaskTracker::new(),
             retry: RetryPolicy::default(),
+        };
+        registry.load_stored();
+        registry
+    }
+
+    fn load_stored(&self) {
+        let Some(store) = &self.store else { return };
+        let loaded = match store.load() {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!("cannot list stored sessions: {e}");
+                return;
+            }
+        };
+        for warning in loaded.warnings {
+            tracing::warn!("{warning}");
         }
+        let mut interrupted = Vec::new();
+        for record in loaded.records {
+            if record.state == SessionState::Processing {
+                interrupted.push(record.id.clone());
+            }
+            self.sessions
+                .insert(record.id.clone(), Slot::Stored(Box::new(record)));
+        }
+        for id in interrupted {
+            if let Err(e) = self.get(&id) {
+                tracing::error!(session = %id, "cannot load an interrupted session: {e}");
+            }
+        }
+    }
+
+    fn environment(&self, cwd: PathBuf, read_only: bool) -> Arc<dyn ExecutionEnvironment> {
+        let local = LocalExecutionEnvironment::new(cwd, EnvPolicy::InheritAll);
+        if read_only {
+            Arc::new(ReadOnly(local))
+        } else {
+            Arc::new(local)
+        }
+    }
+
+    /// Stores (when the registry has a store) and starts a new session.
+    fn start(&self, new: NewSession) -> Result<Arc<Session>, Error> {
+        let id = SessionId(uuid::Uuid::new_v4().to_string());
+        let files = match &self.store {
+            Some(store) => {
+                let now = super::now();
+                let record = SessionRecord {
+                    id: id.clone(),
+                    title: new.title.clone(),
+                    cwd: new.cwd.clone(),
+                    profile: new.profile.id.to_owned(),
+                    instructions: new.instructions.clone(),
+                    read_only: new.read_only,
+                    created: now.clone(),
+                    updated: now,
+                    state: SessionState::Idle,
+                    config: new.config.clone(),
+                    usage: Usage::default(),
+                    leaf: None,
+                    history_len: 0,
+                    queue: QueueContents::default(),
+                    forked_from: new.forked_from.clone(),
+                };
+                Some(Arc::new(store.create(&record).map_err(storage)?))
+            }
+            None => None,
+        };
+        let spec = SessionSpec {
+            id: id.clone(),
+            env: self.environment(new.cwd.clone(), new.read_only),
+            cwd: new.cwd,
+            title: new.title,
+            profile: new.profile,
+            providers: self.providers.clone(),
+            config: new.config,
+            instructions: new.instructions,
+            retry: self.retry.clone(),
+            prices: self.prices.clone(),
+            read_only: new.read_only,
+            files,
+            history: new.history,
+            forked_from: new.forked_from,
+            restored: None,
+        };
+        let session = Session::spawn(spec, Some(self.daemon_events.clone()), &self.tasks);
+        self.sessions.insert(id.clone(), Slot::Live(session.clone()));
+        let _ = self
+            .daemon_events
+            .send(DaemonEvent::SessionCreated { session_id: id });
+        Ok(session)
+    }
+
+    /// Loads a stored session: its history, the end of its event log, and its task.
+    fn restore(&self, record: &SessionRecord) -> Result<Arc<Session>, Error> {
+        let store = self
+            .store
+            .as_ref()
+            .ok_or_else(|| Error::NotFound(record.id.clone()))?;
+        let id = &record.id;
+        let mut warnings = Vec::new();
+        let files = store.open(id, |w| warnings.push(w));
+        let entries = files
+            .load_history(|n, e| warnings.push(format!("history.jsonl line {n} skipped: {e}")))
+            .map_err(storage)?;
+        let last_seq = files.last_seq().map_err(storage)?;
+        let profile = Profile::named(&record.profile).unwrap_or_else(|e| {
+            warnings.push(format!("{e}; using the provider's profile"));
+            let kind = self
+                .config
+                .providers
+                .get(&record.config.provider)
+                .map_or(ProviderKind::Openai, |p| p.kind);
+            Profile::for_provider(kind)
+        });
+        for w in &warnings {
+            tracing::warn!(session = %id, "{w}");
+        }
+        let spec = SessionSpec {
+            id: id.clone(),
+            env: self.environment(record.cwd.clone(), record.read_only),
+            cwd: record.cwd.clone(),
+            title: record.title.clone(),
+            profile,
+            providers: self.providers.clone(),
+            config: record.config.clone(),
+            instructions: record.instructions.clone(),
+            retry: self.retry.clone(),
+            prices: self.prices.clone(),
+            read_only: record.read_only,
+            files: Some(Arc::new(files)),
+            history: History::restore(entries, record.leaf.clone(), record.history_len),
+            forked_from: record.forked_from.clone(),
+            restored: Some(Restored {
+                last_seq,
+                created: record.created.clone(),
+                updated: record.updated.clone(),
+                state: record.state,
+                usage: record.usage,
+                queue: record.queue.clone(),
+                warnings,
+            }),
+        };
+        Ok(Session::spawn(
+            spec,
+            Some(self.daemon_events.clone()),
+            &self.tasks,
+        ))
+    }
+
+    /// The store's sessions directory, if sessions are stored.
+    pub fn store_dir(&self) -> Option<&std::path::Path> {
+        self.store.as_ref().map(Store::dir)
     }
 
     /// The daemon configuration.
@@ -108,31 +292,72 @@ impl Registry {
             Some(name) => Profile::named(name).map_err(|e| Error::InvalidConfig(e.to_string()))?,
             None => Profile::for_provider(self.config.providers[provider_name].kind),
         };
-        let local = LocalExecutionEnvironment::new(cwd.clone(), EnvPolicy::InheritAll);
-        let env: Arc<dyn ExecutionEnvironment> = if params.read_only {
-            Arc::new(ReadOnly(local))
-        } else {
-            Arc::new(local)
-        };
-        let id = SessionId(uuid::Uuid::new_v4().to_string());
-        let spec = SessionSpec {
-            id: id.clone(),
-            env,
+        self.start(NewSession {
             cwd,
             title: params.title,
             profile,
-            providers: self.providers.clone(),
             config,
             instructions: params.instructions,
-            retry: self.retry.clone(),
-            prices: self.prices.clone(),
+            read_only: params.read_only,
+            history: History::default(),
+            forked_from: None,
+        })
+    }
+
+    /// A new session whose history is a copy of `id`'s current branch up to `entry` (its
+    /// newest entry when `None`), with the same directory, profile and config.
+    pub fn fork(
+        &self,
+        id: &SessionId,
+        entry: Option<EntryId>,
+        title: Option<String>,
+    ) -> Result<Arc<Session>, Error> {
+        let source = self.get(id)?;
+        let branch = match &entry {
+            None => source.history(),
+            Some(e) => source.history_until(e).ok_or_else(|| {
+                Error::InvalidParams(format!(
+                    "entry {e} is not on session {id}'s current branch (see session/history)"
+                ))
+            })?,
         };
-        let session = Session::spawn(spec, Some(self.daemon_events.clone()), &self.tasks);
-        self.sessions.insert(id.clone(), session.clone());
-        let _ = self
-            .daemon_events
-            .send(DaemonEvent::SessionCreated { session_id: id });
-        Ok(session)
+        let (cwd, profile, config, instructions, read_only) = source.fork_spec();
+        let leaf = branch.last().map(|e| e.id.clone());
+        let len = branch.len();
+        let copied = branch.iter().map(|e| (**e).clone()).collect();
+        self.start(NewSession {
+            cwd,
+            title: title.or_else(|| source.title().map(str::to_owned)),
+            profile,
+            config,
+            instructions,
+            read_only,
+            history: History::restore(copied, leaf.clone(), len),
+            forked_from: Some(ForkOrigin {
+                session_id: id.clone(),
+                entry_id: leaf,
+            }),
+        })
+    }
+
+    /// Closes a session if it is open and deletes it with everything stored about it.
+    pub async fn delete(&self, id: &SessionId) -> Result<(), Error> {
+        let live = match self.sessions.get(id).as_deref() {
+            None => return Err(Error::NotFound(id.clone())),
+            Some(Slot::Live(s)) => Some(s.clone()),
+            Some(Slot::Stored(_)) => None,
+        };
+        if let Some(session) = live {
+            session.close("deleted").await;
+        }
+        if let Some(store) = &self.store {
+            store.delete(id).map_err(storage)?;
+        }
+        self.sessions.remove(id);
+        let _ = self.daemon_events.send(DaemonEvent::SessionDeleted {
+            session_id: id.clone(),
+        });
+        Ok(())
     }
 
     /// The provider called `name`, if it exists and can be used.
@@ -169,25 +394,63 @@ impl Registry {
         Ok(session.snapshot())
     }
 
-    /// The session with this id.
+    /// The session with this id, loaded from the store on first use.
     pub fn get(&self, id: &SessionId) -> Result<Arc<Session>, Error> {
-        self.sessions
-            .get(id)
-            .map(|s| s.value().clone())
-            .ok_or_else(|| Error::NotFound(id.clone()))
+        if let Some(Slot::Live(s)) = self.sessions.get(id).as_deref() {
+            return Ok(s.clone());
+        }
+        let mut slot = self
+            .sessions
+            .get_mut(id)
+            .ok_or_else(|| Error::NotFound(id.clone()))?;
+        match &*slot {
+            Slot::Live(s) => Ok(s.clone()),
+            Slot::Stored(record) => {
+                let session = self.restore(record)?;
+                *slot = Slot::Live(session.clone());
+                Ok(session)
+            }
+        }
     }
 
-    /// Every session, newest first.
-    pub fn list(&self) -> Vec<Arc<Session>> {
-        let mut all: Vec<Arc<Session>> = self.sessions.iter().map(|s| s.value().clone()).collect();
+    /// Every session's summary, newest first.
+    pub fn summaries(&self) -> Vec<SessionSummary> {
+        let mut all: Vec<SessionSummary> = self
+            .sessions
+            .iter()
+            .map(|slot| match slot.value() {
+                Slot::Live(s) => s.summary(),
+                Slot::Stored(r) => SessionSummary {
+                    session_id: r.id.clone(),
+                    title: r.title.clone(),
+                    cwd: r.cwd.display().to_string(),
+                    state: r.state,
+                    provider: r.config.provider.clone(),
+                    model: r.config.model.clone(),
+                    created: r.created.clone(),
+                    updated: r.updated.clone(),
+                    usage: r.usage,
+                },
+            })
+            .collect();
         all.sort_by(|a, b| b.created.cmp(&a.created));
         all
+    }
+
+    fn live(&self) -> Vec<Arc<Session>> {
+        self.sessions
+            .iter()
+            .filter_map(|slot| match slot.value() {
+                Slot::Live(s) => Some(s.clone()),
+                Slot::Stored(_) => None,
+            })
+            .collect()
     }
 
     /// How many sessions there are, and how many are processing.
     pub fn counts(&self) -> (usize, usize) {
         let processing = self
-            .sessions
+            .live()
             .iter()
             .filter(|s| s.state() == SessionState::Processing)
             .count();
@@ -197,7 +460,7 @@ impl Registry {
     /// Aborts every session's work (they stay open), then waits for nothing else to run.
     /// Returns how many were processing.
     pub async fn shutdown(&self) -> usize {
-        let sessions = self.list();
+        let sessions = self.live();
         let results = futures::future::join_all(sessions.iter().map(|s| s.abort(false))).await;
         let aborted = results
             .iter()

@@ -132,6 +132,11 @@ async fn a_host_runs_a_session_with_its_own_tools() {
         instructions: None,
         retry: RetryPolicy::default(),
         prices: Arc::default(),
+        read_only: false,
+        files: None,
+        history: super::History::default(),
+        forked_from: None,
+        restored: None,
     };
     let session = Session::spawn(spec, None, &tokio_util::task::TaskTracker::new());
     let mut events = session.events().subscribe(Some(0)).live;

@@ -258,8 +258,8 @@ async fn agentctl_starts_the_daemon_when_none_answers() {
     let out = s.daemon.agentctl(&["status"], None).await.unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
-        text(&out.stdout).contains("sessions 0 (0 processing)"),
-        "a fresh daemon: {}",
+        text(&out.stdout).contains("sessions 1 (0 processing)"),
+        "a new daemon with the stored session: {}",
         text(&out.stdout)
     );
     let log = s.daemon.root.path().join("state/agentd/agentd.log");
