@@ -13,9 +13,9 @@ mod render;
 
 use agentd_proto::methods as m;
 use agentd_proto::{
-    AbortParams, CreateParams, Empty, EventBody, HistoryParams, ListParams, ProcessingEndReason,
-    SessionId, SessionParams, SessionState, StreamItem, SubmitParams, SubscribeParams, TextParams,
-    WhenBusy,
+    AbortParams, CreateParams, Empty, EntryId, EventBody, ForkParams, HistoryParams, ListParams,
+    ProcessingEndReason, RollbackParams, SessionId, SessionParams, SessionState, StreamItem,
+    SubmitParams, SubscribeParams, TextParams, WhenBusy,
 };
 use clap::{Parser, Subcommand, ValueEnum};
 use client::Connection;
@@ -165,6 +165,40 @@ enum Online {
         offset: usize,
         #[arg(long)]
         limit: Option<usize>,
+    },
+    /// Copy a session's conversation, up to an entry, into a new session.
+    Fork {
+        session: String,
+        /// The last history entry to copy [default: the newest]
+        #[arg(long)]
+        at: Option<String>,
+        /// Title of the new session.
+        #[arg(long)]
+        title: Option<String>,
+    },
+    /// Undo the last user inputs and what followed them (nothing is deleted; `fork --at`
+    /// reaches it).
+    Rollback {
+        session: String,
+        /// How many user inputs to undo.
+        #[arg(long, default_value_t = 1)]
+        turns: usize,
+    },
+    /// Replace older turns with a summary written by the session's model.
+    Compact { session: String },
+    /// Delete sessions with their stored history and events (running ones are aborted).
+    Rm {
+        #[arg(required = true)]
+        sessions: Vec<String>,
+    },
+    /// Delete closed sessions not updated for a while.
+    Gc {
+        /// Minimum age since the last update, such as 7d, 12h or 30m.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        older_than: std::time::Duration,
+        /// Only print what would be deleted.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -634,8 +668,88 @@ async fn run(cli: Cli) -> Result<u8> {
                 }
             } else {
                 for e in &h.entries {
-                    println!("{}", serde_json::to_string(&e.turn).unwrap_or_default());
+                    println!(
+                        "{}  {}",
+                        e.id,
+                        serde_json::to_string(&e.turn).unwrap_or_default()
+                    );
                 }
+            }
+        }
+        Online::Fork { session, at, title } => {
+            let session_id = resolve(&conn, &session).await?;
+            let snapshot = conn
+                .call::<m::SessionFork>(ForkParams {
+                    session_id,
+                    entry_id: at.map(EntryId),
+                    title,
+                })
+                .await?;
+            print(json, &snapshot, |s| println!("{}", s.session_id));
+        }
+        Online::Rollback { session, turns } => {
+            let session_id = resolve(&conn, &session).await?;
+            let r = conn
+                .call::<m::SessionRollback>(RollbackParams { session_id, turns })
+                .await?;
+            print(json, &r, |r| {
+                println!("{} entries off the branch; {} left", r.removed, r.entries)
+            });
+        }
+        Online::Compact { session } => {
+            let session_id = resolve(&conn, &session).await?;
+            let r = conn
+                .call::<m::SessionCompact>(SessionParams { session_id })
+                .await?;
+            print(json, &r, |r| {
+                println!(
+                    "~{} tokens -> ~{} ({} entries summarized, {} kept)",
+                    r.tokens_before, r.tokens_after, r.entries_summarized, r.entries_kept
+                )
+            });
+        }
+        Online::Rm { sessions } => {
+            for session in sessions {
+                let session_id = resolve(&conn, &session).await?;
+                let r = conn
+                    .call::<m::SessionDelete>(SessionParams { session_id })
+                    .await?;
+                print(json, &r, |r| println!("deleted {}", r.session_id));
+            }
+        }
+        Online::Gc {
+            older_than,
+            dry_run,
+        } => {
+            let list = conn
+                .call::<m::SessionList>(ListParams {
+                    state: Some(SessionState::Closed),
+                    cwd: None,
+                })
+                .await?;
+            let cutoff = std::time::SystemTime::now()
+                .checked_sub(older_than)
+                .unwrap_or(std::time::UNIX_EPOCH);
+            for s in list.sessions {
+                let updated = humantime::parse_rfc3339(&s.updated).map_err(|e| {
+                    Failure(
+                        1,
+                        format!("session {}: bad time {:?}: {e}", s.session_id, s.updated),
+                    )
+                })?;
+                if updated > cutoff {
+                    continue;
+                }
+                if !dry_run {
+                    conn.call::<m::SessionDelete>(SessionParams {
+                        session_id: s.session_id.clone(),
+                    })
+                    .await?;
+                }
+                let verb = if dry_run { "would delete" } else { "deleted" };
+                print(json, &s, |s| {
+                    println!("{verb} {}  {}", s.session_id, s.updated)
+                });
             }
         }
     }

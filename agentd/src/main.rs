@@ -118,7 +118,12 @@ fn main() -> ExitCode {
         eprintln!("agentd: no state directory: set --state-dir, AGENTD_STATE_DIR or HOME");
         return ExitCode::from(EX_CONFIG);
     };
-    match runtime.block_on(serve(args.socket, systemd_fd, config, Store::new(&state_dir))) {
+    match runtime.block_on(serve(
+        args.socket,
+        systemd_fd,
+        config,
+        Store::new(&state_dir),
+    )) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("agentd: {e:#}");

@@ -22,6 +22,9 @@ _agentctl() {
             agentctl,close)
                 cmd="agentctl__subcmd__close"
                 ;;
+            agentctl,compact)
+                cmd="agentctl__subcmd__compact"
+                ;;
             agentctl,completions)
                 cmd="agentctl__subcmd__completions"
                 ;;
@@ -33,6 +36,12 @@ _agentctl() {
                 ;;
             agentctl,follow-up)
                 cmd="agentctl__subcmd__follow__subcmd__up"
+                ;;
+            agentctl,fork)
+                cmd="agentctl__subcmd__fork"
+                ;;
+            agentctl,gc)
+                cmd="agentctl__subcmd__gc"
                 ;;
             agentctl,help)
                 cmd="agentctl__subcmd__help"
@@ -55,6 +64,12 @@ _agentctl() {
             agentctl,queue)
                 cmd="agentctl__subcmd__queue"
                 ;;
+            agentctl,rm)
+                cmd="agentctl__subcmd__rm"
+                ;;
+            agentctl,rollback)
+                cmd="agentctl__subcmd__rollback"
+                ;;
             agentctl,show)
                 cmd="agentctl__subcmd__show"
                 ;;
@@ -73,6 +88,9 @@ _agentctl() {
             agentctl__subcmd__help,close)
                 cmd="agentctl__subcmd__help__subcmd__close"
                 ;;
+            agentctl__subcmd__help,compact)
+                cmd="agentctl__subcmd__help__subcmd__compact"
+                ;;
             agentctl__subcmd__help,completions)
                 cmd="agentctl__subcmd__help__subcmd__completions"
                 ;;
@@ -84,6 +102,12 @@ _agentctl() {
                 ;;
             agentctl__subcmd__help,follow-up)
                 cmd="agentctl__subcmd__help__subcmd__follow__subcmd__up"
+                ;;
+            agentctl__subcmd__help,fork)
+                cmd="agentctl__subcmd__help__subcmd__fork"
+                ;;
+            agentctl__subcmd__help,gc)
+                cmd="agentctl__subcmd__help__subcmd__gc"
                 ;;
             agentctl__subcmd__help,help)
                 cmd="agentctl__subcmd__help__subcmd__help"
@@ -106,6 +130,12 @@ _agentctl() {
             agentctl__subcmd__help,queue)
                 cmd="agentctl__subcmd__help__subcmd__queue"
                 ;;
+            agentctl__subcmd__help,rm)
+                cmd="agentctl__subcmd__help__subcmd__rm"
+                ;;
+            agentctl__subcmd__help,rollback)
+                cmd="agentctl__subcmd__help__subcmd__rollback"
+                ;;
             agentctl__subcmd__help,show)
                 cmd="agentctl__subcmd__help__subcmd__show"
                 ;;
@@ -125,7 +155,7 @@ _agentctl() {
 
     case "${cmd}" in
         agentctl)
-            opts="-h -V --socket --json --help --version status models new ls show submit steer follow-up queue abort close events history doctor completions man help"
+            opts="-h -V --socket --json --help --version status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -161,6 +191,24 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__close)
+            opts="-h --socket --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__compact)
             opts="-h --socket --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -254,8 +302,56 @@ _agentctl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        agentctl__subcmd__fork)
+            opts="-h --at --title --socket --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --at)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --title)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__gc)
+            opts="-h --older-than --dry-run --socket --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --older-than)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         agentctl__subcmd__help)
-            opts="status models new ls show submit steer follow-up queue abort close events history doctor completions man help"
+            opts="status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -283,6 +379,20 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__help__subcmd__close)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__help__subcmd__compact)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -339,6 +449,34 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__help__subcmd__follow__subcmd__up)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__help__subcmd__fork)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__help__subcmd__gc)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -437,6 +575,34 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__help__subcmd__queue)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__help__subcmd__rm)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__help__subcmd__rollback)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -643,6 +809,46 @@ _agentctl() {
                 return 0
             fi
             case "${prev}" in
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__rm)
+            opts="-h --socket --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__rollback)
+            opts="-h --turns --socket --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --turns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --socket)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -188,6 +188,17 @@ impl TestDaemon {
         }
     }
 
+    /// Starts the daemon again on the same socket and directories (after [`Self::stop_with`]).
+    pub async fn restart(&mut self) -> Result<()> {
+        self.spawn()?;
+        self.wait_ready().await
+    }
+
+    /// Where the daemon stores its sessions.
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.root.path().join("state/agentd/sessions")
+    }
+
     /// Connects a raw client.
     pub async fn client(&self) -> Result<RawClient> {
         RawClient::connect(&self.socket).await

@@ -41,7 +41,11 @@ pub enum CompactError {
 
 /// Estimated tokens of `entries` (about four characters per token).
 pub(super) fn estimate_tokens(entries: &[Arc<HistoryEntry>]) -> u64 {
-    entries.iter().map(|e| turn_chars(&e.turn) as u64).sum::<u64>() / 4
+    entries
+        .iter()
+        .map(|e| turn_chars(&e.turn) as u64)
+        .sum::<u64>()
+        / 4
 }
 
 /// Where the kept part starts: the newest entries that fit in `keep_tokens` (at least one),
@@ -193,7 +197,11 @@ mod tests {
             .into_iter()
             .map(entry)
             .collect();
-        assert_eq!(cut_point(&tail, 5), Some(1), "a call stays with its results");
+        assert_eq!(
+            cut_point(&tail, 5),
+            Some(1),
+            "a call stays with its results"
+        );
         let summary = entry(Turn::Compaction {
             summary: "s".into(),
             first_kept: EntryId("e".into()),

@@ -5,8 +5,8 @@ use super::Daemon;
 use crate::session::{self, LIVE_BUFFER};
 use agentd_proto::methods::{self as m, Method, Subscription};
 use agentd_proto::{
-    CloseResponse, DaemonEvent, DeleteResponse, DaemonInfo, ErrorData, ErrorKind, HistoryResponse, ListResponse,
-    SessionState, ShutdownResponse, StreamEnd, StreamEndReason, StreamItem,
+    CloseResponse, DaemonEvent, DaemonInfo, DeleteResponse, ErrorData, ErrorKind, HistoryResponse,
+    ListResponse, SessionState, ShutdownResponse, StreamEnd, StreamEndReason, StreamItem,
 };
 use jsonrpsee::core::server::{
     Methods, PendingSubscriptionSink, RpcModule, SubscriptionMessage, SubscriptionSink,

@@ -58,13 +58,19 @@ impl Actor {
         }
     }
 
-    async fn compact(&self, token: &tokio_util::sync::CancellationToken) -> Result<CompactResponse, Error> {
-        self.agent().compact(false, token).await.map_err(|e| match e {
-            CompactError::NothingToCompact(_) => Error::InvalidParams(e.to_string()),
-            CompactError::NotConfigured(_) => Error::ProviderNotConfigured(e.to_string()),
-            CompactError::Provider(_) => Error::Provider(e.to_string()),
-            CompactError::Aborted => Error::InvalidParams("the compaction was aborted".into()),
-        })
+    async fn compact(
+        &self,
+        token: &tokio_util::sync::CancellationToken,
+    ) -> Result<CompactResponse, Error> {
+        self.agent()
+            .compact(false, token)
+            .await
+            .map_err(|e| match e {
+                CompactError::NothingToCompact(_) => Error::InvalidParams(e.to_string()),
+                CompactError::NotConfigured(_) => Error::ProviderNotConfigured(e.to_string()),
+                CompactError::Provider(_) => Error::Provider(e.to_string()),
+                CompactError::Aborted => Error::InvalidParams("the compaction was aborted".into()),
+            })
     }
 
     /// Runs `input` and the follow-ups after it. Returns a reason to close the session when an

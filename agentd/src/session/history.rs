@@ -25,10 +25,19 @@ impl History {
             if history.index.contains_key(&entry.id) {
                 continue;
             }
-            history.index.insert(entry.id.clone(), history.entries.len());
+            history
+                .index
+                .insert(entry.id.clone(), history.entries.len());
             history.entries.push(Arc::new(entry));
         }
-        history.leaf = leaf.filter(|l| history.index.contains_key(l));
+        // A recorded leaf that was never written (the disk failed) falls back to the newest
+        // entry that was.
+        history.leaf = match leaf {
+            Some(l) if !history.index.contains_key(&l) => {
+                history.entries.last().map(|e| e.id.clone())
+            }
+            leaf => leaf,
+        };
         for entry in history.entries.iter().skip(recorded_len) {
             if entry.parent_id == history.leaf {
                 history.leaf = Some(entry.id.clone());
@@ -162,7 +171,9 @@ mod tests {
             let turn = if t.starts_with('u') {
                 user(t)
             } else {
-                Turn::System { text: t.to_string() }
+                Turn::System {
+                    text: t.to_string(),
+                }
             };
             h.push(EntryId(format!("e{i}")), "t".into(), turn);
         }

@@ -29,9 +29,9 @@ use agentd_proto::{
     SessionConfig, SessionId, SessionSnapshot, SessionState, SessionSummary, SubmitResponse,
     ToolResult, Turn, Usage, WhenBusy,
 };
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, watch};
@@ -266,9 +266,15 @@ impl Session {
                     config: Box::new(session.config()),
                     title: session.title.clone(),
                 });
-                if !session.history.read().unwrap_or_else(|e| e.into_inner()).is_empty() {
+                if !session
+                    .history
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .is_empty()
+                {
                     // A fork's copied history.
-                    session.store_history(&session.history().iter().map(|e| &**e).collect::<Vec<_>>());
+                    session
+                        .store_history(&session.history().iter().map(|e| &**e).collect::<Vec<_>>());
                 }
                 session.save();
             }
@@ -398,7 +404,9 @@ impl Session {
             return None;
         }
         let files = self.files.as_ref()?;
-        let retried = files.flush().and_then(|()| files.write_record(&self.record(c)));
+        let retried = files
+            .flush()
+            .and_then(|()| files.write_record(&self.record(c)));
         match retried {
             Ok(()) => {
                 self.storage_failed.store(false, Ordering::Relaxed);
@@ -437,7 +445,9 @@ impl Session {
             text: "[The daemon restarted while this input was being processed; the work was interrupted.]".into(),
         });
         self.events.emit(EventBody::Warning {
-            message: "the daemon restarted while this session was processing; its work was interrupted".into(),
+            message:
+                "the daemon restarted while this session was processing; its work was interrupted"
+                    .into(),
         });
         self.events.emit(EventBody::ProcessingEnd {
             reason: ProcessingEndReason::Aborted,
@@ -448,12 +458,20 @@ impl Session {
     }
 
     fn set_state(&self, control: &mut Control, state: SessionState) {
+        self.transition(control, state, None);
+    }
+
+    /// Changes state: the event (and `last`, when given) is logged and the record saved
+    /// before anyone waiting for the state wakes, so a waiter sees everything written.
+    fn transition(&self, control: &mut Control, state: SessionState, last: Option<EventBody>) {
         if control.state == state {
             return;
         }
         control.state = state;
-        self.state.send_replace(state);
         self.events.emit(EventBody::StateChanged { state });
+        if let Some(body) = last {
+            self.events.emit(body);
+        }
         self.save_with(control);
         if let Some(tx) = &self.daemon_events {
             let _ = tx.send(DaemonEvent::StateChanged {
@@ -461,6 +479,7 @@ impl Session {
                 state,
             });
         }
+        self.state.send_replace(state);
     }
 
     fn queue_changed(&self, control: &Control) {
@@ -655,11 +674,11 @@ impl Session {
             return;
         }
         c.turn = None;
-        self.set_state(c, SessionState::Closed);
-        self.events.emit(EventBody::SessionEnd {
+        let end = EventBody::SessionEnd {
             state: SessionState::Closed,
             reason: reason.to_owned(),
-        });
+        };
+        self.transition(c, SessionState::Closed, Some(end));
     }
 
     async fn wait_for(&self, done: impl Fn(SessionState) -> bool) {

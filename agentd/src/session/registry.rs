@@ -180,7 +180,8 @@ impl Registry {
             restored: None,
         };
         let session = Session::spawn(spec, Some(self.daemon_events.clone()), &self.tasks);
-        self.sessions.insert(id.clone(), Slot::Live(session.clone()));
+        self.sessions
+            .insert(id.clone(), Slot::Live(session.clone()));
         let _ = self
             .daemon_events
             .send(DaemonEvent::SessionCreated { session_id: id });

@@ -125,14 +125,16 @@ impl Store {
         for entry in entries {
             let dir = entry.map_err(at(&self.dir))?.path();
             let path = dir.join(RECORD);
-            let record = fs::read(&path)
-                .map_err(|e| e.to_string())
-                .and_then(|b| serde_json::from_slice::<SessionRecord>(&b).map_err(|e| e.to_string()));
+            let record = fs::read(&path).map_err(|e| e.to_string()).and_then(|b| {
+                serde_json::from_slice::<SessionRecord>(&b).map_err(|e| e.to_string())
+            });
             match record {
                 Ok(r) if dir.file_name() == Some(r.id.0.as_ref()) => loaded.records.push(r),
-                Ok(r) => loaded
-                    .warnings
-                    .push(format!("{}: holds session {}; skipped", path.display(), r.id)),
+                Ok(r) => loaded.warnings.push(format!(
+                    "{}: holds session {}; skipped",
+                    path.display(),
+                    r.id
+                )),
                 // A directory without a record is a creation that did not finish.
                 Err(_) if !path.exists() => {}
                 Err(e) => loaded
@@ -263,7 +265,10 @@ impl SessionFiles {
     }
 
     /// Every history entry, in the order written.
-    pub fn load_history(&self, warn: impl FnMut(usize, String)) -> Result<Vec<HistoryEntry>, Error> {
+    pub fn load_history(
+        &self,
+        warn: impl FnMut(usize, String),
+    ) -> Result<Vec<HistoryEntry>, Error> {
         let path = self.dir.join(HISTORY);
         jsonl::read(&path, |_| true, warn).map_err(at(&path))
     }
@@ -351,7 +356,12 @@ mod tests {
         let files = store.open(&SessionId::from("a"), |w| panic!("{w}"));
         assert_eq!(files.load_history(|_, _| {}).unwrap(), [entry]);
         assert_eq!(files.last_seq().unwrap(), 3);
-        let seqs: Vec<u64> = files.read_events(1, 2).unwrap().iter().map(|e| e.seq).collect();
+        let seqs: Vec<u64> = files
+            .read_events(1, 2)
+            .unwrap()
+            .iter()
+            .map(|e| e.seq)
+            .collect();
         assert_eq!(seqs, [2]);
         store.delete(&SessionId::from("a")).unwrap();
         assert!(store.load().unwrap().records.is_empty());

@@ -1,0 +1,540 @@
+//! Durable sessions: restarts (graceful and `kill -9`), replay across restarts, torn files,
+//! fork, rollback, compaction, delete and gc, and a disk that cannot be written.
+
+use crate::{Setup, data_of, of_kind, setup, setup_with};
+use agentd_tests::mock::{Chunk, Gate, Reply};
+use agentd_tests::{RawClient, sse};
+use nix::sys::signal::Signal;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+fn session_dir(s: &Setup) -> PathBuf {
+    s.daemon.sessions_dir().join(&s.session)
+}
+
+/// Every line of a stored JSON Lines file (panics on a line that does not parse).
+fn lines(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{path:?}: {e}: {l}")))
+        .collect()
+}
+
+fn seqs(events: &[Value]) -> Vec<u64> {
+    events.iter().map(|e| e["seq"].as_u64().unwrap()).collect()
+}
+
+/// An event as stored: the stream item without its `type`.
+fn event(mut item: Value) -> Value {
+    item.as_object_mut().unwrap().remove("type");
+    item
+}
+
+/// Reads a subscription's replay up to `last` (inclusive).
+async fn replay(client: &mut RawClient, session: &str, since: u64, last: u64) -> Vec<Value> {
+    client.subscribe(session, Some(since)).await.unwrap();
+    let mut events = Vec::new();
+    while events.len() < (last - since) as usize {
+        let item = client.item().await.unwrap();
+        assert_eq!(item["type"], "event", "{item}");
+        events.push(event(item));
+    }
+    events
+}
+
+/// Every text a request sent to the model, joined.
+fn request_text(body: &Value) -> String {
+    body["messages"].to_string()
+}
+
+async fn restart(s: &mut Setup, signal: Signal) {
+    s.daemon.stop_with(signal).await.unwrap();
+    s.daemon.restart().await.unwrap();
+    s.client = s.daemon.client().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_keeps_sessions_and_replays_exactly_the_missed_events() {
+    let mut s = setup().await;
+    s.mock.push_stream(sse::shell("t1", "echo FIRST-OUTPUT"));
+    s.mock.push_stream(sse::text("first done"));
+    s.run("first task").await;
+    let seen = s.call("session/get", json!({})).await["last_seq"]
+        .as_u64()
+        .unwrap();
+    // More happens after this client stopped reading.
+    s.mock.push_stream(sse::text("second done"));
+    s.run("second task").await;
+    let before = s.call("session/get", json!({})).await;
+    let last = before["last_seq"].as_u64().unwrap();
+    let mut other = s.daemon.client().await.unwrap();
+    let missed_before = replay(&mut other, &s.session, seen, last).await;
+
+    restart(&mut s, Signal::SIGTERM).await;
+
+    let list = s.client.call("session/list", json!({})).await.unwrap();
+    assert_eq!(list["sessions"][0]["session_id"], s.session.as_str());
+    let after = s.call("session/get", json!({})).await;
+    assert_eq!(after["state"], "idle");
+    assert_eq!(after["last_seq"], before["last_seq"]);
+    assert_eq!(after["turns"], before["turns"]);
+    assert_eq!(after["config"], before["config"]);
+    assert_eq!(after["usage"], before["usage"]);
+
+    let missed = replay(&mut s.client, &s.session, seen, last).await;
+    assert_eq!(missed, missed_before, "the same events, byte for byte");
+    assert_eq!(seqs(&missed), ((seen + 1)..=last).collect::<Vec<_>>());
+
+    // The conversation goes on with its history, and seq continues.
+    s.mock.push_stream(sse::text("third done"));
+    s.call("session/submit", json!({"text": "third task"}))
+        .await;
+    let events = s.until("processing_end").await;
+    assert_eq!(events[0]["seq"].as_u64().unwrap(), last + 1);
+    let request = s.mock.wait_requests(4).await.pop().unwrap();
+    let sent = request_text(&request.body);
+    for earlier in ["first task", "FIRST-OUTPUT", "second done", "third task"] {
+        assert!(sent.contains(earlier), "{earlier} in {sent}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_turn_loses_nothing_and_the_session_recovers() {
+    let mut s = setup().await;
+    let gate = Gate::new();
+    s.mock.push_stream(sse::tools(
+        "",
+        &[
+            ("t1", "shell", json!({"command": "echo STORED-RESULT"})),
+            ("t2", "shell", json!({"command": "echo SECOND"})),
+        ],
+    ));
+    // The second call hangs mid-stream: the daemon dies in the middle of it.
+    let mut hanging = vec![sse::message_start()];
+    hanging.extend(sse::text_block(0, "partial answer"));
+    hanging.push(Chunk::Wait(gate.clone()));
+    s.mock.push_stream(hanging);
+    s.start("work").await;
+    let seen = s
+        .client
+        .events_until("assistant_text_delta", |e| {
+            e["data"]["delta"]
+                .as_str()
+                .unwrap_or("")
+                .contains("partial")
+        })
+        .await
+        .unwrap();
+    let seen: Vec<Value> = seen.into_iter().map(event).collect();
+    s.daemon.stop_with(Signal::SIGKILL).await.unwrap();
+
+    let dir = session_dir(&s);
+    let stored = lines(&dir.join("events.jsonl"));
+    assert_eq!(
+        stored[..seen.len()],
+        seen[..],
+        "every event a client saw is on disk"
+    );
+    let history = lines(&dir.join("history.jsonl"));
+    let results = history
+        .iter()
+        .find(|e| e["type"] == "tool_results")
+        .unwrap();
+    assert!(results.to_string().contains("STORED-RESULT"), "{results}");
+
+    s.daemon.restart().await.unwrap();
+    s.client = s.daemon.client().await.unwrap();
+    let snapshot = s.call("session/get", json!({})).await;
+    assert_eq!(snapshot["state"], "idle");
+    let last = snapshot["last_seq"].as_u64().unwrap();
+    let tail = replay(&mut s.client, &s.session, seen.len() as u64, last).await;
+    let warnings = data_of(&tail, "warning", "message");
+    assert!(
+        warnings.iter().any(|w| w.contains("interrupted")),
+        "{warnings:?}"
+    );
+    assert_eq!(
+        of_kind(&tail, "processing_end")[0]["data"]["reason"],
+        "aborted"
+    );
+
+    s.mock.push_stream(sse::text("recovered"));
+    s.call("session/submit", json!({"text": "go on"})).await;
+    let events = s.until("processing_end").await;
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "completed"
+    );
+    let request = s.mock.wait_requests(3).await.pop().unwrap();
+    let sent = request_text(&request.body);
+    assert!(sent.contains("STORED-RESULT"), "{sent}");
+    assert!(sent.contains("interrupted"), "{sent}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_torn_last_line_is_skipped_and_appends_continue_cleanly() {
+    let mut s = setup().await;
+    s.mock.push_stream(sse::text("done"));
+    s.run("task").await;
+    let last = s.call("session/get", json!({})).await["last_seq"]
+        .as_u64()
+        .unwrap();
+    s.daemon.stop_with(Signal::SIGTERM).await.unwrap();
+    let dir = session_dir(&s);
+    let torn = format!(
+        "{{\"session_id\":\"{}\",\"seq\":{},\"ts\"",
+        s.session,
+        last + 1
+    );
+    for (file, fragment) in [
+        ("events.jsonl", torn.as_str()),
+        ("history.jsonl", "{\"id\":\"x"),
+    ] {
+        let path = dir.join(file);
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str(fragment);
+        std::fs::write(&path, text).unwrap();
+    }
+
+    s.daemon.restart().await.unwrap();
+    s.client = s.daemon.client().await.unwrap();
+    // One warning per cut line, continuing the log after the last whole event.
+    let now = s.call("session/get", json!({})).await["last_seq"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(now, last + 2);
+    let warnings = replay(&mut s.client, &s.session, last, now).await;
+    assert!(
+        data_of(&warnings, "warning", "message")
+            .iter()
+            .all(|w| w.contains("torn last line")),
+        "{warnings:?}"
+    );
+    s.mock.push_stream(sse::text("again"));
+    s.run("more").await;
+    let all = lines(&dir.join("events.jsonl"));
+    let now = all.last().unwrap()["seq"].as_u64().unwrap();
+    assert_eq!(
+        seqs(&all),
+        (1..=now).collect::<Vec<_>>(),
+        "gapless, no torn line"
+    );
+    let history = s.call("session/history", json!({})).await;
+    assert_eq!(history["total"], 4);
+    lines(&dir.join("history.jsonl"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fork_and_rollback_branch_the_history() {
+    let mut s = setup().await;
+    for answer in ["answer one", "answer two"] {
+        s.mock.push_stream(sse::text(answer));
+    }
+    s.run("question one").await;
+    s.run("question two").await;
+    let history = s.call("session/history", json!({})).await;
+    let first_answer = history["entries"][1]["id"].as_str().unwrap().to_owned();
+
+    // A fork at the first answer continues from there, in a new session.
+    let out = s
+        .daemon
+        .agentctl(&["fork", &s.session, "--at", &first_answer], None)
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fork = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let snapshot = s
+        .client
+        .call("session/get", json!({"session_id": fork}))
+        .await
+        .unwrap();
+    assert_eq!(snapshot["forked_from"]["session_id"], s.session.as_str());
+    assert_eq!(snapshot["turns"], 2);
+    s.mock.push_stream(sse::text("fork answer"));
+    s.client.subscribe(&fork, Some(0)).await.unwrap();
+    s.client
+        .call(
+            "session/submit",
+            json!({"session_id": fork, "text": "fork question"}),
+        )
+        .await
+        .unwrap();
+    s.until("processing_end").await;
+    let sent = request_text(&s.mock.wait_requests(3).await[2].body);
+    assert!(
+        sent.contains("answer one") && sent.contains("fork question"),
+        "{sent}"
+    );
+    assert!(!sent.contains("question two"), "{sent}");
+
+    // Rollback moves the original's branch back one input; nothing is deleted.
+    let rolled = s.call("session/rollback", json!({"turns": 1})).await;
+    assert_eq!(rolled["removed"], 2);
+    assert_eq!(rolled["entries"], 2);
+    assert_eq!(rolled["leaf"], first_answer.as_str());
+    let too_far = s.request("session/rollback", json!({"turns": 5})).await;
+    assert_eq!(too_far["error"]["code"], -32602, "{too_far}");
+    assert!(
+        too_far["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("1 user inputs"),
+        "{too_far}"
+    );
+    s.mock.push_stream(sse::text("answer three"));
+    s.run("question three").await;
+    let sent = request_text(&s.mock.wait_requests(4).await[3].body);
+    assert!(
+        sent.contains("answer one") && sent.contains("question three"),
+        "{sent}"
+    );
+    assert!(!sent.contains("question two"), "{sent}");
+    let stored = lines(&session_dir(&s).join("history.jsonl"));
+    assert_eq!(stored.len(), 6, "the rolled-back entries stay stored");
+
+    // The branch survives a restart.
+    restart(&mut s, Signal::SIGTERM).await;
+    let history = s.call("session/history", json!({})).await;
+    assert_eq!(history["total"], 4);
+    assert_eq!(history["entries"][3]["text"], "answer three");
+    let missing = s
+        .request("session/fork", json!({"entry_id": "no-such-entry"}))
+        .await;
+    assert_eq!(missing["error"]["code"], -32602, "{missing}");
+}
+
+/// Replies to summary requests with `summary` and to everything else with "ok".
+fn summarizing_mock(s: &Setup, summary: &'static str) {
+    s.mock.respond_with(move |body| {
+        if body["system"]
+            .to_string()
+            .contains("summaries of coding-agent")
+        {
+            Reply::Stream(sse::text(summary))
+        } else {
+            Reply::Stream(sse::text("ok"))
+        }
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manual_compaction_sends_the_summary_and_the_recent_turns() {
+    let mut s = setup_with(json!({"config": {"context_window_tokens": 1000}})).await;
+    summarizing_mock(&s, "SUMMARY-OF-EARLY-WORK");
+    let old = format!("oldest question {}", "x".repeat(600));
+    s.run(&old).await;
+    s.run(&format!("middle question {}", "y".repeat(800))).await;
+    s.run("newest question").await;
+    let before = s.call("session/history", json!({})).await["total"].clone();
+
+    s.client.subscribe(&s.session, None).await.unwrap();
+    let compacted = s.call("session/compact", json!({})).await;
+    assert!(
+        compacted["entries_summarized"].as_u64().unwrap() >= 2,
+        "{compacted}"
+    );
+    assert!(
+        compacted["tokens_after"].as_u64() < compacted["tokens_before"].as_u64(),
+        "{compacted}"
+    );
+    let events = s.until("compaction").await;
+    assert_eq!(
+        of_kind(&events, "compaction")[0]["data"]["automatic"],
+        false
+    );
+
+    s.run("after compaction").await;
+    let sent = request_text(&s.mock.requests().last().unwrap().body);
+    assert!(sent.contains("SUMMARY-OF-EARLY-WORK"), "{sent}");
+    assert!(sent.contains("newest question"), "{sent}");
+    assert!(!sent.contains("oldest question"), "{sent}");
+    let after = s.call("session/history", json!({})).await["total"].clone();
+    assert_eq!(
+        after.as_u64().unwrap(),
+        before.as_u64().unwrap() + 3,
+        "the full history stays: compaction, input, answer added"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn automatic_compaction_runs_past_the_threshold_unless_turned_off() {
+    let mut s = setup_with(json!({"config": {"context_window_tokens": 1000}})).await;
+    summarizing_mock(&s, "AUTO-SUMMARY");
+    s.run(&format!("oldest question {}", "x".repeat(4000)))
+        .await;
+    let events = s.run("next question").await;
+    let compaction = of_kind(&events, "compaction");
+    assert_eq!(compaction.len(), 1, "{events:?}");
+    assert_eq!(compaction[0]["data"]["automatic"], true);
+    let sent = request_text(&s.mock.requests().last().unwrap().body);
+    assert!(
+        sent.contains("AUTO-SUMMARY") && sent.contains("next question"),
+        "{sent}"
+    );
+    assert!(!sent.contains("oldest question"), "{sent}");
+
+    let mut off =
+        setup_with(json!({"config": {"context_window_tokens": 1000, "auto_compact_percent": 0}}))
+            .await;
+    summarizing_mock(&off, "AUTO-SUMMARY");
+    off.run(&format!("oldest question {}", "x".repeat(4000)))
+        .await;
+    let events = off.run("next question").await;
+    assert!(of_kind(&events, "compaction").is_empty());
+    let sent = request_text(&off.mock.requests().last().unwrap().body);
+    assert!(sent.contains("oldest question"), "{sent}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rm_and_gc_delete_stored_sessions() {
+    let mut s = setup().await;
+    let dir = session_dir(&s);
+    assert!(dir.join("session.json").exists());
+    let keep = s
+        .daemon
+        .create_session(&mut s.client, s.workdir.path(), json!({}))
+        .await
+        .unwrap();
+    let closed = s
+        .daemon
+        .create_session(&mut s.client, s.workdir.path(), json!({}))
+        .await
+        .unwrap();
+    s.client
+        .call("session/close", json!({"session_id": closed}))
+        .await
+        .unwrap();
+
+    let out = s.daemon.agentctl(&["rm", &s.session], None).await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!dir.exists());
+    let gone = s.request("session/get", json!({})).await;
+    assert_eq!(gone["error"]["data"]["kind"], "session_not_found");
+
+    let out = s
+        .daemon
+        .agentctl(&["gc", "--older-than", "1h"], None)
+        .await
+        .unwrap();
+    assert!(out.status.success());
+    assert!(s.daemon.sessions_dir().join(&closed).exists(), "too recent");
+    let out = s
+        .daemon
+        .agentctl(&["gc", "--older-than", "0s"], None)
+        .await
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&closed));
+    assert!(!s.daemon.sessions_dir().join(&closed).exists());
+    assert!(
+        s.daemon.sessions_dir().join(&keep).exists(),
+        "open sessions stay"
+    );
+
+    restart(&mut s, Signal::SIGTERM).await;
+    let list = s.client.call("session/list", json!({})).await.unwrap();
+    assert_eq!(list["sessions"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unwritable_state_directory_is_a_clear_error() {
+    let mut s = setup().await;
+    // The sessions directory cannot be used (a file is in its way; as root, permissions would
+    // not stop the daemon).
+    let sessions = s.daemon.sessions_dir();
+    std::fs::rename(&sessions, sessions.with_extension("moved")).unwrap();
+    std::fs::write(&sessions, "not a directory").unwrap();
+    let workdir = s.workdir.path().display().to_string();
+    let failed = s
+        .client
+        .request("session/create", json!({"cwd": workdir}))
+        .await
+        .unwrap();
+    assert_eq!(failed["error"]["code"], -32030, "{failed}");
+    assert_eq!(failed["error"]["data"]["kind"], "storage_failed");
+    assert!(
+        failed["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("sessions"),
+        "{failed}"
+    );
+    s.client.call("daemon/info", json!({})).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_stops_the_work_and_loses_nothing_once_it_recovers() {
+    let mut s = setup().await;
+    s.mock.push_stream(sse::text("stored answer"));
+    s.run("before").await;
+    let other = s
+        .daemon
+        .create_session(&mut s.client, s.workdir.path(), json!({}))
+        .await
+        .unwrap();
+
+    let dir = session_dir(&s);
+    for file in ["events.jsonl", "history.jsonl"] {
+        std::fs::rename(dir.join(file), dir.join(file).with_extension("saved")).unwrap();
+        std::os::unix::fs::symlink("/dev/full", dir.join(file)).unwrap();
+    }
+    let events = s.run("during").await;
+    let errors = data_of(&events, "error", "message");
+    assert!(
+        errors.iter().any(|e| e.contains("cannot save the session")),
+        "{errors:?}"
+    );
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "error"
+    );
+    let refused = s.request("session/submit", json!({"text": "again"})).await;
+    assert_eq!(
+        refused["error"]["data"]["kind"], "storage_failed",
+        "{refused}"
+    );
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("No space left"),
+        "{refused}"
+    );
+    // Everyone else is served.
+    s.mock.push_stream(sse::text("other answer"));
+    s.client.subscribe(&other, Some(0)).await.unwrap();
+    s.client
+        .call("session/submit", json!({"session_id": other, "text": "hi"}))
+        .await
+        .unwrap();
+    s.client
+        .events_until("processing_end", |_| true)
+        .await
+        .unwrap();
+
+    for file in ["events.jsonl", "history.jsonl"] {
+        std::fs::remove_file(dir.join(file)).unwrap();
+        std::fs::rename(dir.join(file).with_extension("saved"), dir.join(file)).unwrap();
+    }
+    s.mock.push_stream(sse::text("after answer"));
+    s.run("after").await;
+    let stored = lines(&dir.join("events.jsonl"));
+    let last = s.call("session/get", json!({})).await["last_seq"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(seqs(&stored), (1..=last).collect::<Vec<_>>());
+    let texts: Vec<String> = lines(&dir.join("history.jsonl"))
+        .iter()
+        .filter_map(|e| e["text"].as_str().map(str::to_owned))
+        .collect();
+    assert!(texts.contains(&"during".to_owned()), "{texts:?}");
+    assert!(texts.contains(&"after answer".to_owned()), "{texts:?}");
+}
