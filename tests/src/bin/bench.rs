@@ -8,7 +8,9 @@
 //! bare `bash -c echo` it includes, daemon RSS idle and with 100 idle sessions, the latency
 //! from the provider sending a text delta to a subscriber receiving the event (p50/p99), and
 //! the `grep` and `glob` tools over a generated tree of 50,000 files beside `rg` (when
-//! installed) on the same tree.
+//! installed) on the same tree, and, with 10,000 stored sessions, the time from starting the
+//! daemon to its socket answering, `session/list`, and the first `session/get` of a stored
+//! session (which loads it).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -157,6 +159,7 @@ async fn main() {
     let after_runs = rss_kib(pid);
 
     let search = search_bench(&mock, &daemon, &mut client).await;
+    let store = store_bench(daemon).await;
 
     println!("agentd benchmark (release daemon, instant mock provider, 2-core machine)");
     println!(
@@ -183,6 +186,92 @@ async fn main() {
         after_runs as f64 / 1024.0
     );
     println!("{search}");
+    println!("{store}");
+}
+
+const STORED_SESSIONS: usize = 10_000;
+
+/// Fills the state directory with copies of a real session, then times a fresh daemon.
+async fn store_bench(mut daemon: TestDaemon) -> String {
+    daemon
+        .stop_with(nix::sys::signal::Signal::SIGTERM)
+        .await
+        .unwrap();
+    let dir = daemon.sessions_dir();
+    let template = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.join("history.jsonl").exists())
+        .expect("a stored session with history");
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(template.join("session.json")).unwrap()).unwrap();
+    let history = std::fs::read(template.join("history.jsonl")).unwrap();
+    let events = std::fs::read(template.join("events.jsonl")).unwrap();
+    let existing = std::fs::read_dir(&dir).unwrap().count();
+    for i in existing..STORED_SESSIONS {
+        let id = format!("00000000-0000-4000-8000-{i:012}");
+        let session = dir.join(&id);
+        std::fs::create_dir(&session).unwrap();
+        let mut record = record.clone();
+        record["id"] = json!(id);
+        record["state"] = json!(if i % 2 == 0 { "idle" } else { "closed" });
+        std::fs::write(session.join("session.json"), record.to_string()).unwrap();
+        std::fs::write(session.join("history.jsonl"), &history).unwrap();
+        std::fs::write(session.join("events.jsonl"), &events).unwrap();
+    }
+
+    let mut ready = Vec::new();
+    let mut list = Vec::new();
+    let mut first_get = Vec::new();
+    for run in 0..5 {
+        let started = Instant::now();
+        let mut child = daemon
+            .command("agentd")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Ready: a request is answered (the socket accepts connections a little earlier).
+        let mut client = loop {
+            if let Ok(mut c) = agentd_tests::RawClient::connect(&daemon.socket).await
+                && c.call("daemon/info", json!({})).await.is_ok()
+            {
+                break c;
+            }
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        };
+        ready.push(started.elapsed());
+        let started = Instant::now();
+        let listed = client.call("session/list", json!({})).await.unwrap();
+        list.push(started.elapsed());
+        assert_eq!(
+            listed["sessions"].as_array().unwrap().len(),
+            STORED_SESSIONS
+        );
+        let id = format!("00000000-0000-4000-8000-{:012}", 1000 + run);
+        let started = Instant::now();
+        client
+            .call("session/get", json!({"session_id": id}))
+            .await
+            .unwrap();
+        first_get.push(started.elapsed());
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        child.wait().unwrap();
+    }
+    let ms = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2].as_secs_f64() * 1e3
+    };
+    format!(
+        "{STORED_SESSIONS} stored sessions (median of 5 starts): start to socket ready {:.0} ms; session/list {:.0} ms; first session/get of a stored session (loads it) {:.1} ms",
+        ms(ready),
+        ms(list),
+        ms(first_get)
+    )
 }
 
 const TREE_DIRS: usize = 500;
