@@ -126,7 +126,14 @@ async fn kill_9_mid_turn_loses_nothing_and_the_session_recovers() {
         })
         .await
         .unwrap();
-    let seen: Vec<Value> = seen.into_iter().map(event).collect();
+    s.call("session/follow_up", json!({"text": "queued for later"}))
+        .await;
+    let seen = s
+        .client
+        .events_until("queue_changed", |_| true)
+        .await
+        .map(|tail| seen.into_iter().chain(tail).map(event).collect::<Vec<_>>())
+        .unwrap();
     s.daemon.stop_with(Signal::SIGKILL).await.unwrap();
 
     let dir = session_dir(&s);
@@ -147,6 +154,10 @@ async fn kill_9_mid_turn_loses_nothing_and_the_session_recovers() {
     s.client = s.daemon.client().await.unwrap();
     let snapshot = s.call("session/get", json!({})).await;
     assert_eq!(snapshot["state"], "idle");
+    assert_eq!(
+        snapshot["queue"]["follow_up"][0]["text"], "queued for later",
+        "the queue survives"
+    );
     let last = snapshot["last_seq"].as_u64().unwrap();
     let tail = replay(&mut s.client, &s.session, seen.len() as u64, last).await;
     let warnings = data_of(&tail, "warning", "message");
@@ -160,14 +171,16 @@ async fn kill_9_mid_turn_loses_nothing_and_the_session_recovers() {
     );
 
     s.mock.push_stream(sse::text("recovered"));
+    s.mock.push_stream(sse::text("follow-up done"));
     s.call("session/submit", json!({"text": "go on"})).await;
     let events = s.until("processing_end").await;
     assert_eq!(
         of_kind(&events, "processing_end")[0]["data"]["reason"],
         "completed"
     );
-    let request = s.mock.wait_requests(3).await.pop().unwrap();
-    let sent = request_text(&request.body);
+    let requests = s.mock.wait_requests(4).await;
+    assert!(request_text(&requests[3].body).contains("queued for later"));
+    let sent = request_text(&requests[2].body);
     assert!(sent.contains("STORED-RESULT"), "{sent}");
     assert!(sent.contains("interrupted"), "{sent}");
 }
