@@ -107,6 +107,9 @@ enum Online {
         /// Only sessions in this state (idle, processing, closed).
         #[arg(long)]
         state: Option<String>,
+        /// Show subagents indented under the session that spawned them.
+        #[arg(long)]
+        tree: bool,
     },
     /// Show one session.
     Show { session: String },
@@ -439,7 +442,7 @@ async fn run(cli: Cli) -> Result<u8> {
             let snapshot = conn.call::<m::SessionCreate>(create_params(args)?).await?;
             print(json, &snapshot, |s| println!("{}", s.session_id));
         }
-        Online::Ls { state } => {
+        Online::Ls { state, tree } => {
             let state = match state.as_deref() {
                 None => None,
                 Some(s) => Some(
@@ -455,15 +458,21 @@ async fn run(cli: Cli) -> Result<u8> {
                     print(true, s, |_| {});
                 }
             } else {
-                for s in &list.sessions {
+                let line = |s: &agentd_proto::SessionSummary, depth: usize| {
                     let title = s.title.as_deref().unwrap_or("");
                     println!(
-                        "{}  {:<10}  {:<20}  {}  {title}",
+                        "{}{}  {:<10}  {:<20}  {}  {title}",
+                        "  ".repeat(depth),
                         s.session_id,
                         format!("{:?}", s.state).to_lowercase(),
                         s.model,
                         s.cwd
                     );
+                };
+                if tree {
+                    print_tree(&list.sessions, None, 0, &line);
+                } else {
+                    list.sessions.iter().for_each(|s| line(s, 0));
                 }
             }
         }
@@ -754,6 +763,24 @@ async fn run(cli: Cli) -> Result<u8> {
         }
     }
     Ok(0)
+}
+
+/// Prints the sessions whose parent is `parent` (top-level ones for `None`, and those whose
+/// parent is not listed), each followed by its children, indented.
+fn print_tree(
+    sessions: &[agentd_proto::SessionSummary],
+    parent: Option<&SessionId>,
+    depth: usize,
+    line: &dyn Fn(&agentd_proto::SessionSummary, usize),
+) {
+    let listed = |id: &SessionId| sessions.iter().any(|s| &s.session_id == id);
+    for s in sessions {
+        let place = s.parent_id.as_ref().filter(|p| listed(p));
+        if place == parent {
+            line(s, depth);
+            print_tree(sessions, Some(&s.session_id), depth + 1, line);
+        }
+    }
 }
 
 fn man_pages(dir: Option<&std::path::Path>) -> Result<u8> {

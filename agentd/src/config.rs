@@ -246,6 +246,8 @@ pub fn default_session_config(provider: &str, model: &str) -> SessionConfig {
         loop_detection_window: 10,
         context_window_tokens: 200_000,
         auto_compact_percent: 80,
+        max_subagent_depth: 1,
+        max_concurrent_subagents: 4,
     }
 }
 

@@ -699,7 +699,7 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__ls)
-            opts="-h --state --socket --json --help"
+            opts="-h --state --tree --socket --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

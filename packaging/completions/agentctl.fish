@@ -68,6 +68,7 @@ complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l json -d 'Print
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -s h -l help -d 'Print help'
 complete -c agentctl -n "__fish_agentctl_using_subcommand ls" -l state -d 'Only sessions in this state (idle, processing, closed)' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand ls" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand ls" -l tree -d 'Show subagents indented under the session that spawned them'
 complete -c agentctl -n "__fish_agentctl_using_subcommand ls" -l json -d 'Print machine-readable NDJSON instead of text'
 complete -c agentctl -n "__fish_agentctl_using_subcommand ls" -s h -l help -d 'Print help'
 complete -c agentctl -n "__fish_agentctl_using_subcommand show" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F

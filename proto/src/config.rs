@@ -51,6 +51,11 @@ pub struct SessionConfig {
     /// Compact the history automatically when the estimated context passes this percentage
     /// of the window; 0 turns automatic compaction off.
     pub auto_compact_percent: u8,
+    /// How deep subagents may nest: 1 lets a session spawn children that cannot spawn
+    /// their own (spec 7.3); 0 turns subagents off.
+    pub max_subagent_depth: u32,
+    /// Most children of one session working at the same time.
+    pub max_concurrent_subagents: u32,
 }
 
 /// A partial [`SessionConfig`]: every field that is present replaces the current value.
@@ -105,6 +110,12 @@ pub struct ConfigPatch {
     /// See [`SessionConfig::auto_compact_percent`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_compact_percent: Option<u8>,
+    /// See [`SessionConfig::max_subagent_depth`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_subagent_depth: Option<u32>,
+    /// See [`SessionConfig::max_concurrent_subagents`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_subagents: Option<u32>,
 }
 
 impl SessionConfig {
@@ -132,7 +143,9 @@ impl SessionConfig {
             enable_loop_detection,
             loop_detection_window,
             context_window_tokens,
-            auto_compact_percent
+            auto_compact_percent,
+            max_subagent_depth,
+            max_concurrent_subagents
         );
         if let Some(m) = p.tool_output_limits {
             self.tool_output_limits.extend(m);

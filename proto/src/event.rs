@@ -182,6 +182,22 @@ pub enum EventBody {
         /// Whether the context threshold triggered it (rather than `session/compact`).
         automatic: bool,
     },
+    /// A tool call started a subagent: a child session working on `task`.
+    SubagentSpawned {
+        /// The child session's id.
+        agent_id: SessionId,
+        /// What it was asked to do.
+        task: String,
+    },
+    /// A subagent finished working on its input (it stays open for `send_input`).
+    SubagentFinished {
+        /// The child session's id.
+        agent_id: SessionId,
+        /// Whether its work completed (rather than failing or being stopped).
+        success: bool,
+        /// Model turns it has used.
+        turns_used: u32,
+    },
     /// The current branch moved back (`session/rollback`); the entries after `leaf` are off
     /// the branch but still stored.
     Rollback {
@@ -236,6 +252,8 @@ impl EventBody {
             Self::TurnLimit { .. } => "turn_limit",
             Self::LoopDetection { .. } => "loop_detection",
             Self::Compaction { .. } => "compaction",
+            Self::SubagentSpawned { .. } => "subagent_spawned",
+            Self::SubagentFinished { .. } => "subagent_finished",
             Self::Rollback { .. } => "rollback",
             Self::Warning { .. } => "warning",
             Self::Error { .. } => "error",

@@ -112,6 +112,9 @@ pub struct SessionSnapshot {
     /// The session this one was forked from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkOrigin>,
+    /// The session that spawned this one as a subagent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<SessionId>,
 }
 
 /// Where a forked session came from.
@@ -144,6 +147,9 @@ pub struct SessionSummary {
     pub updated: String,
     /// Tokens used so far.
     pub usage: Usage,
+    /// The session that spawned this one as a subagent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<SessionId>,
 }
 
 /// `daemon/info` takes no parameters.

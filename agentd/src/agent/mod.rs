@@ -40,6 +40,8 @@ pub trait Host: Send + Sync {
     fn add_usage(&self, usage: &mut Usage) -> Usage;
     /// The system prompt for `model`.
     fn system_prompt(&self, model: &str) -> String;
+    /// Child sessions for the subagent tools; `None` where the host has none.
+    fn subagents(&self) -> Option<&dyn crate::tools::Subagents>;
 }
 
 /// What the session's tools and model are.

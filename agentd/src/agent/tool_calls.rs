@@ -121,6 +121,7 @@ impl Agent<'_> {
             output: &output,
             accepts_images: round.accepts_images,
             attach_image: &attach,
+            subagents: self.host.subagents(),
         };
         // A panicking tool is a failed call, not a dead session.
         match AssertUnwindSafe(registered.tool.execute(call.arguments.clone(), &ctx))

@@ -15,8 +15,8 @@ pub use context::{EnvironmentContext, GitSnapshot, PROJECT_DOCS_BUDGET};
 
 use crate::exec::ExecutionEnvironment;
 use crate::tools::{
-    ApplyPatch, EditFile, Glob, Grep, ListDir, ReadFile, ReadManyFiles, Shell, Tool, ToolRegistry,
-    WriteFile,
+    ApplyPatch, CloseAgent, EditFile, Glob, Grep, ListDir, ReadFile, ReadManyFiles, SendInput,
+    Shell, SpawnAgent, Tool, ToolRegistry, Wait, WriteFile,
 };
 use agentd_proto::ProviderKind;
 use std::sync::{Arc, OnceLock};
@@ -103,6 +103,14 @@ fn build(id: &'static str) -> Profile {
             &["AGENTS.md", "CLAUDE.md"],
         ),
     };
+    // Every profile can delegate (spec 7); depth and concurrency limits are per session.
+    let mut tools = tools;
+    tools.extend([
+        Arc::new(SpawnAgent) as Arc<dyn Tool>,
+        Arc::new(SendInput),
+        Arc::new(Wait),
+        Arc::new(CloseAgent),
+    ]);
     Profile {
         id,
         tools: registry(tools),

@@ -5,14 +5,21 @@ use super::*;
 use crate::exec::{EnvPolicy, LocalExecutionEnvironment};
 use std::path::Path;
 
+const SUBAGENT_TOOLS: [&str; 4] = ["spawn_agent", "send_input", "wait", "close_agent"];
+
+/// The profile's tools, checking that the subagent tools end every list.
 fn names(profile: &str) -> Vec<String> {
-    Profile::named(profile)
+    let mut names: Vec<String> = Profile::named(profile)
         .unwrap()
         .tools
         .names()
         .into_iter()
         .map(str::to_owned)
-        .collect()
+        .collect();
+    let own = names.len() - SUBAGENT_TOOLS.len();
+    assert_eq!(names[own..], SUBAGENT_TOOLS, "{profile}");
+    names.truncate(own);
+    names
 }
 
 #[test]

@@ -50,7 +50,7 @@ impl Default for Limits {
 /// What the method handlers share.
 pub struct Daemon {
     /// The sessions.
-    pub registry: Registry,
+    pub registry: Arc<Registry>,
     /// When the daemon started.
     pub started: Instant,
     /// The socket it serves.

@@ -120,7 +120,11 @@ impl Actor {
                 Outcome::Aborted => ProcessingEndReason::Aborted,
                 Outcome::Failed | Outcome::Fatal => ProcessingEndReason::Error,
             };
+            c.last_end = Some(reason);
             session.events.emit(EventBody::ProcessingEnd { reason });
+            drop(c);
+            session.report_to_parent();
+            let mut c = lock(&session.control);
             if outcome == Outcome::Fatal {
                 return Some("unrecoverable provider error".into());
             }

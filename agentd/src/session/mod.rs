@@ -10,6 +10,7 @@ mod actor;
 mod events;
 mod history;
 mod registry;
+mod subagents;
 #[cfg(test)]
 mod tests;
 
@@ -22,7 +23,7 @@ use crate::config::Price;
 use crate::exec::ExecutionEnvironment;
 use crate::llm::{ProviderSet, RetryPolicy};
 use crate::profile::{EnvironmentContext, Profile};
-use crate::store::{SessionFiles, SessionRecord};
+use crate::store::{ParentLink, SessionFiles, SessionRecord};
 use agentd_proto::{
     AbortResponse, CompactResponse, DaemonEvent, Disposition, EntryId, EventBody, ForkOrigin,
     HistoryEntry, InputId, ProcessingEndReason, QueueContents, QueuedInput, RollbackResponse,
@@ -106,6 +107,11 @@ pub struct SessionSpec {
     pub forked_from: Option<ForkOrigin>,
     /// Set when the session was stored by an earlier run of the daemon.
     pub restored: Option<Restored>,
+    /// The session that spawned this one as a subagent.
+    pub parent: Option<ParentLink>,
+    /// The registry, through which the session spawns and finds its subagents; `None`: the
+    /// subagent tools report that subagents are not available.
+    pub registry: Option<std::sync::Weak<Registry>>,
 }
 
 /// What a stored session brings back besides its history.
@@ -145,6 +151,9 @@ struct Control {
     turn: Option<CancellationToken>,
     submitted: HashMap<String, SubmitResponse>,
     submitted_order: VecDeque<String>,
+    /// How the last processing cycle ended, and the last error it reported.
+    last_end: Option<ProcessingEndReason>,
+    last_error: Option<String>,
 }
 
 impl Control {
@@ -170,6 +179,8 @@ pub struct Session {
     prices: Arc<BTreeMap<String, Price>>,
     read_only: bool,
     forked_from: Option<ForkOrigin>,
+    parent: Option<ParentLink>,
+    registry: Option<std::sync::Weak<Registry>>,
     files: Option<Arc<SessionFiles>>,
     /// Set from a failed write until a write succeeds; the failure is reported once.
     storage_failed: AtomicBool,
@@ -240,6 +251,8 @@ impl Session {
             prices: spec.prices,
             read_only: spec.read_only,
             forked_from: spec.forked_from,
+            parent: spec.parent,
+            registry: spec.registry,
             files: spec.files,
             storage_failed: AtomicBool::new(false),
             control: Mutex::new(Control {
@@ -250,6 +263,8 @@ impl Session {
                 turn: None,
                 submitted: HashMap::new(),
                 submitted_order: VecDeque::new(),
+                last_end: None,
+                last_error: None,
             }),
             config: Mutex::new(spec.config),
             usage: Mutex::new(usage),
@@ -346,6 +361,7 @@ impl Session {
             history_len: history.len(),
             queue: c.queue(),
             forked_from: self.forked_from.clone(),
+            parent: self.parent.clone(),
         }
     }
 
@@ -625,6 +641,7 @@ impl Session {
             }
             (c.state == SessionState::Processing, c.queue())
         };
+        self.abort_children().await;
         if was_processing {
             self.wait_for(|s| s != SessionState::Processing).await;
         }
@@ -656,6 +673,7 @@ impl Session {
             self.wait_for(|s| s == SessionState::Closed).await;
             return;
         }
+        self.close_children().await;
         if self
             .commands
             .send(Command::Close(reason.to_owned()))
@@ -800,6 +818,7 @@ impl Session {
             updated: self.events.updated(),
             leaf: self.read_history().leaf().cloned(),
             forked_from: self.forked_from.clone(),
+            parent_id: self.parent_id().cloned(),
         }
     }
 
@@ -816,13 +835,28 @@ impl Session {
             created: self.created.clone(),
             updated: self.events.updated(),
             usage: *lock(&self.usage),
+            parent_id: self.parent_id().cloned(),
         }
+    }
+
+    /// The session that spawned this one as a subagent.
+    pub fn parent_id(&self) -> Option<&SessionId> {
+        self.parent.as_ref().map(|p| &p.session_id)
     }
 }
 
 impl Host for Session {
     fn emit(&self, body: EventBody) {
+        if let EventBody::Error { message, .. } = &body {
+            lock(&self.control).last_error = Some(message.clone());
+        }
         self.events.emit(body);
+    }
+
+    fn subagents(&self) -> Option<&dyn crate::tools::Subagents> {
+        self.registry
+            .as_ref()
+            .map(|_| self as &dyn crate::tools::Subagents)
     }
 
     fn append(&self, turn: Turn) {

@@ -11,7 +11,8 @@ use crate::llm::{
     openai_chat::OpenAiChat,
 };
 use crate::profile::Profile;
-use crate::store::{SessionRecord, Store};
+use crate::store::{ParentLink, SessionRecord, Store};
+use crate::tools::SpawnRequest;
 use agentd_proto::{
     ConfigPatch, CreateParams, DaemonEvent, EntryId, ForkOrigin, ProviderKind, QueueContents,
     SessionConfig, SessionId, SessionSnapshot, SessionState, SessionSummary, Usage,
@@ -19,7 +20,7 @@ use agentd_proto::{
 use dashmap::DashMap;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::sync::broadcast;
 use tokio_util::task::TaskTracker;
@@ -43,6 +44,8 @@ pub struct Registry {
     daemon_events: broadcast::Sender<DaemonEvent>,
     tasks: TaskTracker,
     retry: RetryPolicy,
+    /// Handed to sessions, which spawn and find their subagents through it.
+    me: Weak<Registry>,
 }
 
 /// What a new session is made of besides its id.
@@ -55,6 +58,7 @@ struct NewSession {
     read_only: bool,
     history: History,
     forked_from: Option<ForkOrigin>,
+    parent: Option<ParentLink>,
 }
 
 fn storage(e: crate::store::Error) -> Error {
@@ -65,7 +69,7 @@ impl Registry {
     /// A registry using `config` for new sessions, holding the sessions `store` has (none:
     /// sessions live in memory only). Sessions that were processing when the daemon stopped
     /// are loaded at once, to record that their work was interrupted.
-    pub fn new(config: Arc<Config>, store: Option<Store>) -> Self {
+    pub fn new(config: Arc<Config>, store: Option<Store>) -> Arc<Self> {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .read_timeout(Duration::from_secs(300))
@@ -85,7 +89,7 @@ impl Registry {
             };
             providers.insert(&p.name, provider);
         }
-        let registry = Self {
+        let registry = Arc::new_cyclic(|me| Self {
             sessions: DashMap::new(),
             store,
             prices: Arc::new(config.pricing.clone()),
@@ -94,7 +98,8 @@ impl Registry {
             daemon_events: broadcast::channel(256).0,
             tasks: TaskTracker::new(),
             retry: RetryPolicy::default(),
-        };
+            me: me.clone(),
+        });
         registry.load_stored();
         registry
     }
@@ -157,6 +162,7 @@ impl Registry {
                     history_len: 0,
                     queue: QueueContents::default(),
                     forked_from: new.forked_from.clone(),
+                    parent: new.parent.clone(),
                 };
                 Some(Arc::new(store.create(&record).map_err(storage)?))
             }
@@ -178,6 +184,8 @@ impl Registry {
             history: new.history,
             forked_from: new.forked_from,
             restored: None,
+            parent: new.parent,
+            registry: Some(self.me.clone()),
         };
         let session = Session::spawn(spec, Some(self.daemon_events.clone()), &self.tasks);
         self.sessions
@@ -228,6 +236,8 @@ impl Registry {
             files: Some(Arc::new(files)),
             history: History::restore(entries, record.leaf.clone(), record.history_len),
             forked_from: record.forked_from.clone(),
+            parent: record.parent.clone(),
+            registry: Some(self.me.clone()),
             restored: Some(Restored {
                 last_seq,
                 created: record.created.clone(),
@@ -302,7 +312,86 @@ impl Registry {
             read_only: params.read_only,
             history: History::default(),
             forked_from: None,
+            parent: None,
         })
+    }
+
+    /// Creates a subagent of `parent` for `request` (not yet started), within the parent's
+    /// depth and concurrency limits. The child works on the same filesystem with its own
+    /// execution environment, so aborting one session kills only its own processes.
+    pub fn spawn_child(
+        &self,
+        parent: &Session,
+        request: SpawnRequest,
+    ) -> Result<Arc<Session>, Error> {
+        let config = parent.config();
+        let depth = parent.depth() + 1;
+        if depth > config.max_subagent_depth {
+            return Err(Error::InvalidParams(format!(
+                "cannot spawn a subagent: max_subagent_depth is {} and this session is at depth {}; do the task yourself",
+                config.max_subagent_depth,
+                parent.depth()
+            )));
+        }
+        let working = self
+            .children_of(parent.id())
+            .iter()
+            .filter(|c| c.state() == SessionState::Processing)
+            .count();
+        if working >= config.max_concurrent_subagents as usize {
+            return Err(Error::InvalidParams(format!(
+                "cannot spawn a subagent: {working} are working (max_concurrent_subagents = {}); wait for one first",
+                config.max_concurrent_subagents
+            )));
+        }
+        let (parent_cwd, profile, mut config, instructions, read_only) = parent.fork_spec();
+        let cwd = match &request.working_dir {
+            None => parent_cwd,
+            Some(dir) => {
+                let path = std::path::Path::new(dir);
+                let inside = path.components().all(|c| {
+                    matches!(
+                        c,
+                        std::path::Component::Normal(_) | std::path::Component::CurDir
+                    )
+                });
+                let cwd = parent_cwd.join(path);
+                if !inside || !cwd.is_dir() {
+                    return Err(Error::InvalidParams(format!(
+                        "working_dir {dir:?} must be an existing subdirectory of {}",
+                        parent_cwd.display()
+                    )));
+                }
+                cwd
+            }
+        };
+        if let Some(model) = request.model {
+            config.model = model;
+        }
+        config.max_turns = request.max_turns.unwrap_or(0);
+        let title: String = request.task.chars().take(60).collect();
+        self.start(NewSession {
+            cwd,
+            title: Some(format!("subagent: {title}")),
+            profile,
+            config,
+            instructions,
+            read_only,
+            history: History::default(),
+            forked_from: None,
+            parent: Some(ParentLink {
+                session_id: parent.id().clone(),
+                depth,
+            }),
+        })
+    }
+
+    /// The loaded children of `parent`.
+    pub fn children_of(&self, parent: &SessionId) -> Vec<Arc<Session>> {
+        self.live()
+            .into_iter()
+            .filter(|s| s.parent_id() == Some(parent))
+            .collect()
     }
 
     /// A new session whose history is a copy of `id`'s current branch up to `entry` (its
@@ -338,6 +427,7 @@ impl Registry {
                 session_id: id.clone(),
                 entry_id: leaf,
             }),
+            parent: None,
         })
     }
 
@@ -431,6 +521,7 @@ impl Registry {
                     created: r.created.clone(),
                     updated: r.updated.clone(),
                     usage: r.usage,
+                    parent_id: r.parent.as_ref().map(|p| p.session_id.clone()),
                 },
             })
             .collect();

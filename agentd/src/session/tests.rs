@@ -137,6 +137,8 @@ async fn a_host_runs_a_session_with_its_own_tools() {
         history: super::History::default(),
         forked_from: None,
         restored: None,
+        parent: None,
+        registry: None,
     };
     let session = Session::spawn(spec, None, &tokio_util::task::TaskTracker::new());
     let mut events = session.events().subscribe(Some(0)).live;

@@ -64,6 +64,18 @@ pub struct SessionRecord {
     /// The session this one was forked from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkOrigin>,
+    /// The session that spawned this one as a subagent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentLink>,
+}
+
+/// A subagent's place under the session that spawned it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ParentLink {
+    /// The parent session.
+    pub session_id: SessionId,
+    /// 1 for a child of a top-level session, 2 for its child, ...
+    pub depth: u32,
 }
 
 /// The sessions directory.
@@ -318,6 +330,7 @@ mod tests {
             history_len: 0,
             queue: QueueContents::default(),
             forked_from: None,
+            parent: None,
         }
     }
 

@@ -11,6 +11,7 @@ mod read_many_files;
 mod registry;
 mod search;
 mod shell;
+mod subagents;
 #[cfg(test)]
 mod testing;
 #[cfg(test)]
@@ -26,6 +27,9 @@ pub use read_many_files::ReadManyFiles;
 pub use registry::{RegisterError, RegisteredTool, ToolRegistry};
 pub use search::{Glob, Grep};
 pub use shell::Shell;
+pub use subagents::{
+    CloseAgent, SendInput, SpawnAgent, SpawnRequest, SubagentResult, Subagents, Wait,
+};
 pub use write_file::WriteFile;
 
 use crate::exec::{ExecutionEnvironment, OutputSink};
@@ -62,6 +66,8 @@ pub struct ToolContext<'a> {
     pub accepts_images: bool,
     /// Attaches an image to the call's result (when `accepts_images`).
     pub attach_image: &'a (dyn Fn(agentd_proto::ImageData) + Send + Sync),
+    /// The session's child sessions, when the host supports subagents.
+    pub subagents: Option<&'a dyn Subagents>,
 }
 
 /// A failed tool call; the message goes to the model as an error result.

@@ -89,7 +89,11 @@ async fn tool_round_trip_completes() {
             "edit_file",
             "shell",
             "grep",
-            "glob"
+            "glob",
+            "spawn_agent",
+            "send_input",
+            "wait",
+            "close_agent"
         ]
     );
     assert!(
@@ -268,7 +272,7 @@ async fn tool_errors_go_back_to_the_model() {
     ];
     assert_eq!(
         errors[0],
-        "Unknown tool: web_search. Available tools: read_file, write_file, edit_file, shell, grep, glob"
+        "Unknown tool: web_search. Available tools: read_file, write_file, edit_file, shell, grep, glob, spawn_agent, send_input, wait, close_agent"
     );
     assert_eq!(
         errors[1],

@@ -31,6 +31,7 @@ mod profiles;
 mod protocol;
 mod provider;
 mod streams;
+mod subagents;
 
 use agentd_tests::family::Family;
 use agentd_tests::mock::MockAnthropic;

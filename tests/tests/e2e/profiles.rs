@@ -186,7 +186,10 @@ async fn a_bash_only_session_for_minimal_models() {
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(tools, ["shell"]);
+    assert_eq!(
+        tools,
+        ["shell", "spawn_agent", "send_input", "wait", "close_agent"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -67,7 +67,7 @@ async fn recorded_streams_replayed_through_the_mock_drive_a_session() {
     assert_eq!(end["data"]["call_id"], "toolu_01NRLabsLyVHZPKxbKvkfSMn");
     assert_eq!(
         end["data"]["error"],
-        "Unknown tool: get_weather. Available tools: read_file, write_file, edit_file, shell, grep, glob"
+        "Unknown tool: get_weather. Available tools: read_file, write_file, edit_file, shell, grep, glob, spawn_agent, send_input, wait, close_agent"
     );
     let texts = data_of(&events, "assistant_text_end", "text");
     assert_eq!(
