@@ -291,7 +291,6 @@ impl Session {
                     session
                         .store_history(&session.history().iter().map(|e| &**e).collect::<Vec<_>>());
                 }
-                session.save();
             }
             Some(state) => {
                 for message in warnings {
@@ -470,7 +469,6 @@ impl Session {
         });
         let mut c = lock(&self.control);
         self.set_state(&mut c, SessionState::Idle);
-        self.save_with(&c);
     }
 
     fn set_state(&self, control: &mut Control, state: SessionState) {
@@ -824,19 +822,8 @@ impl Session {
 
     /// The line for `session/list`.
     pub fn summary(&self) -> SessionSummary {
-        let config = self.config();
-        SessionSummary {
-            session_id: self.id.clone(),
-            title: self.title.clone(),
-            cwd: self.cwd.display().to_string(),
-            state: self.state(),
-            provider: config.provider,
-            model: config.model,
-            created: self.created.clone(),
-            updated: self.events.updated(),
-            usage: *lock(&self.usage),
-            parent_id: self.parent_id().cloned(),
-        }
+        let record = self.record(&lock(&self.control));
+        record.summary()
     }
 
     /// The session that spawned this one as a subagent.

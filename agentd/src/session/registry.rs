@@ -511,18 +511,7 @@ impl Registry {
             .iter()
             .map(|slot| match slot.value() {
                 Slot::Live(s) => s.summary(),
-                Slot::Stored(r) => SessionSummary {
-                    session_id: r.id.clone(),
-                    title: r.title.clone(),
-                    cwd: r.cwd.display().to_string(),
-                    state: r.state,
-                    provider: r.config.provider.clone(),
-                    model: r.config.model.clone(),
-                    created: r.created.clone(),
-                    updated: r.updated.clone(),
-                    usage: r.usage,
-                    parent_id: r.parent.as_ref().map(|p| p.session_id.clone()),
-                },
+                Slot::Stored(r) => r.summary(),
             })
             .collect();
         all.sort_by(|a, b| b.created.cmp(&a.created));

@@ -15,7 +15,7 @@ use jsonl::Appender;
 
 use agentd_proto::{
     EntryId, Event, ForkOrigin, HistoryEntry, QueueContents, SessionConfig, SessionId,
-    SessionState, Usage,
+    SessionState, SessionSummary, Usage,
 };
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File};
@@ -67,6 +67,24 @@ pub struct SessionRecord {
     /// The session that spawned this one as a subagent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<ParentLink>,
+}
+
+impl SessionRecord {
+    /// The record's line for `session/list`.
+    pub fn summary(&self) -> SessionSummary {
+        SessionSummary {
+            session_id: self.id.clone(),
+            title: self.title.clone(),
+            cwd: self.cwd.display().to_string(),
+            state: self.state,
+            provider: self.config.provider.clone(),
+            model: self.config.model.clone(),
+            created: self.created.clone(),
+            updated: self.updated.clone(),
+            usage: self.usage,
+            parent_id: self.parent.as_ref().map(|p| p.session_id.clone()),
+        }
+    }
 }
 
 /// A subagent's place under the session that spawned it.

@@ -69,6 +69,20 @@ fn agent_id_schema() -> serde_json::Value {
     json!({"type": "string", "description": "The id spawn_agent returned."})
 }
 
+/// The definition of a tool whose only argument is the agent's id.
+fn agent_tool(name: &str, description: &str) -> ToolDefinition {
+    ToolDefinition {
+        name: name.into(),
+        description: description.into(),
+        parameters: json!({
+            "type": "object",
+            "properties": {"agent_id": agent_id_schema()},
+            "required": ["agent_id"],
+            "additionalProperties": false
+        }),
+    }
+}
+
 fn describe(agent_id: &str, r: &SubagentResult) -> String {
     let status = if r.success { "completed" } else { "failed" };
     format!(
@@ -158,18 +172,11 @@ pub struct Wait;
 #[async_trait]
 impl Tool for Wait {
     fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: "wait".into(),
-            description: "Wait for a subagent to finish and return its result: its final \
-                output, whether it succeeded, and the turns it used."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {"agent_id": agent_id_schema()},
-                "required": ["agent_id"],
-                "additionalProperties": false
-            }),
-        }
+        agent_tool(
+            "wait",
+            "Wait for a subagent to finish and return its result: its final \
+                output, whether it succeeded, and the turns it used.",
+        )
     }
 
     async fn execute(
@@ -197,16 +204,10 @@ pub struct CloseAgent;
 #[async_trait]
 impl Tool for CloseAgent {
     fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: "close_agent".into(),
-            description: "Stop a subagent (its running commands are killed) and close it.".into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {"agent_id": agent_id_schema()},
-                "required": ["agent_id"],
-                "additionalProperties": false
-            }),
-        }
+        agent_tool(
+            "close_agent",
+            "Stop a subagent (its running commands are killed) and close it.",
+        )
     }
 
     async fn execute(
