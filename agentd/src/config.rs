@@ -6,6 +6,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Environment variable naming another config file.
 pub const CONFIG_ENV: &str = "AGENTD_CONFIG";
@@ -176,6 +177,10 @@ pub struct Config {
     pub pricing: BTreeMap<String, Price>,
     /// The file this came from, if any.
     pub source: Option<PathBuf>,
+    /// A loaded session that is idle or closed, unwatched and unused this long is unloaded
+    /// (its memory freed; it loads again on its next use). `None`: never (`[daemon]
+    /// evict_idle_secs = 0`).
+    pub evict_idle_after: Option<Duration>,
 }
 
 /// A configuration problem; the message names the file and key.
@@ -213,7 +218,18 @@ struct FileConfig {
     session: ConfigPatch,
     #[serde(default)]
     pricing: BTreeMap<String, Price>,
+    #[serde(default)]
+    daemon: FileDaemon,
 }
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileDaemon {
+    evict_idle_secs: Option<u64>,
+}
+
+/// How long a session stays loaded with nothing to do before it is unloaded to its files.
+pub const DEFAULT_EVICT_IDLE: Duration = Duration::from_secs(600);
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -382,6 +398,11 @@ impl Config {
             providers,
             session_defaults: file.session,
             pricing: file.pricing,
+            evict_idle_after: match file.daemon.evict_idle_secs {
+                None => Some(DEFAULT_EVICT_IDLE),
+                Some(0) => None,
+                Some(secs) => Some(Duration::from_secs(secs)),
+            },
             log_level: env("AGENTD_LOG")
                 .or(file.log_level)
                 .unwrap_or_else(|| "info".into()),

@@ -118,12 +118,7 @@ fn main() -> ExitCode {
         eprintln!("agentd: no state directory: set --state-dir, AGENTD_STATE_DIR or HOME");
         return ExitCode::from(EX_CONFIG);
     };
-    match runtime.block_on(serve(
-        args.socket,
-        systemd_fd,
-        config,
-        Store::new(&state_dir),
-    )) {
+    match runtime.block_on(serve(args.socket, systemd_fd, config, &state_dir)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("agentd: {e:#}");
@@ -136,7 +131,7 @@ async fn serve(
     socket: Option<PathBuf>,
     systemd_fd: Option<i32>,
     config: Config,
-    store: Store,
+    state_dir: &std::path::Path,
 ) -> anyhow::Result<()> {
     let listener = match systemd_fd {
         Some(fd) => {
@@ -148,6 +143,13 @@ async fn serve(
                 agentd_proto::socket::default_socket_path(nix::unistd::geteuid().as_raw())
             });
             Listener::bind(&path)?
+        }
+    };
+    let store = match Store::open(state_dir) {
+        Ok(store) => store,
+        Err(e) => {
+            listener.remove_file();
+            anyhow::bail!("cannot use the state directory: {e}");
         }
     };
     let shutdown = CancellationToken::new();

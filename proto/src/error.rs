@@ -32,6 +32,9 @@ pub enum ErrorKind {
     /// The LLM provider failed a request the daemon made for the client (a compaction
     /// summary); the message carries the provider's error.
     ProviderFailed,
+    /// A bug in the daemon stopped the request (a crashed task); the session and the daemon
+    /// go on, and the message says what failed.
+    Internal,
 }
 
 impl ErrorKind {
@@ -48,6 +51,7 @@ impl ErrorKind {
             Self::ProviderNotConfigured => -32021,
             Self::StorageFailed => -32030,
             Self::ProviderFailed => -32022,
+            Self::Internal => -32040,
         }
     }
 
@@ -64,6 +68,7 @@ impl ErrorKind {
             Self::ProviderNotConfigured => "provider_not_configured",
             Self::StorageFailed => "storage_failed",
             Self::ProviderFailed => "provider_failed",
+            Self::Internal => "internal",
         }
     }
 
@@ -73,7 +78,7 @@ impl ErrorKind {
     }
 
     /// Every kind, for documentation and schema export.
-    pub const ALL: [ErrorKind; 10] = [
+    pub const ALL: [ErrorKind; 11] = [
         Self::Overloaded,
         Self::Unauthorized,
         Self::ShuttingDown,
@@ -84,6 +89,7 @@ impl ErrorKind {
         Self::ProviderNotConfigured,
         Self::StorageFailed,
         Self::ProviderFailed,
+        Self::Internal,
     ];
 }
 

@@ -206,6 +206,15 @@ pub enum EventBody {
         /// Entries taken off the branch.
         removed: usize,
     },
+    /// Events with these seqs were never stored: the daemon stopped (a crash, `kill -9`, a
+    /// power loss) before writing them, though clients may have seen some. Their seqs are
+    /// never reused; a client resuming inside the range continues after it.
+    EventsMissing {
+        /// The first missing seq.
+        first_seq: u64,
+        /// The last missing seq.
+        last_seq: u64,
+    },
     /// A non-fatal problem (context usage, retries, interrupted work).
     Warning {
         /// What happened.
@@ -255,6 +264,7 @@ impl EventBody {
             Self::SubagentSpawned { .. } => "subagent_spawned",
             Self::SubagentFinished { .. } => "subagent_finished",
             Self::Rollback { .. } => "rollback",
+            Self::EventsMissing { .. } => "events_missing",
             Self::Warning { .. } => "warning",
             Self::Error { .. } => "error",
             Self::Usage { .. } => "usage",

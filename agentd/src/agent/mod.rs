@@ -223,6 +223,11 @@ impl Agent<'_> {
                 tool_calls: calls.len(),
             });
             if calls.is_empty() {
+                // Steering that arrived while the model wrote its answer belongs to this
+                // input: the loop goes on with it (as pi does), never leaving it for later.
+                if self.drain_steering() {
+                    continue;
+                }
                 return Outcome::Completed;
             }
 
@@ -254,8 +259,11 @@ impl Agent<'_> {
         }
     }
 
-    fn drain_steering(&self) {
-        for msg in self.host.drain_steering() {
+    /// Appends the queued steering messages to the history; returns whether there were any.
+    fn drain_steering(&self) -> bool {
+        let drained = self.host.drain_steering();
+        let any = !drained.is_empty();
+        for msg in drained {
             self.host.append(Turn::Steering {
                 text: msg.text.clone(),
                 input_id: Some(msg.input_id.clone()),
@@ -265,6 +273,7 @@ impl Agent<'_> {
                 text: msg.text,
             });
         }
+        any
     }
 
     /// Emits the spec 5.5 warning when the history passes 80% of the context window; returns

@@ -47,15 +47,22 @@ fn is_secret(name: &str) -> bool {
 
 impl EnvPolicy {
     /// The variables a command gets from `vars` under this policy. Secrets are dropped under
-    /// every policy.
-    pub fn filter(self, vars: impl Iterator<Item = (String, String)>) -> Vec<(String, String)> {
-        vars.filter(|(k, _)| !is_secret(k))
-            .filter(|(k, _)| match self {
-                Self::InheritAll => true,
-                Self::InheritCore => CORE.contains(&k.as_str()),
-                Self::InheritNone => false,
-            })
-            .collect()
+    /// every policy. Names and values need not be UTF-8 (`std::env::vars` panics on those); a
+    /// name is matched by its lossy UTF-8 form, so an odd byte cannot hide a secret's suffix.
+    pub fn filter<K, V>(self, vars: impl Iterator<Item = (K, V)>) -> Vec<(K, V)>
+    where
+        K: AsRef<std::ffi::OsStr>,
+    {
+        vars.filter(|(k, _)| {
+            let name = k.as_ref().to_string_lossy();
+            !is_secret(&name)
+                && match self {
+                    Self::InheritAll => true,
+                    Self::InheritCore => CORE.contains(&name.as_ref()),
+                    Self::InheritNone => false,
+                }
+        })
+        .collect()
     }
 }
 
@@ -67,6 +74,19 @@ mod tests {
         let vars = input.iter().map(|(k, v)| (k.to_string(), v.to_string()));
         let got: Vec<String> = policy.filter(vars).into_iter().map(|(k, _)| k).collect();
         assert_eq!(got, expect);
+    }
+
+    #[test]
+    fn names_and_values_need_not_be_utf8() {
+        use std::ffi::OsString;
+        use std::os::unix::ffi::OsStringExt;
+        let vars = [
+            (OsString::from("PATH"), OsString::from_vec(b"/bin:\xff".to_vec())),
+            (OsString::from_vec(b"X\xff".to_vec()), OsString::from("v")),
+            (OsString::from_vec(b"\xffMY_API_KEY".to_vec()), OsString::from("k")),
+        ];
+        let got = EnvPolicy::InheritAll.filter(vars.clone().into_iter());
+        assert_eq!(got, vars[..2]);
     }
 
     #[test]

@@ -190,7 +190,7 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
             .arg(request.command)
             .current_dir(&cwd)
             .env_clear()
-            .envs(self.policy.filter(std::env::vars()))
+            .envs(self.policy.filter(std::env::vars_os()))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -55,6 +55,7 @@ impl From<session::Error> for ErrorObjectOwned {
             session::Error::InvalidParams(_) => {
                 ErrorObjectOwned::owned(INVALID_PARAMS_CODE, message, None::<()>)
             }
+            session::Error::Internal(_) => app_error(ErrorKind::Internal, message, None),
         }
     }
 }
@@ -75,6 +76,16 @@ fn parse<T: serde::de::DeserializeOwned>(params: &Params<'_>) -> Result<T, Error
             None::<()>,
         )
     })
+}
+
+/// A handler's task that ended without an answer: a panic (a bug), or a cancelled task when
+/// the daemon stops.
+fn crashed(e: tokio::task::JoinError) -> session::Error {
+    if e.is_panic() {
+        session::Error::Internal("the request's handler crashed; the daemon goes on".into())
+    } else {
+        session::Error::ShuttingDown
+    }
 }
 
 fn register<M, F, Fut>(module: &mut RpcModule<Daemon>, handler: F)
@@ -170,9 +181,9 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
     });
     register::<m::SessionCreate, _, _>(&mut module, |d, p| async move {
         // Runs in its own task: a client that disconnects mid-call must not leave a half-made session.
-        tokio::spawn(async move { d.registry.create(p).map(|s| s.snapshot()) })
+        tokio::spawn(async move { d.registry.create(p).await.map(|s| s.snapshot()) })
             .await
-            .map_err(|_| session::Error::ShuttingDown)?
+            .map_err(crashed)?
     });
     register::<m::SessionList, _, _>(&mut module, |d, p| async move {
         let sessions = d
@@ -186,47 +197,47 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
         Ok(ListResponse { sessions })
     });
     register::<m::SessionGet, _, _>(&mut module, |d, p| async move {
-        Ok(d.registry.get(&p.session_id)?.snapshot())
+        Ok(d.registry.get(&p.session_id).await?.snapshot())
     });
     register::<m::SessionSubmit, _, _>(&mut module, |d, p| async move {
-        d.registry.get(&p.session_id)?.submit(
-            p.text,
-            p.client_input_id,
-            p.when_busy.unwrap_or_default(),
-        )
+        d.registry
+            .get(&p.session_id)
+            .await?
+            .submit(p.text, p.client_input_id, p.when_busy.unwrap_or_default())
+            .await
     });
     register::<m::SessionSteer, _, _>(&mut module, |d, p| async move {
-        d.registry.get(&p.session_id)?.steer(p.text)
+        d.registry.get(&p.session_id).await?.steer(p.text).await
     });
     register::<m::SessionFollowUp, _, _>(&mut module, |d, p| async move {
-        d.registry.get(&p.session_id)?.follow_up(p.text)
+        d.registry.get(&p.session_id).await?.follow_up(p.text).await
     });
     register::<m::SessionQueue, _, _>(&mut module, |d, p| async move {
-        Ok(d.registry.get(&p.session_id)?.queue())
+        Ok(d.registry.get(&p.session_id).await?.queue())
     });
     register::<m::SessionQueueClear, _, _>(&mut module, |d, p| async move {
-        Ok(d.registry.get(&p.session_id)?.queue_clear())
+        d.registry.get(&p.session_id).await?.queue_clear().await
     });
     register::<m::SessionAbort, _, _>(&mut module, |d, p| async move {
-        let session = d.registry.get(&p.session_id)?;
+        let session = d.registry.get(&p.session_id).await?;
         tokio::spawn(async move { session.abort(p.close).await })
             .await
-            .map_err(|_| session::Error::ShuttingDown)?
+            .map_err(crashed)?
     });
     register::<m::SessionClose, _, _>(&mut module, |d, p| async move {
-        let session = d.registry.get(&p.session_id)?;
+        let session = d.registry.get(&p.session_id).await?;
         tokio::spawn(async move { session.close("closed by client").await })
             .await
-            .map_err(|_| session::Error::ShuttingDown)?;
+            .map_err(crashed)?;
         Ok(CloseResponse {
             state: SessionState::Closed,
         })
     });
     register::<m::SessionSetConfig, _, _>(&mut module, |d, p| async move {
-        d.registry.set_config(&p.session_id, p.config)
+        d.registry.set_config(&p.session_id, p.config).await
     });
     register::<m::SessionHistory, _, _>(&mut module, |d, p| async move {
-        let history = d.registry.get(&p.session_id)?.history();
+        let history = d.registry.get(&p.session_id).await?.history().await?;
         let limit = p.limit.unwrap_or(100);
         let entries = history
             .iter()
@@ -243,19 +254,20 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
         tokio::spawn(async move {
             d.registry
                 .fork(&p.session_id, p.entry_id, p.title)
+                .await
                 .map(|s| s.snapshot())
         })
         .await
-        .map_err(|_| session::Error::ShuttingDown)?
+        .map_err(crashed)?
     });
     register::<m::SessionRollback, _, _>(&mut module, |d, p| async move {
-        d.registry.get(&p.session_id)?.rollback(p.turns)
+        d.registry.get(&p.session_id).await?.rollback(p.turns).await
     });
     register::<m::SessionCompact, _, _>(&mut module, |d, p| async move {
-        let session = d.registry.get(&p.session_id)?;
+        let session = d.registry.get(&p.session_id).await?;
         tokio::spawn(async move { session.compact().await })
             .await
-            .map_err(|_| session::Error::ShuttingDown)?
+            .map_err(crashed)?
     });
     register::<m::SessionDelete, _, _>(&mut module, |d, p| async move {
         tokio::spawn(async move {
@@ -265,7 +277,7 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
             })
         })
         .await
-        .map_err(|_| session::Error::ShuttingDown)?
+        .map_err(crashed)?
     });
     register_subscription::<m::SessionSubscribe, _, _>(&mut module, stream_session);
     register_subscription::<m::DaemonSubscribe, _, _>(&mut module, stream_daemon);
@@ -297,11 +309,14 @@ async fn stream_session(
     p: agentd_proto::SubscribeParams,
     pending: PendingSubscriptionSink,
 ) {
-    let session = match d.registry.get(&p.session_id) {
+    let subscribed = match d.registry.get(&p.session_id).await {
+        Ok(session) => session.subscribe(p.since_seq).await.map(|s| (session, s)),
+        Err(e) => Err(e),
+    };
+    let (session, subscription) = match subscribed {
         Ok(s) => s,
         Err(e) => return pending.reject(ErrorObjectOwned::from(e)).await,
     };
-    let subscription = session.events().subscribe(p.since_seq);
     let Ok(sink) = pending.accept().await else {
         return;
     };
@@ -346,8 +361,14 @@ async fn stream_session(
                 tracing::debug!(session = %p.session_id, missed, buffer = LIVE_BUFFER, "dropping a lagging subscriber");
                 return end(&sink, StreamEndReason::Lagged, last_seq).await;
             }
+            // The session's task ended: it closed, or the daemon is stopping.
             Err(RecvError::Closed) => {
-                return end(&sink, StreamEndReason::SessionClosed, last_seq).await;
+                let reason = if session.state() != SessionState::Closed && d.shutdown.is_cancelled() {
+                    StreamEndReason::DaemonShutdown
+                } else {
+                    StreamEndReason::SessionClosed
+                };
+                return end(&sink, reason, last_seq).await;
             }
         }
     }

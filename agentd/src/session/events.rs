@@ -1,142 +1,173 @@
-//! A session's event log: every event gets the next `seq`, is appended to the session's
-//! `events.jsonl` (when it has one), kept in memory for replay, and broadcast to live
-//! subscribers. Replay and live delivery are joined under one lock, so a subscriber sees every
-//! event exactly once and in order. Events from before the session was loaded are replayed
-//! from the file.
+//! A session's event log, owned by its task: every event gets the next `seq`, goes to the
+//! session's [`Writer`] (when it has one), joins a bounded in-memory tail, and is broadcast to
+//! live subscribers at once; no subscriber waits for the disk. Replay takes what the tail
+//! holds and reads anything older from the journal; since the task owns both the tail and the
+//! broadcast, a subscriber's replay and its live stream meet with no gap and no repeat.
 
-use crate::store::SessionFiles;
+use crate::store::{EventReader, Writer};
 use agentd_proto::{Event, EventBody, SessionId};
-use std::sync::{Arc, Mutex};
+use std::collections::VecDeque;
+use std::sync::Arc;
 use tokio::sync::broadcast;
 
 /// How many events a live subscriber may fall behind before it is dropped with a `lagged`
 /// notice. The buffer holds shared pointers, so its memory does not grow per subscriber.
 pub const LIVE_BUFFER: usize = 1024;
-
-struct Inner {
-    /// Events since the log was opened (seq `stored + 1` on).
-    events: Vec<Arc<Event>>,
-    updated: String,
-    /// Exists only while someone subscribes: the ring is allocated up front, and most sessions
-    /// are idle and unwatched.
-    live: Option<broadcast::Sender<Arc<Event>>>,
-}
-
-/// The event log of one session.
-pub struct EventLog {
-    session_id: SessionId,
-    files: Option<Arc<SessionFiles>>,
-    /// Events up to this seq were stored before the log was opened and are read from the file.
-    stored: u64,
-    inner: Mutex<Inner>,
-}
-
-/// Replayed events and the live receiver that continues right after them.
-pub struct Subscription {
-    /// Events with `seq > since_seq`, oldest first.
-    pub replay: Vec<Arc<Event>>,
-    /// Every later event.
-    pub live: broadcast::Receiver<Arc<Event>>,
-}
+/// The in-memory tail holds at most this many events...
+pub const TAIL_EVENTS: usize = 4096;
+/// ...and this many bytes of them (as journal lines); older ones replay from the journal.
+pub const TAIL_BYTES: usize = 4 * 1024 * 1024;
 
 /// Now, as RFC 3339 with milliseconds.
 pub fn now() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
-impl EventLog {
-    /// An empty log kept in memory only.
-    pub fn new(session_id: SessionId) -> Self {
-        Self::open(session_id, None, 0, now())
-    }
+/// The event log of one session.
+pub(super) struct EventLog {
+    session_id: SessionId,
+    /// The seq the next event gets.
+    next_seq: u64,
+    /// The newest events (with their line sizes), oldest first, ending at `next_seq - 1`.
+    tail: VecDeque<(Arc<Event>, usize)>,
+    tail_bytes: usize,
+    updated: String,
+    /// Exists only while someone subscribes: the ring is allocated up front, and most
+    /// sessions are idle and unwatched.
+    live: Option<broadcast::Sender<Arc<Event>>>,
+    writer: Option<Writer>,
+}
 
-    /// A log that appends to `files` and continues after `stored` events already there.
-    pub fn open(
+/// What a subscriber gets from the log: replay and live receiver, joined.
+pub(super) struct Joined {
+    /// Events older than the tail, to read from the journal: `(reader, after, until)`.
+    pub(super) stored: Option<(EventReader, u64, u64)>,
+    /// Events from the tail with `seq > since_seq`.
+    pub(super) tail: Vec<Arc<Event>>,
+    /// Every later event.
+    pub(super) live: broadcast::Receiver<Arc<Event>>,
+}
+
+impl EventLog {
+    /// A log whose first event gets seq `last_seq + 1`, written through `writer` (none: kept
+    /// in memory only, and replay reaches back only as far as the tail).
+    pub(super) fn new(
         session_id: SessionId,
-        files: Option<Arc<SessionFiles>>,
-        stored: u64,
+        writer: Option<Writer>,
+        last_seq: u64,
         updated: String,
     ) -> Self {
         Self {
             session_id,
-            files,
-            stored,
-            inner: Mutex::new(Inner {
-                events: Vec::new(),
-                updated,
-                live: None,
-            }),
+            next_seq: last_seq + 1,
+            tail: VecDeque::new(),
+            tail_bytes: 0,
+            updated,
+            live: None,
+            writer,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    /// Skips `count` seqs that stored events may have had (see `EventBody::EventsMissing`).
+    pub(super) fn skip(&mut self, count: u64) -> Arc<Event> {
+        let first_seq = self.next_seq;
+        self.next_seq += count;
+        self.emit(EventBody::EventsMissing {
+            first_seq,
+            last_seq: first_seq + count - 1,
+        })
     }
 
-    /// Records an event and returns it. A failed write leaves the event pending in the
-    /// session's files (see [`SessionFiles::has_pending`]); it is delivered all the same.
-    pub fn emit(&self, body: EventBody) -> Arc<Event> {
-        let mut inner = self.lock();
+    /// Records an event and returns it.
+    pub(super) fn emit(&mut self, body: EventBody) -> Arc<Event> {
         let ts = now();
         let event = Arc::new(Event {
             session_id: self.session_id.clone(),
-            seq: self.stored + inner.events.len() as u64 + 1,
+            seq: self.next_seq,
             ts: ts.clone(),
             body,
         });
-        if let Some(files) = &self.files
-            && let Err(e) = files.append_event(&event)
-        {
-            tracing::warn!(session = %self.session_id, "cannot store an event: {e}");
-        }
-        inner.events.push(event.clone());
-        inner.updated = ts;
-        if inner
+        self.next_seq += 1;
+        let size = match &self.writer {
+            Some(writer) => writer.event(&event),
+            None => serde_json::to_vec(&*event).map_or(0, |v| v.len()),
+        };
+        self.tail.push_back((event.clone(), size));
+        self.tail_bytes += size;
+        self.trim();
+        self.updated = ts;
+        if self
             .live
             .as_ref()
             .is_some_and(|live| live.send(event.clone()).is_err())
         {
             // The last subscriber left.
-            inner.live = None;
+            self.live = None;
         }
         event
     }
 
-    /// Replay from `since_seq` (none: live only) plus the live stream after it.
-    pub fn subscribe(&self, since_seq: Option<u64>) -> Subscription {
-        // Stored events never change, so they are read without holding the lock.
-        let mut replay: Vec<Arc<Event>> = match (since_seq, &self.files) {
-            (Some(since), Some(files)) if since < self.stored => files
-                .read_events(since, self.stored)
-                .unwrap_or_else(|e| {
-                    tracing::warn!(session = %self.session_id, "cannot replay stored events: {e}");
-                    Vec::new()
-                })
-                .into_iter()
-                .map(Arc::new)
-                .collect(),
-            _ => Vec::new(),
-        };
-        let mut inner = self.lock();
-        if let Some(since) = since_seq {
-            let skip = since.saturating_sub(self.stored) as usize;
-            replay.extend(inner.events.iter().skip(skip).cloned());
+    /// Drops the oldest events past the tail's bounds, once the journal has them.
+    fn trim(&mut self) {
+        let written = self.writer.as_ref().map_or(u64::MAX, Writer::written_seq);
+        while self.tail.len() > TAIL_EVENTS || self.tail_bytes > TAIL_BYTES {
+            match self.tail.front() {
+                Some((event, size)) if event.seq <= written => {
+                    self.tail_bytes -= size;
+                    self.tail.pop_front();
+                }
+                _ => break,
+            }
         }
-        let live = inner
+    }
+
+    /// Replay from `since_seq` (none: live only) and the live stream after it.
+    pub(super) fn subscribe(&mut self, since_seq: Option<u64>) -> Joined {
+        let live = self
             .live
             .get_or_insert_with(|| broadcast::channel(LIVE_BUFFER).0)
             .subscribe();
-        Subscription { replay, live }
+        let Some(since) = since_seq else {
+            return Joined {
+                stored: None,
+                tail: Vec::new(),
+                live,
+            };
+        };
+        let first_in_tail = self.tail.front().map_or(self.next_seq, |(e, _)| e.seq);
+        let stored = match &self.writer {
+            Some(writer) if since + 1 < first_in_tail => {
+                Some((writer.reader().clone(), since, first_in_tail - 1))
+            }
+            _ => None,
+        };
+        let tail = self
+            .tail
+            .iter()
+            .filter(|(e, _)| e.seq > since)
+            .map(|(e, _)| e.clone())
+            .collect();
+        Joined { stored, tail, live }
     }
 
     /// The seq of the newest event (0 when empty).
-    pub fn last_seq(&self) -> u64 {
-        self.stored + self.lock().events.len() as u64
+    pub(super) fn last_seq(&self) -> u64 {
+        self.next_seq - 1
     }
 
     /// When the newest event was emitted.
-    pub fn updated(&self) -> String {
-        self.lock().updated.clone()
+    pub(super) fn updated(&self) -> &str {
+        &self.updated
+    }
+
+    /// How many live subscribers there are.
+    pub(super) fn subscribers(&self) -> usize {
+        self.live.as_ref().map_or(0, broadcast::Sender::receiver_count)
+    }
+
+    /// The session's writer, if it is stored.
+    pub(super) fn writer(&self) -> Option<&Writer> {
+        self.writer.as_ref()
     }
 }
 
@@ -144,7 +175,7 @@ impl EventLog {
 mod tests {
     use super::*;
 
-    fn warn(n: u32) -> EventBody {
+    fn warn(n: usize) -> EventBody {
         EventBody::Warning {
             message: n.to_string(),
         }
@@ -152,15 +183,32 @@ mod tests {
 
     #[test]
     fn replay_then_live_is_gapless() {
-        let log = EventLog::new(SessionId::from("s"));
+        let mut log = EventLog::new(SessionId::from("s"), None, 0, now());
         log.emit(warn(1));
         log.emit(warn(2));
         let mut sub = log.subscribe(Some(1));
         log.emit(warn(3));
-        assert_eq!(sub.replay.iter().map(|e| e.seq).collect::<Vec<_>>(), [2]);
+        assert_eq!(sub.tail.iter().map(|e| e.seq).collect::<Vec<_>>(), [2]);
         assert_eq!(sub.live.try_recv().unwrap().seq, 3);
-        assert_eq!(log.subscribe(Some(0)).replay.len(), 3);
-        assert!(log.subscribe(None).replay.is_empty());
-        assert!(log.subscribe(Some(99)).replay.is_empty());
+        assert_eq!(log.subscribe(Some(0)).tail.len(), 3);
+        assert!(log.subscribe(None).tail.is_empty());
+        assert!(log.subscribe(Some(99)).tail.is_empty());
+    }
+
+    #[test]
+    fn the_tail_is_bounded() {
+        let mut log = EventLog::new(SessionId::from("s"), None, 0, now());
+        for n in 0..TAIL_EVENTS + 10 {
+            log.emit(warn(n));
+        }
+        assert_eq!(log.tail.len(), TAIL_EVENTS);
+        let big = "x".repeat(TAIL_BYTES / 2);
+        for _ in 0..3 {
+            log.emit(EventBody::Warning {
+                message: big.clone(),
+            });
+        }
+        assert!(log.tail_bytes <= TAIL_BYTES, "{}", log.tail_bytes);
+        assert_eq!(log.last_seq(), TAIL_EVENTS as u64 + 13);
     }
 }

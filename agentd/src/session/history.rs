@@ -12,6 +12,8 @@ use std::sync::Arc;
 pub struct History {
     entries: Vec<Arc<HistoryEntry>>,
     index: HashMap<EntryId, usize>,
+    /// Per entry, how many entries its branch has up to it (itself included).
+    depths: Vec<usize>,
     leaf: Option<EntryId>,
 }
 
@@ -22,13 +24,9 @@ impl History {
     pub fn restore(entries: Vec<HistoryEntry>, leaf: Option<EntryId>, recorded_len: usize) -> Self {
         let mut history = Self::default();
         for entry in entries {
-            if history.index.contains_key(&entry.id) {
-                continue;
+            if !history.index.contains_key(&entry.id) {
+                history.insert(Arc::new(entry));
             }
-            history
-                .index
-                .insert(entry.id.clone(), history.entries.len());
-            history.entries.push(Arc::new(entry));
         }
         // A recorded leaf that was never written (the disk failed) falls back to the newest
         // entry that was.
@@ -54,10 +52,16 @@ impl History {
             ts,
             turn,
         });
-        self.index.insert(id.clone(), self.entries.len());
-        self.entries.push(entry.clone());
+        self.insert(entry.clone());
         self.leaf = Some(id);
         entry
+    }
+
+    fn insert(&mut self, entry: Arc<HistoryEntry>) {
+        self.depths
+            .push(self.depth(entry.parent_id.as_ref()) + 1);
+        self.index.insert(entry.id.clone(), self.entries.len());
+        self.entries.push(entry);
     }
 
     /// The newest entry of the current branch.
@@ -73,6 +77,17 @@ impl History {
     /// Whether the tree is empty.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// How many entries the current branch has (without walking it).
+    pub fn branch_len(&self) -> usize {
+        self.depth(self.leaf.as_ref())
+    }
+
+    /// How many entries the branch ending at `id` has.
+    fn depth(&self, id: Option<&EntryId>) -> usize {
+        id.and_then(|id| self.index.get(id))
+            .map_or(0, |&i| self.depths[i])
     }
 
     /// The current branch, oldest first.
@@ -91,14 +106,6 @@ impl History {
         }
         branch.reverse();
         branch
-    }
-
-    /// The current branch up to and including `id`, or `None` when `id` is not on it.
-    pub fn branch_until(&self, id: &EntryId) -> Option<Vec<Arc<HistoryEntry>>> {
-        let mut branch = self.branch();
-        let end = branch.iter().position(|e| &e.id == id)?;
-        branch.truncate(end + 1);
-        Some(branch)
     }
 
     /// What the model sees: the current branch, where the newest compaction entry stands in
@@ -182,6 +189,7 @@ mod tests {
         assert_eq!(texts(&h.branch()), ["u1", "s1"]);
         h.push(EntryId("e4".into()), "t".into(), user("u3"));
         assert_eq!(texts(&h.branch()), ["u1", "s1", "u3"]);
+        assert_eq!(h.branch_len(), 3);
         assert_eq!(h.len(), 5, "nothing is deleted");
 
         h.push(

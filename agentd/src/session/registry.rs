@@ -1,34 +1,40 @@
 //! Every session of the daemon, by id. Creating a session resolves its provider, model and
 //! profile from the daemon's configuration. Sessions stored by an earlier run are listed from
-//! their records and loaded (history, event log, task) on first use, so start-up stays fast
-//! with thousands of them.
+//! their records and loaded on first use; loaded sessions that sit idle and unwatched are
+//! unloaded again, so memory follows the sessions in use, not the sessions that exist.
+//!
+//! Loading and unloading happen outside the map's locks: the slot is marked busy, the disk
+//! work runs in its own task, and lookups of a busy slot wait for it.
 
-use super::{Error, History, Restored, Session, SessionSpec};
+use super::{Error, History, Restored, Session, SessionSpec, Template};
 use crate::config::{Config, Price, ProviderConfig};
 use crate::exec::{EnvPolicy, ExecutionEnvironment, LocalExecutionEnvironment, ReadOnly};
-use crate::llm::{
-    Provider, ProviderSet, RetryPolicy, anthropic::Anthropic, gemini::Gemini, openai::OpenAi,
-    openai_chat::OpenAiChat,
-};
+use crate::llm::{Provider, ProviderSet, RetryPolicy};
 use crate::profile::Profile;
-use crate::store::{ParentLink, SessionRecord, Store};
+use crate::store::{ParentLink, SessionFiles, SessionRecord, Store};
 use crate::tools::SpawnRequest;
 use agentd_proto::{
-    ConfigPatch, CreateParams, DaemonEvent, EntryId, ForkOrigin, ProviderKind, QueueContents,
-    SessionConfig, SessionId, SessionSnapshot, SessionState, SessionSummary, Usage,
+    ConfigPatch, CreateParams, DaemonEvent, EntryId, ForkOrigin, ProviderKind,
+    SessionId, SessionSnapshot, SessionState, SessionSummary,
 };
 use dashmap::DashMap;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+
+/// Set when a busy slot's load or unload is over: `Some(Err)` if a load failed.
+type Done = watch::Receiver<Option<Result<(), Error>>>;
 
 /// A session as the registry holds it.
 enum Slot {
-    /// Stored by an earlier run and not used since: only its record is in memory.
+    /// Stored and not loaded: only its record is in memory.
     Stored(Box<SessionRecord>),
+    /// Being loaded or unloaded; look again when it is done.
+    Busy(Box<SessionRecord>, Done),
     /// Loaded and running.
     Live(Arc<Session>),
 }
@@ -42,7 +48,10 @@ pub struct Registry {
     providers: ProviderSet,
     prices: Arc<BTreeMap<String, Price>>,
     daemon_events: broadcast::Sender<DaemonEvent>,
+    /// Session tasks and the registry's own background work, awaited at shutdown.
     tasks: TaskTracker,
+    /// The root of the cancellation tree: daemon → session → turn → tool call.
+    cancel: CancellationToken,
     retry: RetryPolicy,
     /// Handed to sessions, which spawn and find their subagents through it.
     me: Weak<Registry>,
@@ -50,12 +59,8 @@ pub struct Registry {
 
 /// What a new session is made of besides its id.
 struct NewSession {
-    cwd: PathBuf,
+    template: Template,
     title: Option<String>,
-    profile: Profile,
-    config: SessionConfig,
-    instructions: Option<String>,
-    read_only: bool,
     history: History,
     forked_from: Option<ForkOrigin>,
     parent: Option<ParentLink>,
@@ -65,28 +70,20 @@ fn storage(e: crate::store::Error) -> Error {
     Error::Storage(e.to_string())
 }
 
+fn crashed(e: tokio::task::JoinError) -> Error {
+    Error::Internal(format!("a background task failed: {e}"))
+}
+
 impl Registry {
     /// A registry using `config` for new sessions, holding the sessions `store` has (none:
-    /// sessions live in memory only). Sessions that were processing when the daemon stopped
-    /// are loaded at once, to record that their work was interrupted.
+    /// sessions live in memory only). Must be called inside a tokio runtime: it starts the
+    /// recovery of sessions that were processing when the daemon stopped, and the unloading
+    /// of idle ones.
     pub fn new(config: Arc<Config>, store: Option<Store>) -> Arc<Self> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .read_timeout(Duration::from_secs(300))
-            .user_agent(concat!("agentd/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .unwrap_or_default();
+        let http = crate::llm::http_client();
         let mut providers = ProviderSet::default();
         for p in config.providers.values().filter(|p| p.is_usable()) {
-            let (base, key) = (p.base_url.as_str(), p.api_key.clone());
-            let provider: Arc<dyn Provider> = match p.kind {
-                ProviderKind::Anthropic => {
-                    Arc::new(Anthropic::new(http.clone(), base, key).with_betas(&p.beta_headers))
-                }
-                ProviderKind::Openai => Arc::new(OpenAi::new(http.clone(), base, key)),
-                ProviderKind::OpenaiChat => Arc::new(OpenAiChat::new(http.clone(), base, key)),
-                ProviderKind::Gemini => Arc::new(Gemini::new(http.clone(), base, key)),
-            };
+            let provider: Arc<dyn Provider> = crate::llm::client(http.clone(), p);
             providers.insert(&p.name, provider);
         }
         let registry = Arc::new_cyclic(|me| Self {
@@ -97,20 +94,35 @@ impl Registry {
             providers,
             daemon_events: broadcast::channel(256).0,
             tasks: TaskTracker::new(),
+            cancel: CancellationToken::new(),
             retry: RetryPolicy::default(),
             me: me.clone(),
         });
-        registry.load_stored();
+        let interrupted = registry.load_stored();
+        let me = registry.clone();
+        registry.tasks.spawn(async move {
+            for id in interrupted {
+                if let Err(e) = me.get(&id).await {
+                    tracing::error!(session = %id, "cannot load an interrupted session: {e}");
+                }
+            }
+        });
+        if let Some(after) = registry.config.evict_idle_after {
+            registry.tasks.spawn(evict_idle(Arc::downgrade(&registry), after));
+        }
         registry
     }
 
-    fn load_stored(&self) {
-        let Some(store) = &self.store else { return };
+    /// Lists the stored sessions; returns those that were processing when the daemon stopped.
+    fn load_stored(&self) -> Vec<SessionId> {
+        let Some(store) = &self.store else {
+            return Vec::new();
+        };
         let loaded = match store.load() {
             Ok(l) => l,
             Err(e) => {
                 tracing::error!("cannot list stored sessions: {e}");
-                return;
+                return Vec::new();
             }
         };
         for warning in loaded.warnings {
@@ -118,17 +130,13 @@ impl Registry {
         }
         let mut interrupted = Vec::new();
         for record in loaded.records {
-            if record.state == SessionState::Processing {
+            if record.state == SessionState::Processing || record.open {
                 interrupted.push(record.id.clone());
             }
             self.sessions
                 .insert(record.id.clone(), Slot::Stored(Box::new(record)));
         }
-        for id in interrupted {
-            if let Err(e) = self.get(&id) {
-                tracing::error!(session = %id, "cannot load an interrupted session: {e}");
-            }
-        }
+        interrupted
     }
 
     fn environment(&self, cwd: PathBuf, read_only: bool) -> Arc<dyn ExecutionEnvironment> {
@@ -140,54 +148,69 @@ impl Registry {
         }
     }
 
-    /// Stores (when the registry has a store) and starts a new session.
-    fn start(&self, new: NewSession) -> Result<Arc<Session>, Error> {
+    /// A spec for session `id` from its parts.
+    fn spec(
+        &self,
+        id: SessionId,
+        template: Template,
+        title: Option<String>,
+        files: Option<SessionFiles>,
+        history: History,
+        forked_from: Option<ForkOrigin>,
+        parent: Option<ParentLink>,
+    ) -> SessionSpec {
+        SessionSpec {
+            id,
+            env: self.environment(template.cwd.clone(), template.read_only),
+            cwd: template.cwd,
+            title,
+            profile: template.profile,
+            providers: self.providers.clone(),
+            config: template.config,
+            instructions: template.instructions,
+            retry: self.retry.clone(),
+            prices: self.prices.clone(),
+            read_only: template.read_only,
+            files,
+            history,
+            forked_from,
+            restored: None,
+            parent,
+            registry: Some(self.me.clone()),
+            cancel: self.cancel.child_token(),
+        }
+    }
+
+    /// Creates the session's directory (when the registry has a store) and starts it.
+    async fn start(&self, new: NewSession) -> Result<Arc<Session>, Error> {
+        if self.cancel.is_cancelled() {
+            return Err(Error::ShuttingDown);
+        }
         let id = SessionId(uuid::Uuid::new_v4().to_string());
         let files = match &self.store {
             Some(store) => {
-                let now = super::now();
-                let record = SessionRecord {
-                    id: id.clone(),
-                    title: new.title.clone(),
-                    cwd: new.cwd.clone(),
-                    profile: new.profile.id.to_owned(),
-                    instructions: new.instructions.clone(),
-                    read_only: new.read_only,
-                    created: now.clone(),
-                    updated: now,
-                    state: SessionState::Idle,
-                    config: new.config.clone(),
-                    usage: Usage::default(),
-                    leaf: None,
-                    history_len: 0,
-                    queue: QueueContents::default(),
-                    forked_from: new.forked_from.clone(),
-                    parent: new.parent.clone(),
-                };
-                Some(Arc::new(store.create(&record).map_err(storage)?))
+                let (store, id) = (store.clone(), id.clone());
+                Some(
+                    tokio::task::spawn_blocking(move || store.create(&id))
+                        .await
+                        .map_err(crashed)?
+                        .map_err(storage)?,
+                )
             }
             None => None,
         };
-        let spec = SessionSpec {
-            id: id.clone(),
-            env: self.environment(new.cwd.clone(), new.read_only),
-            cwd: new.cwd,
-            title: new.title,
-            profile: new.profile,
-            providers: self.providers.clone(),
-            config: new.config,
-            instructions: new.instructions,
-            retry: self.retry.clone(),
-            prices: self.prices.clone(),
-            read_only: new.read_only,
+        let spec = self.spec(
+            id.clone(),
+            new.template,
+            new.title,
             files,
-            history: new.history,
-            forked_from: new.forked_from,
-            restored: None,
-            parent: new.parent,
-            registry: Some(self.me.clone()),
-        };
+            new.history,
+            new.forked_from,
+            new.parent,
+        );
         let session = Session::spawn(spec, Some(self.daemon_events.clone()), &self.tasks);
+        // A session the client is told about survives the daemon being killed.
+        session.written().await;
         self.sessions
             .insert(id.clone(), Slot::Live(session.clone()));
         let _ = self
@@ -196,19 +219,22 @@ impl Registry {
         Ok(session)
     }
 
-    /// Loads a stored session: its history, the end of its event log, and its task.
-    fn restore(&self, record: &SessionRecord) -> Result<Arc<Session>, Error> {
+    /// Loads a stored session: its journal (off the async workers), then its task.
+    async fn restore(&self, mut record: SessionRecord) -> Result<Arc<Session>, Error> {
         let store = self
             .store
             .as_ref()
             .ok_or_else(|| Error::NotFound(record.id.clone()))?;
-        let id = &record.id;
-        let mut warnings = Vec::new();
-        let files = store.open(id, |w| warnings.push(w));
-        let entries = files
-            .load_history(|n, e| warnings.push(format!("history.jsonl line {n} skipped: {e}")))
-            .map_err(storage)?;
-        let last_seq = files.last_seq().map_err(storage)?;
+        let files = store.files(&record.id);
+        let (files, loaded) = tokio::task::spawn_blocking(move || {
+            let loaded = files.load();
+            (files, loaded)
+        })
+        .await
+        .map_err(crashed)?;
+        let loaded = loaded.map_err(storage)?;
+        let id = record.id.clone();
+        let mut warnings = loaded.warnings;
         let profile = Profile::named(&record.profile).unwrap_or_else(|e| {
             warnings.push(format!("{e}; using the provider's profile"));
             let kind = self
@@ -221,33 +247,41 @@ impl Registry {
         for w in &warnings {
             tracing::warn!(session = %id, "{w}");
         }
-        let spec = SessionSpec {
-            id: id.clone(),
-            env: self.environment(record.cwd.clone(), record.read_only),
+        // The journal is newer than the record wherever they differ.
+        if let Some(usage) = loaded.usage {
+            record.usage = usage;
+        }
+        if let Some(queue) = loaded.queue {
+            record.queue = queue;
+        }
+        let interrupted = match loaded.state {
+            Some(state) => state == SessionState::Processing,
+            None => record.state == SessionState::Processing,
+        };
+        let template = Template {
             cwd: record.cwd.clone(),
-            title: record.title.clone(),
             profile,
-            providers: self.providers.clone(),
             config: record.config.clone(),
             instructions: record.instructions.clone(),
-            retry: self.retry.clone(),
-            prices: self.prices.clone(),
             read_only: record.read_only,
-            files: Some(Arc::new(files)),
-            history: History::restore(entries, record.leaf.clone(), record.history_len),
-            forked_from: record.forked_from.clone(),
-            parent: record.parent.clone(),
-            registry: Some(self.me.clone()),
-            restored: Some(Restored {
-                last_seq,
-                created: record.created.clone(),
-                updated: record.updated.clone(),
-                state: record.state,
-                usage: record.usage,
-                queue: record.queue.clone(),
-                warnings,
-            }),
         };
+        let mut spec = self.spec(
+            id,
+            template,
+            record.title.clone(),
+            Some(files),
+            History::restore(loaded.entries, record.leaf.clone(), record.history_len),
+            record.forked_from.clone(),
+            record.parent.clone(),
+        );
+        spec.restored = Some(Restored {
+            last_seq: loaded.last_seq,
+            unclean: record.open || loaded.repaired,
+            interrupted,
+            reader: loaded.reader,
+            warnings,
+            record,
+        });
         Ok(Session::spawn(
             spec,
             Some(self.daemon_events.clone()),
@@ -271,7 +305,7 @@ impl Registry {
     }
 
     /// Creates and starts a session.
-    pub fn create(&self, params: CreateParams) -> Result<Arc<Session>, Error> {
+    pub async fn create(&self, params: CreateParams) -> Result<Arc<Session>, Error> {
         let cwd = PathBuf::from(&params.cwd);
         if !cwd.is_absolute() {
             return Err(Error::InvalidConfig(format!(
@@ -304,37 +338,41 @@ impl Registry {
             None => Profile::for_provider(self.config.providers[provider_name].kind),
         };
         self.start(NewSession {
-            cwd,
+            template: Template {
+                cwd,
+                profile,
+                config,
+                instructions: params.instructions,
+                read_only: params.read_only,
+            },
             title: params.title,
-            profile,
-            config,
-            instructions: params.instructions,
-            read_only: params.read_only,
             history: History::default(),
             forked_from: None,
             parent: None,
         })
+        .await
     }
 
-    /// Creates a subagent of `parent` for `request` (not yet started), within the parent's
-    /// depth and concurrency limits. The child works on the same filesystem with its own
-    /// execution environment, so aborting one session kills only its own processes.
-    pub fn spawn_child(
+    /// Creates a subagent of the session `parent` (at `depth`) for `request`, not yet
+    /// started, within the parent's depth and concurrency limits. The child works on the same
+    /// filesystem with its own execution environment, so aborting one session kills only its
+    /// own processes.
+    pub(crate) async fn spawn_child(
         &self,
-        parent: &Session,
+        parent: &SessionId,
+        depth: u32,
+        mut template: Template,
         request: SpawnRequest,
     ) -> Result<Arc<Session>, Error> {
-        let config = parent.config();
-        let depth = parent.depth() + 1;
-        if depth > config.max_subagent_depth {
+        let config = &template.config;
+        if depth + 1 > config.max_subagent_depth {
             return Err(Error::InvalidParams(format!(
-                "cannot spawn a subagent: max_subagent_depth is {} and this session is at depth {}; do the task yourself",
+                "cannot spawn a subagent: max_subagent_depth is {} and this session is at depth {depth}; do the task yourself",
                 config.max_subagent_depth,
-                parent.depth()
             )));
         }
         let working = self
-            .children_of(parent.id())
+            .children_of(parent)
             .iter()
             .filter(|c| c.state() == SessionState::Processing)
             .count();
@@ -344,46 +382,39 @@ impl Registry {
                 config.max_concurrent_subagents
             )));
         }
-        let (parent_cwd, profile, mut config, instructions, read_only) = parent.fork_spec();
-        let cwd = match &request.working_dir {
-            None => parent_cwd,
-            Some(dir) => {
-                let path = std::path::Path::new(dir);
-                let inside = path.components().all(|c| {
-                    matches!(
-                        c,
-                        std::path::Component::Normal(_) | std::path::Component::CurDir
-                    )
-                });
-                let cwd = parent_cwd.join(path);
-                if !inside || !cwd.is_dir() {
-                    return Err(Error::InvalidParams(format!(
-                        "working_dir {dir:?} must be an existing subdirectory of {}",
-                        parent_cwd.display()
-                    )));
-                }
-                cwd
+        if let Some(dir) = &request.working_dir {
+            let path = std::path::Path::new(dir);
+            let inside = path.components().all(|c| {
+                matches!(
+                    c,
+                    std::path::Component::Normal(_) | std::path::Component::CurDir
+                )
+            });
+            let cwd = template.cwd.join(path);
+            if !inside || !cwd.is_dir() {
+                return Err(Error::InvalidParams(format!(
+                    "working_dir {dir:?} must be an existing subdirectory of {}",
+                    template.cwd.display()
+                )));
             }
-        };
-        if let Some(model) = request.model {
-            config.model = model;
+            template.cwd = cwd;
         }
-        config.max_turns = request.max_turns.unwrap_or(0);
+        if let Some(model) = request.model {
+            template.config.model = model;
+        }
+        template.config.max_turns = request.max_turns.unwrap_or(0);
         let title: String = request.task.chars().take(60).collect();
         self.start(NewSession {
-            cwd,
+            template,
             title: Some(format!("subagent: {title}")),
-            profile,
-            config,
-            instructions,
-            read_only,
             history: History::default(),
             forked_from: None,
             parent: Some(ParentLink {
-                session_id: parent.id().clone(),
-                depth,
+                session_id: parent.clone(),
+                depth: depth + 1,
             }),
         })
+        .await
     }
 
     /// The loaded children of `parent`.
@@ -396,32 +427,27 @@ impl Registry {
 
     /// A new session whose history is a copy of `id`'s current branch up to `entry` (its
     /// newest entry when `None`), with the same directory, profile and config.
-    pub fn fork(
+    pub async fn fork(
         &self,
         id: &SessionId,
         entry: Option<EntryId>,
         title: Option<String>,
     ) -> Result<Arc<Session>, Error> {
-        let source = self.get(id)?;
+        let source = self.get(id).await?;
         let branch = match &entry {
-            None => source.history(),
-            Some(e) => source.history_until(e).ok_or_else(|| {
+            None => source.history().await?,
+            Some(e) => source.history_until(e).await?.ok_or_else(|| {
                 Error::InvalidParams(format!(
                     "entry {e} is not on session {id}'s current branch (see session/history)"
                 ))
             })?,
         };
-        let (cwd, profile, config, instructions, read_only) = source.fork_spec();
         let leaf = branch.last().map(|e| e.id.clone());
         let len = branch.len();
         let copied = branch.iter().map(|e| (**e).clone()).collect();
         self.start(NewSession {
-            cwd,
+            template: source.template(),
             title: title.or_else(|| source.title().map(str::to_owned)),
-            profile,
-            config,
-            instructions,
-            read_only,
             history: History::restore(copied, leaf.clone(), len),
             forked_from: Some(ForkOrigin {
                 session_id: id.clone(),
@@ -429,20 +455,22 @@ impl Registry {
             }),
             parent: None,
         })
+        .await
     }
 
     /// Closes a session if it is open and deletes it with everything stored about it.
     pub async fn delete(&self, id: &SessionId) -> Result<(), Error> {
-        let live = match self.sessions.get(id).as_deref() {
-            None => return Err(Error::NotFound(id.clone())),
-            Some(Slot::Live(s)) => Some(s.clone()),
-            Some(Slot::Stored(_)) => None,
-        };
-        if let Some(session) = live {
-            session.close("deleted").await;
-        }
+        let session = self.get(id).await?;
+        session.close("deleted").await;
+        // Its task writes nothing more once unloaded.
+        session.evict().await;
+        drop(session);
         if let Some(store) = &self.store {
-            store.delete(id).map_err(storage)?;
+            let (store, id) = (store.clone(), id.clone());
+            tokio::task::spawn_blocking(move || store.delete(&id))
+                .await
+                .map_err(crashed)?
+                .map_err(storage)?;
         }
         self.sessions.remove(id);
         let _ = self.daemon_events.send(DaemonEvent::SessionDeleted {
@@ -468,12 +496,12 @@ impl Registry {
 
     /// Applies `patch` to a session from its next LLM call. Switching provider without naming
     /// a model selects that provider's default model and context window.
-    pub fn set_config(
+    pub async fn set_config(
         &self,
         id: &SessionId,
         mut patch: ConfigPatch,
     ) -> Result<SessionSnapshot, Error> {
-        let session = self.get(id)?;
+        let session = self.get(id).await?;
         if let Some(name) = &patch.provider {
             let p = self.usable(name)?;
             patch.model.get_or_insert_with(|| p.default_model.clone());
@@ -481,27 +509,85 @@ impl Registry {
                 .context_window_tokens
                 .get_or_insert(p.context_window_tokens);
         }
-        session.set_config(&patch)?;
+        session.set_config(patch).await?;
         Ok(session.snapshot())
     }
 
     /// The session with this id, loaded from the store on first use.
-    pub fn get(&self, id: &SessionId) -> Result<Arc<Session>, Error> {
-        if let Some(Slot::Live(s)) = self.sessions.get(id).as_deref() {
-            return Ok(s.clone());
-        }
-        let mut slot = self
-            .sessions
-            .get_mut(id)
-            .ok_or_else(|| Error::NotFound(id.clone()))?;
-        match &*slot {
-            Slot::Live(s) => Ok(s.clone()),
-            Slot::Stored(record) => {
-                let session = self.restore(record)?;
-                *slot = Slot::Live(session.clone());
-                Ok(session)
+    pub async fn get(&self, id: &SessionId) -> Result<Arc<Session>, Error> {
+        loop {
+            let mut done = {
+                let mut slot = self
+                    .sessions
+                    .get_mut(id)
+                    .ok_or_else(|| Error::NotFound(id.clone()))?;
+                match &*slot {
+                    Slot::Live(s) => return Ok(s.clone()),
+                    Slot::Busy(_, done) => done.clone(),
+                    Slot::Stored(record) => {
+                        let record = record.clone();
+                        let (tx, rx) = watch::channel(None);
+                        *slot = Slot::Busy(record.clone(), rx.clone());
+                        let me = self.me.upgrade().ok_or(Error::ShuttingDown)?;
+                        // Its own task: a caller that goes away must not leave the slot busy.
+                        tokio::spawn(async move { me.load(record, tx).await });
+                        rx
+                    }
+                }
+            };
+            if let Ok(result) = done.wait_for(Option::is_some).await
+                && let Some(Err(e)) = &*result
+            {
+                return Err(e.clone());
             }
         }
+    }
+
+    async fn load(&self, record: Box<SessionRecord>, done: watch::Sender<Option<Result<(), Error>>>) {
+        let id = record.id.clone();
+        let result = self.restore((*record).clone()).await;
+        let outcome = result.as_ref().map(|_| ()).map_err(Clone::clone);
+        if let Err(e) = &outcome {
+            tracing::error!(session = %id, "cannot load the session: {e}");
+        }
+        if let Some(mut slot) = self.sessions.get_mut(&id) {
+            *slot = match result {
+                Ok(session) => Slot::Live(session),
+                Err(_) => Slot::Stored(record),
+            };
+        }
+        done.send_replace(Some(outcome));
+    }
+
+    /// Unloads `id` if nothing but the registry holds it and its task agrees (idle or closed,
+    /// unwatched).
+    async fn evict(&self, id: &SessionId) {
+        let (session, done) = {
+            let Some(mut slot) = self.sessions.get_mut(id) else {
+                return;
+            };
+            let Slot::Live(session) = &*slot else {
+                return;
+            };
+            if Arc::strong_count(session) != 1 {
+                return;
+            }
+            let session = session.clone();
+            let (tx, rx) = watch::channel(None);
+            *slot = Slot::Busy(Box::new(session.record()), rx);
+            (session, tx)
+        };
+        let unloaded = session.evict().await;
+        if let Some(mut slot) = self.sessions.get_mut(id) {
+            *slot = match unloaded {
+                Some(record) => {
+                    tracing::debug!(session = %id, "unloaded an idle session");
+                    Slot::Stored(Box::new(record))
+                }
+                None => Slot::Live(session),
+            };
+        }
+        drop(done);
     }
 
     /// Every session's summary, newest first.
@@ -511,7 +597,7 @@ impl Registry {
             .iter()
             .map(|slot| match slot.value() {
                 Slot::Live(s) => s.summary(),
-                Slot::Stored(r) => r.summary(),
+                Slot::Stored(r) | Slot::Busy(r, _) => r.summary(),
             })
             .collect();
         all.sort_by(|a, b| b.created.cmp(&a.created));
@@ -523,12 +609,12 @@ impl Registry {
             .iter()
             .filter_map(|slot| match slot.value() {
                 Slot::Live(s) => Some(s.clone()),
-                Slot::Stored(_) => None,
+                Slot::Stored(_) | Slot::Busy(..) => None,
             })
             .collect()
     }
 
-    /// How many sessions there are, and how many are processing.
+    /// How many sessions there are, how many are processing, and how many are loaded.
     pub fn counts(&self) -> (usize, usize) {
         let processing = self
             .live()
@@ -538,16 +624,61 @@ impl Registry {
         (self.sessions.len(), processing)
     }
 
-    /// Aborts every session's work (they stay open), then waits for nothing else to run.
-    /// Returns how many were processing.
-    pub async fn shutdown(&self) -> usize {
-        let sessions = self.live();
-        let results = futures::future::join_all(sessions.iter().map(|s| s.abort(false))).await;
-        let aborted = results
+    /// How many sessions are loaded (the rest cost only their record).
+    pub fn loaded(&self) -> usize {
+        self.sessions
             .iter()
-            .filter(|r| matches!(r, Ok(a) if a.aborted))
-            .count();
+            .filter(|slot| matches!(slot.value(), Slot::Live(_)))
+            .count()
+    }
+
+    /// Stops everything: cancels the tree (every session's work is aborted, its processes
+    /// killed, `processing_end` emitted), then waits until every session task has written
+    /// all it has and ended. Returns how many sessions were processing.
+    pub async fn shutdown(&self) -> usize {
+        let (_, processing) = self.counts();
+        self.cancel.cancel();
+        self.tasks.close();
+        self.tasks.wait().await;
         let _ = self.daemon_events.send(DaemonEvent::Shutdown {});
-        aborted
+        processing
+    }
+
+    /// The unused sessions to unload: loaded, held only by the registry, idle or closed,
+    /// untouched for `after`.
+    fn idle_for(&self, after: Duration) -> Vec<SessionId> {
+        self.sessions
+            .iter()
+            .filter_map(|slot| match slot.value() {
+                Slot::Live(s)
+                    if Arc::strong_count(s) == 1
+                        && matches!(s.state(), SessionState::Idle | SessionState::Closed)
+                        && s.view().active.elapsed() >= after =>
+                {
+                    Some(slot.key().clone())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// Unloads sessions idle for `after`, checking a few times per period, until shutdown.
+async fn evict_idle(registry: Weak<Registry>, after: Duration) {
+    let period = (after / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
+    let Some(cancel) = registry.upgrade().map(|r| r.cancel.clone()) else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(period) => {}
+        }
+        let Some(registry) = registry.upgrade() else {
+            return;
+        };
+        for id in registry.idle_for(after) {
+            registry.evict(&id).await;
+        }
     }
 }

@@ -139,11 +139,13 @@ async fn a_host_runs_a_session_with_its_own_tools() {
         restored: None,
         parent: None,
         registry: None,
+        cancel: tokio_util::sync::CancellationToken::new(),
     };
     let session = Session::spawn(spec, None, &tokio_util::task::TaskTracker::new());
-    let mut events = session.events().subscribe(Some(0)).live;
+    let mut events = session.subscribe(Some(0)).await.unwrap().live;
     session
         .submit("test it".into(), None, WhenBusy::Queue)
+        .await
         .unwrap();
     let mut ends = Vec::new();
     loop {
@@ -176,7 +178,7 @@ async fn a_host_runs_a_session_with_its_own_tools() {
     );
     assert!(dir.path().exists());
     assert_eq!(
-        session.history().len(),
+        session.history().await.unwrap().len(),
         6,
         "user, assistant, results, assistant, results, assistant"
     );

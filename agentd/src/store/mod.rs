@@ -1,35 +1,51 @@
-//! Persistence. Each session is a directory under the state directory's `sessions/`:
+//! Persistence: the state directory and nothing else touches it. Each session is a directory
+//! under `sessions/`:
 //!
 //! - `session.json`: a [`SessionRecord`] (metadata, config, state, queue, leaf), replaced
-//!   atomically (write a temporary file, sync it, rename it over, sync the directory);
-//! - `history.jsonl`: the history tree, one [`HistoryEntry`] per line, append only;
-//! - `events.jsonl`: the event log, one [`Event`] per line in `seq` order, append only.
+//!   atomically (write a private temporary file, sync it, rename it over, sync the directory);
+//! - `log.jsonl`: the session's journal, append only: one [`Event`] per line in `seq` order,
+//!   with the history tree's entries (`{"entry": HistoryEntry}`) between them. One file, so
+//!   one data sync makes a step's events and history durable together.
 //!
-//! Lines that do not parse (a torn last line after a crash, a corrupt line) are skipped with a
+//! Files are written by a session's [`Writer`] task, off the async workers, in order. Lines
+//! that do not parse (a torn last line after a crash, a corrupt line) are skipped with a
 //! warning on load; a torn tail is cut before the next append. Nothing here decides *when* to
 //! write: the session does (see ARCHITECTURE.md, "What is persisted when").
+//!
+//! The format has a version ([`FORMAT_VERSION`]). Records and lines are the protocol's own
+//! types, so `format.rs` pins their serialized form with a golden test: a protocol change that
+//! would change what is on disk fails it, and must come with a new version and an explicit
+//! conversion (as `convert_v1` does for the two-file layout of version 1).
 
+mod files;
 mod jsonl;
+mod writer;
 
-use jsonl::Appender;
+pub use files::{EventIndex, EventReader, LoadedLog, SessionFiles};
+pub use writer::{BACKLOG_BYTES, BACKLOG_LINES, Writer, WriterStatus};
 
 use agentd_proto::{
-    EntryId, Event, ForkOrigin, HistoryEntry, QueueContents, SessionConfig, SessionId,
-    SessionState, SessionSummary, Usage,
+    EntryId, ForkOrigin, QueueContents, SessionConfig, SessionId, SessionState, SessionSummary,
+    Usage,
 };
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+
+/// The on-disk format this daemon writes. 1: `history.jsonl` and `events.jsonl`; 2: one
+/// `log.jsonl`, records with `format_version` and `open`.
+pub const FORMAT_VERSION: u32 = 2;
 
 const RECORD: &str = "session.json";
-const HISTORY: &str = "history.jsonl";
-const EVENTS: &str = "events.jsonl";
 
 /// What `session.json` holds: everything about a session except its history and events.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionRecord {
+    /// The format this record and its journal are written in (absent: 1).
+    #[serde(default = "version_1")]
+    pub format_version: u32,
     /// Its id (also the directory's name).
     pub id: SessionId,
     /// Title given at creation.
@@ -52,11 +68,11 @@ pub struct SessionRecord {
     pub state: SessionState,
     /// Configuration.
     pub config: SessionConfig,
-    /// Tokens used so far.
+    /// Tokens used so far (the journal's last `usage` event may be newer).
     pub usage: Usage,
     /// The newest entry of the current branch.
     pub leaf: Option<EntryId>,
-    /// How many lines `history.jsonl` had when this was written. Entries after them were
+    /// How many entries the journal had when this was written. Entries after them were
     /// appended later (a crash came before this file was rewritten) and extend the branch.
     pub history_len: usize,
     /// Queued steering and follow-ups.
@@ -67,6 +83,15 @@ pub struct SessionRecord {
     /// The session that spawned this one as a subagent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<ParentLink>,
+    /// True while a daemon has the session loaded. Events reach clients before the disk, so a
+    /// record still saying `open` at start-up means the last daemon died with events that
+    /// clients may have seen but the journal lacks: their seqs are never reused.
+    #[serde(default)]
+    pub open: bool,
+}
+
+fn version_1() -> u32 {
+    1
 }
 
 impl SessionRecord {
@@ -85,10 +110,16 @@ impl SessionRecord {
             parent_id: self.parent.as_ref().map(|p| p.session_id.clone()),
         }
     }
+
+    /// The record as `session.json` holds it.
+    pub fn to_json(&self) -> Vec<u8> {
+        // A record is plain data: serializing it cannot fail.
+        serde_json::to_vec_pretty(self).unwrap_or_default()
+    }
 }
 
 /// A subagent's place under the session that spawned it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ParentLink {
     /// The parent session.
     pub session_id: SessionId,
@@ -96,10 +127,12 @@ pub struct ParentLink {
     pub depth: u32,
 }
 
-/// The sessions directory.
+/// The sessions directory, held by one daemon at a time. Clones share the lock.
 #[derive(Debug, Clone)]
 pub struct Store {
     dir: PathBuf,
+    /// The state directory's `flock`, held while any clone lives (released on drop).
+    _lock: Option<std::sync::Arc<nix::fcntl::Flock<File>>>,
 }
 
 /// A failed store operation, naming the path.
@@ -127,12 +160,52 @@ pub struct Loaded {
     pub warnings: Vec<String>,
 }
 
+/// Creates `dir` (and its parents) private to the user.
+fn create_private_dir(dir: &Path) -> Result<(), Error> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(at(dir))
+}
+
 impl Store {
-    /// The store under `state_dir` (`<state_dir>/sessions`). Nothing is created until a
-    /// session is.
-    pub fn new(state_dir: &Path) -> Self {
+    /// The store under `state_dir` (`<state_dir>/sessions`), locked for this process: a second
+    /// daemon on the same state directory would append to the same journals, so it is refused.
+    pub fn open(state_dir: &Path) -> Result<Self, Error> {
+        create_private_dir(state_dir)?;
+        let path = state_dir.join("lock");
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(at(&path))?;
+        let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, errno)| Error {
+                path: path.clone(),
+                source: if errno == nix::errno::Errno::EWOULDBLOCK {
+                    io::Error::other(
+                        "another agentd is using this state directory; stop it, or give this one its own --state-dir",
+                    )
+                } else {
+                    errno.into()
+                },
+            })?;
+        Ok(Self {
+            dir: state_dir.join("sessions"),
+            _lock: Some(std::sync::Arc::new(lock)),
+        })
+    }
+
+    /// A store under `state_dir` without the lock, for tools that only read it.
+    pub fn unlocked(state_dir: &Path) -> Self {
         Self {
             dir: state_dir.join("sessions"),
+            _lock: None,
         }
     }
 
@@ -141,7 +214,7 @@ impl Store {
         &self.dir
     }
 
-    /// Reads every session's record (not its history or events, which load on first use).
+    /// Reads every session's record (not its journal, which loads on first use).
     pub fn load(&self) -> Result<Loaded, Error> {
         let mut loaded = Loaded {
             records: Vec::new(),
@@ -159,6 +232,11 @@ impl Store {
                 serde_json::from_slice::<SessionRecord>(&b).map_err(|e| e.to_string())
             });
             match record {
+                Ok(r) if r.format_version > FORMAT_VERSION => loaded.warnings.push(format!(
+                    "{}: written by a newer agentd (format {}; this one reads up to {FORMAT_VERSION}); skipped",
+                    path.display(),
+                    r.format_version
+                )),
                 Ok(r) if dir.file_name() == Some(r.id.0.as_ref()) => loaded.records.push(r),
                 Ok(r) => loaded.warnings.push(format!(
                     "{}: holds session {}; skipped",
@@ -175,29 +253,21 @@ impl Store {
         Ok(loaded)
     }
 
-    /// Creates the directory of a new session, writes its record, and returns its files.
-    pub fn create(&self, record: &SessionRecord) -> Result<SessionFiles, Error> {
-        let dir = self.dir.join(&record.id.0);
-        fs::create_dir_all(&self.dir).map_err(at(&self.dir))?;
-        fs::create_dir(&dir).map_err(at(&dir))?;
-        let files = SessionFiles::new(dir);
-        files.write_record(record)?;
-        Ok(files)
+    /// Creates the directory of a new session and returns its files. The session's writer
+    /// writes its record with its first events; until then, loading skips the directory.
+    pub fn create(&self, id: &SessionId) -> Result<SessionFiles, Error> {
+        let dir = self.dir.join(&id.0);
+        create_private_dir(&self.dir)?;
+        fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(at(&dir))?;
+        Ok(SessionFiles::new(dir))
     }
 
-    /// The files of an existing session, with any torn tail cut. Lines skipped on the way are
-    /// reported through `warn`.
-    pub fn open(&self, id: &SessionId, mut warn: impl FnMut(String)) -> SessionFiles {
-        let files = SessionFiles::new(self.dir.join(&id.0));
-        for name in [HISTORY, EVENTS] {
-            let path = files.dir.join(name);
-            match jsonl::repair_tail(&path) {
-                Ok(true) => warn(format!("{}: cut a torn last line", path.display())),
-                Ok(false) => {}
-                Err(e) => warn(format!("{}: {e}", path.display())),
-            }
-        }
-        files
+    /// The files of an existing session.
+    pub fn files(&self, id: &SessionId) -> SessionFiles {
+        SessionFiles::new(self.dir.join(&id.0))
     }
 
     /// Deletes a session's directory.
@@ -210,191 +280,5 @@ impl Store {
     }
 }
 
-/// One session's files. Appends go straight to the kernel (a killed daemon loses nothing);
-/// [`SessionFiles::append_history`] also syncs both logs to the disk.
-#[derive(Debug)]
-pub struct SessionFiles {
-    dir: PathBuf,
-    history: Mutex<Appender>,
-    events: Mutex<Appender>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Just the `seq` of an event line, to find the last one cheaply.
-#[derive(Deserialize)]
-struct Seq {
-    seq: u64,
-}
-
-impl SessionFiles {
-    fn new(dir: PathBuf) -> Self {
-        Self {
-            history: Mutex::new(Appender::new(dir.join(HISTORY))),
-            events: Mutex::new(Appender::new(dir.join(EVENTS))),
-            dir,
-        }
-    }
-
-    /// Replaces `session.json` atomically.
-    pub fn write_record(&self, record: &SessionRecord) -> Result<(), Error> {
-        let tmp = self.dir.join(".session.json.tmp");
-        let path = self.dir.join(RECORD);
-        let json = serde_json::to_vec_pretty(record).map_err(|e| at(&tmp)(e.into()))?;
-        let mut file = File::create(&tmp).map_err(at(&tmp))?;
-        file.write_all(&json)
-            .and_then(|_| file.sync_data())
-            .map_err(at(&tmp))?;
-        fs::rename(&tmp, &path).map_err(at(&path))?;
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(at(&self.dir))
-    }
-
-    /// Appends an event (not synced; see [`SessionFiles::append_history`]).
-    pub fn append_event(&self, event: &Event) -> Result<(), Error> {
-        let path = self.dir.join(EVENTS);
-        let line = serde_json::to_vec(event).map_err(|e| at(&path)(e.into()))?;
-        lock(&self.events).append(&line, false).map_err(at(&path))
-    }
-
-    /// Appends history entries and syncs them, and the events before them, to the disk.
-    pub fn append_history<'a>(
-        &self,
-        entries: impl IntoIterator<Item = &'a HistoryEntry>,
-    ) -> Result<(), Error> {
-        let path = self.dir.join(HISTORY);
-        let mut history = lock(&self.history);
-        let mut line = Vec::new();
-        for entry in entries {
-            line.clear();
-            serde_json::to_writer(&mut line, entry).map_err(|e| at(&path)(e.into()))?;
-            history.append(&line, false).map_err(at(&path))?;
-        }
-        history.flush(true).map_err(at(&path))?;
-        lock(&self.events)
-            .flush(true)
-            .map_err(at(&self.dir.join(EVENTS)))
-    }
-
-    /// Writes whatever earlier appends left pending.
-    pub fn flush(&self) -> Result<(), Error> {
-        lock(&self.history)
-            .flush(false)
-            .map_err(at(&self.dir.join(HISTORY)))?;
-        lock(&self.events)
-            .flush(false)
-            .map_err(at(&self.dir.join(EVENTS)))
-    }
-
-    /// Whether appends are waiting for the disk.
-    pub fn has_pending(&self) -> bool {
-        lock(&self.history).has_pending() || lock(&self.events).has_pending()
-    }
-
-    /// Every history entry, in the order written.
-    pub fn load_history(
-        &self,
-        warn: impl FnMut(usize, String),
-    ) -> Result<Vec<HistoryEntry>, Error> {
-        let path = self.dir.join(HISTORY);
-        jsonl::read(&path, |_| true, warn).map_err(at(&path))
-    }
-
-    /// Events with `after < seq <= until`, oldest first.
-    pub fn read_events(&self, after: u64, until: u64) -> Result<Vec<Event>, Error> {
-        let path = self.dir.join(EVENTS);
-        let mut events: Vec<Event> = jsonl::read(
-            &path,
-            |e: &Event| e.seq > after && e.seq <= until,
-            |n, e| tracing::warn!(path = %path.display(), line = n, "skipped an event line: {e}"),
-        )
-        .map_err(at(&path))?;
-        // A line written twice (a retried append after a crash) must not replay twice.
-        events.dedup_by_key(|e| e.seq);
-        Ok(events)
-    }
-
-    /// The seq of the newest stored event (0 when there is none).
-    pub fn last_seq(&self) -> Result<u64, Error> {
-        let path = self.dir.join(EVENTS);
-        Ok(jsonl::last::<Seq>(&path)
-            .map_err(at(&path))?
-            .map_or(0, |s| s.seq))
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use agentd_proto::{EventBody, Turn};
-
-    fn record(id: &str) -> SessionRecord {
-        SessionRecord {
-            id: SessionId::from(id),
-            title: None,
-            cwd: "/".into(),
-            profile: "anthropic".into(),
-            instructions: None,
-            read_only: false,
-            created: "2026-01-01T00:00:00.000Z".into(),
-            updated: "2026-01-01T00:00:00.000Z".into(),
-            state: SessionState::Idle,
-            config: crate::config::default_session_config("anthropic", "m"),
-            usage: Usage::default(),
-            leaf: None,
-            history_len: 0,
-            queue: QueueContents::default(),
-            forked_from: None,
-            parent: None,
-        }
-    }
-
-    #[test]
-    fn round_trip() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path());
-        assert!(store.load().unwrap().records.is_empty());
-        let files = store.create(&record("a")).unwrap();
-        let entry = HistoryEntry {
-            id: EntryId("e1".into()),
-            parent_id: None,
-            ts: "t".into(),
-            turn: Turn::System { text: "x".into() },
-        };
-        files.append_history([&entry]).unwrap();
-        for seq in 1..=3 {
-            files
-                .append_event(&Event {
-                    session_id: SessionId::from("a"),
-                    seq,
-                    ts: "t".into(),
-                    body: EventBody::Warning {
-                        message: seq.to_string(),
-                    },
-                })
-                .unwrap();
-        }
-        fs::create_dir(store.dir().join("half-created")).unwrap();
-        fs::create_dir(store.dir().join("broken")).unwrap();
-        fs::write(store.dir().join("broken").join(RECORD), "{").unwrap();
-
-        let loaded = store.load().unwrap();
-        assert_eq!(loaded.records.len(), 1);
-        assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
-        let files = store.open(&SessionId::from("a"), |w| panic!("{w}"));
-        assert_eq!(files.load_history(|_, _| {}).unwrap(), [entry]);
-        assert_eq!(files.last_seq().unwrap(), 3);
-        let seqs: Vec<u64> = files
-            .read_events(1, 2)
-            .unwrap()
-            .iter()
-            .map(|e| e.seq)
-            .collect();
-        assert_eq!(seqs, [2]);
-        store.delete(&SessionId::from("a")).unwrap();
-        assert!(store.load().unwrap().records.is_empty());
-    }
-}
+mod tests;

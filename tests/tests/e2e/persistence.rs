@@ -21,6 +21,14 @@ fn lines(path: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
+/// A session's journal: its events and its history entries, in the order written.
+fn journal(dir: &std::path::Path) -> (Vec<Value>, Vec<Value>) {
+    let (entries, events): (Vec<Value>, Vec<Value>) = lines(&dir.join("log.jsonl"))
+        .into_iter()
+        .partition(|line| line.get("entry").is_some());
+    (events, entries.into_iter().map(|e| e["entry"].clone()).collect())
+}
+
 fn seqs(events: &[Value]) -> Vec<u64> {
     events.iter().map(|e| e["seq"].as_u64().unwrap()).collect()
 }
@@ -34,8 +42,8 @@ fn event(mut item: Value) -> Value {
 /// Reads a subscription's replay up to `last` (inclusive).
 async fn replay(client: &mut RawClient, session: &str, since: u64, last: u64) -> Vec<Value> {
     client.subscribe(session, Some(since)).await.unwrap();
-    let mut events = Vec::new();
-    while events.len() < (last - since) as usize {
+    let mut events: Vec<Value> = Vec::new();
+    while events.last().is_none_or(|e| e["seq"].as_u64() < Some(last)) && since < last {
         let item = client.item().await.unwrap();
         assert_eq!(item["type"], "event", "{item}");
         events.push(event(item));
@@ -137,13 +145,11 @@ async fn kill_9_mid_turn_loses_nothing_and_the_session_recovers() {
     s.daemon.stop_with(Signal::SIGKILL).await.unwrap();
 
     let dir = session_dir(&s);
-    let stored = lines(&dir.join("events.jsonl"));
-    assert_eq!(
-        stored[..seen.len()],
-        seen[..],
-        "every event a client saw is on disk"
-    );
-    let history = lines(&dir.join("history.jsonl"));
+    let (stored, history) = journal(&dir);
+    // Events reach clients before the disk: what is stored is what was seen, in order; the
+    // rest is announced after the restart, and its seqs are never reused.
+    assert!(!stored.is_empty() && stored.len() <= seen.len());
+    assert_eq!(stored[..], seen[..stored.len()], "stored events are what was seen");
     let results = history
         .iter()
         .find(|e| e["type"] == "tool_results")
@@ -160,6 +166,10 @@ async fn kill_9_mid_turn_loses_nothing_and_the_session_recovers() {
     );
     let last = snapshot["last_seq"].as_u64().unwrap();
     let tail = replay(&mut s.client, &s.session, seen.len() as u64, last).await;
+    let missing = &tail[0];
+    assert_eq!(missing["kind"], "events_missing", "{missing}");
+    assert_eq!(missing["data"]["first_seq"], stored.len() as u64 + 1);
+    assert!(missing["data"]["last_seq"].as_u64().unwrap() >= seen.len() as u64);
     let warnings = data_of(&tail, "warning", "message");
     assert!(
         warnings.iter().any(|w| w.contains("interrupted")),
@@ -200,42 +210,39 @@ async fn a_torn_last_line_is_skipped_and_appends_continue_cleanly() {
         s.session,
         last + 1
     );
-    for (file, fragment) in [
-        ("events.jsonl", torn.as_str()),
-        ("history.jsonl", "{\"id\":\"x"),
-    ] {
-        let path = dir.join(file);
-        let mut text = std::fs::read_to_string(&path).unwrap();
-        text.push_str(fragment);
-        std::fs::write(&path, text).unwrap();
-    }
+    let path = dir.join("log.jsonl");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str(&torn);
+    std::fs::write(&path, text).unwrap();
 
     s.daemon.restart().await.unwrap();
     s.client = s.daemon.client().await.unwrap();
-    // One warning per cut line, continuing the log after the last whole event.
+    // The cut line may have been an event a client saw: its seq is skipped, said so, and a
+    // warning names the cut.
     let now = s.call("session/get", json!({})).await["last_seq"]
         .as_u64()
         .unwrap();
-    assert_eq!(now, last + 2);
-    let warnings = replay(&mut s.client, &s.session, last, now).await;
+    let after = replay(&mut s.client, &s.session, last, now).await;
+    assert_eq!(after[0]["kind"], "events_missing", "{after:?}");
+    assert_eq!(after[0]["data"]["first_seq"], last + 1);
     assert!(
-        data_of(&warnings, "warning", "message")
+        data_of(&after, "warning", "message")
             .iter()
-            .all(|w| w.contains("torn last line")),
-        "{warnings:?}"
+            .any(|w| w.contains("torn last line")),
+        "{after:?}"
     );
     s.mock.push_stream(sse::text("again"));
     s.run("more").await;
-    let all = lines(&dir.join("events.jsonl"));
+    let (all, _) = journal(&dir);
+    let skipped = after[0]["data"]["last_seq"].as_u64().unwrap();
     let now = all.last().unwrap()["seq"].as_u64().unwrap();
     assert_eq!(
         seqs(&all),
-        (1..=now).collect::<Vec<_>>(),
-        "gapless, no torn line"
+        (1..=last).chain(skipped + 1..=now).collect::<Vec<_>>(),
+        "no torn line, and no seq used twice"
     );
     let history = s.call("session/history", json!({})).await;
     assert_eq!(history["total"], 4);
-    lines(&dir.join("history.jsonl"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -307,7 +314,7 @@ async fn fork_and_rollback_branch_the_history() {
         "{sent}"
     );
     assert!(!sent.contains("question two"), "{sent}");
-    let stored = lines(&session_dir(&s).join("history.jsonl"));
+    let (_, stored) = journal(&session_dir(&s));
     assert_eq!(stored.len(), 6, "the rolled-back entries stay stored");
 
     // The branch survives a restart.
@@ -483,6 +490,33 @@ async fn an_unwritable_state_directory_is_a_clear_error() {
     s.client.call("daemon/info", json!({})).await.unwrap();
 }
 
+/// `/dev/full` bind-mounted over a file: every write to it fails with ENOSPC, as on a full
+/// disk (the tests run as root, so permissions would not stop the daemon, and the daemon
+/// refuses to write through a symlink). Unmounted on drop.
+struct FullFile(PathBuf);
+
+impl FullFile {
+    fn at(path: &std::path::Path) -> Self {
+        std::fs::write(path, "").unwrap();
+        nix::mount::mount(
+            Some("/dev/full"),
+            path,
+            None::<&str>,
+            nix::mount::MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .expect("bind-mounting /dev/full needs root (the tests run as root in CI)");
+        Self(path.to_owned())
+    }
+}
+
+impl Drop for FullFile {
+    fn drop(&mut self) {
+        let _ = nix::mount::umount(&self.0);
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_stops_the_work_and_loses_nothing_once_it_recovers() {
     let mut s = setup().await;
@@ -495,10 +529,9 @@ async fn a_full_disk_stops_the_work_and_loses_nothing_once_it_recovers() {
         .unwrap();
 
     let dir = session_dir(&s);
-    for file in ["events.jsonl", "history.jsonl"] {
-        std::fs::rename(dir.join(file), dir.join(file).with_extension("saved")).unwrap();
-        std::os::unix::fs::symlink("/dev/full", dir.join(file)).unwrap();
-    }
+    let journal_path = dir.join("log.jsonl");
+    std::fs::rename(&journal_path, journal_path.with_extension("saved")).unwrap();
+    let full = FullFile::at(&journal_path);
     let events = s.run("during").await;
     let errors = data_of(&events, "error", "message");
     assert!(
@@ -533,18 +566,18 @@ async fn a_full_disk_stops_the_work_and_loses_nothing_once_it_recovers() {
         .await
         .unwrap();
 
-    for file in ["events.jsonl", "history.jsonl"] {
-        std::fs::remove_file(dir.join(file)).unwrap();
-        std::fs::rename(dir.join(file).with_extension("saved"), dir.join(file)).unwrap();
-    }
+    drop(full);
+    std::fs::rename(journal_path.with_extension("saved"), &journal_path).unwrap();
     s.mock.push_stream(sse::text("after answer"));
     s.run("after").await;
-    let stored = lines(&dir.join("events.jsonl"));
     let last = s.call("session/get", json!({})).await["last_seq"]
         .as_u64()
         .unwrap();
+    // A graceful stop writes everything out.
+    s.daemon.stop_with(Signal::SIGTERM).await.unwrap();
+    let (stored, history) = journal(&dir);
     assert_eq!(seqs(&stored), (1..=last).collect::<Vec<_>>());
-    let texts: Vec<String> = lines(&dir.join("history.jsonl"))
+    let texts: Vec<String> = history
         .iter()
         .filter_map(|e| e["text"].as_str().map(str::to_owned))
         .collect();

@@ -1,0 +1,174 @@
+//! What the agent loop and the subagent tools see of their session: [`Host`] and
+//! [`Subagents`], implemented by the session task over the state it owns. Subagents (spec 7)
+//! are sessions of the same registry that record their parent; aborting or closing a parent
+//! aborts or closes its children first (spec appendix B).
+
+use super::task::Task;
+use super::{Registry, Session, Template};
+use crate::agent::Host;
+use crate::profile::EnvironmentContext;
+use crate::tools::{SpawnRequest, SubagentResult, Subagents};
+use agentd_proto::{
+    EventBody, HistoryEntry, QueuedInput, SessionConfig, SessionId, Turn, Usage, WhenBusy,
+};
+use async_trait::async_trait;
+use std::sync::{Arc, Weak};
+use tokio_util::sync::CancellationToken;
+
+impl Host for Task {
+    fn emit(&self, body: EventBody) {
+        self.core().emit(body);
+    }
+
+    fn append(&self, turn: Turn) {
+        self.core().append(turn);
+    }
+
+    fn history(&self) -> Vec<Arc<HistoryEntry>> {
+        self.core().history.branch()
+    }
+
+    fn context(&self) -> Vec<Arc<HistoryEntry>> {
+        self.core().history.context()
+    }
+
+    fn config(&self) -> SessionConfig {
+        (*self.core().config).clone()
+    }
+
+    fn drain_steering(&self) -> Vec<QueuedInput> {
+        self.core().drain_steering()
+    }
+
+    fn add_usage(&self, usage: &mut Usage) -> Usage {
+        let mut core = self.core();
+        if let Some(price) = self.prices.get(&core.config.model) {
+            usage.cost_usd = Some(price.cost(usage));
+        }
+        core.usage.add(usage);
+        core.publish();
+        core.usage
+    }
+
+    fn system_prompt(&self, model: &str) -> String {
+        let fallback;
+        let context = match self.context() {
+            Some(c) => c,
+            None => {
+                fallback = EnvironmentContext {
+                    git: None,
+                    os_version: self.info.env.os_version(),
+                    date: super::now()[..10].to_owned(),
+                    project_docs: String::new(),
+                };
+                &fallback
+            }
+        };
+        self.info.profile.system_prompt(
+            self.info.env.as_ref(),
+            context,
+            model,
+            self.info.instructions.as_deref(),
+        )
+    }
+
+    fn subagents(&self) -> Option<&dyn Subagents> {
+        self.registry.as_ref().map(|_| self as &dyn Subagents)
+    }
+}
+
+fn registry(registry: Option<&Weak<Registry>>) -> Result<Arc<Registry>, String> {
+    registry
+        .and_then(Weak::upgrade)
+        .ok_or_else(|| "subagents are not available in this host".to_owned())
+}
+
+impl Task {
+    /// The child `agent_id` of this session.
+    async fn child(&self, agent_id: &str) -> Result<Arc<Session>, String> {
+        let child = registry(self.registry.as_ref())?
+            .get(&SessionId(agent_id.to_owned()))
+            .await
+            .ok()
+            .filter(|c| c.parent_id() == Some(&self.info.id));
+        child.ok_or_else(|| format!("no subagent {agent_id:?} of this session"))
+    }
+}
+
+#[async_trait]
+impl Subagents for Task {
+    async fn spawn(&self, request: SpawnRequest) -> Result<String, String> {
+        let registry = registry(self.registry.as_ref())?;
+        let task = request.task.clone();
+        let template = Template {
+            cwd: self.info.cwd.clone(),
+            profile: self.info.profile.clone(),
+            config: (*self.core().config).clone(),
+            instructions: self.info.instructions.clone(),
+            read_only: self.info.read_only,
+        };
+        let depth = self.info.parent.as_ref().map_or(0, |p| p.depth);
+        let child = registry
+            .spawn_child(&self.info.id, depth, template, request)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.core().emit(EventBody::SubagentSpawned {
+            agent_id: child.id().clone(),
+            task: task.clone(),
+        });
+        child
+            .submit(task, None, WhenBusy::Queue)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(child.id().to_string())
+    }
+
+    async fn send_input(&self, agent_id: &str, message: String) -> Result<(), String> {
+        self.child(agent_id)
+            .await?
+            .submit(message, None, WhenBusy::Steer)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    async fn wait(
+        &self,
+        agent_id: &str,
+        cancel: &CancellationToken,
+    ) -> Result<SubagentResult, String> {
+        let child = self.child(agent_id).await?;
+        tokio::select! {
+            () = child.settled() => child.result().await.map_err(|e| e.to_string()),
+            () = cancel.cancelled() => Err(format!("stopped waiting for agent {agent_id}: the work was aborted")),
+        }
+    }
+
+    async fn close(&self, agent_id: &str) -> Result<SubagentResult, String> {
+        let child = self.child(agent_id).await?;
+        child.close("closed by its parent").await;
+        child.result().await.map_err(|e| e.to_string())
+    }
+}
+
+impl Session {
+    /// This session's loaded subagents, their children, and so on: one list per generation.
+    pub(super) fn descendants(&self) -> Vec<Vec<Arc<Session>>> {
+        let Ok(registry) = registry(self.registry.as_ref()) else {
+            return Vec::new();
+        };
+        let mut generations: Vec<Vec<Arc<Session>>> = Vec::new();
+        let mut parents = vec![self.id().clone()];
+        while !parents.is_empty() {
+            let children: Vec<Arc<Session>> = parents
+                .iter()
+                .flat_map(|p| registry.children_of(p))
+                .collect();
+            parents = children.iter().map(|c| c.id().clone()).collect();
+            if !children.is_empty() {
+                generations.push(children);
+            }
+        }
+        generations
+    }
+}

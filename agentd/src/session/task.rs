@@ -1,0 +1,1019 @@
+//! The session task: the single owner of a session's state ([`Core`]). It runs one piece of
+//! work at a time (an input and the follow-ups after it, a compaction, an abort's cleanup, the
+//! close sequence) while it keeps answering commands, and it is supervised: a panic anywhere
+//! becomes an `error` event, the session goes back to idle, and the task goes on serving.
+//!
+//! `Core` sits in a `Mutex` only because the work and the command handler are two futures of
+//! this one task (polled by the same `select!`): no other task ever locks it, no lock is held
+//! across an `.await`, and nothing under it touches the disk (writes go to the [`Writer`]).
+
+use super::events::{EventLog, Joined};
+use super::history::History;
+use super::view::View;
+use super::{Command, Error, Info, Registry, SessionSpec};
+use crate::agent::{Agent, CompactError, Outcome};
+use crate::config::Price;
+use crate::llm::{ProviderSet, RetryPolicy};
+use crate::profile::EnvironmentContext;
+use crate::store::{BACKLOG_LINES, Writer, WriterStatus};
+use crate::tools::SubagentResult;
+use agentd_proto::{
+    AbortResponse, CompactResponse, DaemonEvent, Disposition, EntryId, EventBody, InputId,
+    ProcessingEndReason, QueueContents, QueuedInput, RollbackResponse, SessionState,
+    SubmitResponse, ToolResult, Turn, Usage, WhenBusy,
+};
+use futures::FutureExt;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Instant;
+use tokio::sync::{OnceCell, broadcast, mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+/// Client input ids remembered per session for idempotent submits.
+const IDEMPOTENCY_KEYS: usize = 1024;
+/// Queued steering and follow-up messages, each.
+const MAX_QUEUED: usize = 1000;
+/// Seqs skipped when a session is reopened after its daemon died: more than the events that
+/// can wait for the disk, so a seq a client saw is never given to another event.
+const MISSING_SEQS: u64 = 10_000;
+const _: () = assert!(MISSING_SEQS > BACKLOG_LINES as u64);
+
+/// A retry of failed writes, to await outside the task.
+pub(super) type StorageRetry = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
+
+/// Work the task runs while it keeps answering commands.
+enum Work {
+    /// An input, then the follow-ups queued meanwhile.
+    Process(QueuedInput, CancellationToken),
+    Compact(
+        CancellationToken,
+        oneshot::Sender<Result<CompactResponse, Error>>,
+    ),
+    /// An abort of an idle session: end what earlier commands left in the background.
+    Terminate,
+    /// The close sequence.
+    Close,
+}
+
+/// Everything the session task owns.
+pub(super) struct Core {
+    info: Arc<Info>,
+    daemon_events: Option<broadcast::Sender<DaemonEvent>>,
+    state: SessionState,
+    /// Set once a close is requested: the reason, for `session_end`.
+    closing: Option<String>,
+    steering: VecDeque<QueuedInput>,
+    follow_up: VecDeque<QueuedInput>,
+    /// Cancels the current work.
+    turn: Option<CancellationToken>,
+    next: Option<Work>,
+    submitted: HashMap<String, SubmitResponse>,
+    submitted_order: VecDeque<String>,
+    last_end: Option<ProcessingEndReason>,
+    last_error: Option<String>,
+    pub(super) config: Arc<agentd_proto::SessionConfig>,
+    pub(super) usage: Usage,
+    pub(super) history: History,
+    pub(super) log: EventLog,
+    /// The write failure last reported, until a write succeeds.
+    storage_error: Option<String>,
+    /// Abort calls waiting for the work to end, with whether work was running.
+    aborts: Vec<(oneshot::Sender<Result<AbortResponse, Error>>, bool)>,
+    closes: Vec<oneshot::Sender<()>>,
+    view: watch::Sender<View>,
+    /// When a command last came.
+    touched: Instant,
+}
+
+fn new_id(prefix: &str) -> String {
+    format!("{prefix}{}", uuid::Uuid::new_v4().simple())
+}
+
+impl Core {
+    fn make_view(&self) -> View {
+        let branch = self.history.branch_len();
+        View {
+            state: self.state,
+            config: self.config.clone(),
+            usage: self.usage,
+            queue: Arc::new(self.queue()),
+            last_seq: self.log.last_seq(),
+            updated: self.log.updated().to_owned(),
+            leaf: self.history.leaf().cloned(),
+            branch_len: branch,
+            history_len: self.history.len(),
+            last_end: self.last_end,
+            storage_failing: self.storage_error.is_some(),
+            active: self.touched.max(Instant::now()),
+        }
+    }
+
+    /// Publishes the view after a change.
+    pub(super) fn publish(&self) {
+        self.view.send_replace(self.make_view());
+    }
+
+    /// Hands `session.json`'s new content to the writer.
+    fn save(&self) {
+        if let Some(writer) = self.log.writer() {
+            writer.record(self.make_view().record(&self.info).to_json());
+        }
+    }
+
+    fn queue(&self) -> QueueContents {
+        QueueContents {
+            steering: self.steering.iter().cloned().collect(),
+            follow_up: self.follow_up.iter().cloned().collect(),
+        }
+    }
+
+    /// Records an event.
+    pub(super) fn emit(&mut self, body: EventBody) {
+        if let EventBody::Error { message, .. } = &body {
+            self.last_error = Some(message.clone());
+        }
+        let event = self.log.emit(body);
+        self.view.send_modify(|v| {
+            v.last_seq = event.seq;
+            v.updated.clone_from(&event.ts);
+        });
+    }
+
+    /// Appends a turn to the history and hands it to the writer (a commit point).
+    pub(super) fn append(&mut self, turn: Turn) {
+        let entry = self.history.push(EntryId(new_id("")), super::now(), turn);
+        if let Some(writer) = self.log.writer() {
+            writer.entry(&entry);
+        }
+        let (leaf, branch_len, history_len) = (
+            Some(entry.id.clone()),
+            self.history.branch_len(),
+            self.history.len(),
+        );
+        self.view.send_modify(|v| {
+            v.leaf = leaf;
+            v.branch_len = branch_len;
+            v.history_len = history_len;
+        });
+    }
+
+    fn set_state(&mut self, state: SessionState) {
+        if self.state == state {
+            return;
+        }
+        self.state = state;
+        self.emit(EventBody::StateChanged { state });
+        self.publish();
+        self.save();
+        if let Some(tx) = &self.daemon_events {
+            let _ = tx.send(DaemonEvent::StateChanged {
+                session_id: self.info.id.clone(),
+                state,
+            });
+        }
+    }
+
+    fn queue_changed(&mut self) {
+        let queue = self.queue();
+        self.emit(EventBody::QueueChanged { queue });
+        self.publish();
+        self.save();
+    }
+
+    fn check_open(&self) -> Result<(), Error> {
+        if self.state == SessionState::Closed || self.closing.is_some() {
+            return Err(Error::Closed(self.info.id.clone()));
+        }
+        Ok(())
+    }
+
+    fn check_storage(&self) -> Result<(), Error> {
+        match self.log.writer().and_then(Writer::failure) {
+            Some(e) => Err(Error::Storage(e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Replies once the change is in the kernel (not waiting for a sync), so what the client
+    /// is told survives the daemon being killed.
+    fn reply_when_written<T: Send + 'static>(&self, reply: oneshot::Sender<T>, value: T) {
+        match self.log.writer() {
+            Some(writer) => {
+                let written = writer.written();
+                tokio::spawn(async move {
+                    written.await;
+                    let _ = reply.send(value);
+                });
+            }
+            None => {
+                let _ = reply.send(value);
+            }
+        }
+    }
+
+    fn new_input(&self, text: String) -> QueuedInput {
+        QueuedInput {
+            input_id: InputId(new_id("in_")),
+            text,
+        }
+    }
+
+    fn cancel_turn(&self) {
+        if let Some(turn) = &self.turn {
+            turn.cancel();
+        }
+    }
+
+    fn submit(
+        &mut self,
+        cancel: &CancellationToken,
+        text: String,
+        client_input_id: Option<String>,
+        when_busy: WhenBusy,
+    ) -> Result<SubmitResponse, Error> {
+        self.check_open()?;
+        if let Some(previous) = client_input_id.as_ref().and_then(|k| self.submitted.get(k)) {
+            return Ok(previous.clone());
+        }
+        self.check_storage()?;
+        let input = self.new_input(text);
+        let input_id = input.input_id.clone();
+        let disposition = if self.state == SessionState::Idle && self.next.is_none() {
+            let token = cancel.child_token();
+            self.turn = Some(token.clone());
+            self.next = Some(Work::Process(input, token));
+            self.set_state(SessionState::Processing);
+            Disposition::Started
+        } else {
+            let queue = match when_busy {
+                WhenBusy::Queue => &mut self.follow_up,
+                WhenBusy::Steer => &mut self.steering,
+                WhenBusy::Reject => return Err(Error::Busy(self.info.id.clone())),
+            };
+            if queue.len() >= MAX_QUEUED {
+                return Err(Error::InvalidParams(format!(
+                    "the queue is full ({MAX_QUEUED} items); wait, or clear it with session/queue_clear"
+                )));
+            }
+            queue.push_back(input);
+            self.queue_changed();
+            if when_busy == WhenBusy::Steer {
+                Disposition::Steering
+            } else {
+                Disposition::FollowUp
+            }
+        };
+        let response = SubmitResponse {
+            input_id,
+            disposition,
+            queued: disposition != Disposition::Started,
+        };
+        if let Some(key) = client_input_id {
+            if self.submitted_order.len() >= IDEMPOTENCY_KEYS
+                && let Some(old) = self.submitted_order.pop_front()
+            {
+                self.submitted.remove(&old);
+            }
+            self.submitted.insert(key.clone(), response.clone());
+            self.submitted_order.push_back(key);
+        }
+        Ok(response)
+    }
+
+    fn steer(&mut self, text: String) -> Result<SubmitResponse, Error> {
+        self.check_open()?;
+        self.check_storage()?;
+        if self.steering.len() >= MAX_QUEUED {
+            return Err(Error::InvalidParams(format!(
+                "the steering queue is full ({MAX_QUEUED} items); wait for the next tool round"
+            )));
+        }
+        let input = self.new_input(text);
+        let input_id = input.input_id.clone();
+        self.steering.push_back(input);
+        self.queue_changed();
+        Ok(SubmitResponse {
+            input_id,
+            disposition: Disposition::Steering,
+            queued: true,
+        })
+    }
+
+    /// Removes and returns every queued steering message.
+    pub(super) fn drain_steering(&mut self) -> Vec<QueuedInput> {
+        if self.steering.is_empty() {
+            return Vec::new();
+        }
+        let drained = self.steering.drain(..).collect();
+        self.queue_changed();
+        drained
+    }
+
+    fn queue_clear(&mut self) -> QueueContents {
+        let removed = self.queue();
+        if !self.steering.is_empty() || !self.follow_up.is_empty() {
+            self.steering.clear();
+            self.follow_up.clear();
+            self.queue_changed();
+        }
+        removed
+    }
+
+    fn set_config(&mut self, patch: &agentd_proto::ConfigPatch) -> Result<agentd_proto::SessionConfig, Error> {
+        let mut next = (*self.config).clone();
+        next.apply(patch);
+        crate::config::validate_session_config(&next)
+            .map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        self.config = Arc::new(next.clone());
+        self.publish();
+        self.save();
+        Ok(next)
+    }
+
+    fn rollback(&mut self, turns: usize) -> Result<RollbackResponse, Error> {
+        self.check_open()?;
+        if self.state != SessionState::Idle {
+            return Err(Error::Busy(self.info.id.clone()));
+        }
+        let users = self
+            .history
+            .branch()
+            .iter()
+            .filter(|e| matches!(e.turn, Turn::User { .. }))
+            .count();
+        let removed = self.history.rollback(turns).ok_or_else(|| {
+            Error::InvalidParams(format!(
+                "cannot roll back {turns} turns: the branch has {users} user inputs (turns must be 1 to {users})"
+            ))
+        })?;
+        let leaf = self.history.leaf().cloned();
+        self.emit(EventBody::Rollback {
+            leaf: leaf.clone(),
+            removed,
+        });
+        self.publish();
+        self.save();
+        Ok(RollbackResponse {
+            leaf,
+            entries: self.history.branch_len(),
+            removed,
+        })
+    }
+
+    /// What the session's work produced so far (spec 7.3 `SubAgentResult`).
+    pub(super) fn result(&self) -> SubagentResult {
+        let branch = self.history.branch();
+        let turns_used = branch
+            .iter()
+            .filter(|e| matches!(e.turn, Turn::Assistant { .. }))
+            .count() as u32;
+        let last_text = branch.iter().rev().find_map(|e| match &e.turn {
+            Turn::Assistant { text, .. } if !text.trim().is_empty() => Some(text.clone()),
+            _ => None,
+        });
+        let success = self.last_end == Some(ProcessingEndReason::Completed);
+        let output = match (success, self.last_error.clone(), last_text) {
+            (true, _, Some(text)) => text,
+            (false, Some(error), _) => format!("error: {error}"),
+            (_, _, Some(text)) => text,
+            _ if self.state == SessionState::Closed => "the subagent was closed".into(),
+            _ => "(no output)".into(),
+        };
+        SubagentResult {
+            output,
+            success,
+            turns_used,
+        }
+    }
+
+    /// After a daemon stopped mid-work: answers the tool calls left open, notes the
+    /// interruption for the model, and ends the processing cycle the log had begun.
+    fn recover_interrupted(&mut self) {
+        let open_calls = self.history.branch().last().and_then(|e| match &e.turn {
+            Turn::Assistant { tool_calls, .. } if !tool_calls.is_empty() => Some(
+                tool_calls
+                    .iter()
+                    .map(|call| ToolResult {
+                        call_id: call.id.clone(),
+                        content: "The daemon stopped before this tool call finished; its effects are unknown.".into(),
+                        is_error: true,
+                        images: Vec::new(),
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        });
+        if let Some(results) = open_calls {
+            self.append(Turn::ToolResults { results });
+        }
+        self.append(Turn::System {
+            text: "[The daemon restarted while this input was being processed; the work was interrupted.]".into(),
+        });
+        self.emit(EventBody::Warning {
+            message:
+                "the daemon restarted while this session was processing; its work was interrupted"
+                    .into(),
+        });
+        self.emit(EventBody::ProcessingEnd {
+            reason: ProcessingEndReason::Aborted,
+        });
+        self.set_state(SessionState::Idle);
+    }
+}
+
+/// The session task's state and everything its work needs.
+pub(super) struct Task {
+    pub(super) info: Arc<Info>,
+    pub(super) providers: ProviderSet,
+    pub(super) retry: RetryPolicy,
+    pub(super) prices: Arc<BTreeMap<String, Price>>,
+    pub(super) registry: Option<Weak<Registry>>,
+    /// The session's token: cancelled at daemon shutdown. Turns are its children.
+    cancel: CancellationToken,
+    /// Captured in the background from the start; the first LLM call waits for it.
+    context: Arc<OnceCell<EnvironmentContext>>,
+    core: Mutex<Core>,
+}
+
+/// Builds the session, emits its first events, and starts its supervised task.
+pub(super) fn start(
+    spec: SessionSpec,
+    daemon_events: Option<broadcast::Sender<DaemonEvent>>,
+    commands: mpsc::Receiver<Command>,
+    tasks: &tokio_util::task::TaskTracker,
+) -> (Arc<Info>, watch::Receiver<View>) {
+    let restored = spec.restored;
+    let info = Arc::new(Info {
+        id: spec.id.clone(),
+        cwd: spec.cwd,
+        title: spec.title,
+        profile: spec.profile,
+        instructions: spec.instructions,
+        read_only: spec.read_only,
+        created: restored
+            .as_ref()
+            .map_or_else(super::now, |r| r.record.created.clone()),
+        forked_from: spec.forked_from,
+        parent: spec.parent,
+        env: spec.env,
+    });
+    let (last_seq, updated) = restored
+        .as_ref()
+        .map_or((0, super::now()), |r| (r.last_seq, r.record.updated.clone()));
+    let writer = spec.files.map(|files| {
+        let reader = restored
+            .as_ref()
+            .map_or_else(|| files.reader(), |r| r.reader.clone());
+        Writer::start(files, reader, last_seq)
+    });
+    let log = EventLog::new(spec.id, writer, last_seq, updated);
+    let config = Arc::new(spec.config);
+    let mut core = Core {
+        info: info.clone(),
+        daemon_events,
+        state: SessionState::Idle,
+        closing: None,
+        steering: VecDeque::new(),
+        follow_up: VecDeque::new(),
+        turn: None,
+        next: None,
+        submitted: HashMap::new(),
+        submitted_order: VecDeque::new(),
+        last_end: None,
+        last_error: None,
+        view: watch::channel(placeholder_view(config.clone())).0,
+        config,
+        usage: Usage::default(),
+        history: spec.history,
+        log,
+        storage_error: None,
+        aborts: Vec::new(),
+        closes: Vec::new(),
+        touched: Instant::now(),
+    };
+    match restored {
+        None => {
+            core.emit(EventBody::SessionStart {
+                cwd: info.cwd.display().to_string(),
+                profile: info.profile.id.to_owned(),
+                config: Box::new((*core.config).clone()),
+                title: info.title.clone(),
+            });
+            // A fork's copied history.
+            if let Some(writer) = core.log.writer() {
+                for entry in core.history.branch() {
+                    writer.entry(&entry);
+                }
+            }
+        }
+        Some(r) => {
+            core.usage = r.record.usage;
+            core.steering = r.record.queue.steering.into();
+            core.follow_up = r.record.queue.follow_up.into();
+            core.state = match r.record.state {
+                SessionState::Closed => SessionState::Closed,
+                _ if r.interrupted => SessionState::Processing,
+                _ => SessionState::Idle,
+            };
+            if r.unclean {
+                core.log.skip(MISSING_SEQS);
+            }
+            for message in r.warnings {
+                core.emit(EventBody::Warning { message });
+            }
+            if core.state == SessionState::Processing {
+                core.recover_interrupted();
+            }
+        }
+    }
+    core.publish();
+    core.save();
+    let view = core.view.subscribe();
+    let context = Arc::new(OnceCell::new());
+    let task = Arc::new(Task {
+        info: info.clone(),
+        providers: spec.providers,
+        retry: spec.retry,
+        prices: spec.prices,
+        registry: spec.registry,
+        cancel: spec.cancel,
+        context: context.clone(),
+        core: Mutex::new(core),
+    });
+    if task.core().state != SessionState::Closed {
+        let env = info.env.clone();
+        let docs = info.profile.doc_names;
+        tasks.spawn(async move {
+            context
+                .get_or_init(|| EnvironmentContext::capture(env.as_ref(), docs))
+                .await;
+        });
+    }
+    tasks.spawn(supervise(task, commands));
+    (info, view)
+}
+
+/// A view for the moment before the first real one is published.
+fn placeholder_view(config: Arc<agentd_proto::SessionConfig>) -> View {
+    View {
+        state: SessionState::Idle,
+        config,
+        usage: Usage::default(),
+        queue: Arc::default(),
+        last_seq: 0,
+        updated: String::new(),
+        leaf: None,
+        branch_len: 0,
+        history_len: 0,
+        last_end: None,
+        storage_failing: false,
+        active: Instant::now(),
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".to_owned())
+}
+
+/// Runs the task; a panic becomes an `error` event and the task serves on.
+async fn supervise(task: Arc<Task>, mut commands: mpsc::Receiver<Command>) {
+    loop {
+        match AssertUnwindSafe(task.run(&mut commands)).catch_unwind().await {
+            Ok(()) => break,
+            Err(panic) => {
+                let message = panic_message(panic.as_ref());
+                tracing::error!(session = %task.info.id, "the session task crashed: {message}");
+                task.recover_from_panic(&message);
+            }
+        }
+    }
+    task.finish().await;
+}
+
+/// The next change of the writer's status; never ready without a writer.
+async fn storage_changed(status: &mut Option<watch::Receiver<WriterStatus>>) -> WriterStatus {
+    if let Some(rx) = status {
+        if rx.changed().await.is_ok() {
+            return rx.borrow_and_update().clone();
+        }
+        *status = None;
+    }
+    std::future::pending().await
+}
+
+impl Task {
+    /// The task's state. Only this task locks it; see the module docs.
+    pub(super) fn core(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn context(&self) -> Option<&EnvironmentContext> {
+        self.context.get()
+    }
+
+    async fn run(&self, commands: &mut mpsc::Receiver<Command>) {
+        let mut storage = self.core().log.writer().map(Writer::status);
+        let mut reachable = true;
+        loop {
+            let work = self.core().next.take();
+            if let Some(work) = work {
+                let work = self.work(work);
+                tokio::pin!(work);
+                loop {
+                    tokio::select! {
+                        () = &mut work => break,
+                        command = commands.recv(), if reachable => match command {
+                            Some(command) => self.handle(command),
+                            // Nobody can reach the session any more: stop the work.
+                            None => {
+                                reachable = false;
+                                self.core().cancel_turn();
+                            }
+                        },
+                        status = storage_changed(&mut storage) => self.storage_changed(status),
+                    }
+                }
+                self.after_work();
+                continue;
+            }
+            tokio::select! {
+                command = commands.recv() => match command {
+                    Some(Command::Evict(reply)) => {
+                        if let Some(record) = self.evictable() {
+                            self.finish().await;
+                            let _ = reply.send(Some(record));
+                            return;
+                        }
+                        let _ = reply.send(None);
+                    }
+                    Some(command) => self.handle(command),
+                    None => return,
+                },
+                status = storage_changed(&mut storage) => self.storage_changed(status),
+                () = self.cancel.cancelled() => return,
+            }
+        }
+    }
+
+    /// Answers a command. Never waits: what needs waiting becomes work, or a reply sent when
+    /// the work ends.
+    fn handle(&self, command: Command) {
+        let mut core = self.core();
+        core.touched = Instant::now();
+        match command {
+            Command::Submit {
+                text,
+                client_input_id,
+                when_busy,
+                reply,
+            } => {
+                let result = core.submit(&self.cancel, text, client_input_id, when_busy);
+                core.reply_when_written(reply, result);
+            }
+            Command::Steer { text, reply } => {
+                let result = core.steer(text);
+                core.reply_when_written(reply, result);
+            }
+            Command::QueueClear(reply) => {
+                let result = core.queue_clear();
+                core.reply_when_written(reply, result);
+            }
+            Command::SetConfig { patch, reply } => {
+                let result = core.set_config(&patch);
+                core.reply_when_written(reply, result);
+            }
+            Command::Rollback { turns, reply } => {
+                let result = core.rollback(turns);
+                core.reply_when_written(reply, result);
+            }
+            Command::Compact(reply) => {
+                let started = core.check_open().and_then(|()| {
+                    if core.state != SessionState::Idle || core.next.is_some() {
+                        return Err(Error::Busy(self.info.id.clone()));
+                    }
+                    core.check_storage()
+                });
+                match started {
+                    Ok(()) => {
+                        let token = self.cancel.child_token();
+                        core.turn = Some(token.clone());
+                        core.next = Some(Work::Compact(token, reply));
+                        core.set_state(SessionState::Processing);
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                }
+            }
+            Command::History(reply) => {
+                let _ = reply.send(core.history.branch());
+            }
+            Command::Subscribe { since_seq, reply } => {
+                let joined: Joined = core.log.subscribe(since_seq);
+                let _ = reply.send(joined);
+            }
+            Command::Abort(reply) => {
+                let working = core.state == SessionState::Processing;
+                core.cancel_turn();
+                core.aborts.push((reply, working));
+                if !working && core.next.is_none() {
+                    core.next = Some(Work::Terminate);
+                }
+            }
+            Command::Close { reason, reply } => {
+                if core.state == SessionState::Closed {
+                    let _ = reply.send(());
+                    return;
+                }
+                core.closes.push(reply);
+                if core.closing.is_none() {
+                    core.closing = Some(reason);
+                }
+                core.cancel_turn();
+                if core.state != SessionState::Processing && core.next.is_none() {
+                    core.next = Some(Work::Close);
+                }
+            }
+            // Only an idle task unloads (see `run`).
+            Command::Evict(reply) => {
+                let _ = reply.send(None);
+            }
+            Command::RetryStorage(reply) => {
+                let retry: StorageRetry = match core.log.writer() {
+                    Some(writer) => Box::pin(writer.sync()),
+                    None => Box::pin(async { Ok(()) }),
+                };
+                let _ = reply.send(retry);
+            }
+            Command::Emit(body) => core.emit(body),
+            Command::Result(reply) => {
+                let _ = reply.send(core.result());
+            }
+            Command::Written(reply) => core.reply_when_written(reply, ()),
+        }
+    }
+
+    fn storage_changed(&self, status: WriterStatus) {
+        let mut core = self.core();
+        match status {
+            WriterStatus::Failing(e) => {
+                tracing::error!(session = %self.info.id, "cannot save the session: {e}");
+                if core.storage_error.is_none() {
+                    core.cancel_turn();
+                    core.storage_error = Some(e.clone());
+                    core.emit(EventBody::Error {
+                        message: format!(
+                            "cannot save the session to disk ({e}); the work is stopped, and new input is refused until the disk can be written again. Nothing already saved is lost."
+                        ),
+                        fatal: false,
+                    });
+                    core.publish();
+                }
+            }
+            WriterStatus::Ok => {
+                if core.storage_error.take().is_some() {
+                    core.publish();
+                }
+            }
+        }
+    }
+
+    async fn work(&self, work: Work) {
+        match work {
+            Work::Process(input, token) => self.process(input, token).await,
+            Work::Compact(token, reply) => {
+                let result = AssertUnwindSafe(self.compact(&token))
+                    .catch_unwind()
+                    .await
+                    .unwrap_or_else(|panic| {
+                        Err(Error::Internal(format!(
+                            "the compaction crashed: {}",
+                            panic_message(panic.as_ref())
+                        )))
+                    });
+                let _ = reply.send(result);
+                let mut core = self.core();
+                core.turn = None;
+                core.set_state(SessionState::Idle);
+            }
+            Work::Terminate => self.info.env.terminate_all().await,
+            Work::Close => {
+                self.info.env.terminate_all().await;
+                let mut core = self.core();
+                core.turn = None;
+                let reason = core.closing.clone().unwrap_or_default();
+                core.set_state(SessionState::Closed);
+                core.emit(EventBody::SessionEnd {
+                    state: SessionState::Closed,
+                    reason,
+                });
+                core.publish();
+            }
+        }
+    }
+
+    /// Replies to the calls that waited for the work to end, and queues the close sequence
+    /// when one was asked for.
+    fn after_work(&self) {
+        let mut core = self.core();
+        if core.next.is_some() {
+            return;
+        }
+        if core.closing.is_some() && core.state != SessionState::Closed {
+            core.next = Some(Work::Close);
+            return;
+        }
+        let queue = core.queue();
+        let state = core.state;
+        for (reply, aborted) in core.aborts.drain(..) {
+            let _ = reply.send(Ok(AbortResponse {
+                aborted,
+                state,
+                queue: queue.clone(),
+            }));
+        }
+        if state == SessionState::Closed {
+            for reply in core.closes.drain(..) {
+                let _ = reply.send(());
+            }
+        }
+    }
+
+    async fn compact(&self, token: &CancellationToken) -> Result<CompactResponse, Error> {
+        self.context_ready().await;
+        self.agent()
+            .compact(false, token)
+            .await
+            .map_err(|e| match e {
+                CompactError::NothingToCompact(_) => Error::InvalidParams(e.to_string()),
+                CompactError::NotConfigured(_) => Error::ProviderNotConfigured(e.to_string()),
+                CompactError::Provider(_) => Error::Provider(e.to_string()),
+                CompactError::Aborted => Error::InvalidParams("the compaction was aborted".into()),
+            })
+    }
+
+    fn agent(&self) -> Agent<'_> {
+        Agent {
+            host: self,
+            env: self.info.env.as_ref(),
+            profile: &self.info.profile,
+            providers: &self.providers,
+            retry: &self.retry,
+        }
+    }
+
+    async fn context_ready(&self) {
+        let env = self.info.env.clone();
+        let docs = self.info.profile.doc_names;
+        self.context
+            .get_or_init(|| async move { EnvironmentContext::capture(env.as_ref(), docs).await })
+            .await;
+    }
+
+    /// Runs `input` and the follow-ups after it, then ends the processing cycle.
+    async fn process(&self, mut input: QueuedInput, mut token: CancellationToken) {
+        self.context_ready().await;
+        loop {
+            // A bug in the loop must not take the daemon or other sessions down with it.
+            let outcome = match AssertUnwindSafe(self.agent().process_input(input, &token))
+                .catch_unwind()
+                .await
+            {
+                Ok(outcome) => outcome,
+                Err(panic) => {
+                    self.core().emit(EventBody::Error {
+                        message: format!(
+                            "internal error: the agent loop crashed ({})",
+                            panic_message(panic.as_ref())
+                        ),
+                        fatal: false,
+                    });
+                    Outcome::Failed
+                }
+            };
+            if outcome == Outcome::Aborted {
+                self.info.env.terminate_all().await;
+            }
+            let mut core = self.core();
+            if matches!(outcome, Outcome::Completed | Outcome::TurnLimit)
+                && core.closing.is_none()
+                && let Some(next) = core.follow_up.pop_front()
+            {
+                token = self.cancel.child_token();
+                core.turn = Some(token.clone());
+                core.queue_changed();
+                input = next;
+                continue;
+            }
+            core.turn = None;
+            let reason = match outcome {
+                Outcome::Completed => ProcessingEndReason::Completed,
+                Outcome::TurnLimit => ProcessingEndReason::TurnLimit,
+                // The store failing stopped it, not a client.
+                Outcome::Aborted if core.storage_error.is_some() => ProcessingEndReason::Error,
+                Outcome::Aborted => ProcessingEndReason::Aborted,
+                Outcome::Failed | Outcome::Fatal => ProcessingEndReason::Error,
+            };
+            core.last_end = Some(reason);
+            core.emit(EventBody::ProcessingEnd { reason });
+            if outcome == Outcome::Fatal && core.closing.is_none() {
+                core.closing = Some("unrecoverable provider error".into());
+            }
+            if core.closing.is_none() {
+                core.set_state(SessionState::Idle);
+            }
+            let report = self.info.parent.as_ref().map(|p| {
+                let result = core.result();
+                (p.session_id.clone(), result)
+            });
+            drop(core);
+            if let Some((parent, result)) = report {
+                self.report_to_parent(parent, result);
+            }
+            return;
+        }
+    }
+
+    /// Emits `subagent_finished` on the parent's stream.
+    fn report_to_parent(&self, parent: agentd_proto::SessionId, result: SubagentResult) {
+        let Some(registry) = self.registry.as_ref().and_then(Weak::upgrade) else {
+            return;
+        };
+        let agent_id = self.info.id.clone();
+        tokio::spawn(async move {
+            if let Ok(parent) = registry.get(&parent).await {
+                parent
+                    .notify(EventBody::SubagentFinished {
+                        agent_id,
+                        success: result.success,
+                        turns_used: result.turns_used,
+                    })
+                    .await;
+            }
+        });
+    }
+
+    /// The final record if the session can be unloaded now: idle or closed, no work, no
+    /// subscriber, nobody waiting.
+    fn evictable(&self) -> Option<crate::store::SessionRecord> {
+        let core = self.core();
+        let quiet = matches!(core.state, SessionState::Idle | SessionState::Closed)
+            && core.next.is_none()
+            && core.aborts.is_empty()
+            && core.closes.is_empty()
+            && core.log.subscribers() == 0;
+        quiet.then(|| {
+            let mut record = core.make_view().record(&self.info);
+            record.open = false;
+            record
+        })
+    }
+
+    /// Writes everything and marks the record cleanly closed: the journal then holds every
+    /// event, so reopening it skips no seqs.
+    async fn finish(&self) {
+        let sync = {
+            let core = self.core();
+            core.log.writer().map(|writer| {
+                let mut record = core.make_view().record(&self.info);
+                record.open = false;
+                writer.record(record.to_json());
+                writer.sync()
+            })
+        };
+        if let Some(sync) = sync
+            && let Err(e) = sync.await
+        {
+            tracing::error!(session = %self.info.id, "cannot save the session before unloading it: {e}");
+        }
+    }
+
+    /// After a panic outside the loop's own guard: the session reports it and goes on idle.
+    fn recover_from_panic(&self, message: &str) {
+        let mut core = self.core();
+        core.cancel_turn();
+        core.turn = None;
+        core.next = None;
+        core.emit(EventBody::Error {
+            message: format!("internal error: the session task crashed ({message}); it is idle again and takes new input"),
+            fatal: false,
+        });
+        if core.state == SessionState::Processing {
+            core.last_end = Some(ProcessingEndReason::Error);
+            core.emit(EventBody::ProcessingEnd {
+                reason: ProcessingEndReason::Error,
+            });
+            core.set_state(SessionState::Idle);
+        }
+        // Callers waiting on this task get an error, never a hang.
+        core.aborts.clear();
+        core.closes.clear();
+    }
+}
