@@ -81,9 +81,15 @@ mod tests {
         use std::ffi::OsString;
         use std::os::unix::ffi::OsStringExt;
         let vars = [
-            (OsString::from("PATH"), OsString::from_vec(b"/bin:\xff".to_vec())),
+            (
+                OsString::from("PATH"),
+                OsString::from_vec(b"/bin:\xff".to_vec()),
+            ),
             (OsString::from_vec(b"X\xff".to_vec()), OsString::from("v")),
-            (OsString::from_vec(b"\xffMY_API_KEY".to_vec()), OsString::from("k")),
+            (
+                OsString::from_vec(b"\xffMY_API_KEY".to_vec()),
+                OsString::from("k"),
+            ),
         ];
         let got = EnvPolicy::InheritAll.filter(vars.clone().into_iter());
         assert_eq!(got, vars[..2]);

@@ -363,7 +363,8 @@ async fn stream_session(
             }
             // The session's task ended: it closed, or the daemon is stopping.
             Err(RecvError::Closed) => {
-                let reason = if session.state() != SessionState::Closed && d.shutdown.is_cancelled() {
+                let reason = if session.state() != SessionState::Closed && d.shutdown.is_cancelled()
+                {
                     StreamEndReason::DaemonShutdown
                 } else {
                     StreamEndReason::SessionClosed

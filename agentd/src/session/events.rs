@@ -162,7 +162,9 @@ impl EventLog {
 
     /// How many live subscribers there are.
     pub(super) fn subscribers(&self) -> usize {
-        self.live.as_ref().map_or(0, broadcast::Sender::receiver_count)
+        self.live
+            .as_ref()
+            .map_or(0, broadcast::Sender::receiver_count)
     }
 
     /// The session's writer, if it is stored.

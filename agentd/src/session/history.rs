@@ -58,8 +58,7 @@ impl History {
     }
 
     fn insert(&mut self, entry: Arc<HistoryEntry>) {
-        self.depths
-            .push(self.depth(entry.parent_id.as_ref()) + 1);
+        self.depths.push(self.depth(entry.parent_id.as_ref()) + 1);
         self.index.insert(entry.id.clone(), self.entries.len());
         self.entries.push(entry);
     }

@@ -306,7 +306,10 @@ impl Session {
 
     /// Sends a command and waits for its reply. A task that is gone is a closed session if
     /// it closed, and an internal error otherwise.
-    async fn call<T>(&self, command: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, Error> {
+    async fn call<T>(
+        &self,
+        command: impl FnOnce(oneshot::Sender<T>) -> Command,
+    ) -> Result<T, Error> {
         let (reply, response) = oneshot::channel();
         let gone = || {
             if self.state() == SessionState::Closed {
@@ -370,7 +373,8 @@ impl Session {
 
     /// Applies `patch` from the next LLM call on.
     pub async fn set_config(&self, patch: ConfigPatch) -> Result<SessionConfig, Error> {
-        self.call(|reply| Command::SetConfig { patch, reply }).await?
+        self.call(|reply| Command::SetConfig { patch, reply })
+            .await?
     }
 
     /// Moves the current branch back before the `turns`-th newest user input (an idle
@@ -393,7 +397,10 @@ impl Session {
     }
 
     /// The current branch up to and including `id`, or `None` when `id` is not on it.
-    pub async fn history_until(&self, id: &EntryId) -> Result<Option<Vec<Arc<HistoryEntry>>>, Error> {
+    pub async fn history_until(
+        &self,
+        id: &EntryId,
+    ) -> Result<Option<Vec<Arc<HistoryEntry>>>, Error> {
         let mut branch = self.history().await?;
         Ok(branch.iter().position(|e| e.id == *id).map(|i| {
             branch.truncate(i + 1);
@@ -408,15 +415,15 @@ impl Session {
             .call(|reply| Command::Subscribe { since_seq, reply })
             .await?;
         let mut replay = match joined.stored {
-            Some((reader, after, until)) => tokio::task::spawn_blocking(move || {
-                reader.read(after, until)
-            })
-            .await
-            .map_err(|e| Error::Internal(format!("replay failed: {e}")))?
-            .map_err(|e| Error::Storage(e.to_string()))?
-            .into_iter()
-            .map(Arc::new)
-            .collect(),
+            Some((reader, after, until)) => {
+                tokio::task::spawn_blocking(move || reader.read(after, until))
+                    .await
+                    .map_err(|e| Error::Internal(format!("replay failed: {e}")))?
+                    .map_err(|e| Error::Storage(e.to_string()))?
+                    .into_iter()
+                    .map(Arc::new)
+                    .collect()
+            }
             None => Vec::new(),
         };
         replay.extend(joined.tail);
@@ -511,9 +518,7 @@ impl Session {
     /// Waits until the session is not processing.
     pub(crate) async fn settled(&self) {
         let mut view = self.view.clone();
-        let _ = view
-            .wait_for(|v| v.state != SessionState::Processing)
-            .await;
+        let _ = view.wait_for(|v| v.state != SessionState::Processing).await;
     }
 
     /// Tokens used so far.

@@ -14,8 +14,8 @@ use crate::profile::Profile;
 use crate::store::{ParentLink, SessionFiles, SessionRecord, Store};
 use crate::tools::SpawnRequest;
 use agentd_proto::{
-    ConfigPatch, CreateParams, DaemonEvent, EntryId, ForkOrigin, ProviderKind,
-    SessionId, SessionSnapshot, SessionState, SessionSummary,
+    ConfigPatch, CreateParams, DaemonEvent, EntryId, ForkOrigin, ProviderKind, SessionId,
+    SessionSnapshot, SessionState, SessionSummary,
 };
 use dashmap::DashMap;
 use std::collections::BTreeMap;
@@ -108,7 +108,9 @@ impl Registry {
             }
         });
         if let Some(after) = registry.config.evict_idle_after {
-            registry.tasks.spawn(evict_idle(Arc::downgrade(&registry), after));
+            registry
+                .tasks
+                .spawn(evict_idle(Arc::downgrade(&registry), after));
         }
         registry
     }
@@ -149,16 +151,14 @@ impl Registry {
     }
 
     /// A spec for session `id` from its parts.
-    fn spec(
-        &self,
-        id: SessionId,
-        template: Template,
-        title: Option<String>,
-        files: Option<SessionFiles>,
-        history: History,
-        forked_from: Option<ForkOrigin>,
-        parent: Option<ParentLink>,
-    ) -> SessionSpec {
+    fn spec(&self, id: SessionId, new: NewSession, files: Option<SessionFiles>) -> SessionSpec {
+        let NewSession {
+            template,
+            title,
+            history,
+            forked_from,
+            parent,
+        } = new;
         SessionSpec {
             id,
             env: self.environment(template.cwd.clone(), template.read_only),
@@ -199,15 +199,7 @@ impl Registry {
             }
             None => None,
         };
-        let spec = self.spec(
-            id.clone(),
-            new.template,
-            new.title,
-            files,
-            new.history,
-            new.forked_from,
-            new.parent,
-        );
+        let spec = self.spec(id.clone(), new, files);
         let session = Session::spawn(spec, Some(self.daemon_events.clone()), &self.tasks);
         // A session the client is told about survives the daemon being killed.
         session.written().await;
@@ -265,15 +257,14 @@ impl Registry {
             instructions: record.instructions.clone(),
             read_only: record.read_only,
         };
-        let mut spec = self.spec(
-            id,
+        let new = NewSession {
             template,
-            record.title.clone(),
-            Some(files),
-            History::restore(loaded.entries, record.leaf.clone(), record.history_len),
-            record.forked_from.clone(),
-            record.parent.clone(),
-        );
+            title: record.title.clone(),
+            history: History::restore(loaded.entries, record.leaf.clone(), record.history_len),
+            forked_from: record.forked_from.clone(),
+            parent: record.parent.clone(),
+        };
+        let mut spec = self.spec(id, new, Some(files));
         spec.restored = Some(Restored {
             last_seq: loaded.last_seq,
             unclean: record.open || loaded.repaired,
@@ -543,7 +534,11 @@ impl Registry {
         }
     }
 
-    async fn load(&self, record: Box<SessionRecord>, done: watch::Sender<Option<Result<(), Error>>>) {
+    async fn load(
+        &self,
+        record: Box<SessionRecord>,
+        done: watch::Sender<Option<Result<(), Error>>>,
+    ) {
         let id = record.id.clone();
         let result = self.restore((*record).clone()).await;
         let outcome = result.as_ref().map(|_| ()).map_err(Clone::clone);

@@ -322,7 +322,10 @@ impl Core {
         removed
     }
 
-    fn set_config(&mut self, patch: &agentd_proto::ConfigPatch) -> Result<agentd_proto::SessionConfig, Error> {
+    fn set_config(
+        &mut self,
+        patch: &agentd_proto::ConfigPatch,
+    ) -> Result<agentd_proto::SessionConfig, Error> {
         let mut next = (*self.config).clone();
         next.apply(patch);
         crate::config::validate_session_config(&next)
@@ -460,9 +463,9 @@ pub(super) fn start(
         parent: spec.parent,
         env: spec.env,
     });
-    let (last_seq, updated) = restored
-        .as_ref()
-        .map_or((0, super::now()), |r| (r.last_seq, r.record.updated.clone()));
+    let (last_seq, updated) = restored.as_ref().map_or((0, super::now()), |r| {
+        (r.last_seq, r.record.updated.clone())
+    });
     let writer = spec.files.map(|files| {
         let reader = restored
             .as_ref()
@@ -585,7 +588,10 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 /// Runs the task; a panic becomes an `error` event and the task serves on.
 async fn supervise(task: Arc<Task>, mut commands: mpsc::Receiver<Command>) {
     loop {
-        match AssertUnwindSafe(task.run(&mut commands)).catch_unwind().await {
+        match AssertUnwindSafe(task.run(&mut commands))
+            .catch_unwind()
+            .await
+        {
             Ok(()) => break,
             Err(panic) => {
                 let message = panic_message(panic.as_ref());

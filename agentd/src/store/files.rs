@@ -300,7 +300,9 @@ impl SessionFiles {
             jsonl::scan(&history, 0, |_, _, line| {
                 match serde_json::from_slice::<HistoryEntry>(line) {
                     Ok(entry) => appender.push(&entry_line(&entry), None),
-                    Err(e) => tracing::warn!(path = %history.display(), "skipped a history line: {e}"),
+                    Err(e) => {
+                        tracing::warn!(path = %history.display(), "skipped a history line: {e}")
+                    }
                 }
                 true
             })

@@ -200,7 +200,10 @@ mod tests {
         appender.push(b"{\"n\":4}", None);
         appender.push(b"{\"n\":5}", Some(5));
         assert_eq!(appender.flush(true).unwrap(), [(3, 8), (5, 24)]);
-        assert_eq!(lines(&path), ["{\"n\":1}", "{\"n\":3}", "{\"n\":4}", "{\"n\":5}"]);
+        assert_eq!(
+            lines(&path),
+            ["{\"n\":1}", "{\"n\":3}", "{\"n\":4}", "{\"n\":5}"]
+        );
         let mut from_offset = Vec::new();
         scan(&path, 24, |_, at, l| {
             from_offset.push((at, l.to_vec()));

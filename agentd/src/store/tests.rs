@@ -84,7 +84,10 @@ async fn the_writer_journals_events_and_entries_and_replays_them() {
 
     let loaded = store.files(&SessionId::from("a")).load().unwrap();
     assert_eq!(loaded.last_seq, 3000);
-    assert_eq!(loaded.entries, [entry("e1000"), entry("e2000"), entry("e3000")]);
+    assert_eq!(
+        loaded.entries,
+        [entry("e1000"), entry("e2000"), entry("e3000")]
+    );
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
     assert_eq!(loaded.reader.read(0, 3).unwrap().len(), 3);
     store.delete(&SessionId::from("a")).unwrap();
@@ -134,7 +137,11 @@ fn a_version_1_session_is_converted() {
     .unwrap();
     fs::write(
         session.join("events.jsonl"),
-        lines((1..=3).map(|s| serde_json::to_string(&event(s)).unwrap()).collect()),
+        lines(
+            (1..=3)
+                .map(|s| serde_json::to_string(&event(s)).unwrap())
+                .collect(),
+        ),
     )
     .unwrap();
     assert_eq!(store.load().unwrap().records[0].format_version, 1);
@@ -153,10 +160,18 @@ fn a_record_from_a_newer_daemon_is_skipped_with_a_reason() {
     let store = Store::unlocked(dir.path());
     let mut r = record("a");
     r.format_version = FORMAT_VERSION + 1;
-    store.create(&r.id).unwrap().write_record(&r.to_json()).unwrap();
+    store
+        .create(&r.id)
+        .unwrap()
+        .write_record(&r.to_json())
+        .unwrap();
     let loaded = store.load().unwrap();
     assert!(loaded.records.is_empty());
-    assert!(loaded.warnings[0].contains("newer agentd"), "{:?}", loaded.warnings);
+    assert!(
+        loaded.warnings[0].contains("newer agentd"),
+        "{:?}",
+        loaded.warnings
+    );
 }
 
 #[test]
@@ -204,5 +219,8 @@ fn the_format_is_pinned() {
         fs::write(&path, &got).unwrap();
     }
     let want = fs::read_to_string(&path).unwrap();
-    assert_eq!(got, want, "the on-disk format changed (see this test's doc)");
+    assert_eq!(
+        got, want,
+        "the on-disk format changed (see this test's doc)"
+    );
 }

@@ -65,9 +65,8 @@ impl Backlog {
             // Waiting blocks a thread: on a multi-threaded runtime, tell it to move its other
             // tasks elsewhere first. A current-thread runtime would deadlock (the writer
             // needs that thread), so there the backlog is not bounded.
-            let multi_thread = tokio::runtime::Handle::try_current().is_ok_and(|h| {
-                h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
-            });
+            let multi_thread = tokio::runtime::Handle::try_current()
+                .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
             if multi_thread {
                 waiting = tokio::task::block_in_place(|| {
                     self.room
@@ -319,14 +318,14 @@ fn apply(state: &mut Files, ops: Vec<Op>, written: &AtomicU64, reader: &EventRea
                 "{dropped} journal lines were dropped: the disk refused writes for too long"
             ));
         }
-        if let Some(json) = state.next_record.take() {
-            if state.record.as_ref() != Some(&json) {
-                if let Err(e) = state.files.write_record(&json) {
-                    state.next_record = Some(json);
-                    return Err(e.to_string());
-                }
-                state.record = Some(json);
+        if let Some(json) = state.next_record.take()
+            && state.record.as_ref() != Some(&json)
+        {
+            if let Err(e) = state.files.write_record(&json) {
+                state.next_record = Some(json);
+                return Err(e.to_string());
             }
+            state.record = Some(json);
         }
         Ok(())
     })();

@@ -26,7 +26,10 @@ fn journal(dir: &std::path::Path) -> (Vec<Value>, Vec<Value>) {
     let (entries, events): (Vec<Value>, Vec<Value>) = lines(&dir.join("log.jsonl"))
         .into_iter()
         .partition(|line| line.get("entry").is_some());
-    (events, entries.into_iter().map(|e| e["entry"].clone()).collect())
+    (
+        events,
+        entries.into_iter().map(|e| e["entry"].clone()).collect(),
+    )
 }
 
 fn seqs(events: &[Value]) -> Vec<u64> {
@@ -149,7 +152,11 @@ async fn kill_9_mid_turn_loses_nothing_and_the_session_recovers() {
     // Events reach clients before the disk: what is stored is what was seen, in order; the
     // rest is announced after the restart, and its seqs are never reused.
     assert!(!stored.is_empty() && stored.len() <= seen.len());
-    assert_eq!(stored[..], seen[..stored.len()], "stored events are what was seen");
+    assert_eq!(
+        stored[..],
+        seen[..stored.len()],
+        "stored events are what was seen"
+    );
     let results = history
         .iter()
         .find(|e| e["type"] == "tool_results")
