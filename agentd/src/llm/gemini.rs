@@ -16,7 +16,6 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
-use std::time::Duration;
 
 /// Prefix of call ids this daemon made up for calls Gemini sent without one; they are not
 /// sent back to Gemini.
@@ -75,9 +74,8 @@ fn parse_error(body: &str) -> ErrorBody {
         })
         .and_then(|d| d["retryDelay"].as_str())
         .and_then(|d| d.strip_suffix('s'))
-        .and_then(|d| d.parse::<f64>().ok())
-        .filter(|d| d.is_finite() && *d >= 0.0)
-        .map(Duration::from_secs_f64);
+        .and_then(|d| d.trim().parse::<f64>().ok())
+        .and_then(http::seconds);
     ErrorBody {
         kind: e["status"].as_str().map(str::to_owned),
         message: e["message"].as_str().map(str::to_owned),

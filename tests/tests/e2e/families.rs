@@ -12,7 +12,8 @@ each_family!(
     retried_then_answered,
     authentication_failure_closes,
     context_overflow_warns,
-    broken_stream_is_an_error
+    broken_stream_is_an_error,
+    an_absurd_retry_delay_is_ignored
 );
 
 async fn tool_round_trip(family: Family) {
@@ -197,6 +198,57 @@ async fn broken_stream_is_an_error(family: Family) {
             .unwrap(),
         "recovered"
     );
+}
+
+/// Issue 11: `retry-after: 1e30` panicked in `Duration::from_secs_f64` and crashed the loop.
+/// A delay no `Duration` holds (or past the policy's bound) is ignored for the usual backoff.
+async fn an_absurd_retry_delay_is_ignored(family: Family) {
+    let mut s = setup_family(family, json!({})).await;
+    let hostile = match family {
+        Family::Gemini => Reply::Status(
+            429,
+            vec![],
+            json!({"error": {"code": 429, "message": "slow down", "status": "RESOURCE_EXHAUSTED",
+                "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1e30s"}]}})
+            .to_string(),
+        ),
+        _ => family.error(429, "slow down", vec![("retry-after".into(), "1e30".into())]),
+    };
+    s.mock.push(hostile);
+    s.mock.push(family.error(
+        429,
+        "slow down",
+        vec![("retry-after-ms".into(), "-5".into())],
+    ));
+    s.mock.push_stream(family.text("made it"));
+    let events = s.run("hi").await;
+    assert!(
+        of_kind(&events, "error").is_empty(),
+        "{family:?}: {events:?}"
+    );
+    let warnings = data_of(&events, "warning", "message");
+    assert_eq!(warnings.len(), 2, "{family:?}: {warnings:?}");
+    for (warning, attempt) in warnings.iter().zip([2, 3]) {
+        let delay: f64 = warning
+            .rsplit_once("; retrying in ")
+            .and_then(|(_, rest)| rest.strip_suffix(&format!("s (attempt {attempt})")))
+            .and_then(|d| d.parse().ok())
+            .unwrap_or_else(|| panic!("{family:?}: {warning}"));
+        // The backoff's first two steps: 0.5 s and 1 s, each ±25%.
+        assert!(delay <= 1.25, "{family:?}: {warning}");
+    }
+    assert_eq!(data_of(&events, "assistant_text_end", "text"), ["made it"]);
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "completed"
+    );
+    s.mock.push_stream(family.text("still here"));
+    let events = s.run("again").await;
+    assert_eq!(
+        data_of(&events, "assistant_text_end", "text"),
+        ["still here"]
+    );
+    assert_eq!(s.mock.requests().len(), 4);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
