@@ -125,7 +125,9 @@ fn history(turns: &[&Turn]) -> Vec<Value> {
             Turn::Assistant {
                 text, tool_calls, ..
             } => {
-                let mut message = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { json!(text) }});
+                // Always a string: llama-cpp-python answers 500 to `"content": null` (issue 11),
+                // and every server tried accepts `""` beside tool calls.
+                let mut message = json!({"role": "assistant", "content": text});
                 if !tool_calls.is_empty() {
                     message["tool_calls"] = tool_calls
                         .iter()

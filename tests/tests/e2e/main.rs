@@ -26,6 +26,7 @@ mod daemon;
 mod examples;
 mod families;
 mod loop_basics;
+mod openai_compat;
 mod persistence;
 mod profiles;
 mod protocol;

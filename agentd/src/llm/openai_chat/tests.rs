@@ -286,7 +286,7 @@ fn history_maps_to_chat_messages() {
         history(&refs),
         vec![
             json!({"role": "user", "content": "go"}),
-            json!({"role": "assistant", "content": null, "tool_calls": [
+            json!({"role": "assistant", "content": "", "tool_calls": [
                 {"id": "c1", "type": "function", "function": {"name": "shell", "arguments": "{\"command\":\"ls\"}"}},
                 {"id": "c2", "type": "function", "function": {"name": "shell", "arguments": "{bad"}}]}),
             json!({"role": "tool", "tool_call_id": "c1", "content": "a"}),

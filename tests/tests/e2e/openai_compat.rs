@@ -1,0 +1,27 @@
+//! What a real OpenAI-compatible server (llama.cpp's Python server) found (issue 11): the
+//! request shapes it rejects, the streams it sends that are not a complete answer, and a
+//! response without usage.
+
+use crate::{data_of, of_kind, setup_family};
+use agentd_tests::family::Family;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_assistant_tool_turn_is_sent_with_empty_string_content() {
+    let mut s = setup_family(Family::Chat, json!({})).await;
+    s.mock
+        .push_stream(Family::Chat.tools("", &[("call_1", "shell", json!({"command": "echo hi"}))]));
+    s.mock.push_stream(Family::Chat.text("done"));
+    let events = s.run("say hi").await;
+    assert_eq!(data_of(&events, "assistant_text_end", "text"), ["", "done"]);
+    let requests = s.mock.requests();
+    assert_eq!(requests.len(), 2);
+    let assistant = &requests[1].body["messages"][2];
+    assert_eq!(
+        *assistant,
+        json!({"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "shell", "arguments": "{\"command\":\"echo hi\"}"}}]}),
+        "llama-cpp-python answers 500 to null content"
+    );
+    assert!(of_kind(&events, "error").is_empty(), "{events:?}");
+}
