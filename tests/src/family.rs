@@ -81,6 +81,32 @@ impl Family {
         }
     }
 
+    /// A stream that ends before any text and without saying why the model stopped: the
+    /// opening events and EOF, or for Chat Completions the role chunk and `[DONE]` (what
+    /// llama-cpp-python sent).
+    pub fn unfinished(self) -> Vec<Chunk> {
+        match self {
+            Self::Anthropic | Self::OpenAi => {
+                let mut chunks = self.text("never sent");
+                chunks.truncate(2);
+                chunks
+            }
+            Self::Chat => vec![
+                data(
+                    json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": "local-model",
+                    "choices": [{"index": 0, "delta": {"role": "assistant"}, "logprobs": null, "finish_reason": null}]}),
+                ),
+                Chunk::Data("data: [DONE]\n\n".into()),
+            ],
+            Self::Gemini => vec![Chunk::Data(format!(
+                "data: {}\r\n\r\n",
+                json!({"candidates": [{"content": {"parts": [{"text": ""}], "role": "model"}, "index": 0}],
+                    "usageMetadata": {"promptTokenCount": 150, "totalTokenCount": 150},
+                    "modelVersion": "gemini-mock", "responseId": "gem_mock"})
+            ))],
+        }
+    }
+
     /// An HTTP error shaped as this family sends it.
     pub fn error(self, status: u16, message: &str, headers: Vec<(String, String)>) -> Reply {
         let body = match self {

@@ -353,6 +353,9 @@ async fn decode_stream(
     if !stopped {
         return Err(http::truncated("message_stop"));
     }
+    if response.stop_reason.is_none() {
+        return Err(http::no_stop_reason("stop_reason"));
+    }
     for (_, block) in blocks {
         match block {
             Block::ToolUse { id, name, json } => {

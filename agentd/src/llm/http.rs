@@ -96,7 +96,7 @@ pub(super) async fn send(
             .bytes_stream()
             .map_err(|e| {
                 Error::new(
-                    ErrorKind::Stream,
+                    ErrorKind::Incomplete,
                     format!("the response stream broke: {}", error_chain(&e)),
                 )
             })
@@ -199,18 +199,23 @@ pub(super) fn seconds(value: f64) -> Option<Duration> {
 
 /// The body as SSE events. LF, CRLF and CR line ends, comments and multi-line data are
 /// handled by `eventsource-stream`; a final event not followed by a blank line (recorded
-/// streams end so) is still delivered.
-pub(super) fn sse<S, E>(body: S) -> impl Stream<Item = Result<eventsource_stream::Event, Error>>
+/// streams end so) is still delivered. A broken body keeps its own error (and kind).
+pub(super) fn sse<S>(body: S) -> impl Stream<Item = Result<eventsource_stream::Event, Error>>
 where
-    S: Stream<Item = Result<bytes::Bytes, E>>,
-    E: std::fmt::Display,
+    S: Stream<Item = Result<bytes::Bytes, Error>>,
 {
-    use eventsource_stream::Eventsource;
+    use eventsource_stream::{EventStreamError, Eventsource};
     body.chain(futures::stream::iter([Ok(bytes::Bytes::from_static(
         b"\n\n",
     ))]))
     .eventsource()
-    .map_err(|e| Error::new(ErrorKind::Stream, format!("the response stream broke: {e}")))
+    .map_err(|e| match e {
+        EventStreamError::Transport(e) => e,
+        other => Error::new(
+            ErrorKind::Stream,
+            format!("the response stream is malformed: {other}"),
+        ),
+    })
 }
 
 /// Parses one event's data as JSON.
@@ -229,8 +234,17 @@ pub(super) fn json(event: &eventsource_stream::Event) -> Result<serde_json::Valu
 /// The error for a stream that ended before its family's terminal event.
 pub(super) fn truncated(terminal: &str) -> Error {
     Error::new(
-        ErrorKind::Stream,
+        ErrorKind::Incomplete,
         format!("the response stream ended before {terminal} (truncated response)"),
+    )
+}
+
+/// The error for a stream that ended without saying why the model stopped: whatever it
+/// carried is not known to be the whole answer.
+pub(super) fn no_stop_reason(field: &str) -> Error {
+    Error::new(
+        ErrorKind::Incomplete,
+        format!("the response stream ended without a {field} (incomplete response)"),
     )
 }
 

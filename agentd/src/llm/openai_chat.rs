@@ -241,7 +241,8 @@ fn usage(u: &Value) -> Option<Usage> {
 
 /// Decodes a Chat Completions SSE stream. The stream ends at `data: [DONE]`; a server that
 /// omits it (some forks do) is accepted once a `finish_reason` has arrived. Any other EOF is a
-/// truncated response.
+/// truncated response, and a `[DONE]` without any `finish_reason` (llama-cpp-python sent one
+/// after only `{"role":"assistant"}`) an incomplete one: neither is ever a completed answer.
 async fn decode_stream(
     body: ByteStream,
     on_delta: &mut (dyn FnMut(Delta) + Send),
@@ -305,8 +306,12 @@ async fn decode_stream(
             });
         }
     }
-    if !done && response.stop_reason.is_none() {
-        return Err(http::truncated("[DONE]"));
+    if response.stop_reason.is_none() {
+        return Err(if done {
+            http::no_stop_reason("finish_reason")
+        } else {
+            http::truncated("[DONE]")
+        });
     }
     response.tool_calls = calls.finish();
     if !reasoning.is_empty() {

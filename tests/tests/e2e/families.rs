@@ -4,7 +4,7 @@
 
 use crate::{data_of, of_kind, setup_family};
 use agentd_tests::family::Family;
-use agentd_tests::mock::{Chunk, MockAnthropic, Reply};
+use agentd_tests::mock::{Chunk, Gate, MockAnthropic, Reply};
 use serde_json::json;
 
 each_family!(
@@ -13,6 +13,7 @@ each_family!(
     authentication_failure_closes,
     context_overflow_warns,
     broken_stream_is_an_error,
+    an_unfinished_stream_is_retried_before_any_text,
     an_absurd_retry_delay_is_ignored
 );
 
@@ -169,16 +170,36 @@ async fn context_overflow_warns(family: Family) {
     assert_eq!(data_of(&events, "assistant_text_end", "text"), ["fits now"]);
 }
 
+/// Keeps `chunks` up to and including the first that carries text starting with `"this`.
+fn through_first_text(mut chunks: Vec<Chunk>) -> Vec<Chunk> {
+    let n = chunks
+        .iter()
+        .position(|c| matches!(c, Chunk::Data(d) if d.contains("\"this")))
+        .expect("a text chunk");
+    chunks.truncate(n + 1);
+    chunks
+}
+
+/// Once text has reached clients, a broken or truncated stream is an error, never replayed.
 async fn broken_stream_is_an_error(family: Family) {
     let mut s = setup_family(family, json!({})).await;
-    let mut cut = family.text("this reply will be cut off before its end");
-    cut.truncate(2);
-    cut.push(Chunk::Cut);
+    // The cut waits until the text has reached the client: a connection dropped right after
+    // a write may lose that write, and then nothing was shown and a retry is right.
+    let gate = Gate::new();
+    let mut cut = through_first_text(family.text("this reply will be cut off before its end"));
+    cut.extend([Chunk::Wait(gate.clone()), Chunk::Cut]);
     s.mock.push_stream(cut);
-    let mut early = family.text("this one just stops");
-    early.truncate(2);
-    s.mock.push_stream(early);
-    let events = s.run("one").await;
+    s.mock
+        .push_stream(through_first_text(family.text("this one just stops")));
+    s.start("one").await;
+    s.until("assistant_text_delta").await;
+    gate.open();
+    let events = s.until("processing_end").await;
+    let message = data_of(&events, "error", "message");
+    assert!(
+        message[0].starts_with("the response stream broke"),
+        "{family:?}: {message:?}"
+    );
     assert_eq!(of_kind(&events, "error")[0]["data"]["fatal"], false);
     assert_eq!(
         of_kind(&events, "processing_end")[0]["data"]["reason"],
@@ -198,6 +219,36 @@ async fn broken_stream_is_an_error(family: Family) {
             .unwrap(),
         "recovered"
     );
+    assert_eq!(
+        s.mock.requests().len(),
+        3,
+        "{family:?}: nothing was replayed"
+    );
+}
+
+/// Issue 11: a stream that ends without a stop reason is not an answer. Before any delta has
+/// reached a client, it is retried like a failed request.
+async fn an_unfinished_stream_is_retried_before_any_text(family: Family) {
+    let mut s = setup_family(family, json!({})).await;
+    s.mock.push_stream(family.unfinished());
+    s.mock.push_stream(family.text("the whole answer"));
+    let events = s.run("hi").await;
+    let warnings = data_of(&events, "warning", "message");
+    assert_eq!(warnings.len(), 1, "{family:?}: {warnings:?}");
+    assert!(
+        warnings[0].contains("(truncated response); retrying in")
+            || warnings[0].contains("(incomplete response); retrying in"),
+        "{family:?}: {warnings:?}"
+    );
+    assert_eq!(
+        data_of(&events, "assistant_text_end", "text"),
+        ["the whole answer"]
+    );
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "completed"
+    );
+    assert_eq!(s.mock.requests().len(), 2);
 }
 
 /// Issue 11: `retry-after: 1e30` panicked in `Duration::from_secs_f64` and crashed the loop.

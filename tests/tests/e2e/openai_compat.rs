@@ -25,3 +25,41 @@ async fn an_assistant_tool_turn_is_sent_with_empty_string_content() {
     );
     assert!(of_kind(&events, "error").is_empty(), "{events:?}");
 }
+
+/// A server that keeps ending its streams after the role chunk: retried, then a clear error,
+/// and no empty answer in the history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_that_never_finishes_is_an_error_not_an_empty_answer() {
+    let mut s = setup_family(Family::Chat, json!({})).await;
+    for _ in 0..5 {
+        s.mock.push_stream(Family::Chat.unfinished());
+    }
+    let events = s.run("hi").await;
+    assert_eq!(data_of(&events, "warning", "message").len(), 4);
+    assert_eq!(
+        data_of(&events, "error", "message"),
+        ["the response stream ended without a finish_reason (incomplete response)"]
+    );
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "error"
+    );
+    assert!(
+        of_kind(&events, "assistant_text_end").is_empty(),
+        "{events:?}"
+    );
+    let history = s.call("session/history", json!({})).await;
+    let types: Vec<&str> = history["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["user"]);
+    s.mock.push_stream(Family::Chat.text("now complete"));
+    let events = s.run("again").await;
+    assert_eq!(
+        data_of(&events, "assistant_text_end", "text"),
+        ["now complete"]
+    );
+}

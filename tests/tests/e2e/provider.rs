@@ -2,7 +2,7 @@
 //! authentication and context errors, broken streams, and a missing key.
 
 use crate::{data_of, of_kind, setup};
-use agentd_tests::mock::{Chunk, Reply};
+use agentd_tests::mock::{Chunk, Gate, Reply};
 use agentd_tests::{TestDaemon, sse};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -177,14 +177,19 @@ async fn context_overflow_is_a_warning_and_the_session_continues() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_cut_mid_response_is_an_error_and_the_session_stays_usable() {
     let mut s = setup().await;
+    // The cut waits until the text has reached the client, so that it is a cut mid-response.
+    let gate = Gate::new();
     let mut cut = sse::text("this will be cut off");
     cut.truncate(4);
-    cut.push(Chunk::Cut);
+    cut.extend([Chunk::Wait(gate.clone()), Chunk::Cut]);
     s.mock.push_stream(cut);
     let mut early_eof = sse::text("ends early");
     early_eof.pop(); // no message_stop: the server just closes
     s.mock.push_stream(early_eof);
-    let events = s.run("one").await;
+    s.start("one").await;
+    s.until("assistant_text_delta").await;
+    gate.open();
+    let events = s.until("processing_end").await;
     let error = of_kind(&events, "error")[0];
     assert_eq!(error["data"]["fatal"], false);
     assert!(

@@ -229,11 +229,25 @@ fn eof_before_message_stop_is_an_error() {
     let text = String::from_utf8(bytes.clone()).unwrap();
     bytes.truncate(text.find("event: message_stop").unwrap());
     let err = decode(bytes).0.unwrap_err();
-    assert_eq!(err.kind, ErrorKind::Stream);
+    assert_eq!(err.kind, ErrorKind::Incomplete);
     assert!(
         err.message.contains("before message_stop"),
         "{}",
         err.message
+    );
+}
+
+#[test]
+fn message_stop_without_a_stop_reason_is_incomplete() {
+    let sse = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{}}}\n\n\
+               event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    let err = decode(sse.as_bytes().to_vec()).0.unwrap_err();
+    assert_eq!(
+        (err.kind, err.message.as_str()),
+        (
+            ErrorKind::Incomplete,
+            "the response stream ended without a stop_reason (incomplete response)"
+        )
     );
 }
 

@@ -207,6 +207,38 @@ fn a_reused_index_with_a_new_id_is_a_new_call_and_missing_arguments_mean_empty()
     assert_eq!(got.stop_reason, Some(StopReason::EndTurn));
 }
 
+/// Issue 11: llama-cpp-python ended a stream with `[DONE]` after only the role chunk; it was
+/// recorded as an empty, completed answer.
+#[test]
+fn done_without_any_finish_reason_is_incomplete() {
+    let role_only = [
+        json!({"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": null}]}),
+    ];
+    let with_text = [
+        json!({"choices": [{"delta": {"role": "assistant", "content": null}, "finish_reason": null}]}),
+        json!({"choices": [{"delta": {"content": "partial"}, "finish_reason": null}]}),
+    ];
+    for chunks in [&role_only[..], &with_text[..]] {
+        let err = fixtures::decode(
+            sse(chunks, true),
+            &OpenAiChat::new(fixtures::http(), "http://unused", None),
+        )
+        .0
+        .unwrap_err();
+        assert_eq!(
+            (err.kind, err.message.as_str()),
+            (
+                ErrorKind::Incomplete,
+                "the response stream ended without a finish_reason (incomplete response)"
+            )
+        );
+        assert!(
+            err.is_retryable(),
+            "retried while no delta reached a client"
+        );
+    }
+}
+
 #[test]
 fn eof_without_done_or_finish_is_truncation_and_error_chunks_are_errors() {
     let partial = [json!({"choices": [{"delta": {"content": "half"}}]})];
