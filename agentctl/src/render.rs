@@ -192,7 +192,10 @@ impl Renderer {
                     ProcessingEndReason::Error => {
                         eprintln!("{}", style.paint("31", "■ stopped by an error"))
                     }
-                    ProcessingEndReason::Completed | ProcessingEndReason::TurnLimit => {}
+                    // The `warning` before it already says what was cut off and why.
+                    ProcessingEndReason::Completed
+                    | ProcessingEndReason::TurnLimit
+                    | ProcessingEndReason::MaxTokens => {}
                 }
             }
             EventBody::SessionEnd { reason, .. } => {

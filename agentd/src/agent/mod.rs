@@ -65,6 +65,8 @@ pub enum Outcome {
     Completed,
     /// A turn or round limit stopped it.
     TurnLimit,
+    /// The model's answer was cut off at the output-token limit.
+    MaxTokens,
     /// The work was aborted.
     Aborted,
     /// An error stopped it; the session can take more input.
@@ -207,7 +209,14 @@ impl Agent<'_> {
                     .collect::<Vec<_>>()
                     .join("\n")
             });
-            let calls = response.tool_calls;
+            // A response cut off at the output-token limit is not an answer: its last tool call
+            // may be half written, so none of its calls run, and the input ends visibly.
+            let truncated = response.stop_reason == Some(llm::StopReason::MaxTokens);
+            let calls = if truncated {
+                Vec::new()
+            } else {
+                response.tool_calls
+            };
             host.append(Turn::Assistant {
                 text: response.text.clone(),
                 reasoning: response.reasoning,
@@ -222,6 +231,22 @@ impl Agent<'_> {
                 reasoning,
                 tool_calls: calls.len(),
             });
+            if truncated {
+                host.append(Turn::System {
+                    text: format!(
+                        "[The previous response was cut off at the output token limit ({} tokens).]",
+                        config.max_output_tokens
+                    ),
+                });
+                host.emit(EventBody::Warning {
+                    message: format!(
+                        "the response was cut off at the output token limit (max_output_tokens = {}); \
+                         raise it with session/set_config or ask for a shorter answer",
+                        config.max_output_tokens
+                    ),
+                });
+                return Outcome::MaxTokens;
+            }
             if calls.is_empty() {
                 return Outcome::Completed;
             }

@@ -115,6 +115,7 @@ impl Actor {
             let reason = match outcome {
                 Outcome::Completed => ProcessingEndReason::Completed,
                 Outcome::TurnLimit => ProcessingEndReason::TurnLimit,
+                Outcome::MaxTokens => ProcessingEndReason::MaxTokens,
                 // The store failing stopped it, not a client.
                 Outcome::Aborted if session.storage_failing() => ProcessingEndReason::Error,
                 Outcome::Aborted => ProcessingEndReason::Aborted,

@@ -14,7 +14,8 @@ each_family!(
     context_overflow_warns,
     broken_stream_is_an_error,
     an_unfinished_stream_is_retried_before_any_text,
-    an_absurd_retry_delay_is_ignored
+    an_absurd_retry_delay_is_ignored,
+    a_response_cut_off_at_the_token_limit_ends_with_max_tokens
 );
 
 async fn tool_round_trip(family: Family) {
@@ -300,6 +301,75 @@ async fn an_absurd_retry_delay_is_ignored(family: Family) {
         ["still here"]
     );
     assert_eq!(s.mock.requests().len(), 4);
+}
+
+/// Issue 11: a response cut off at the output-token limit ended as `completed`. It ends as
+/// `max_tokens` after a warning naming the limit; its half-written tool call never runs, and
+/// the next request carries a valid history.
+async fn a_response_cut_off_at_the_token_limit_ends_with_max_tokens(family: Family) {
+    let mut s = setup_family(family, json!({"config": {"max_output_tokens": 64}})).await;
+    s.mock.push_stream(family.cut_off(
+        "Here is the first part",
+        &[("call_1", "shell", json!({"command": "echo never"}))],
+    ));
+    let events = s.run("write a lot").await;
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "max_tokens",
+        "{family:?}"
+    );
+    assert_eq!(
+        data_of(&events, "warning", "message"),
+        [
+            "the response was cut off at the output token limit (max_output_tokens = 64); \
+          raise it with session/set_config or ask for a shorter answer"
+        ]
+    );
+    assert!(of_kind(&events, "tool_call_start").is_empty(), "{events:?}");
+    assert_eq!(
+        data_of(&events, "assistant_text_end", "text"),
+        ["Here is the first part"]
+    );
+
+    s.mock.push_stream(family.text("short answer"));
+    let events = s.run("shorter please").await;
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "completed"
+    );
+    let requests = s.mock.requests();
+    assert_eq!(requests.len(), 2);
+    let sent = requests[1].body.to_string();
+    assert!(
+        sent.contains("Here is the first part")
+            && sent.contains("cut off at the output token limit (64 tokens)"),
+        "{family:?}: {sent}"
+    );
+    assert!(!sent.contains("echo never"), "{family:?}: {sent}");
+}
+
+/// `agentctl submit --follow` exits 3 when the answer was cut off, so scripts can tell a
+/// partial answer from a whole one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agentctl_exits_3_when_the_answer_is_cut_off() {
+    let s = setup_family(Family::Chat, json!({})).await;
+    s.mock
+        .push_stream(Family::Chat.cut_off("the beginning of a long", &[]));
+    let out = s
+        .daemon
+        .agentctl(&["submit", "--follow", &s.session, "write a lot"], None)
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "the beginning of a long\n"
+    );
+    assert!(
+        stderr.contains("cut off at the output token limit (max_output_tokens = "),
+        "{stderr}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
