@@ -91,6 +91,10 @@ impl Agent<'_> {
         self.drain_steering();
         let mut rounds = 0u32;
         let mut context_warned = false;
+        // A failed or discarded automatic compaction is not tried again within this input: each
+        // attempt is a whole LLM call, and the next round would most likely end the same way.
+        // "Too short" costs nothing and may change as rounds add entries, so that one is.
+        let mut auto_compact = true;
         loop {
             let config = host.config();
             if config.max_tool_rounds_per_input > 0 && rounds >= config.max_tool_rounds_per_input {
@@ -117,17 +121,23 @@ impl Agent<'_> {
             }
             let mut entries = host.context();
             let threshold = u64::from(config.auto_compact_percent);
-            if threshold > 0
+            if auto_compact
+                && threshold > 0
                 && compaction::estimate_tokens(&entries) * 100
                     > config.context_window_tokens * threshold
             {
                 match self.compact(true, cancel).await {
                     Ok(_) => entries = host.context(),
                     Err(CompactError::Aborted) => return Outcome::Aborted,
-                    Err(CompactError::NothingToCompact(_)) => {}
-                    Err(e) => host.emit(EventBody::Warning {
-                        message: format!("automatic compaction failed: {e}"),
-                    }),
+                    Err(CompactError::NothingToCompact(why)) => {
+                        auto_compact = why != compaction::NOT_SMALLER;
+                    }
+                    Err(e) => {
+                        auto_compact = false;
+                        host.emit(EventBody::Warning {
+                            message: format!("automatic compaction failed: {e}"),
+                        });
+                    }
                 }
             }
             if !context_warned {

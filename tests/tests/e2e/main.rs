@@ -21,6 +21,7 @@ macro_rules! each_family {
 }
 
 mod cli;
+mod compaction;
 mod control;
 mod daemon;
 mod examples;
