@@ -176,12 +176,8 @@ impl Agent<'_> {
             r = llm::complete(provider.as_ref(), &request, self.retry, &mut on_retry, &mut on_delta) => r,
             _ = cancel.cancelled() => return Err(CompactError::Aborted),
         };
-        let mut response = result.map_err(|e| CompactError::Provider(e.to_string()))?;
-        let total = host.add_usage(&mut response.usage);
-        host.emit(EventBody::Usage {
-            call: response.usage,
-            total,
-        });
+        let response = result.map_err(|e| CompactError::Provider(e.to_string()))?;
+        self.record_usage(response.usage);
         let text = response.text.trim();
         if text.is_empty() {
             return Err(CompactError::Provider(

@@ -205,12 +205,7 @@ impl Agent<'_> {
                 Some(Ok(r)) => r,
             };
 
-            let mut response = response;
-            let total = host.add_usage(&mut response.usage);
-            host.emit(EventBody::Usage {
-                call: response.usage,
-                total,
-            });
+            let usage = self.record_usage(response.usage);
             let reasoning = (!response.reasoning.is_empty()).then(|| {
                 response
                     .reasoning
@@ -231,7 +226,7 @@ impl Agent<'_> {
                 text: response.text.clone(),
                 reasoning: response.reasoning,
                 tool_calls: calls.clone(),
-                usage: response.usage,
+                usage,
                 response_id: response.response_id,
                 model: response.model.unwrap_or_else(|| config.model.clone()),
                 api,
@@ -287,6 +282,23 @@ impl Agent<'_> {
                 host.emit(EventBody::LoopDetection { message });
             }
         }
+    }
+
+    /// Adds one call's usage to the session's total and emits both; returns the call's usage.
+    /// A call the server reported no usage for counts as unknown (`unreported_calls: 1`), never
+    /// as zero tokens.
+    fn record_usage(&self, reported: Option<Usage>) -> Usage {
+        let mut call = reported.unwrap_or(Usage {
+            unreported_calls: 1,
+            ..Usage::default()
+        });
+        let total = self.host.add_usage(&mut call);
+        if reported.is_none() {
+            // Unknown tokens have no known price; the host priced them as zero.
+            call.cost_usd = None;
+        }
+        self.host.emit(EventBody::Usage { call, total });
+        call
     }
 
     fn drain_steering(&self) {

@@ -260,7 +260,7 @@ async fn decode_stream(
                 response.response_id = message["id"].as_str().map(str::to_owned);
                 response.model = message["model"].as_str().map(str::to_owned);
                 if let Ok(u) = WireUsage::deserialize(&message["usage"]) {
-                    u.merge_into(&mut response.usage);
+                    u.merge_into(response.usage.get_or_insert_with(Usage::default));
                 }
             }
             "content_block_start" => {
@@ -323,7 +323,7 @@ async fn decode_stream(
                     response.stop_reason = Some(stop_reason(reason));
                 }
                 if let Ok(u) = WireUsage::deserialize(&data["usage"]) {
-                    u.merge_into(&mut response.usage);
+                    u.merge_into(response.usage.get_or_insert_with(Usage::default));
                 }
             }
             "message_stop" => {

@@ -256,6 +256,7 @@ fn usage(u: &Value) -> Option<Usage> {
         cache_write_tokens: 0,
         reasoning_tokens: thoughts,
         cost_usd: None,
+        unreported_calls: 0,
     })
 }
 
@@ -287,7 +288,7 @@ async fn decode_stream(
             .map(str::to_owned)
             .or(response.model);
         if let Some(u) = usage(&chunk["usageMetadata"]) {
-            response.usage = u;
+            response.usage = Some(u);
         }
         let Some(candidate) = chunk["candidates"].as_array().and_then(|c| c.first()) else {
             if let Some(reason) = chunk["promptFeedback"]["blockReason"].as_str() {

@@ -146,8 +146,8 @@ pub struct Response {
     pub reasoning: Vec<ReasoningBlock>,
     /// Tool calls, in order. The loop decides from these, never from `stop_reason` alone.
     pub tool_calls: Vec<ToolCall>,
-    /// Token counts (final cumulative values).
-    pub usage: Usage,
+    /// Token counts (final cumulative values); `None` when the server reported none.
+    pub usage: Option<Usage>,
     /// Why it stopped.
     pub stop_reason: Option<StopReason>,
     /// The provider's response id.

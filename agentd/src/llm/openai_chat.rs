@@ -236,6 +236,7 @@ fn usage(u: &Value) -> Option<Usage> {
             .as_u64()
             .unwrap_or(0),
         cost_usd: None,
+        unreported_calls: 0,
     })
 }
 
@@ -276,7 +277,7 @@ async fn decode_stream(
             response.model = chunk["model"].as_str().map(str::to_owned);
         }
         if let Some(u) = usage(&chunk["usage"]).or_else(|| usage(&chunk["x_groq"]["usage"])) {
-            response.usage = u;
+            response.usage = Some(u);
         }
         let Some(choice) = chunk["choices"].as_array().and_then(|c| c.first()) else {
             continue;

@@ -4,6 +4,7 @@
 
 use crate::{data_of, of_kind, setup_family};
 use agentd_tests::family::Family;
+use agentd_tests::mock::Chunk;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -61,5 +62,53 @@ async fn a_stream_that_never_finishes_is_an_error_not_an_empty_answer() {
     assert_eq!(
         data_of(&events, "assistant_text_end", "text"),
         ["now complete"]
+    );
+}
+
+/// A Chat Completions reply without the usage chunk, as llama-cpp-python sends it.
+fn without_usage(text: &str) -> Vec<Chunk> {
+    let mut chunks = Family::Chat.text(text);
+    let before = chunks.len();
+    chunks.retain(|c| !matches!(c, Chunk::Data(d) if d.contains("prompt_tokens")));
+    assert_eq!(chunks.len(), before - 1, "the mock's usage chunk is gone");
+    chunks
+}
+
+/// Issue 11: a server that reports no usage was shown as 0 tokens. Unknown is not zero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_a_server_does_not_report_is_unknown_not_zero() {
+    let mut s = setup_family(Family::Chat, json!({})).await;
+    s.mock.push_stream(without_usage("no usage here"));
+    let events = s.run("hi").await;
+    let usage = &of_kind(&events, "usage")[0]["data"];
+    assert_eq!(
+        usage["call"],
+        json!({"input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0,
+               "reasoning_tokens": 0, "unreported_calls": 1}),
+        "{usage}"
+    );
+    assert_eq!(usage["total"]["unreported_calls"], 1, "{usage}");
+
+    s.mock.push_stream(Family::Chat.text("with usage"));
+    let events = s.run("again").await;
+    let usage = &of_kind(&events, "usage")[0]["data"];
+    assert!(usage["call"].get("unreported_calls").is_none(), "{usage}");
+    assert_eq!(usage["call"]["input_tokens"], 100);
+    assert_eq!(usage["total"]["unreported_calls"], 1, "{usage}");
+    assert_eq!(usage["total"]["input_tokens"], 100);
+    let snapshot = s.call("session/get", json!({})).await;
+    assert_eq!(snapshot["usage"]["unreported_calls"], 1, "{snapshot}");
+
+    s.mock.push_stream(without_usage("still none"));
+    let out = s
+        .daemon
+        .agentctl(&["submit", "--follow", &s.session, "third"], None)
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("tokens: unknown (the server reported no usage)"),
+        "{stderr}"
     );
 }

@@ -28,15 +28,14 @@ fn check(name: &str, expect: Response) {
     );
 }
 
-fn usage(input: u64, output: u64, read: u64, write: u64) -> Usage {
-    Usage {
+fn usage(input: u64, output: u64, read: u64, write: u64) -> Option<Usage> {
+    Some(Usage {
         input_tokens: input,
         output_tokens: output,
         cache_read_tokens: read,
         cache_write_tokens: write,
-        reasoning_tokens: 0,
-        cost_usd: None,
-    }
+        ..Usage::default()
+    })
 }
 
 fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
@@ -51,7 +50,7 @@ fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
 fn response(
     text: &str,
     calls: Vec<ToolCall>,
-    usage: Usage,
+    usage: Option<Usage>,
     stop: StopReason,
     id: &str,
     model: &str,
