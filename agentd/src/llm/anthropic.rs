@@ -339,12 +339,12 @@ async fn decode_stream(
                     _ => ErrorKind::Stream,
                 };
                 let message = data["error"]["message"].as_str().unwrap_or("unknown error");
-                let mut e = Error::new(kind, format!("Anthropic stream error: {message}"));
-                // Deltas may already have reached clients; never retry this silently.
-                if e.is_retryable() {
-                    e.kind = ErrorKind::Stream;
-                }
-                return Err(e);
+                // The kind stays: `llm::complete` retries an overloaded stream only while none
+                // of it has reached a client.
+                return Err(Error::new(
+                    kind,
+                    format!("Anthropic stream error: {message}"),
+                ));
             }
             // ping and event types added later by the API.
             _ => {}

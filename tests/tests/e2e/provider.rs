@@ -131,6 +131,39 @@ async fn rate_limits_and_overload_are_retried() {
     assert_eq!(s.mock.requests().len(), 4);
 }
 
+/// Anthropic may answer 200 and then `error: overloaded_error`. Before any text that is
+/// retried like a 529; once text has reached clients it is an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overloaded_stream_is_retried_only_before_text() {
+    let mut s = setup().await;
+    let overloaded = Chunk::Data(
+        "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"
+            .into(),
+    );
+    s.mock
+        .push_stream(vec![sse::message_start(), overloaded.clone()]);
+    s.mock.push_stream(sse::text("made it"));
+    let events = s.run("one").await;
+    let warnings = data_of(&events, "warning", "message");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with("Anthropic stream error: Overloaded; retrying in"),
+        "{warnings:?}"
+    );
+    assert_eq!(data_of(&events, "assistant_text_end", "text"), ["made it"]);
+
+    let mut late = sse::text("half of it");
+    late.truncate(4);
+    late.push(overloaded);
+    s.mock.push_stream(late);
+    let events = s.run("two").await;
+    assert_eq!(
+        data_of(&events, "error", "message"),
+        ["Anthropic stream error: Overloaded"]
+    );
+    assert_eq!(s.mock.requests().len(), 3, "the late one was not replayed");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn authentication_failure_closes_the_session() {
     let mut s = setup().await;

@@ -250,12 +250,13 @@ fn message_stop_without_a_stop_reason_is_incomplete() {
     );
 }
 
+/// The error keeps its kind; `llm::complete` retries it only before any delta.
 #[test]
-fn mid_stream_error_event_is_reported_not_retried() {
+fn mid_stream_error_event_keeps_its_kind() {
     let sse = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{}}}\n\n\
                event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
     let err = decode(sse.as_bytes().to_vec()).0.unwrap_err();
-    assert_eq!(err.kind, ErrorKind::Stream);
+    assert_eq!(err.kind, ErrorKind::Overloaded);
     assert_eq!(err.message, "Anthropic stream error: Overloaded");
 }
 
