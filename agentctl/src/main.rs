@@ -4,7 +4,8 @@
 //! `AGENTD_NO_AUTOSTART=1` to never do so).
 //!
 //! Exit codes: 0 success; 1 the daemon answered with an error (or the work ended in one);
-//! 2 bad usage; 69 the daemon cannot be reached; 77 the daemon refused this user;
+//! 2 bad usage; 3 the answer was cut off at the output-token limit (`processing_end
+//! {reason: "max_tokens"}`); 69 the daemon cannot be reached; 77 the daemon refused this user;
 //! 130 interrupted (Ctrl-C aborted the work).
 
 mod client;
@@ -210,6 +211,9 @@ struct Failure(u8, String);
 
 const EX_UNAVAILABLE: u8 = 69;
 const EX_NOPERM: u8 = 77;
+/// The answer was cut off at the output-token limit: distinct from 1 so that scripts can ask
+/// again with a higher `max_output_tokens` or for a shorter answer.
+const EX_MAX_TOKENS: u8 = 3;
 
 impl From<ClientError> for Failure {
     fn from(e: ClientError) -> Self {
@@ -921,6 +925,7 @@ async fn follow_work(
                     ProcessingEndReason::Completed | ProcessingEndReason::TurnLimit => 0,
                     ProcessingEndReason::Aborted => 130,
                     ProcessingEndReason::Error => 1,
+                    ProcessingEndReason::MaxTokens => EX_MAX_TOKENS,
                 });
             }
             EventBody::SessionEnd { .. } => return Ok(if interrupted { 130 } else { 1 }),

@@ -1,9 +1,9 @@
 //! Human rendering of a session's events: the assistant's text to stdout as it streams, tool
-//! calls and their status to stderr, so `agentctl submit --follow > answer.md` keeps only the
-//! answer. On a terminal, status lines are coloured (unless `NO_COLOR` is set) and a spinner
+//! calls and their status (and, when the work ends, the tokens it used) to stderr, so
+//! `agentctl submit --follow > answer.md` keeps only the answer. On a terminal, status lines are coloured (unless `NO_COLOR` is set) and a spinner
 //! shows while the model works; neither appears when stderr is not a terminal.
 
-use agentd_proto::{Event, EventBody, LimitKind, ProcessingEndReason, SessionState};
+use agentd_proto::{Event, EventBody, LimitKind, ProcessingEndReason, SessionState, Usage};
 use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
@@ -46,6 +46,8 @@ pub(crate) struct Renderer {
     /// Whether a spinner frame is on the screen.
     drawn: bool,
     frame: usize,
+    /// The LLM calls' usage since the last `processing_end`, shown when the work ends.
+    usage: Option<Usage>,
 }
 
 impl Default for Renderer {
@@ -56,8 +58,35 @@ impl Default for Renderer {
             waiting: None,
             drawn: false,
             frame: 0,
+            usage: None,
         }
     }
+}
+
+/// One line on what the work used. A server that reports no usage leaves it unknown, which
+/// is not the same as zero.
+fn describe_usage(u: &Usage) -> String {
+    let input = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens;
+    if u.unreported_calls > 0 && input == 0 && u.output_tokens == 0 {
+        return "tokens: unknown (the server reported no usage)".into();
+    }
+    let mut line = format!("tokens: {input} in, {} out", u.output_tokens);
+    if u.unreported_calls == 0
+        && let Some(cost) = u.cost_usd
+    {
+        line.push_str(&format!(", ${cost:.4}"));
+    }
+    if u.unreported_calls > 0 {
+        let calls = if u.unreported_calls == 1 {
+            "1 call".to_owned()
+        } else {
+            format!("{} calls", u.unreported_calls)
+        };
+        line.push_str(&format!(
+            " and unknown for {calls} (the server reported no usage)"
+        ));
+    }
+    line
 }
 
 fn summarize_args(tool: &str, args: &serde_json::Value) -> String {
@@ -185,14 +214,23 @@ impl Renderer {
                 self.close_line();
                 eprintln!("{}", style.paint("31", &format!("✗ error: {message}")));
             }
+            EventBody::Usage { call, .. } => {
+                self.usage.get_or_insert_with(Usage::default).add(call);
+            }
             EventBody::ProcessingEnd { reason } => {
                 self.close_line();
+                if let Some(usage) = self.usage.take() {
+                    eprintln!("{}", style.paint("2", &describe_usage(&usage)));
+                }
                 match reason {
                     ProcessingEndReason::Aborted => eprintln!("{}", style.paint("33", "■ aborted")),
                     ProcessingEndReason::Error => {
                         eprintln!("{}", style.paint("31", "■ stopped by an error"))
                     }
-                    ProcessingEndReason::Completed | ProcessingEndReason::TurnLimit => {}
+                    // The `warning` before it already says what was cut off and why.
+                    ProcessingEndReason::Completed
+                    | ProcessingEndReason::TurnLimit
+                    | ProcessingEndReason::MaxTokens => {}
                 }
             }
             EventBody::SessionEnd { reason, .. } => {
@@ -204,5 +242,36 @@ impl Renderer {
             } => self.close_line(),
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_usage_is_not_shown_as_zero() {
+        let known = Usage {
+            input_tokens: 100,
+            output_tokens: 20,
+            cache_read_tokens: 50,
+            cost_usd: Some(0.00019),
+            ..Usage::default()
+        };
+        let unknown = Usage {
+            unreported_calls: 1,
+            ..Usage::default()
+        };
+        let mut both = known;
+        both.add(&unknown);
+        both.add(&unknown);
+        assert_eq!(
+            [&known, &unknown, &both].map(describe_usage),
+            [
+                "tokens: 150 in, 20 out, $0.0002",
+                "tokens: unknown (the server reported no usage)",
+                "tokens: 150 in, 20 out and unknown for 2 calls (the server reported no usage)",
+            ]
+        );
     }
 }

@@ -34,6 +34,9 @@ pub enum ProcessingEndReason {
     TurnLimit,
     /// An error stopped the work; an `error` event came before.
     Error,
+    /// The model's answer was cut off at the output-token limit (`max_output_tokens`); a
+    /// `warning` event naming the limit came before. The partial answer is in the history.
+    MaxTokens,
 }
 
 /// Which limit a `turn_limit` event reports.

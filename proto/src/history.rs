@@ -39,6 +39,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Token counts for one LLM call, or summed over a session.
+///
+/// Some servers (local OpenAI-compatible ones especially) report no usage at all. Such a call
+/// counts as `unreported_calls: 1` with zero tokens and no cost: its usage is *unknown*, not
+/// zero. In a sum, `unreported_calls > 0` means the token counts and cost are lower bounds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Usage {
     /// Input tokens that were not read from the provider's cache.
@@ -57,6 +61,14 @@ pub struct Usage {
     /// Cost in US dollars, when the daemon's config has a price for the model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
+    /// LLM calls whose server reported no usage, so their tokens are unknown and not counted
+    /// above (absent when 0). On one call's usage: 1 when that call's usage is unknown.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unreported_calls: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
@@ -67,6 +79,7 @@ impl Usage {
         self.cache_read_tokens += other.cache_read_tokens;
         self.cache_write_tokens += other.cache_write_tokens;
         self.reasoning_tokens += other.reasoning_tokens;
+        self.unreported_calls += other.unreported_calls;
         if let Some(cost) = other.cost_usd {
             *self.cost_usd.get_or_insert(0.0) += cost;
         }

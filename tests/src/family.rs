@@ -81,6 +81,81 @@ impl Family {
         }
     }
 
+    /// Like [`Family::tools`], but the model stopped at the output-token limit: Anthropic
+    /// `max_tokens`, Chat Completions `length`, Gemini `MAX_TOKENS`, Responses
+    /// `response.incomplete` with `max_output_tokens`.
+    pub fn cut_off(self, text: &str, calls: &[(&str, &str, Value)]) -> Vec<Chunk> {
+        let mut chunks = self.tools(text, calls);
+        let mut rewrite = |from: &str, to: &str| {
+            let mut found = false;
+            for chunk in &mut chunks {
+                if let Chunk::Data(d) = chunk
+                    && d.contains(from)
+                {
+                    *d = d.replace(from, to);
+                    found = true;
+                }
+            }
+            assert!(found, "{self:?}: no {from} in the stream");
+        };
+        match self {
+            Self::Anthropic if calls.is_empty() => rewrite(
+                r#""stop_reason":"end_turn""#,
+                r#""stop_reason":"max_tokens""#,
+            ),
+            Self::Anthropic => rewrite(
+                r#""stop_reason":"tool_use""#,
+                r#""stop_reason":"max_tokens""#,
+            ),
+            Self::Chat if calls.is_empty() => {
+                rewrite(r#""finish_reason":"stop""#, r#""finish_reason":"length""#)
+            }
+            Self::Chat => rewrite(
+                r#""finish_reason":"tool_calls""#,
+                r#""finish_reason":"length""#,
+            ),
+            Self::Gemini => rewrite(r#""finishReason":"STOP""#, r#""finishReason":"MAX_TOKENS""#),
+            Self::OpenAi => {
+                rewrite("event: response.completed", "event: response.incomplete");
+                rewrite(
+                    r#""type":"response.completed""#,
+                    r#""type":"response.incomplete""#,
+                );
+                rewrite(
+                    r#""status":"completed","usage""#,
+                    r#""incomplete_details":{"reason":"max_output_tokens"},"status":"incomplete","usage""#,
+                );
+            }
+        }
+        chunks
+    }
+
+    /// A stream that ends before any text and without saying why the model stopped: the
+    /// opening events and EOF, or for Chat Completions the role chunk and `[DONE]` (what
+    /// llama-cpp-python sent).
+    pub fn unfinished(self) -> Vec<Chunk> {
+        match self {
+            Self::Anthropic | Self::OpenAi => {
+                let mut chunks = self.text("never sent");
+                chunks.truncate(2);
+                chunks
+            }
+            Self::Chat => vec![
+                data(
+                    json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": "local-model",
+                    "choices": [{"index": 0, "delta": {"role": "assistant"}, "logprobs": null, "finish_reason": null}]}),
+                ),
+                Chunk::Data("data: [DONE]\n\n".into()),
+            ],
+            Self::Gemini => vec![Chunk::Data(format!(
+                "data: {}\r\n\r\n",
+                json!({"candidates": [{"content": {"parts": [{"text": ""}], "role": "model"}, "index": 0}],
+                    "usageMetadata": {"promptTokenCount": 150, "totalTokenCount": 150},
+                    "modelVersion": "gemini-mock", "responseId": "gem_mock"})
+            ))],
+        }
+    }
+
     /// An HTTP error shaped as this family sends it.
     pub fn error(self, status: u16, message: &str, headers: Vec<(String, String)>) -> Reply {
         let body = match self {

@@ -1,6 +1,12 @@
 //! Compaction: the session's own model summarizes the older part of the context and a
 //! [`Turn::Compaction`] entry stands in for it; the newest entries stay as they are, and the
 //! summarized ones stay in the history tree (spec 5.5 leaves the strategy to the host).
+//!
+//! The summary request is one user message holding the older turns as a plain transcript,
+//! with no tools offered: a model cannot answer it with a tool call, roles cannot repeat
+//! (llama.cpp chat templates reject that), and no provider sees tool calls without tool
+//! definitions. A summary that would not make the context smaller is discarded with a
+//! `warning`.
 
 use super::{Agent, turn_chars};
 use crate::llm;
@@ -14,11 +20,15 @@ const KEEP_PERCENT: u64 = 20;
 const SYSTEM: &str = "You write summaries of coding-agent conversations so that the work can \
 continue in a fresh context. You do not call tools.";
 
-const INSTRUCTION: &str = "Summarize the conversation so far so that you can continue the work \
+const INSTRUCTION: &str = "Summarize the conversation above so that you can continue the work \
 from the summary alone. Include: the user's goals, requests and constraints; what has been done \
 (files read and changed, commands run and their results); decisions made and why; errors met \
 and how they were resolved; what is still open and the next steps. Quote exact file paths, \
 identifiers, commands and error messages. Write only the summary.";
+
+/// Why a summary was discarded; the loop stops trying automatic compaction for the input on
+/// it, while "too short" may change as the input's rounds add entries.
+pub(super) const NOT_SMALLER: &str = "the summary would not make the context smaller";
 
 const PREAMBLE: &str = "[Earlier turns of this conversation were compacted. Summary:]";
 
@@ -46,6 +56,51 @@ pub(super) fn estimate_tokens(entries: &[Arc<HistoryEntry>]) -> u64 {
         .map(|e| turn_chars(&e.turn) as u64)
         .sum::<u64>()
         / 4
+}
+
+/// The turns as a plain-text transcript, one labelled block per turn. Reasoning is left out:
+/// it is opaque to other models and the answers carry its conclusions.
+fn transcript(turns: &[&Turn]) -> String {
+    let mut out = String::new();
+    let mut block = |label: &str, text: &str| {
+        if !out.is_empty() {
+            out.push_str("\n\n");
+        }
+        out.push_str(&format!("[{label}]\n{text}"));
+    };
+    for turn in turns {
+        match turn {
+            Turn::User { text, .. } => block("user", text),
+            Turn::Steering { text, .. } => block("user (while the agent worked)", text),
+            Turn::System { text } => block("note", text),
+            Turn::Compaction { summary, .. } => block("summary of earlier turns", summary),
+            Turn::Assistant {
+                text, tool_calls, ..
+            } => {
+                let mut parts: Vec<String> = Vec::new();
+                if !text.is_empty() {
+                    parts.push(text.clone());
+                }
+                parts.extend(
+                    tool_calls
+                        .iter()
+                        .map(|c| format!("(calls {} with {})", c.name, c.arguments)),
+                );
+                block("assistant", &parts.join("\n"));
+            }
+            Turn::ToolResults { results } => {
+                for r in results {
+                    let label = if r.is_error {
+                        "tool error"
+                    } else {
+                        "tool result"
+                    };
+                    block(label, &r.content);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Where the kept part starts: the newest entries that fit in `keep_tokens` (at least one),
@@ -89,18 +144,20 @@ impl Agent<'_> {
             .get(&config.provider)
             .cloned()
             .ok_or_else(|| CompactError::NotConfigured(config.provider.clone()))?;
+        let older: Vec<&Turn> = context[..cut].iter().map(|e| &e.turn).collect();
         let instruction = Turn::User {
-            text: INSTRUCTION.into(),
+            text: format!(
+                "<conversation>\n{}\n</conversation>\n\n{INSTRUCTION}",
+                transcript(&older)
+            ),
             input_id: InputId("compaction".into()),
         };
-        let mut history: Vec<&Turn> = context[..cut].iter().map(|e| &e.turn).collect();
-        history.push(&instruction);
+        let history = [&instruction];
         let request = llm::Request {
             model: &config.model,
             system: SYSTEM,
             history: &history,
-            // Providers reject tool calls in the history of a request that defines no tools.
-            tools: self.profile.tools.definitions().collect(),
+            tools: vec![],
             reasoning_effort: None,
             max_output_tokens: config.max_output_tokens,
         };
@@ -119,23 +176,30 @@ impl Agent<'_> {
             r = llm::complete(provider.as_ref(), &request, self.retry, &mut on_retry, &mut on_delta) => r,
             _ = cancel.cancelled() => return Err(CompactError::Aborted),
         };
-        let mut response = result.map_err(|e| CompactError::Provider(e.to_string()))?;
-        let total = host.add_usage(&mut response.usage);
-        host.emit(EventBody::Usage {
-            call: response.usage,
-            total,
-        });
+        let response = result.map_err(|e| CompactError::Provider(e.to_string()))?;
+        self.record_usage(response.usage);
         let text = response.text.trim();
         if text.is_empty() {
             return Err(CompactError::Provider(
                 "the model returned an empty summary".into(),
             ));
         }
-        host.append(Turn::Compaction {
+        let summary = Turn::Compaction {
             summary: format!("{PREAMBLE}\n\n{text}"),
             first_kept: context[cut].id.clone(),
             tokens_before,
-        });
+        };
+        let tokens_after = turn_chars(&summary) as u64 / 4 + estimate_tokens(&context[cut..]);
+        if tokens_after >= tokens_before {
+            host.emit(EventBody::Warning {
+                message: format!(
+                    "compaction discarded: the summary would leave ~{tokens_after} tokens of context, \
+                     no fewer than the ~{tokens_before} before"
+                ),
+            });
+            return Err(CompactError::NothingToCompact(NOT_SMALLER));
+        }
+        host.append(summary);
         let result = CompactResponse {
             tokens_before,
             tokens_after: estimate_tokens(&host.context()),
@@ -182,6 +246,59 @@ mod tests {
                 images: vec![],
             }],
         }
+    }
+
+    #[test]
+    fn the_transcript_labels_every_turn_and_leaves_reasoning_out() {
+        let turns = [
+            Turn::User {
+                text: "fix the build".into(),
+                input_id: InputId("i".into()),
+            },
+            Turn::Assistant {
+                text: "Looking.".into(),
+                reasoning: vec![agentd_proto::ReasoningBlock {
+                    id: None,
+                    text: "secret thoughts".into(),
+                    signature: None,
+                    redacted: None,
+                }],
+                tool_calls: vec![agentd_proto::ToolCall {
+                    id: agentd_proto::ToolCallId("c1".into()),
+                    name: "shell".into(),
+                    arguments: serde_json::json!({"command": "make"}),
+                    signature: None,
+                }],
+                usage: agentd_proto::Usage::default(),
+                response_id: None,
+                model: "m".into(),
+                api: None,
+            },
+            Turn::ToolResults {
+                results: vec![ToolResult {
+                    call_id: agentd_proto::ToolCallId("c1".into()),
+                    content: "error: missing ;".into(),
+                    is_error: true,
+                    images: vec![],
+                }],
+            },
+            Turn::Steering {
+                text: "use cargo".into(),
+                input_id: None,
+            },
+            Turn::System {
+                text: "[interrupted]".into(),
+            },
+        ];
+        let refs: Vec<&Turn> = turns.iter().collect();
+        assert_eq!(
+            transcript(&refs),
+            "[user]\nfix the build\n\n\
+             [assistant]\nLooking.\n(calls shell with {\"command\":\"make\"})\n\n\
+             [tool error]\nerror: missing ;\n\n\
+             [user (while the agent worked)]\nuse cargo\n\n\
+             [note]\n[interrupted]"
+        );
     }
 
     #[test]

@@ -65,6 +65,8 @@ pub enum Outcome {
     Completed,
     /// A turn or round limit stopped it.
     TurnLimit,
+    /// The model's answer was cut off at the output-token limit.
+    MaxTokens,
     /// The work was aborted.
     Aborted,
     /// An error stopped it; the session can take more input.
@@ -89,6 +91,10 @@ impl Agent<'_> {
         self.drain_steering();
         let mut rounds = 0u32;
         let mut context_warned = false;
+        // A failed or discarded automatic compaction is not tried again within this input: each
+        // attempt is a whole LLM call, and the next round would most likely end the same way.
+        // "Too short" costs nothing and may change as rounds add entries, so that one is.
+        let mut auto_compact = true;
         loop {
             let config = host.config();
             if config.max_tool_rounds_per_input > 0 && rounds >= config.max_tool_rounds_per_input {
@@ -115,17 +121,23 @@ impl Agent<'_> {
             }
             let mut entries = host.context();
             let threshold = u64::from(config.auto_compact_percent);
-            if threshold > 0
+            if auto_compact
+                && threshold > 0
                 && compaction::estimate_tokens(&entries) * 100
                     > config.context_window_tokens * threshold
             {
                 match self.compact(true, cancel).await {
                     Ok(_) => entries = host.context(),
                     Err(CompactError::Aborted) => return Outcome::Aborted,
-                    Err(CompactError::NothingToCompact(_)) => {}
-                    Err(e) => host.emit(EventBody::Warning {
-                        message: format!("automatic compaction failed: {e}"),
-                    }),
+                    Err(CompactError::NothingToCompact(why)) => {
+                        auto_compact = why != compaction::NOT_SMALLER;
+                    }
+                    Err(e) => {
+                        auto_compact = false;
+                        host.emit(EventBody::Warning {
+                            message: format!("automatic compaction failed: {e}"),
+                        });
+                    }
                 }
             }
             if !context_warned {
@@ -193,12 +205,7 @@ impl Agent<'_> {
                 Some(Ok(r)) => r,
             };
 
-            let mut response = response;
-            let total = host.add_usage(&mut response.usage);
-            host.emit(EventBody::Usage {
-                call: response.usage,
-                total,
-            });
+            let usage = self.record_usage(response.usage);
             let reasoning = (!response.reasoning.is_empty()).then(|| {
                 response
                     .reasoning
@@ -207,12 +214,19 @@ impl Agent<'_> {
                     .collect::<Vec<_>>()
                     .join("\n")
             });
-            let calls = response.tool_calls;
+            // A response cut off at the output-token limit is not an answer: its last tool call
+            // may be half written, so none of its calls run, and the input ends visibly.
+            let truncated = response.stop_reason == Some(llm::StopReason::MaxTokens);
+            let calls = if truncated {
+                Vec::new()
+            } else {
+                response.tool_calls
+            };
             host.append(Turn::Assistant {
                 text: response.text.clone(),
                 reasoning: response.reasoning,
                 tool_calls: calls.clone(),
-                usage: response.usage,
+                usage,
                 response_id: response.response_id,
                 model: response.model.unwrap_or_else(|| config.model.clone()),
                 api,
@@ -222,6 +236,22 @@ impl Agent<'_> {
                 reasoning,
                 tool_calls: calls.len(),
             });
+            if truncated {
+                host.append(Turn::System {
+                    text: format!(
+                        "[The previous response was cut off at the output token limit ({} tokens).]",
+                        config.max_output_tokens
+                    ),
+                });
+                host.emit(EventBody::Warning {
+                    message: format!(
+                        "the response was cut off at the output token limit (max_output_tokens = {}); \
+                         raise it with session/set_config or ask for a shorter answer",
+                        config.max_output_tokens
+                    ),
+                });
+                return Outcome::MaxTokens;
+            }
             if calls.is_empty() {
                 // Steering that arrived while the model wrote its answer belongs to this
                 // input: the loop goes on with it (as pi does), never leaving it for later.
@@ -257,6 +287,23 @@ impl Agent<'_> {
                 host.emit(EventBody::LoopDetection { message });
             }
         }
+    }
+
+    /// Adds one call's usage to the session's total and emits both; returns the call's usage.
+    /// A call the server reported no usage for counts as unknown (`unreported_calls: 1`), never
+    /// as zero tokens.
+    fn record_usage(&self, reported: Option<Usage>) -> Usage {
+        let mut call = reported.unwrap_or(Usage {
+            unreported_calls: 1,
+            ..Usage::default()
+        });
+        let total = self.host.add_usage(&mut call);
+        if reported.is_none() {
+            // Unknown tokens have no known price; the host priced them as zero.
+            call.cost_usd = None;
+        }
+        self.host.emit(EventBody::Usage { call, total });
+        call
     }
 
     /// Appends the queued steering messages to the history; returns whether there were any.

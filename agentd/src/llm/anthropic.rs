@@ -260,7 +260,7 @@ async fn decode_stream(
                 response.response_id = message["id"].as_str().map(str::to_owned);
                 response.model = message["model"].as_str().map(str::to_owned);
                 if let Ok(u) = WireUsage::deserialize(&message["usage"]) {
-                    u.merge_into(&mut response.usage);
+                    u.merge_into(response.usage.get_or_insert_with(Usage::default));
                 }
             }
             "content_block_start" => {
@@ -323,7 +323,7 @@ async fn decode_stream(
                     response.stop_reason = Some(stop_reason(reason));
                 }
                 if let Ok(u) = WireUsage::deserialize(&data["usage"]) {
-                    u.merge_into(&mut response.usage);
+                    u.merge_into(response.usage.get_or_insert_with(Usage::default));
                 }
             }
             "message_stop" => {
@@ -339,12 +339,12 @@ async fn decode_stream(
                     _ => ErrorKind::Stream,
                 };
                 let message = data["error"]["message"].as_str().unwrap_or("unknown error");
-                let mut e = Error::new(kind, format!("Anthropic stream error: {message}"));
-                // Deltas may already have reached clients; never retry this silently.
-                if e.is_retryable() {
-                    e.kind = ErrorKind::Stream;
-                }
-                return Err(e);
+                // The kind stays: `llm::complete` retries an overloaded stream only while none
+                // of it has reached a client.
+                return Err(Error::new(
+                    kind,
+                    format!("Anthropic stream error: {message}"),
+                ));
             }
             // ping and event types added later by the API.
             _ => {}
@@ -352,6 +352,9 @@ async fn decode_stream(
     }
     if !stopped {
         return Err(http::truncated("message_stop"));
+    }
+    if response.stop_reason.is_none() {
+        return Err(http::no_stop_reason("stop_reason"));
     }
     for (_, block) in blocks {
         match block {

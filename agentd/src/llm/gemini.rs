@@ -16,7 +16,6 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
-use std::time::Duration;
 
 /// Prefix of call ids this daemon made up for calls Gemini sent without one; they are not
 /// sent back to Gemini.
@@ -75,9 +74,8 @@ fn parse_error(body: &str) -> ErrorBody {
         })
         .and_then(|d| d["retryDelay"].as_str())
         .and_then(|d| d.strip_suffix('s'))
-        .and_then(|d| d.parse::<f64>().ok())
-        .filter(|d| d.is_finite() && *d >= 0.0)
-        .map(Duration::from_secs_f64);
+        .and_then(|d| d.trim().parse::<f64>().ok())
+        .and_then(http::seconds);
     ErrorBody {
         kind: e["status"].as_str().map(str::to_owned),
         message: e["message"].as_str().map(str::to_owned),
@@ -258,6 +256,7 @@ fn usage(u: &Value) -> Option<Usage> {
         cache_write_tokens: 0,
         reasoning_tokens: thoughts,
         cost_usd: None,
+        unreported_calls: 0,
     })
 }
 
@@ -289,7 +288,7 @@ async fn decode_stream(
             .map(str::to_owned)
             .or(response.model);
         if let Some(u) = usage(&chunk["usageMetadata"]) {
-            response.usage = u;
+            response.usage = Some(u);
         }
         let Some(candidate) = chunk["candidates"].as_array().and_then(|c| c.first()) else {
             if let Some(reason) = chunk["promptFeedback"]["blockReason"].as_str() {

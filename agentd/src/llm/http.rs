@@ -96,7 +96,7 @@ pub(super) async fn send(
             .bytes_stream()
             .map_err(|e| {
                 Error::new(
-                    ErrorKind::Stream,
+                    ErrorKind::Incomplete,
                     format!("the response stream broke: {}", error_chain(&e)),
                 )
             })
@@ -175,35 +175,47 @@ async fn read_limited(response: reqwest::Response) -> String {
     String::from_utf8_lossy(&body).into_owned()
 }
 
-/// `retry-after-ms` (preferred) or `retry-after` in seconds.
+/// `retry-after-ms` (preferred) or `retry-after` in seconds. A value that is not a number of
+/// seconds (an HTTP date, garbage) counts as absent, and so does one no `Duration` can hold.
 fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let get = |name: &str| {
         headers
             .get(name)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|v| v.is_finite() && *v >= 0.0)
     };
     if let Some(ms) = get("retry-after-ms") {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        return seconds(ms / 1000.0);
     }
-    get("retry-after").map(Duration::from_secs_f64)
+    get("retry-after").and_then(seconds)
+}
+
+/// A server-sent delay in seconds as a `Duration`; `None` for values a hostile or broken
+/// server may send that no `Duration` holds (negative, NaN, infinite, or past `u64` seconds),
+/// where `Duration::from_secs_f64` would panic.
+pub(super) fn seconds(value: f64) -> Option<Duration> {
+    Duration::try_from_secs_f64(value).ok()
 }
 
 /// The body as SSE events. LF, CRLF and CR line ends, comments and multi-line data are
 /// handled by `eventsource-stream`; a final event not followed by a blank line (recorded
-/// streams end so) is still delivered.
-pub(super) fn sse<S, E>(body: S) -> impl Stream<Item = Result<eventsource_stream::Event, Error>>
+/// streams end so) is still delivered. A broken body keeps its own error (and kind).
+pub(super) fn sse<S>(body: S) -> impl Stream<Item = Result<eventsource_stream::Event, Error>>
 where
-    S: Stream<Item = Result<bytes::Bytes, E>>,
-    E: std::fmt::Display,
+    S: Stream<Item = Result<bytes::Bytes, Error>>,
 {
-    use eventsource_stream::Eventsource;
+    use eventsource_stream::{EventStreamError, Eventsource};
     body.chain(futures::stream::iter([Ok(bytes::Bytes::from_static(
         b"\n\n",
     ))]))
     .eventsource()
-    .map_err(|e| Error::new(ErrorKind::Stream, format!("the response stream broke: {e}")))
+    .map_err(|e| match e {
+        EventStreamError::Transport(e) => e,
+        other => Error::new(
+            ErrorKind::Stream,
+            format!("the response stream is malformed: {other}"),
+        ),
+    })
 }
 
 /// Parses one event's data as JSON.
@@ -222,8 +234,17 @@ pub(super) fn json(event: &eventsource_stream::Event) -> Result<serde_json::Valu
 /// The error for a stream that ended before its family's terminal event.
 pub(super) fn truncated(terminal: &str) -> Error {
     Error::new(
-        ErrorKind::Stream,
+        ErrorKind::Incomplete,
         format!("the response stream ended before {terminal} (truncated response)"),
+    )
+}
+
+/// The error for a stream that ended without saying why the model stopped: whatever it
+/// carried is not known to be the whole answer.
+pub(super) fn no_stop_reason(field: &str) -> Error {
+    Error::new(
+        ErrorKind::Incomplete,
+        format!("the response stream ended without a {field} (incomplete response)"),
     )
 }
 
@@ -237,6 +258,56 @@ mod tests {
             message: Some(message.into()),
             ..Default::default()
         }
+    }
+
+    fn delay_of(headers: &[(&'static str, &str)]) -> Option<Duration> {
+        let mut map = reqwest::header::HeaderMap::new();
+        for (name, value) in headers {
+            map.insert(*name, value.parse().unwrap());
+        }
+        retry_after(&map)
+    }
+
+    #[test]
+    fn hostile_retry_after_values_never_panic_and_count_as_absent() {
+        for value in [
+            "1e30",
+            "-1",
+            "NaN",
+            "inf",
+            "-inf",
+            "1e400",
+            "soon",
+            "",
+            "0x10",
+            "Wed, 21 Oct 2015 07:28:00 GMT",
+            "1e23",
+        ] {
+            assert_eq!(
+                delay_of(&[("retry-after", value)]),
+                None,
+                "retry-after: {value}"
+            );
+            assert_eq!(
+                delay_of(&[("retry-after-ms", value)]),
+                None,
+                "retry-after-ms: {value}"
+            );
+        }
+        assert_eq!(
+            delay_of(&[("retry-after", " 2 ")]),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(delay_of(&[("retry-after", "0")]), Some(Duration::ZERO));
+        assert_eq!(
+            delay_of(&[("retry-after", "1e10")]),
+            Some(Duration::from_secs(10_000_000_000)),
+            "huge but representable: the retry policy decides"
+        );
+        assert_eq!(
+            delay_of(&[("retry-after-ms", "250"), ("retry-after", "9")]),
+            Some(Duration::from_millis(250))
+        );
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //! A [`Provider`] turns a [`Request`] (the conversation as [`Turn`]s plus tools) into an open
 //! byte stream, and decodes that stream into [`Delta`]s as they arrive and a final
 //! [`Response`]. [`complete`] adds the one retry policy every provider shares: failures before
-//! the stream starts are retried with backoff; once deltas have reached the client, a failure
-//! is reported, never silently replayed.
+//! any delta (a retryable status, a broken connection, a stream that ends without a terminal
+//! event or stop reason) are retried with backoff; once deltas have reached the client, a
+//! failure is reported, never silently replayed. A stream is an answer only when it says why
+//! the model stopped.
 
 pub mod anthropic;
 #[cfg(test)]
@@ -144,8 +146,8 @@ pub struct Response {
     pub reasoning: Vec<ReasoningBlock>,
     /// Tool calls, in order. The loop decides from these, never from `stop_reason` alone.
     pub tool_calls: Vec<ToolCall>,
-    /// Token counts (final cumulative values).
-    pub usage: Usage,
+    /// Token counts (final cumulative values); `None` when the server reported none.
+    pub usage: Option<Usage>,
     /// Why it stopped.
     pub stop_reason: Option<StopReason>,
     /// The provider's response id.
@@ -173,8 +175,11 @@ pub enum ErrorKind {
     InvalidRequest,
     /// The connection failed before the response started.
     Network,
-    /// The stream broke, was malformed, reported an error or ended early.
+    /// The stream was malformed or reported an error.
     Stream,
+    /// The stream broke or ended before the response was complete: no terminal event, or no
+    /// stop reason. Retried only while nothing of the response has reached a client.
+    Incomplete,
 }
 
 /// A provider failure.
@@ -206,7 +211,11 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self.kind,
-            ErrorKind::RateLimited | ErrorKind::Overloaded | ErrorKind::Server | ErrorKind::Network
+            ErrorKind::RateLimited
+                | ErrorKind::Overloaded
+                | ErrorKind::Server
+                | ErrorKind::Network
+                | ErrorKind::Incomplete
         )
     }
 }
@@ -262,7 +271,10 @@ pub struct RetryNotice<'a> {
     pub delay: Duration,
 }
 
-/// Runs one call: opens the stream (retrying per `policy`), then decodes it.
+/// Runs one call: opens the stream and decodes it, retrying per `policy` while that is safe.
+/// A failure to open is retried; so is a stream that fails before any delta was reported
+/// (an incomplete or broken stream, say), since nothing of it has reached a client yet. Once a
+/// delta has been reported, a failure is returned, never silently replayed.
 pub async fn complete(
     provider: &dyn Provider,
     request: &Request<'_>,
@@ -271,10 +283,20 @@ pub async fn complete(
     on_delta: &mut (dyn FnMut(Delta) + Send),
 ) -> Result<Response, Error> {
     let mut attempt = 1;
-    let body = loop {
-        match provider.open(request).await {
-            Ok(body) => break body,
-            Err(e) if e.is_retryable() && attempt < policy.max_attempts => {
+    loop {
+        let mut reported = false;
+        let result = match provider.open(request).await {
+            Ok(body) => {
+                let mut tracked = |d: Delta| {
+                    reported = true;
+                    on_delta(d);
+                };
+                provider.decode(body, &mut tracked).await
+            }
+            Err(e) => Err(e),
+        };
+        match result {
+            Err(e) if e.is_retryable() && !reported && attempt < policy.max_attempts => {
                 let delay = policy.delay(attempt, e.retry_after);
                 attempt += 1;
                 on_retry(RetryNotice {
@@ -284,10 +306,127 @@ pub async fn complete(
                 });
                 tokio::time::sleep(delay).await;
             }
-            Err(e) => return Err(e),
+            other => return other,
         }
-    };
-    provider.decode(body, on_delta).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// One scripted attempt: deltas to report, then the decoder's result.
+    type Attempt = (Vec<Delta>, Result<Response, Error>);
+
+    /// A provider whose every attempt is scripted.
+    struct Scripted(Mutex<Vec<Attempt>>);
+
+    #[async_trait]
+    impl Provider for Scripted {
+        fn kind(&self) -> ProviderKind {
+            ProviderKind::OpenaiChat
+        }
+
+        async fn open(&self, _: &Request<'_>) -> Result<ByteStream, Error> {
+            Ok(Box::pin(futures::stream::empty()))
+        }
+
+        async fn decode(
+            &self,
+            _: ByteStream,
+            on_delta: &mut (dyn FnMut(Delta) + Send),
+        ) -> Result<Response, Error> {
+            let (deltas, result) = self.0.lock().unwrap().remove(0);
+            deltas.into_iter().for_each(&mut *on_delta);
+            result
+        }
+    }
+
+    async fn run(attempts: Vec<Attempt>) -> (Result<Response, Error>, Vec<u32>, usize) {
+        let provider = Scripted(Mutex::new(attempts));
+        let policy = RetryPolicy {
+            initial_delay: Duration::ZERO,
+            ..RetryPolicy::default()
+        };
+        let request = Request {
+            model: "m",
+            system: "",
+            history: &[],
+            tools: vec![],
+            reasoning_effort: None,
+            max_output_tokens: 1,
+        };
+        let mut retries = Vec::new();
+        let mut deltas = 0;
+        let result = complete(
+            &provider,
+            &request,
+            &policy,
+            &mut |n| retries.push(n.attempt),
+            &mut |_| deltas += 1,
+        )
+        .await;
+        (result, retries, deltas)
+    }
+
+    fn incomplete() -> Error {
+        Error::new(ErrorKind::Incomplete, "no finish_reason")
+    }
+
+    fn answer() -> Response {
+        Response {
+            text: "ok".into(),
+            stop_reason: Some(StopReason::EndTurn),
+            ..Response::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn an_incomplete_stream_is_retried_while_nothing_was_reported() {
+        let (result, retries, deltas) = run(vec![
+            (vec![], Err(incomplete())),
+            (vec![], Err(incomplete())),
+            (
+                vec![Delta::TextStart, Delta::Text("ok".into())],
+                Ok(answer()),
+            ),
+        ])
+        .await;
+        assert_eq!(
+            (result.unwrap(), retries, deltas),
+            (answer(), vec![2, 3], 2)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failure_after_a_delta_is_returned_not_replayed() {
+        let (result, retries, deltas) = run(vec![
+            (vec![Delta::Reasoning("hm".into())], Err(incomplete())),
+            (vec![], Ok(answer())),
+        ])
+        .await;
+        assert_eq!(result.unwrap_err().kind, ErrorKind::Incomplete);
+        assert_eq!((retries, deltas), (vec![], 1));
+    }
+
+    #[tokio::test]
+    async fn a_malformed_stream_is_not_retried_and_attempts_are_bounded() {
+        let (result, retries, _) = run(vec![(
+            vec![],
+            Err(Error::new(ErrorKind::Stream, "malformed")),
+        )])
+        .await;
+        assert_eq!(
+            (result.unwrap_err().kind, retries),
+            (ErrorKind::Stream, vec![])
+        );
+        let (result, retries, _) = run((0..5).map(|_| (vec![], Err(incomplete()))).collect()).await;
+        assert_eq!(
+            (result.unwrap_err().kind, retries),
+            (ErrorKind::Incomplete, vec![2, 3, 4, 5])
+        );
+    }
 }
 
 /// The HTTP client every provider shares (one connection pool for the daemon).

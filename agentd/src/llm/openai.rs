@@ -158,6 +158,7 @@ fn usage(u: &Value) -> Option<Usage> {
             .as_u64()
             .unwrap_or(0),
         cost_usd: None,
+        unreported_calls: 0,
     })
 }
 
@@ -281,7 +282,7 @@ async fn decode_stream(
                         .collect();
                 }
                 if let Some(u) = usage(&r["usage"]) {
-                    response.usage = u;
+                    response.usage = Some(u);
                 }
                 response.response_id = r["id"].as_str().map(str::to_owned).or(response.response_id);
                 response.stop_reason = Some(if kind == "response.completed" {

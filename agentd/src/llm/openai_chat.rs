@@ -125,7 +125,9 @@ fn history(turns: &[&Turn]) -> Vec<Value> {
             Turn::Assistant {
                 text, tool_calls, ..
             } => {
-                let mut message = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { json!(text) }});
+                // Always a string: llama-cpp-python answers 500 to `"content": null` (issue 11),
+                // and every server tried accepts `""` beside tool calls.
+                let mut message = json!({"role": "assistant", "content": text});
                 if !tool_calls.is_empty() {
                     message["tool_calls"] = tool_calls
                         .iter()
@@ -234,12 +236,14 @@ fn usage(u: &Value) -> Option<Usage> {
             .as_u64()
             .unwrap_or(0),
         cost_usd: None,
+        unreported_calls: 0,
     })
 }
 
 /// Decodes a Chat Completions SSE stream. The stream ends at `data: [DONE]`; a server that
 /// omits it (some forks do) is accepted once a `finish_reason` has arrived. Any other EOF is a
-/// truncated response.
+/// truncated response, and a `[DONE]` without any `finish_reason` (llama-cpp-python sent one
+/// after only `{"role":"assistant"}`) an incomplete one: neither is ever a completed answer.
 async fn decode_stream(
     body: ByteStream,
     on_delta: &mut (dyn FnMut(Delta) + Send),
@@ -273,7 +277,7 @@ async fn decode_stream(
             response.model = chunk["model"].as_str().map(str::to_owned);
         }
         if let Some(u) = usage(&chunk["usage"]).or_else(|| usage(&chunk["x_groq"]["usage"])) {
-            response.usage = u;
+            response.usage = Some(u);
         }
         let Some(choice) = chunk["choices"].as_array().and_then(|c| c.first()) else {
             continue;
@@ -303,8 +307,12 @@ async fn decode_stream(
             });
         }
     }
-    if !done && response.stop_reason.is_none() {
-        return Err(http::truncated("[DONE]"));
+    if response.stop_reason.is_none() {
+        return Err(if done {
+            http::no_stop_reason("finish_reason")
+        } else {
+            http::truncated("[DONE]")
+        });
     }
     response.tool_calls = calls.finish();
     if !reasoning.is_empty() {

@@ -12,7 +12,9 @@ pub struct RetryPolicy {
     pub initial_delay: Duration,
     /// Upper bound on any computed delay.
     pub max_delay: Duration,
-    /// Upper bound on a server-requested delay; longer requests are not waited out.
+    /// Longest server-requested delay honoured. A longer request (a misconfigured or hostile
+    /// server may ask for `1e30` seconds) is ignored and the computed backoff applies, as the
+    /// official Anthropic and OpenAI SDKs do past their own bound.
     pub max_server_delay: Duration,
 }
 
@@ -28,12 +30,12 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// The delay after failed attempt `attempt` (1-based): the server's if it asked, else
-    /// `initial * 2^(attempt-1)` capped, with ±25% jitter so that many sessions do not retry in
-    /// step.
+    /// The delay after failed attempt `attempt` (1-based): the server's if it asked for at
+    /// most `max_server_delay`, else `initial * 2^(attempt-1)` capped, with ±25% jitter so that
+    /// many sessions do not retry in step.
     pub fn delay(&self, attempt: u32, server: Option<Duration>) -> Duration {
-        if let Some(d) = server {
-            return d.min(self.max_server_delay);
+        if let Some(d) = server.filter(|d| *d <= self.max_server_delay) {
+            return d;
         }
         let base = self
             .initial_delay
@@ -49,16 +51,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn server_delay_wins_and_is_capped() {
+    fn server_delay_wins_unless_past_the_bound() {
         let p = RetryPolicy::default();
         assert_eq!(
             p.delay(1, Some(Duration::from_secs(3))),
             Duration::from_secs(3)
         );
         assert_eq!(
-            p.delay(1, Some(Duration::from_secs(999))),
+            p.delay(1, Some(Duration::from_secs(120))),
             Duration::from_secs(120)
         );
+        for huge in [Duration::from_secs(121), Duration::MAX] {
+            let d = p.delay(2, Some(huge));
+            assert!(
+                d >= Duration::from_millis(750) && d <= Duration::from_millis(1250),
+                "{huge:?} is ignored for the backoff: {d:?}"
+            );
+        }
     }
 
     #[test]

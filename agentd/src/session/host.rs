@@ -42,7 +42,10 @@ impl Host for Task {
 
     fn add_usage(&self, usage: &mut Usage) -> Usage {
         let mut core = self.core();
-        if let Some(price) = self.prices.get(&core.config.model) {
+        // Tokens a server did not report have no price: the total's cost stays unknown.
+        if usage.unreported_calls == 0
+            && let Some(price) = self.prices.get(&core.config.model)
+        {
             usage.cost_usd = Some(price.cost(usage));
         }
         core.usage.add(usage);

@@ -922,6 +922,7 @@ impl Task {
             let reason = match outcome {
                 Outcome::Completed => ProcessingEndReason::Completed,
                 Outcome::TurnLimit => ProcessingEndReason::TurnLimit,
+                Outcome::MaxTokens => ProcessingEndReason::MaxTokens,
                 // The store failing stopped it, not a client.
                 Outcome::Aborted if core.storage_error.is_some() => ProcessingEndReason::Error,
                 Outcome::Aborted => ProcessingEndReason::Aborted,

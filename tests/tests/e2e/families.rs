@@ -4,7 +4,7 @@
 
 use crate::{data_of, of_kind, setup_family};
 use agentd_tests::family::Family;
-use agentd_tests::mock::{Chunk, MockAnthropic, Reply};
+use agentd_tests::mock::{Chunk, Gate, MockAnthropic, Reply};
 use serde_json::json;
 
 each_family!(
@@ -12,7 +12,10 @@ each_family!(
     retried_then_answered,
     authentication_failure_closes,
     context_overflow_warns,
-    broken_stream_is_an_error
+    broken_stream_is_an_error,
+    an_unfinished_stream_is_retried_before_any_text,
+    an_absurd_retry_delay_is_ignored,
+    a_response_cut_off_at_the_token_limit_ends_with_max_tokens
 );
 
 async fn tool_round_trip(family: Family) {
@@ -168,16 +171,36 @@ async fn context_overflow_warns(family: Family) {
     assert_eq!(data_of(&events, "assistant_text_end", "text"), ["fits now"]);
 }
 
+/// Keeps `chunks` up to and including the first that carries text starting with `"this`.
+fn through_first_text(mut chunks: Vec<Chunk>) -> Vec<Chunk> {
+    let n = chunks
+        .iter()
+        .position(|c| matches!(c, Chunk::Data(d) if d.contains("\"this")))
+        .expect("a text chunk");
+    chunks.truncate(n + 1);
+    chunks
+}
+
+/// Once text has reached clients, a broken or truncated stream is an error, never replayed.
 async fn broken_stream_is_an_error(family: Family) {
     let mut s = setup_family(family, json!({})).await;
-    let mut cut = family.text("this reply will be cut off before its end");
-    cut.truncate(2);
-    cut.push(Chunk::Cut);
+    // The cut waits until the text has reached the client: a connection dropped right after
+    // a write may lose that write, and then nothing was shown and a retry is right.
+    let gate = Gate::new();
+    let mut cut = through_first_text(family.text("this reply will be cut off before its end"));
+    cut.extend([Chunk::Wait(gate.clone()), Chunk::Cut]);
     s.mock.push_stream(cut);
-    let mut early = family.text("this one just stops");
-    early.truncate(2);
-    s.mock.push_stream(early);
-    let events = s.run("one").await;
+    s.mock
+        .push_stream(through_first_text(family.text("this one just stops")));
+    s.start("one").await;
+    s.until("assistant_text_delta").await;
+    gate.open();
+    let events = s.until("processing_end").await;
+    let message = data_of(&events, "error", "message");
+    assert!(
+        message[0].starts_with("the response stream broke"),
+        "{family:?}: {message:?}"
+    );
     assert_eq!(of_kind(&events, "error")[0]["data"]["fatal"], false);
     assert_eq!(
         of_kind(&events, "processing_end")[0]["data"]["reason"],
@@ -196,6 +219,156 @@ async fn broken_stream_is_an_error(family: Family) {
             .last()
             .unwrap(),
         "recovered"
+    );
+    assert_eq!(
+        s.mock.requests().len(),
+        3,
+        "{family:?}: nothing was replayed"
+    );
+}
+
+/// Issue 11: a stream that ends without a stop reason is not an answer. Before any delta has
+/// reached a client, it is retried like a failed request.
+async fn an_unfinished_stream_is_retried_before_any_text(family: Family) {
+    let mut s = setup_family(family, json!({})).await;
+    s.mock.push_stream(family.unfinished());
+    s.mock.push_stream(family.text("the whole answer"));
+    let events = s.run("hi").await;
+    let warnings = data_of(&events, "warning", "message");
+    assert_eq!(warnings.len(), 1, "{family:?}: {warnings:?}");
+    assert!(
+        warnings[0].contains("(truncated response); retrying in")
+            || warnings[0].contains("(incomplete response); retrying in"),
+        "{family:?}: {warnings:?}"
+    );
+    assert_eq!(
+        data_of(&events, "assistant_text_end", "text"),
+        ["the whole answer"]
+    );
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "completed"
+    );
+    assert_eq!(s.mock.requests().len(), 2);
+}
+
+/// Issue 11: `retry-after: 1e30` panicked in `Duration::from_secs_f64` and crashed the loop.
+/// A delay no `Duration` holds (or past the policy's bound) is ignored for the usual backoff.
+async fn an_absurd_retry_delay_is_ignored(family: Family) {
+    let mut s = setup_family(family, json!({})).await;
+    let hostile = match family {
+        Family::Gemini => Reply::Status(
+            429,
+            vec![],
+            json!({"error": {"code": 429, "message": "slow down", "status": "RESOURCE_EXHAUSTED",
+                "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1e30s"}]}})
+            .to_string(),
+        ),
+        _ => family.error(429, "slow down", vec![("retry-after".into(), "1e30".into())]),
+    };
+    s.mock.push(hostile);
+    s.mock.push(family.error(
+        429,
+        "slow down",
+        vec![("retry-after-ms".into(), "-5".into())],
+    ));
+    s.mock.push_stream(family.text("made it"));
+    let events = s.run("hi").await;
+    assert!(
+        of_kind(&events, "error").is_empty(),
+        "{family:?}: {events:?}"
+    );
+    let warnings = data_of(&events, "warning", "message");
+    assert_eq!(warnings.len(), 2, "{family:?}: {warnings:?}");
+    for (warning, attempt) in warnings.iter().zip([2, 3]) {
+        let delay: f64 = warning
+            .rsplit_once("; retrying in ")
+            .and_then(|(_, rest)| rest.strip_suffix(&format!("s (attempt {attempt})")))
+            .and_then(|d| d.parse().ok())
+            .unwrap_or_else(|| panic!("{family:?}: {warning}"));
+        // The backoff's first two steps: 0.5 s and 1 s, each ±25%.
+        assert!(delay <= 1.25, "{family:?}: {warning}");
+    }
+    assert_eq!(data_of(&events, "assistant_text_end", "text"), ["made it"]);
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "completed"
+    );
+    s.mock.push_stream(family.text("still here"));
+    let events = s.run("again").await;
+    assert_eq!(
+        data_of(&events, "assistant_text_end", "text"),
+        ["still here"]
+    );
+    assert_eq!(s.mock.requests().len(), 4);
+}
+
+/// Issue 11: a response cut off at the output-token limit ended as `completed`. It ends as
+/// `max_tokens` after a warning naming the limit; its half-written tool call never runs, and
+/// the next request carries a valid history.
+async fn a_response_cut_off_at_the_token_limit_ends_with_max_tokens(family: Family) {
+    let mut s = setup_family(family, json!({"config": {"max_output_tokens": 64}})).await;
+    s.mock.push_stream(family.cut_off(
+        "Here is the first part",
+        &[("call_1", "shell", json!({"command": "echo never"}))],
+    ));
+    let events = s.run("write a lot").await;
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "max_tokens",
+        "{family:?}"
+    );
+    assert_eq!(
+        data_of(&events, "warning", "message"),
+        [
+            "the response was cut off at the output token limit (max_output_tokens = 64); \
+          raise it with session/set_config or ask for a shorter answer"
+        ]
+    );
+    assert!(of_kind(&events, "tool_call_start").is_empty(), "{events:?}");
+    assert_eq!(
+        data_of(&events, "assistant_text_end", "text"),
+        ["Here is the first part"]
+    );
+
+    s.mock.push_stream(family.text("short answer"));
+    let events = s.run("shorter please").await;
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "completed"
+    );
+    let requests = s.mock.requests();
+    assert_eq!(requests.len(), 2);
+    let sent = requests[1].body.to_string();
+    assert!(
+        sent.contains("Here is the first part")
+            && sent.contains("cut off at the output token limit (64 tokens)"),
+        "{family:?}: {sent}"
+    );
+    assert!(!sent.contains("echo never"), "{family:?}: {sent}");
+}
+
+/// `agentctl submit --follow` exits 3 when the answer was cut off, so scripts can tell a
+/// partial answer from a whole one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agentctl_exits_3_when_the_answer_is_cut_off() {
+    let s = setup_family(Family::Chat, json!({})).await;
+    s.mock
+        .push_stream(Family::Chat.cut_off("the beginning of a long", &[]));
+    let out = s
+        .daemon
+        .agentctl(&["submit", "--follow", &s.session, "write a lot"], None)
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "the beginning of a long\n"
+    );
+    assert!(
+        stderr.contains("cut off at the output token limit (max_output_tokens = "),
+        "{stderr}"
     );
 }
 

@@ -21,11 +21,13 @@ macro_rules! each_family {
 }
 
 mod cli;
+mod compaction;
 mod control;
 mod daemon;
 mod examples;
 mod families;
 mod loop_basics;
+mod openai_compat;
 mod persistence;
 mod profiles;
 mod protocol;

@@ -2,7 +2,7 @@
 //! authentication and context errors, broken streams, and a missing key.
 
 use crate::{data_of, of_kind, setup};
-use agentd_tests::mock::{Chunk, Reply};
+use agentd_tests::mock::{Chunk, Gate, Reply};
 use agentd_tests::{TestDaemon, sse};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -131,6 +131,39 @@ async fn rate_limits_and_overload_are_retried() {
     assert_eq!(s.mock.requests().len(), 4);
 }
 
+/// Anthropic may answer 200 and then `error: overloaded_error`. Before any text that is
+/// retried like a 529; once text has reached clients it is an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overloaded_stream_is_retried_only_before_text() {
+    let mut s = setup().await;
+    let overloaded = Chunk::Data(
+        "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"
+            .into(),
+    );
+    s.mock
+        .push_stream(vec![sse::message_start(), overloaded.clone()]);
+    s.mock.push_stream(sse::text("made it"));
+    let events = s.run("one").await;
+    let warnings = data_of(&events, "warning", "message");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with("Anthropic stream error: Overloaded; retrying in"),
+        "{warnings:?}"
+    );
+    assert_eq!(data_of(&events, "assistant_text_end", "text"), ["made it"]);
+
+    let mut late = sse::text("half of it");
+    late.truncate(4);
+    late.push(overloaded);
+    s.mock.push_stream(late);
+    let events = s.run("two").await;
+    assert_eq!(
+        data_of(&events, "error", "message"),
+        ["Anthropic stream error: Overloaded"]
+    );
+    assert_eq!(s.mock.requests().len(), 3, "the late one was not replayed");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn authentication_failure_closes_the_session() {
     let mut s = setup().await;
@@ -177,14 +210,19 @@ async fn context_overflow_is_a_warning_and_the_session_continues() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_cut_mid_response_is_an_error_and_the_session_stays_usable() {
     let mut s = setup().await;
+    // The cut waits until the text has reached the client, so that it is a cut mid-response.
+    let gate = Gate::new();
     let mut cut = sse::text("this will be cut off");
     cut.truncate(4);
-    cut.push(Chunk::Cut);
+    cut.extend([Chunk::Wait(gate.clone()), Chunk::Cut]);
     s.mock.push_stream(cut);
     let mut early_eof = sse::text("ends early");
     early_eof.pop(); // no message_stop: the server just closes
     s.mock.push_stream(early_eof);
-    let events = s.run("one").await;
+    s.start("one").await;
+    s.until("assistant_text_delta").await;
+    gate.open();
+    let events = s.until("processing_end").await;
     let error = of_kind(&events, "error")[0];
     assert_eq!(error["data"]["fatal"], false);
     assert!(

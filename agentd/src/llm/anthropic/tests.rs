@@ -28,15 +28,14 @@ fn check(name: &str, expect: Response) {
     );
 }
 
-fn usage(input: u64, output: u64, read: u64, write: u64) -> Usage {
-    Usage {
+fn usage(input: u64, output: u64, read: u64, write: u64) -> Option<Usage> {
+    Some(Usage {
         input_tokens: input,
         output_tokens: output,
         cache_read_tokens: read,
         cache_write_tokens: write,
-        reasoning_tokens: 0,
-        cost_usd: None,
-    }
+        ..Usage::default()
+    })
 }
 
 fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
@@ -51,7 +50,7 @@ fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
 fn response(
     text: &str,
     calls: Vec<ToolCall>,
-    usage: Usage,
+    usage: Option<Usage>,
     stop: StopReason,
     id: &str,
     model: &str,
@@ -229,7 +228,7 @@ fn eof_before_message_stop_is_an_error() {
     let text = String::from_utf8(bytes.clone()).unwrap();
     bytes.truncate(text.find("event: message_stop").unwrap());
     let err = decode(bytes).0.unwrap_err();
-    assert_eq!(err.kind, ErrorKind::Stream);
+    assert_eq!(err.kind, ErrorKind::Incomplete);
     assert!(
         err.message.contains("before message_stop"),
         "{}",
@@ -238,11 +237,26 @@ fn eof_before_message_stop_is_an_error() {
 }
 
 #[test]
-fn mid_stream_error_event_is_reported_not_retried() {
+fn message_stop_without_a_stop_reason_is_incomplete() {
+    let sse = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{}}}\n\n\
+               event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    let err = decode(sse.as_bytes().to_vec()).0.unwrap_err();
+    assert_eq!(
+        (err.kind, err.message.as_str()),
+        (
+            ErrorKind::Incomplete,
+            "the response stream ended without a stop_reason (incomplete response)"
+        )
+    );
+}
+
+/// The error keeps its kind; `llm::complete` retries it only before any delta.
+#[test]
+fn mid_stream_error_event_keeps_its_kind() {
     let sse = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{}}}\n\n\
                event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
     let err = decode(sse.as_bytes().to_vec()).0.unwrap_err();
-    assert_eq!(err.kind, ErrorKind::Stream);
+    assert_eq!(err.kind, ErrorKind::Overloaded);
     assert_eq!(err.message, "Anthropic stream error: Overloaded");
 }
 

@@ -3,6 +3,7 @@
 use super::*;
 use crate::llm::fixtures::{self, Framing};
 use serde_json::json;
+use std::time::Duration;
 
 fn decode(name: &str) -> Option<(Result<Response, Error>, Vec<Delta>)> {
     let bytes = fixtures::load("gemini", name, Framing::Crlf)?.remove(0);
@@ -66,14 +67,14 @@ fn text_with_a_trailing_signature_and_cumulative_usage() {
     );
     assert_eq!(
         got.usage,
-        Usage {
+        Some(Usage {
             input_tokens: 9,
             output_tokens: 29 + 256,
             cache_read_tokens: 0,
             cache_write_tokens: 0,
             reasoning_tokens: 256,
-            cost_usd: None,
-        }
+            ..Usage::default()
+        })
     );
     assert_eq!(got.response_id.as_deref(), Some("dX6LadKVC7SZ28oPr9yJoQs"));
 }
@@ -119,14 +120,14 @@ fn vertex_streamed_partial_arguments() {
     assert_eq!(thoughts.chars().count(), 320);
     assert_eq!(
         got.usage,
-        Usage {
+        Some(Usage {
             input_tokens: 249,
             output_tokens: 58 + 183,
             cache_read_tokens: 0,
             cache_write_tokens: 0,
             reasoning_tokens: 183,
-            cost_usd: None,
-        }
+            ..Usage::default()
+        })
     );
 }
 
@@ -147,6 +148,22 @@ fn retry_info_in_a_429_body_sets_the_delay() {
     assert_eq!(
         e.message,
         "Gemini API error 429 RESOURCE_EXHAUSTED: You exceeded your current quota, please check your plan."
+    );
+}
+
+#[test]
+fn hostile_retry_delays_never_panic_and_count_as_absent() {
+    let body = |delay: &str| {
+        json!({"error": {"code": 429, "message": "slow down", "status": "RESOURCE_EXHAUSTED",
+            "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay}]}})
+        .to_string()
+    };
+    for delay in ["1e30s", "-5s", "NaNs", "infs", "s", "3", "later", "1e400s"] {
+        assert_eq!(parse_error(&body(delay)).retry_after, None, "{delay}");
+    }
+    assert_eq!(
+        parse_error(&body("0.5s")).retry_after,
+        Some(Duration::from_millis(500))
     );
 }
 

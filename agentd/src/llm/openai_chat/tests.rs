@@ -22,19 +22,25 @@ fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
     }
 }
 
-fn usage(input: u64, output: u64, cached: u64, reasoning: u64) -> Usage {
-    Usage {
+fn usage(input: u64, output: u64, cached: u64, reasoning: u64) -> Option<Usage> {
+    Some(Usage {
         input_tokens: input,
         output_tokens: output,
         cache_read_tokens: cached,
         cache_write_tokens: 0,
         reasoning_tokens: reasoning,
-        cost_usd: None,
-    }
+        ..Usage::default()
+    })
 }
 
 /// Checks tool calls, text, usage and stop reason of one recording.
-fn check(name: &str, text: &str, calls: Vec<ToolCall>, expect_usage: Usage, stop: StopReason) {
+fn check(
+    name: &str,
+    text: &str,
+    calls: Vec<ToolCall>,
+    expect_usage: Option<Usage>,
+    stop: StopReason,
+) {
     let Some((got, deltas)) = decode(name) else {
         return;
     };
@@ -104,7 +110,7 @@ fn llama_cpp_python_repeats_id_and_name_on_every_fragment() {
             "read_file",
             json!({"path": "README.md"}),
         )],
-        Usage::default(),
+        None,
         StopReason::ToolUse,
     );
 }
@@ -170,7 +176,7 @@ fn anthropic_compatible_endpoint_starts_tool_indexes_at_one() {
             "read_file",
             json!({"path": "a.txt"}),
         )],
-        Usage::default(),
+        None,
         StopReason::ToolUse,
     );
 }
@@ -205,6 +211,38 @@ fn a_reused_index_with_a_new_id_is_a_new_call_and_missing_arguments_mean_empty()
     );
     // finish_reason said "stop", but the calls decide.
     assert_eq!(got.stop_reason, Some(StopReason::EndTurn));
+}
+
+/// Issue 11: llama-cpp-python ended a stream with `[DONE]` after only the role chunk; it was
+/// recorded as an empty, completed answer.
+#[test]
+fn done_without_any_finish_reason_is_incomplete() {
+    let role_only = [
+        json!({"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": null}]}),
+    ];
+    let with_text = [
+        json!({"choices": [{"delta": {"role": "assistant", "content": null}, "finish_reason": null}]}),
+        json!({"choices": [{"delta": {"content": "partial"}, "finish_reason": null}]}),
+    ];
+    for chunks in [&role_only[..], &with_text[..]] {
+        let err = fixtures::decode(
+            sse(chunks, true),
+            &OpenAiChat::new(fixtures::http(), "http://unused", None),
+        )
+        .0
+        .unwrap_err();
+        assert_eq!(
+            (err.kind, err.message.as_str()),
+            (
+                ErrorKind::Incomplete,
+                "the response stream ended without a finish_reason (incomplete response)"
+            )
+        );
+        assert!(
+            err.is_retryable(),
+            "retried while no delta reached a client"
+        );
+    }
 }
 
 #[test]
@@ -286,7 +324,7 @@ fn history_maps_to_chat_messages() {
         history(&refs),
         vec![
             json!({"role": "user", "content": "go"}),
-            json!({"role": "assistant", "content": null, "tool_calls": [
+            json!({"role": "assistant", "content": "", "tool_calls": [
                 {"id": "c1", "type": "function", "function": {"name": "shell", "arguments": "{\"command\":\"ls\"}"}},
                 {"id": "c2", "type": "function", "function": {"name": "shell", "arguments": "{bad"}}]}),
             json!({"role": "tool", "tool_call_id": "c1", "content": "a"}),
