@@ -311,6 +311,29 @@ pub async fn complete(
     }
 }
 
+/// The HTTP client every provider shares (one connection pool for the daemon).
+pub fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .read_timeout(Duration::from_secs(300))
+        .user_agent(concat!("agentd/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .unwrap_or_default()
+}
+
+/// The client of the configured provider `p`, over `http`.
+pub fn client(http: reqwest::Client, p: &crate::config::ProviderConfig) -> Arc<dyn Provider> {
+    let (base, key) = (p.base_url.as_str(), p.api_key.clone());
+    match p.kind {
+        ProviderKind::Anthropic => {
+            Arc::new(anthropic::Anthropic::new(http, base, key).with_betas(&p.beta_headers))
+        }
+        ProviderKind::Openai => Arc::new(openai::OpenAi::new(http, base, key)),
+        ProviderKind::OpenaiChat => Arc::new(openai_chat::OpenAiChat::new(http, base, key)),
+        ProviderKind::Gemini => Arc::new(gemini::Gemini::new(http, base, key)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -426,28 +449,5 @@ mod tests {
             (result.unwrap_err().kind, retries),
             (ErrorKind::Incomplete, vec![2, 3, 4, 5])
         );
-    }
-}
-
-/// The HTTP client every provider shares (one connection pool for the daemon).
-pub fn http_client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .read_timeout(Duration::from_secs(300))
-        .user_agent(concat!("agentd/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .unwrap_or_default()
-}
-
-/// The client of the configured provider `p`, over `http`.
-pub fn client(http: reqwest::Client, p: &crate::config::ProviderConfig) -> Arc<dyn Provider> {
-    let (base, key) = (p.base_url.as_str(), p.api_key.clone());
-    match p.kind {
-        ProviderKind::Anthropic => {
-            Arc::new(anthropic::Anthropic::new(http, base, key).with_betas(&p.beta_headers))
-        }
-        ProviderKind::Openai => Arc::new(openai::OpenAi::new(http, base, key)),
-        ProviderKind::OpenaiChat => Arc::new(openai_chat::OpenAiChat::new(http, base, key)),
-        ProviderKind::Gemini => Arc::new(gemini::Gemini::new(http, base, key)),
     }
 }
