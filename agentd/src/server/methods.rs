@@ -220,9 +220,14 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
     });
     register::<m::SessionAbort, _, _>(&mut module, |d, p| async move {
         let session = d.registry.get(&p.session_id).await?;
-        tokio::spawn(async move { session.abort(p.close).await })
-            .await
-            .map_err(crashed)?
+        tokio::spawn(async move {
+            let aborted = session.abort(p.close).await?;
+            // The answer follows the events the abort caused on every stream.
+            session.delivered(session.view().last_seq).await;
+            Ok(aborted)
+        })
+        .await
+        .map_err(crashed)?
     });
     register::<m::SessionClose, _, _>(&mut module, |d, p| async move {
         let session = d.registry.get(&p.session_id).await?;
@@ -322,6 +327,7 @@ async fn stream_session(
     };
     let mut last_seq = p.since_seq.unwrap_or(0);
     let mut live = subscription.live;
+    let delivered = subscription.delivered;
     for event in subscription.replay {
         last_seq = event.seq;
         if send(&sink, &StreamItem::Event((*event).clone()))
@@ -330,6 +336,7 @@ async fn stream_session(
         {
             return end(&sink, StreamEndReason::Lagged, last_seq).await;
         }
+        delivered.store(last_seq, std::sync::atomic::Ordering::Release);
     }
     if session.state() == SessionState::Closed && live.is_empty() {
         return end(&sink, StreamEndReason::SessionClosed, last_seq).await;
@@ -353,6 +360,7 @@ async fn stream_session(
                 {
                     return end(&sink, StreamEndReason::Lagged, last_seq).await;
                 }
+                delivered.store(last_seq, std::sync::atomic::Ordering::Release);
                 if closed {
                     return end(&sink, StreamEndReason::SessionClosed, last_seq).await;
                 }

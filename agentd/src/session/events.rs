@@ -46,6 +46,8 @@ pub(super) struct Joined {
     pub(super) tail: Vec<Arc<Event>>,
     /// Every later event.
     pub(super) live: broadcast::Receiver<Arc<Event>>,
+    /// The seq of the newest event when the subscriber joined.
+    pub(super) last_seq: u64,
 }
 
 impl EventLog {
@@ -127,11 +129,13 @@ impl EventLog {
             .live
             .get_or_insert_with(|| broadcast::channel(LIVE_BUFFER).0)
             .subscribe();
+        let last_seq = self.last_seq();
         let Some(since) = since_seq else {
             return Joined {
                 stored: None,
                 tail: Vec::new(),
                 live,
+                last_seq,
             };
         };
         let first_in_tail = self.tail.front().map_or(self.next_seq, |(e, _)| e.seq);
@@ -147,7 +151,12 @@ impl EventLog {
             .filter(|(e, _)| e.seq > since)
             .map(|(e, _)| e.clone())
             .collect();
-        Joined { stored, tail, live }
+        Joined {
+            stored,
+            tail,
+            live,
+            last_seq,
+        }
     }
 
     /// The seq of the newest event (0 when empty).

@@ -36,7 +36,8 @@ use agentd_proto::{
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Weak};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
@@ -78,6 +79,8 @@ pub enum Error {
 
 /// How long `abort` waits for the session to stop before saying it did not.
 const ABORT_WAIT: Duration = Duration::from_secs(15);
+/// How long a reply waits for subscribers to send on the events before it.
+const DELIVERY_WAIT: Duration = Duration::from_secs(1);
 /// Commands waiting for a busy session task before callers wait to send more.
 const COMMAND_BUFFER: usize = 64;
 
@@ -212,6 +215,9 @@ pub struct Subscription {
     pub replay: Vec<Arc<Event>>,
     /// Every later event.
     pub live: broadcast::Receiver<Arc<Event>>,
+    /// The seq of the newest event the subscriber has sent on; the subscriber keeps it
+    /// current, so that [`Session::delivered`] can wait for it.
+    pub delivered: Arc<AtomicU64>,
 }
 
 /// A handle to a running session. Cheap to share; every method may be called while the
@@ -221,6 +227,8 @@ pub struct Session {
     commands: mpsc::Sender<Command>,
     view: watch::Receiver<View>,
     registry: Option<Weak<Registry>>,
+    /// How far each live subscription has delivered (see [`Session::delivered`]).
+    subscribers: Mutex<Vec<Weak<AtomicU64>>>,
 }
 
 impl Session {
@@ -240,6 +248,7 @@ impl Session {
             commands,
             view,
             registry,
+            subscribers: Mutex::default(),
         })
     }
 
@@ -427,10 +436,37 @@ impl Session {
             None => Vec::new(),
         };
         replay.extend(joined.tail);
+        let delivered = Arc::new(AtomicU64::new(since_seq.unwrap_or(joined.last_seq)));
+        let mut subscribers = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
+        subscribers.retain(|s| s.strong_count() > 0);
+        subscribers.push(Arc::downgrade(&delivered));
         Ok(Subscription {
             replay,
             live: joined.live,
+            delivered,
         })
+    }
+
+    /// Waits (at most [`DELIVERY_WAIT`]) until every live subscription has sent on the events
+    /// up to `seq`, so that a reply sent next reaches a client after the events it follows
+    /// (an abort's answer after the `processing_end` it caused).
+    pub async fn delivered(&self, seq: u64) {
+        let deadline = tokio::time::Instant::now() + DELIVERY_WAIT;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            let behind = self
+                .subscribers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .filter_map(Weak::upgrade)
+                .any(|d| d.load(Ordering::Acquire) < seq);
+            if !behind || tokio::time::Instant::now() >= deadline {
+                return;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
     }
 
     /// Interrupts the current work: cancels the LLM stream, kills every process group the
