@@ -1,6 +1,8 @@
 //! Reaching the daemon: where its socket is, and starting `agentd` in the background when
 //! nothing answers there (unless `AGENTD_NO_AUTOSTART=1`), so a first command just works.
 
+use crate::client::Connection;
+use crate::error::{EX_UNAVAILABLE, Failure, Result};
 use std::fs::OpenOptions;
 use std::io;
 use std::os::unix::process::CommandExt;
@@ -56,4 +58,42 @@ pub(crate) fn start(socket: &Path) -> io::Result<PathBuf> {
         .process_group(0)
         .spawn()?;
     Ok(log)
+}
+
+/// Connects to the daemon; when nothing answers and `autostart` allows it, starts one and
+/// waits for it.
+pub(crate) async fn connect(socket: Option<&Path>, autostart: bool) -> Result<Connection> {
+    let socket = socket_path(socket);
+    let first = match Connection::connect(&socket).await {
+        Ok(conn) => return Ok(conn),
+        Err(e) => e,
+    };
+    let unreachable = |detail: String| {
+        Failure(
+            EX_UNAVAILABLE,
+            format!(
+                "cannot reach agentd at {}: {detail}\nstart it with `agentd &` (or `systemctl --user start agentd.socket`)",
+                socket.display()
+            ),
+        )
+    };
+    let nothing_there = matches!(
+        first.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
+    );
+    if !(autostart && nothing_there && autostart_allowed()) {
+        return Err(unreachable(first.to_string()));
+    }
+    let log =
+        start(&socket).map_err(|e| unreachable(format!("{first}; starting agentd failed: {e}")))?;
+    for _ in 0..100 {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        if let Ok(conn) = Connection::connect(&socket).await {
+            return Ok(conn);
+        }
+    }
+    Err(unreachable(format!(
+        "{first}; agentd was started but did not answer within 5 s (see {})",
+        log.display()
+    )))
 }

@@ -1,0 +1,117 @@
+//! One module per command (as mini-redis does); [`run`] dispatches the commands that talk to
+//! the daemon, and the helpers below are what several commands share.
+
+pub(crate) mod abort;
+pub(crate) mod close;
+pub(crate) mod compact;
+pub(crate) mod doctor;
+pub(crate) mod events;
+pub(crate) mod fork;
+pub(crate) mod gc;
+pub(crate) mod history;
+pub(crate) mod ls;
+pub(crate) mod man;
+pub(crate) mod models;
+pub(crate) mod new;
+pub(crate) mod queue;
+pub(crate) mod rm;
+pub(crate) mod rollback;
+pub(crate) mod show;
+pub(crate) mod status;
+pub(crate) mod steer;
+pub(crate) mod submit;
+
+mod follow;
+
+use crate::cli::Online;
+use crate::client::Connection;
+use crate::error::{Failure, Result};
+use agentd_proto::methods as m;
+use agentd_proto::{ListParams, SessionId};
+use serde::Serialize;
+use std::io::{IsTerminal, Read};
+
+/// What a command that talks to the daemon gets.
+pub(crate) struct Context {
+    /// The connection to the daemon.
+    pub(crate) conn: Connection,
+    /// `--json`: NDJSON on stdout instead of text.
+    pub(crate) json: bool,
+}
+
+/// Runs a command that needs the daemon; returns the exit code.
+pub(crate) async fn run(command: Online, ctx: &Context) -> Result<u8> {
+    match command {
+        Online::Status => status::run(ctx).await,
+        Online::Models => models::run(ctx).await,
+        Online::New(args) => new::run(args, ctx).await,
+        Online::Ls(args) => args.run(ctx).await,
+        Online::Show(args) => args.run(ctx).await,
+        Online::Submit(args) => args.run(ctx).await,
+        Online::Steer(args) => args.steer(ctx).await,
+        Online::FollowUp(args) => args.follow_up(ctx).await,
+        Online::Queue(args) => args.run(ctx).await,
+        Online::Abort(args) => args.run(ctx).await,
+        Online::Close(args) => args.run(ctx).await,
+        Online::Events(args) => args.run(ctx).await,
+        Online::History(args) => args.run(ctx).await,
+        Online::Fork(args) => args.run(ctx).await,
+        Online::Rollback(args) => args.run(ctx).await,
+        Online::Compact(args) => args.run(ctx).await,
+        Online::Rm(args) => args.run(ctx).await,
+        Online::Gc(args) => args.run(ctx).await,
+    }
+}
+
+/// Prints `value` as one JSON line with `--json`, else as `human` renders it.
+pub(crate) fn print<T: Serialize>(json: bool, value: &T, human: impl FnOnce(&T)) {
+    if json {
+        println!("{}", serde_json::to_string(value).unwrap_or_default());
+    } else {
+        human(value);
+    }
+}
+
+/// The prompt: the words joined, or stdin when there are none (or just `-`).
+pub(crate) fn join_text(words: &[String]) -> Result<String> {
+    let text = if words.is_empty() || words == ["-"] {
+        let mut text = String::new();
+        if std::io::stdin().is_terminal() {
+            eprintln!("(reading the prompt from stdin; end with Ctrl-D)");
+        }
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| Failure(1, format!("cannot read stdin: {e}")))?;
+        text
+    } else {
+        words.join(" ")
+    };
+    if text.trim().is_empty() {
+        return Err(Failure(2, "the prompt is empty".into()));
+    }
+    Ok(text)
+}
+
+/// Accepts a full session id or a unique prefix of one.
+pub(crate) async fn resolve(conn: &Connection, id: &str) -> Result<SessionId> {
+    let list = conn.call::<m::SessionList>(ListParams::default()).await?;
+    if list.sessions.iter().any(|s| s.session_id.as_str() == id) {
+        return Ok(SessionId::from(id));
+    }
+    let matches: Vec<_> = list
+        .sessions
+        .iter()
+        .filter(|s| s.session_id.as_str().starts_with(id))
+        .collect();
+    match matches.as_slice() {
+        [one] => Ok(one.session_id.clone()),
+        [] => Ok(SessionId::from(id)),
+        _ => Err(Failure(
+            2,
+            format!(
+                "session prefix {id:?} is ambiguous ({} sessions match)",
+                matches.len()
+            ),
+        )),
+    }
+}
