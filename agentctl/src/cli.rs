@@ -6,9 +6,26 @@ use crate::cmd;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
+/// The exit codes, for `--help` and the man page (`error.rs` defines them).
+const EXIT_CODES: &str = "\
+Exit codes:
+  0    success
+  1    the daemon answered with an error, or the followed work ended in one
+  2    bad usage (a flag, an argument or a config pair)
+  3    submit --follow: the work stopped at the session's turn limit (--max-turns)
+  4    submit --follow: the work stopped at the round limit for one input (--max-rounds)
+  5    reserved: the model's answer stopped at its output token limit
+  69   the daemon cannot be reached, or it shut down while followed
+  77   the daemon refused this user
+  130  interrupted (Ctrl-C aborted the work)
+
+With --json, an error is one JSON object on stderr: {\"code\": JSON-RPC code or null,
+\"kind\": the daemon's data.kind, or usage, unavailable, failed, daemon_shutdown,
+\"message\", \"exit_code\"}.";
+
 /// Control agentd sessions from the shell.
 #[derive(Parser)]
-#[command(version, about)]
+#[command(version, about, after_help = EXIT_CODES)]
 pub(crate) struct Cli {
     /// Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]
     #[arg(long, global = true, env = "AGENTD_SOCKET")]
@@ -20,6 +37,8 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
+// Parsed once per process: boxing the big variant would save nothing that matters.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 pub(crate) enum Command {
     #[command(flatten)]
@@ -31,8 +50,14 @@ pub(crate) enum Command {
 /// Commands that work without a daemon.
 #[derive(Subcommand)]
 pub(crate) enum Offline {
-    /// Check the setup: socket, daemon, config, providers (never prints keys).
+    /// Check the setup: socket, daemon, config, providers (never prints keys; never starts
+    /// the daemon).
     Doctor,
+    /// The daemon itself: status, stop, restart.
+    Daemon {
+        #[command(subcommand)]
+        command: cmd::daemon::DaemonCommand,
+    },
     /// Print a shell completion script: `agentctl completions bash > ~/.local/share/bash-completion/completions/agentctl`.
     Completions { shell: clap_complete::Shell },
     /// Print the man page, or write every page into a directory.
@@ -83,4 +108,7 @@ pub(crate) enum Online {
     Rm(cmd::rm::Rm),
     /// Delete closed sessions not updated for a while.
     Gc(cmd::gc::Gc),
+    /// Show a session's config, or change it from the next LLM call: `config SESSION
+    /// max-turns=20 effort=high`.
+    Config(cmd::config::Config),
 }

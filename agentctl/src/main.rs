@@ -3,9 +3,9 @@
 //! When no daemon answers on the socket, `agentctl` starts `agentd` in the background (set
 //! `AGENTD_NO_AUTOSTART=1` to never do so).
 //!
-//! Exit codes: 0 success; 1 the daemon answered with an error (or the work ended in one);
-//! 2 bad usage; 69 the daemon cannot be reached; 77 the daemon refused this user;
-//! 130 interrupted (Ctrl-C aborted the work).
+//! The exit codes are listed in `error.rs` (and the README and man page): 0 success; 1 an error;
+//! 2 bad usage; 3 and 4 the followed work stopped at a turn or round limit; 69 the daemon cannot
+//! be reached; 77 the daemon refused this user; 130 interrupted.
 //!
 //! `main` parses the command line and picks the exit code; `cli` is the command line's shape,
 //! `cmd/` has one module per command (as mini-redis does), `client` the connection, `daemon`
@@ -33,24 +33,48 @@ fn main() -> ExitCode {
             nix::sys::signal::SigHandler::SigDfl,
         )
     };
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
+    let json = cli.json;
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("agentctl: {e}");
+            Failure::failed(format!("cannot start: {e}")).report(json);
             return ExitCode::FAILURE;
         }
     };
     match runtime.block_on(run(cli)) {
         Ok(code) => ExitCode::from(code),
-        Err(Failure(code, message)) => {
-            eprintln!("agentctl: {message}");
-            ExitCode::from(code)
+        Err(failure) => {
+            failure.report(json);
+            ExitCode::from(failure.exit_code)
         }
     }
+}
+
+/// Help and version go to stdout as clap prints them; a usage error too, unless `--json` was
+/// given, where it becomes the same JSON object as every other error.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let json = std::env::args_os().skip(1).any(|a| a == "--json");
+    if !json || matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        e.exit()
+    }
+    let message = e.render().to_string();
+    let message = message
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches("error: ");
+    let mut failure = Failure::usage(message);
+    failure.exit_code = u8::try_from(e.exit_code()).unwrap_or(error::EX_USAGE);
+    failure.report(true);
+    ExitCode::from(failure.exit_code)
 }
 
 async fn run(cli: Cli) -> Result<u8> {
@@ -66,7 +90,10 @@ async fn run(cli: Cli) -> Result<u8> {
             return Ok(0);
         }
         Command::Offline(Offline::Man { dir }) => return cmd::man::run(dir.as_deref()),
-        Command::Offline(Offline::Doctor) => return cmd::doctor::run(socket).await,
+        Command::Offline(Offline::Doctor) => return cmd::doctor::run(socket, cli.json).await,
+        Command::Offline(Offline::Daemon { command }) => {
+            return command.run(socket, cli.json).await;
+        }
         Command::Online(command) => command,
     };
     let conn = daemon::connect(socket, true).await?;

@@ -2,12 +2,13 @@
 
 use super::{Context, print, resolve};
 use crate::error::Result;
-use agentd_proto::AbortParams;
 use agentd_proto::methods as m;
+use agentd_proto::{AbortParams, SessionState};
 
 #[derive(clap::Args)]
 pub(crate) struct Abort {
     session: String,
+    /// Close the session too.
     #[arg(long)]
     close: bool,
 }
@@ -23,16 +24,18 @@ impl Abort {
             })
             .await?;
         print(ctx.json, &r, |r| {
+            let closed = r.state == SessionState::Closed;
             println!(
                 "{}",
-                if r.aborted {
-                    "aborted"
-                } else {
-                    "nothing was running"
+                match (r.aborted, closed) {
+                    (true, true) => "aborted and closed",
+                    (false, true) => "closed (nothing was running)",
+                    (true, false) => "aborted",
+                    (false, false) => "nothing was running",
                 }
             );
             let queued = r.queue.steering.len() + r.queue.follow_up.len();
-            if queued > 0 {
+            if queued > 0 && !closed {
                 println!("{queued} queued item(s) kept; see `agentctl queue`");
             }
         });

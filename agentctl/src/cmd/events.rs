@@ -1,9 +1,10 @@
 //! `agentctl events`: a session's events, replayed from a seq, optionally followed live.
 
+use super::stream::{EventStream, Next, reason_name};
 use super::{Context, print, resolve};
-use crate::error::{Failure, Result};
+use crate::error::{EX_UNAVAILABLE, Result};
 use agentd_proto::methods as m;
-use agentd_proto::{EventBody, SessionParams, StreamItem, SubscribeParams};
+use agentd_proto::{EventBody, SessionParams, StreamEndReason, StreamItem};
 
 #[derive(clap::Args)]
 pub(crate) struct Events {
@@ -27,21 +28,14 @@ impl Events {
             })
             .await?
             .last_seq;
-        let mut stream = ctx
-            .conn
-            .subscribe::<m::SessionSubscribe>(SubscribeParams {
-                session_id,
-                since_seq: Some(self.since),
-            })
-            .await?;
         if !self.follow && last <= self.since {
             return Ok(0);
         }
-        while let Some(item) = stream.next().await {
-            let item = item.map_err(|e| Failure(1, format!("bad event: {e}")))?;
-            match &item {
-                StreamItem::Event(e) => {
-                    print(json, e, |e| {
+        let mut stream = EventStream::open(&ctx.conn, session_id, self.since).await?;
+        loop {
+            match stream.next().await? {
+                Next::Event(e) => {
+                    print(json, &*e, |e| {
                         println!(
                             "{:>6} {} {} {}",
                             e.seq,
@@ -51,18 +45,31 @@ impl Events {
                         )
                     });
                     if !self.follow && e.seq >= last {
-                        break;
+                        return Ok(0);
                     }
                 }
-                StreamItem::End(end) => {
-                    print(json, &item, |_| {
-                        eprintln!("(stream ended: {:?} at seq {})", end.reason, end.last_seq)
+                Next::End(end) => {
+                    print(json, &StreamItem::End(end.clone()), |end| {
+                        if let StreamItem::End(end) = end {
+                            let why = match end.reason {
+                                StreamEndReason::SessionClosed => "the session closed",
+                                StreamEndReason::DaemonShutdown => "agentd shut down",
+                                StreamEndReason::Lagged => "this client fell behind",
+                            };
+                            eprintln!(
+                                "(stream ended: {why} ({}) after seq {})",
+                                reason_name(end.reason),
+                                end.last_seq
+                            );
+                        }
                     });
-                    break;
+                    return Ok(match end.reason {
+                        StreamEndReason::DaemonShutdown => EX_UNAVAILABLE,
+                        _ => 0,
+                    });
                 }
             }
         }
-        Ok(0)
     }
 }
 

@@ -1,17 +1,22 @@
-//! Following a session's work as it happens: `submit --follow`.
+//! Following a session's work as it happens (`submit --follow`), and the exit code it ends
+//! with.
 
 use super::print;
+use super::stream::{EventStream, Next, reason_name};
 use crate::client::Connection;
-use crate::error::{EX_UNAVAILABLE, Failure, Result};
+use crate::error::{EX_FAILURE, EX_INTERRUPTED, EX_ROUND_LIMIT, EX_TURN_LIMIT, Failure, Result};
 use crate::render;
 use agentd_proto::methods as m;
-use agentd_proto::{AbortParams, EventBody, InputId, ProcessingEndReason, SessionId, StreamItem};
+use agentd_proto::{
+    AbortParams, EventBody, InputId, LimitKind, ProcessingEndReason, SessionId, SessionParams,
+    StreamEndReason, StreamItem,
+};
 
 /// Renders the session's events until the work that includes `input_id` ends. Ctrl-C aborts
 /// that work.
 pub(super) async fn work(
     conn: &Connection,
-    mut stream: jsonrpsee::core::client::Subscription<StreamItem>,
+    mut stream: EventStream<'_>,
     mut sigint: tokio::signal::unix::Signal,
     session_id: SessionId,
     input_id: InputId,
@@ -20,10 +25,12 @@ pub(super) async fn work(
     let mut renderer = render::Renderer::default();
     let mut seen_input = false;
     let mut interrupted = false;
+    // The limit the last `turn_limit` event named: it decides the exit code.
+    let mut limit = None;
     let mut ticker = tokio::time::interval(std::time::Duration::from_millis(100));
     loop {
-        let item = tokio::select! {
-            item = stream.next() => item,
+        let next = tokio::select! {
+            next = stream.next() => next?,
             _ = ticker.tick(), if renderer.animated() && !json => {
                 renderer.tick();
                 continue;
@@ -35,37 +42,89 @@ pub(super) async fn work(
                 continue;
             }
         };
-        let Some(item) = item else {
-            return Err(Failure(
-                EX_UNAVAILABLE,
-                "the daemon closed the event stream".into(),
-            ));
-        };
-        let item = item.map_err(|e| Failure(1, format!("bad event: {e}")))?;
-        let event = match item {
-            StreamItem::Event(e) => e,
-            StreamItem::End(end) => {
+        let event = match next {
+            Next::Event(e) => e,
+            Next::End(end) => {
                 print(json, &StreamItem::End(end.clone()), |_| {});
-                return Ok(if interrupted { 130 } else { 1 });
+                if interrupted {
+                    return Ok(EX_INTERRUPTED);
+                }
+                return Err(match end.reason {
+                    StreamEndReason::DaemonShutdown => shutdown_failure(),
+                    reason => Failure {
+                        code: None,
+                        kind: reason_name(reason),
+                        message: format!(
+                            "the event stream ended ({}) before the work did",
+                            reason_name(reason)
+                        ),
+                        exit_code: EX_FAILURE,
+                    },
+                });
             }
         };
         if json {
-            print(true, &event, |_| {});
+            print(true, &*event, |_| {});
         } else {
             renderer.event(&event);
         }
         match &event.body {
             EventBody::UserInput { input_id: id, .. } if *id == input_id => seen_input = true,
+            EventBody::TurnLimit { limit: l, .. } => limit = Some(*l),
             EventBody::ProcessingEnd { reason } if seen_input || interrupted => {
-                return Ok(match reason {
-                    _ if interrupted => 130,
-                    ProcessingEndReason::Completed | ProcessingEndReason::TurnLimit => 0,
-                    ProcessingEndReason::Aborted => 130,
-                    ProcessingEndReason::Error => 1,
+                return match reason {
+                    _ if interrupted => Ok(EX_INTERRUPTED),
+                    ProcessingEndReason::Completed => Ok(0),
+                    ProcessingEndReason::TurnLimit => Ok(match limit {
+                        Some(LimitKind::MaxToolRoundsPerInput) => EX_ROUND_LIMIT,
+                        Some(LimitKind::MaxTurns) | None => EX_TURN_LIMIT,
+                    }),
+                    ProcessingEndReason::Aborted if shutting_down(conn, &session_id).await => {
+                        Err(shutdown_failure())
+                    }
+                    ProcessingEndReason::Aborted => {
+                        eprintln!("(another client aborted the work: session/abort)");
+                        Ok(EX_INTERRUPTED)
+                    }
+                    ProcessingEndReason::Error => Ok(EX_FAILURE),
+                };
+            }
+            EventBody::SessionEnd { .. } => {
+                return Ok(if interrupted {
+                    EX_INTERRUPTED
+                } else {
+                    EX_FAILURE
                 });
             }
-            EventBody::SessionEnd { .. } => return Ok(if interrupted { 130 } else { 1 }),
             _ => {}
         }
+    }
+}
+
+/// Whether the daemon is going away: it refuses calls with `shutting_down` from the moment it
+/// starts aborting work, or has closed the connection already.
+async fn shutting_down(conn: &Connection, session_id: &SessionId) -> bool {
+    match conn
+        .call::<m::SessionGet>(SessionParams {
+            session_id: session_id.clone(),
+        })
+        .await
+    {
+        Ok(_) => false,
+        Err(e) => {
+            let f = Failure::from(e);
+            f.kind == "shutting_down" || f.kind == "unavailable"
+        }
+    }
+}
+
+fn shutdown_failure() -> Failure {
+    Failure {
+        code: None,
+        kind: "daemon_shutdown".into(),
+        message: "agentd shut down (daemon_shutdown) and stopped the work; the session keeps \
+                  its history: start agentd again and resubmit"
+            .into(),
+        exit_code: crate::error::EX_UNAVAILABLE,
     }
 }

@@ -1,7 +1,7 @@
 //! `agentctl fork`: a new session continuing from an entry of another.
 
 use super::{Context, print, resolve};
-use crate::error::Result;
+use crate::error::{Failure, Result};
 use agentd_proto::methods as m;
 use agentd_proto::{EntryId, ForkParams};
 
@@ -19,14 +19,26 @@ pub(crate) struct Fork {
 impl Fork {
     pub(crate) async fn run(self, ctx: &Context) -> Result<u8> {
         let session_id = resolve(&ctx.conn, &self.session).await?;
+        let at = self.at.is_some();
         let snapshot = ctx
             .conn
             .call::<m::SessionFork>(ForkParams {
-                session_id,
+                session_id: session_id.clone(),
                 entry_id: self.at.map(EntryId),
                 title: self.title,
             })
-            .await?;
+            .await
+            .map_err(|e| {
+                let mut f = Failure::from(e);
+                // The daemon speaks of its method; a person here has a command and a flag.
+                if at && f.kind == "invalid_params" {
+                    f.message = format!(
+                        "--at: {} (`agentctl history {session_id}` lists the entries)",
+                        f.message.replace(" (see session/history)", "")
+                    );
+                }
+                f
+            })?;
         print(ctx.json, &snapshot, |s| println!("{}", s.session_id));
         Ok(0)
     }

@@ -27,16 +27,18 @@ impl Gc {
         let cutoff = std::time::SystemTime::now()
             .checked_sub(self.older_than)
             .unwrap_or(std::time::UNIX_EPOCH);
+        let mut matched = 0;
         for s in list.sessions {
             let updated = humantime::parse_rfc3339(&s.updated).map_err(|e| {
-                Failure(
-                    1,
-                    format!("session {}: bad time {:?}: {e}", s.session_id, s.updated),
-                )
+                Failure::failed(format!(
+                    "session {}: bad time {:?}: {e}",
+                    s.session_id, s.updated
+                ))
             })?;
             if updated > cutoff {
                 continue;
             }
+            matched += 1;
             if !self.dry_run {
                 ctx.conn
                     .call::<m::SessionDelete>(SessionParams {
@@ -52,6 +54,12 @@ impl Gc {
             print(ctx.json, &s, |s| {
                 println!("{verb} {}  {}", s.session_id, s.updated)
             });
+        }
+        if matched == 0 && !ctx.json {
+            println!(
+                "nothing to delete: no closed session was last updated more than {} ago",
+                humantime::format_duration(self.older_than)
+            );
         }
         Ok(0)
     }

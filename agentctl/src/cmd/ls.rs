@@ -22,12 +22,9 @@ impl Ls {
             Some(s) => Some(
                 serde_json::from_value::<SessionState>(serde_json::Value::String(s.into()))
                     .map_err(|_| {
-                        Failure(
-                            2,
-                            format!(
-                                "unknown state {s:?}: use idle, processing, awaiting_input or closed"
-                            ),
-                        )
+                        Failure::usage(format!(
+                            "unknown --state {s:?}: use idle, processing, awaiting_input or closed"
+                        ))
                     })?,
             ),
         };

@@ -5,7 +5,7 @@ use crate::error::{Failure, Result};
 
 pub(crate) fn run(dir: Option<&std::path::Path>) -> Result<u8> {
     let command = <Cli as clap::CommandFactory>::command();
-    let fail = |e: std::io::Error| Failure(1, format!("cannot write man pages: {e}"));
+    let fail = |e: std::io::Error| Failure::failed(format!("cannot write man pages: {e}"));
     let Some(dir) = dir else {
         clap_mangen::Man::new(command)
             .render(&mut std::io::stdout())

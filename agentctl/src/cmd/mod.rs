@@ -4,6 +4,8 @@
 pub(crate) mod abort;
 pub(crate) mod close;
 pub(crate) mod compact;
+pub(crate) mod config;
+pub(crate) mod daemon;
 pub(crate) mod doctor;
 pub(crate) mod events;
 pub(crate) mod fork;
@@ -22,6 +24,7 @@ pub(crate) mod steer;
 pub(crate) mod submit;
 
 mod follow;
+mod stream;
 
 use crate::cli::Online;
 use crate::client::Connection;
@@ -60,6 +63,7 @@ pub(crate) async fn run(command: Online, ctx: &Context) -> Result<u8> {
         Online::Compact(args) => args.run(ctx).await,
         Online::Rm(args) => args.run(ctx).await,
         Online::Gc(args) => args.run(ctx).await,
+        Online::Config(args) => args.run(ctx).await,
     }
 }
 
@@ -81,22 +85,32 @@ pub(crate) fn join_text(words: &[String]) -> Result<String> {
         }
         std::io::stdin()
             .read_to_string(&mut text)
-            .map_err(|e| Failure(1, format!("cannot read stdin: {e}")))?;
+            .map_err(|e| Failure::failed(format!("cannot read stdin: {e}")))?;
         text
     } else {
         words.join(" ")
     };
     if text.trim().is_empty() {
-        return Err(Failure(2, "the prompt is empty".into()));
+        return Err(Failure::usage(if words.is_empty() {
+            "the prompt is empty: give it after the session, or on stdin"
+        } else {
+            "the prompt is empty"
+        }));
     }
     Ok(text)
 }
 
-/// Accepts a full session id or a unique prefix of one.
+/// Accepts a full session id or a unique prefix of one; an id that matches nothing is passed
+/// on as it is, so the daemon's `session_not_found` says so.
 pub(crate) async fn resolve(conn: &Connection, id: &str) -> Result<SessionId> {
+    Ok(find(conn, id).await?.unwrap_or_else(|| SessionId::from(id)))
+}
+
+/// The session `id` names, in full or by a unique prefix; `None` when none matches.
+pub(crate) async fn find(conn: &Connection, id: &str) -> Result<Option<SessionId>> {
     let list = conn.call::<m::SessionList>(ListParams::default()).await?;
     if list.sessions.iter().any(|s| s.session_id.as_str() == id) {
-        return Ok(SessionId::from(id));
+        return Ok(Some(SessionId::from(id)));
     }
     let matches: Vec<_> = list
         .sessions
@@ -104,14 +118,39 @@ pub(crate) async fn resolve(conn: &Connection, id: &str) -> Result<SessionId> {
         .filter(|s| s.session_id.as_str().starts_with(id))
         .collect();
     match matches.as_slice() {
-        [one] => Ok(one.session_id.clone()),
-        [] => Ok(SessionId::from(id)),
-        _ => Err(Failure(
-            2,
-            format!(
-                "session prefix {id:?} is ambiguous ({} sessions match)",
-                matches.len()
-            ),
-        )),
+        [one] => Ok(Some(one.session_id.clone())),
+        [] => Ok(None),
+        _ => Err(Failure::usage(format!(
+            "session prefix {id:?} is ambiguous ({} sessions match)",
+            matches.len()
+        ))),
     }
+}
+
+/// Lines of `rows` with every column but the last padded to its widest cell, two spaces
+/// apart.
+pub(crate) fn table(rows: &[Vec<String>]) -> Vec<String> {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|cell| cell.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    rows.iter()
+        .map(|row| {
+            let mut line = String::new();
+            for (c, cell) in row.iter().enumerate() {
+                if c + 1 == row.len() {
+                    line += cell;
+                } else {
+                    line += &format!("{cell:<w$}  ", w = widths[c]);
+                }
+            }
+            line.trim_end().to_owned()
+        })
+        .collect()
 }

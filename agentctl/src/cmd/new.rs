@@ -1,22 +1,56 @@
-//! `agentctl new`: create a session; its options are shared with `submit --new`.
+//! `agentctl new`: create a session. Its options are shared with `submit --new`; the ones that
+//! set the session's config map onto `session/create`'s `config` patch, with the same names
+//! `agentctl config` takes.
 
+use super::config::parse_duration;
 use super::{Context, print};
 use crate::error::{Failure, Result};
-use agentd_proto::CreateParams;
 use agentd_proto::methods as m;
+use agentd_proto::{ConfigPatch, CreateParams, ReasoningEffort};
 use std::path::PathBuf;
+
+/// `--effort`: the values of [`ReasoningEffort`].
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub(crate) enum Effort {
+    Low,
+    Medium,
+    High,
+}
+
+impl From<Effort> for ReasoningEffort {
+    fn from(e: Effort) -> Self {
+        match e {
+            Effort::Low => ReasoningEffort::Low,
+            Effort::Medium => ReasoningEffort::Medium,
+            Effort::High => ReasoningEffort::High,
+        }
+    }
+}
 
 #[derive(clap::Args)]
 pub(crate) struct NewArgs {
     /// Working directory [default: the current directory]
     #[arg(long)]
     cwd: Option<PathBuf>,
-    /// Provider name (see `agentctl status`).
+    /// Provider name (see `agentctl models`).
     #[arg(long)]
     provider: Option<String>,
-    /// Model.
+    /// Model [default: the provider's default model]
     #[arg(long)]
     model: Option<String>,
+    /// Reasoning effort [default: the provider's default]
+    #[arg(long, value_enum)]
+    effort: Option<Effort>,
+    /// Most model turns in the session; 0 is unlimited. Reaching it exits 3 with --follow.
+    #[arg(long, value_name = "N")]
+    max_turns: Option<u32>,
+    /// Most tool rounds for one input; 0 is unlimited. Reaching it exits 4 with --follow.
+    #[arg(long, value_name = "N")]
+    max_rounds: Option<u32>,
+    /// Time limit of a shell command that sets none, such as 30s or 5m (still capped by the
+    /// session's max-timeout, see `agentctl config`).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    timeout: Option<std::time::Duration>,
     /// Tool profile.
     #[arg(long)]
     profile: Option<String>,
@@ -38,13 +72,22 @@ impl NewArgs {
             Some(c) => std::path::absolute(c),
             None => std::env::current_dir(),
         }
-        .map_err(|e| Failure(1, format!("cannot resolve the working directory: {e}")))?;
+        .map_err(|e| Failure::failed(format!("cannot resolve the working directory: {e}")))?;
+        let patch = ConfigPatch {
+            reasoning_effort: self.effort.map(|e| Some(e.into())),
+            max_turns: self.max_turns,
+            max_tool_rounds_per_input: self.max_rounds,
+            default_command_timeout_ms: self
+                .timeout
+                .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+            ..ConfigPatch::default()
+        };
         Ok(CreateParams {
             cwd: cwd.display().to_string(),
             provider: self.provider,
             model: self.model,
             profile: self.profile,
-            config: None,
+            config: (patch != ConfigPatch::default()).then_some(patch),
             title: self.title,
             instructions: self.instructions,
             read_only: self.read_only,

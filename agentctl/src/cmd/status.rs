@@ -21,10 +21,13 @@ pub(crate) async fn run(ctx: &Context) -> Result<u8> {
             i.sessions, i.sessions_processing
         );
         for p in &i.providers {
-            let key = if p.has_key { "key set" } else { "no key" };
             println!(
-                "provider {} [{}] {} ({key}, default model {})",
-                p.name, p.kind, p.base_url, p.default_model
+                "provider {} [{}] {} ({}, default model {})",
+                p.name,
+                p.kind,
+                p.base_url,
+                super::models::readiness(p),
+                p.default_model
             );
         }
     });
