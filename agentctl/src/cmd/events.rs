@@ -31,7 +31,7 @@ impl Events {
         if !self.follow && last <= self.since {
             return Ok(0);
         }
-        let mut stream = EventStream::open(&ctx.conn, session_id, self.since).await?;
+        let mut stream = EventStream::open(&ctx.conn, session_id, self.since, json).await?;
         loop {
             match stream.next().await? {
                 Next::Event(e) => {

@@ -23,6 +23,8 @@ pub(crate) struct EventStream<'c> {
     subscription: Subscription<StreamItem>,
     /// The seq of the last event delivered (the `since_seq` to resubscribe with).
     last_seq: u64,
+    /// `--json`: stderr is for error objects only, so resubscribing is not announced.
+    json: bool,
 }
 
 impl<'c> EventStream<'c> {
@@ -31,6 +33,7 @@ impl<'c> EventStream<'c> {
         conn: &'c Connection,
         session_id: SessionId,
         since: u64,
+        json: bool,
     ) -> Result<Self> {
         let subscription = subscribe(conn, &session_id, since).await?;
         Ok(Self {
@@ -38,6 +41,7 @@ impl<'c> EventStream<'c> {
             session_id,
             subscription,
             last_seq: since,
+            json,
         })
     }
 
@@ -66,6 +70,13 @@ impl<'c> EventStream<'c> {
                 }) => {
                     self.subscription =
                         subscribe(self.conn, &self.session_id, self.last_seq).await?;
+                    if !self.json {
+                        eprintln!(
+                            "(agentctl fell behind and the daemon dropped its stream (lagged); \
+                             resubscribed after seq {}, nothing lost)",
+                            self.last_seq
+                        );
+                    }
                 }
                 StreamItem::End(end) => return Ok(Next::End(end)),
             }

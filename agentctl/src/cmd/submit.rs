@@ -135,7 +135,7 @@ impl Submit {
             .await?
             .last_seq
         };
-        let stream = EventStream::open(conn, session_id.clone(), since).await?;
+        let stream = EventStream::open(conn, session_id.clone(), since, json).await?;
         let submitted = conn
             .call::<m::SessionSubmit>(params)
             .await

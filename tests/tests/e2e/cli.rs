@@ -1056,3 +1056,110 @@ async fn doctor_agrees_with_check_config_and_checks_the_config_without_a_daemon(
     );
     assert!(!err.contains("agentd &"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_that_falls_behind_resubscribes_and_loses_nothing() {
+    let mut s = setup().await;
+    // Far more events than the daemon buffers for one subscriber (its connection queue, the
+    // socket's buffer and the 1024-event live ring together).
+    let words = vec!["w"; 6000].join(" ");
+    s.mock.push_stream(sse::text(&words));
+    let mut follower = tokio::process::Command::from(s.daemon.command("agentctl"))
+        .args(["events", "--follow", &s.session])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(
+        follower.stdout.take().unwrap(),
+    ));
+    let first = tokio::time::timeout(agentd_tests::WAIT, out.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(first.contains("session_start"), "{first}");
+    // Stopped, it reads nothing while the whole input runs.
+    let pid = nix::unistd::Pid::from_raw(follower.id().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let events = s.run("talk a lot").await;
+    let last = events.last().unwrap()["seq"].as_u64().unwrap();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+
+    let mut seqs = vec![1u64];
+    while seqs.last() != Some(&last) {
+        let line = tokio::time::timeout(agentd_tests::WAIT, out.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        seqs.push(line.split_whitespace().next().unwrap().parse().unwrap());
+    }
+    assert_eq!(
+        seqs,
+        (1..=last).collect::<Vec<_>>(),
+        "every event once, in order"
+    );
+    follower.kill().await.unwrap();
+    let rest = follower.wait_with_output().await.unwrap();
+    assert!(
+        text(&rest.stderr).contains("(lagged); resubscribed after seq "),
+        "the stream was dropped and resumed: {}",
+        text(&rest.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_terminal_a_running_command_shows_its_newest_line_in_place() {
+    let Some(script) = agentd_tests::program("script") else {
+        return;
+    };
+    let s = setup().await;
+    let mark = s.workdir.path().join("go-on");
+    s.mock.push_stream(sse::shell(
+        "t1",
+        &format!(
+            "echo compiling one; echo compiling two; while [ ! -e {} ]; do sleep 0.05; done",
+            mark.display()
+        ),
+    ));
+    s.mock.push_stream(sse::text("done"));
+    let agentctl = agentd_tests::bin_dir().join("agentctl");
+    let mut child = tokio::process::Command::from(s.daemon.program(script))
+        .args([
+            "-qfec",
+            &format!("{} submit --follow {} go", agentctl.display(), s.session),
+            "/dev/null",
+        ])
+        .env("TERM", "xterm")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    // The spinner row shows the newest output line while the command still runs.
+    while !String::from_utf8_lossy(&seen).contains("│ compiling two (") {
+        let mut buf = [0u8; 4096];
+        let n = tokio::time::timeout(
+            agentd_tests::WAIT,
+            tokio::io::AsyncReadExt::read(&mut stdout, &mut buf),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert!(n > 0, "{}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    std::fs::write(&mark, "").unwrap();
+    tokio::io::AsyncReadExt::read_to_end(&mut stdout, &mut seen)
+        .await
+        .unwrap();
+    assert!(child.wait().await.unwrap().success());
+    let screen = String::from_utf8_lossy(&seen);
+    assert!(
+        !screen.contains("  │ compiling"),
+        "on a terminal the lines are a tail, not a log: {screen:?}"
+    );
+    assert!(screen.contains("✓ shell"), "{screen:?}");
+}
