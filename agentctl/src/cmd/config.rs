@@ -2,7 +2,7 @@
 //! LLM call (`session/set_config`). Keys are the flags of `agentctl new` without their dashes
 //! (`max-turns=5`), plus the settings that have no flag; protocol field names are accepted too.
 
-use super::{Context, resolve, table};
+use super::{Context, daemon_hint, resolve, table};
 use crate::error::{Failure, Result};
 use agentd_proto::methods as m;
 use agentd_proto::{ConfigPatch, SessionConfig, SessionParams, SetConfigParams};
@@ -269,10 +269,14 @@ impl Config {
                     .as_object()
                     .map(|o| o.keys().cloned().collect())
                     .unwrap_or_default();
-                let snapshot = ctx
+                let snapshot = match ctx
                     .conn
                     .call::<m::SessionSetConfig>(SetConfigParams { session_id, config })
-                    .await?;
+                    .await
+                {
+                    Ok(s) => s,
+                    Err(e) => return Err(daemon_hint(&ctx.conn, e.into()).await),
+                };
                 (snapshot, Some(changed))
             }
         };

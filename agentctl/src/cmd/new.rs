@@ -3,7 +3,7 @@
 //! `agentctl config` takes.
 
 use super::config::parse_duration;
-use super::{Context, print};
+use super::{Context, daemon_hint, print};
 use crate::error::{Failure, Result};
 use agentd_proto::methods as m;
 use agentd_proto::{ConfigPatch, CreateParams, ReasoningEffort};
@@ -96,7 +96,10 @@ impl NewArgs {
 }
 
 pub(crate) async fn run(args: NewArgs, ctx: &Context) -> Result<u8> {
-    let snapshot = ctx.conn.call::<m::SessionCreate>(args.params()?).await?;
+    let snapshot = match ctx.conn.call::<m::SessionCreate>(args.params()?).await {
+        Ok(s) => s,
+        Err(e) => return Err(daemon_hint(&ctx.conn, e.into()).await),
+    };
     print(ctx.json, &snapshot, |s| println!("{}", s.session_id));
     Ok(0)
 }

@@ -1163,3 +1163,41 @@ async fn on_a_terminal_a_running_command_shows_its_newest_line_in_place() {
     );
     assert!(screen.contains("✓ shell"), "{screen:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_key_error_says_how_to_fix_it_and_restart_does() {
+    let s = setup().await;
+    let cwd = s.workdir.path().display().to_string();
+    let (code, _, err) = run(
+        &s,
+        &[
+            "submit",
+            "--new",
+            "--cwd",
+            &cwd,
+            "--provider",
+            "gemini",
+            "hi",
+        ],
+    )
+    .await;
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("(provider_not_configured)")
+            && err.contains(&format!("agentd (pid {}, started", s.daemon.pid()))
+            && err.contains("then `agentctl daemon restart` starts it again with this environment"),
+        "{err}"
+    );
+    // Doing just that works: the restarted daemon has the key exported here.
+    let with_key = |args: &[&str]| {
+        let mut cmd = s.daemon.command("agentctl");
+        cmd.env("GEMINI_API_KEY", "k").args(args);
+        cmd.output().unwrap()
+    };
+    let restart = with_key(&["daemon", "restart"]);
+    assert!(restart.status.success(), "{}", text(&restart.stderr));
+    let new = with_key(&["new", "--cwd", &cwd, "--provider", "gemini"]);
+    assert!(new.status.success(), "{}", text(&new.stderr));
+    let stop = with_key(&["daemon", "stop"]);
+    assert!(stop.status.success(), "{}", text(&stop.stderr));
+}
