@@ -1,5 +1,7 @@
 //! Reaching the daemon: where its socket is, and starting `agentd` in the background when
-//! nothing answers there (unless `AGENTD_NO_AUTOSTART=1`), so a first command just works.
+//! nothing answers there (unless `AGENTD_NO_AUTOSTART=1`), so a first command just works. A
+//! started daemon is polled until its socket answers (it is usually ready in milliseconds);
+//! if it exits first, its own words (a bad config file, say) are the error, at once.
 
 use crate::client::Connection;
 use crate::error::{Failure, Result};
@@ -79,7 +81,9 @@ impl Started {
                 String::from_utf8_lossy(&bytes[from..]).into_owned()
             })
             .unwrap_or_default();
-        text.trim().to_owned()
+        // The reason is at the end; a daemon that ran a while may have logged much before it.
+        let lines: Vec<&str> = text.trim().lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
     }
 }
 

@@ -25,6 +25,10 @@ pub(crate) struct EventStream<'c> {
     last_seq: u64,
     /// `--json`: stderr is for error objects only, so resubscribing is not announced.
     json: bool,
+    /// The stream ended `lagged` and a new subscription is still to be made. Kept here, not
+    /// in a local, so [`EventStream::next`] stays cancel-safe inside `select!`: a call dropped
+    /// while resubscribing leaves the next call to do it.
+    resubscribe: bool,
 }
 
 impl<'c> EventStream<'c> {
@@ -42,12 +46,24 @@ impl<'c> EventStream<'c> {
             subscription,
             last_seq: since,
             json,
+            resubscribe: false,
         })
     }
 
     /// The next event or the end; a `lagged` end is handled here by resubscribing.
     pub(crate) async fn next(&mut self) -> Result<Next> {
         loop {
+            if self.resubscribe {
+                self.subscription = subscribe(self.conn, &self.session_id, self.last_seq).await?;
+                self.resubscribe = false;
+                if !self.json {
+                    eprintln!(
+                        "(agentctl fell behind and the daemon dropped its stream (lagged); \
+                         resubscribed after seq {}, nothing lost)",
+                        self.last_seq
+                    );
+                }
+            }
             let item = match self.subscription.next().await {
                 Some(item) => item.map_err(|e| Failure::failed(format!("bad event: {e}")))?,
                 // The connection closed without a final item: the daemon went away.
@@ -67,17 +83,7 @@ impl<'c> EventStream<'c> {
                 StreamItem::End(StreamEnd {
                     reason: StreamEndReason::Lagged,
                     ..
-                }) => {
-                    self.subscription =
-                        subscribe(self.conn, &self.session_id, self.last_seq).await?;
-                    if !self.json {
-                        eprintln!(
-                            "(agentctl fell behind and the daemon dropped its stream (lagged); \
-                             resubscribed after seq {}, nothing lost)",
-                            self.last_seq
-                        );
-                    }
-                }
+                }) => self.resubscribe = true,
                 StreamItem::End(end) => return Ok(Next::End(end)),
             }
         }

@@ -1201,3 +1201,50 @@ async fn a_missing_key_error_says_how_to_fix_it_and_restart_does() {
     let stop = with_key(&["daemon", "stop"]);
     assert!(stop.status.success(), "{}", text(&stop.stderr));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_command_speaks_json() {
+    let mut s = setup().await;
+    s.mock
+        .respond_with(|_| agentd_tests::mock::Reply::Stream(sse::text("ok")));
+    s.run("hello").await;
+    let id = s.session.clone();
+    let (_, fork, _) = run(&s, &["--json", "fork", &id]).await;
+    let forked: Value = serde_json::from_str(fork.trim()).unwrap();
+    let other = forked["session_id"].as_str().unwrap().to_owned();
+    let cwd = s.workdir.path().display().to_string();
+    for args in [
+        vec!["status"],
+        vec!["models"],
+        vec!["doctor"],
+        vec!["daemon", "status"],
+        vec!["new", "--cwd", &cwd],
+        vec!["ls"],
+        vec!["show", &id],
+        vec!["config", &id],
+        vec!["config", &id, "max-turns=5"],
+        vec!["history", &id],
+        vec!["events", &id],
+        vec!["queue", &id],
+        vec!["rollback", &other],
+        vec!["submit", &id, "again"],
+        vec!["steer", &id, "left"],
+        vec!["follow-up", &id, "then"],
+        vec!["abort", &id],
+        vec!["close", &other],
+        vec!["rm", &other],
+        vec!["gc", "--older-than", "1s", "--dry-run"],
+    ] {
+        let mut all = vec!["--json"];
+        all.extend(&args);
+        let (code, out, err) = run(&s, &all).await;
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert_eq!(err, "", "{args:?}: nothing but errors on stderr");
+        for line in out.lines() {
+            assert!(
+                serde_json::from_str::<Value>(line).is_ok(),
+                "{args:?}: not JSON: {line}"
+            );
+        }
+    }
+}
