@@ -88,7 +88,7 @@ const SETTINGS: &[Setting] = &[
         key: "timeout",
         field: "default_command_timeout_ms",
         kind: Kind::Millis,
-        what: "time limit of a shell command that sets none",
+        what: "time limit of a shell command that sets none (raises max-timeout if above it)",
     },
     Setting {
         key: "max-timeout",
@@ -263,7 +263,22 @@ impl Config {
                     .await?,
                 None,
             ),
-            Some(config) => {
+            Some(mut config) => {
+                // As `new --timeout`: a default above the cap would be cut to the cap.
+                if let (Some(t), None) = (
+                    config.default_command_timeout_ms,
+                    config.max_command_timeout_ms,
+                ) {
+                    let now = ctx
+                        .conn
+                        .call::<m::SessionGet>(SessionParams {
+                            session_id: session_id.clone(),
+                        })
+                        .await?;
+                    if t > now.config.max_command_timeout_ms {
+                        config.max_command_timeout_ms = Some(t);
+                    }
+                }
                 let fields = serde_json::to_value(&config).unwrap_or_default();
                 let changed: Vec<String> = fields
                     .as_object()

@@ -1,6 +1,7 @@
 //! `agentctl ls`: list sessions, optionally as a tree of subagents.
 
-use super::{Context, print};
+use super::show::state_name;
+use super::{Context, print, table};
 use crate::error::{Failure, Result};
 use agentd_proto::methods as m;
 use agentd_proto::{ListParams, SessionId, SessionState, SessionSummary};
@@ -38,21 +39,23 @@ impl Ls {
             }
             return Ok(0);
         }
-        let line = |s: &SessionSummary, depth: usize| {
-            let title = s.title.as_deref().unwrap_or("");
-            println!(
-                "{}{}  {:<10}  {:<20}  {}  {title}",
-                "  ".repeat(depth),
-                s.session_id,
-                format!("{:?}", s.state).to_lowercase(),
-                s.model,
-                s.cwd
-            );
+        let mut rows = Vec::new();
+        let mut row = |s: &SessionSummary, depth: usize| {
+            rows.push(vec![
+                format!("{}{}", "  ".repeat(depth), s.session_id),
+                state_name(s.state),
+                s.model.clone(),
+                s.cwd.clone(),
+                s.title.clone().unwrap_or_default(),
+            ]);
         };
         if self.tree {
-            print_tree(&list.sessions, None, 0, &line);
+            print_tree(&list.sessions, None, 0, &mut row);
         } else {
-            list.sessions.iter().for_each(|s| line(s, 0));
+            list.sessions.iter().for_each(|s| row(s, 0));
+        }
+        for line in table(&rows) {
+            println!("{line}");
         }
         Ok(0)
     }
@@ -64,7 +67,7 @@ fn print_tree(
     sessions: &[SessionSummary],
     parent: Option<&SessionId>,
     depth: usize,
-    line: &dyn Fn(&SessionSummary, usize),
+    line: &mut dyn FnMut(&SessionSummary, usize),
 ) {
     let listed = |id: &SessionId| sessions.iter().any(|s| &s.session_id == id);
     for s in sessions {

@@ -4,9 +4,10 @@
 
 use super::config::parse_duration;
 use super::{Context, daemon_hint, print};
+use crate::client::Connection;
 use crate::error::{Failure, Result};
 use agentd_proto::methods as m;
-use agentd_proto::{ConfigPatch, CreateParams, ReasoningEffort};
+use agentd_proto::{ConfigPatch, CreateParams, ReasoningEffort, SessionSnapshot, SetConfigParams};
 use std::path::PathBuf;
 
 /// `--effort`: the values of [`ReasoningEffort`].
@@ -47,8 +48,8 @@ pub(crate) struct NewArgs {
     /// Most tool rounds for one input; 0 is unlimited. Reaching it exits 4 with --follow.
     #[arg(long, value_name = "N")]
     max_rounds: Option<u32>,
-    /// Time limit of a shell command that sets none, such as 30s or 5m (still capped by the
-    /// session's max-timeout, see `agentctl config`).
+    /// Time limit of a shell command that sets none, such as 30s or 5m (raises the session's
+    /// max-timeout to match if it is lower).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     timeout: Option<std::time::Duration>,
     /// Tool profile.
@@ -95,11 +96,31 @@ impl NewArgs {
     }
 }
 
-pub(crate) async fn run(args: NewArgs, ctx: &Context) -> Result<u8> {
-    let snapshot = match ctx.conn.call::<m::SessionCreate>(args.params()?).await {
+/// Creates the session. A `--timeout` above the session's max-timeout raises that too, since
+/// the daemon caps every command at max-timeout and the flag would otherwise do nothing.
+pub(crate) async fn create(conn: &Connection, params: CreateParams) -> Result<SessionSnapshot> {
+    let snapshot = match conn.call::<m::SessionCreate>(params).await {
         Ok(s) => s,
-        Err(e) => return Err(daemon_hint(&ctx.conn, e.into()).await),
+        Err(e) => return Err(daemon_hint(conn, e.into()).await),
     };
+    let c = &snapshot.config;
+    if c.default_command_timeout_ms <= c.max_command_timeout_ms {
+        return Ok(snapshot);
+    }
+    let raise = ConfigPatch {
+        max_command_timeout_ms: Some(c.default_command_timeout_ms),
+        ..ConfigPatch::default()
+    };
+    Ok(conn
+        .call::<m::SessionSetConfig>(SetConfigParams {
+            session_id: snapshot.session_id.clone(),
+            config: raise,
+        })
+        .await?)
+}
+
+pub(crate) async fn run(args: NewArgs, ctx: &Context) -> Result<u8> {
+    let snapshot = create(&ctx.conn, args.params()?).await?;
     print(ctx.json, &snapshot, |s| println!("{}", s.session_id));
     Ok(0)
 }

@@ -3,7 +3,7 @@
 
 use super::new::NewArgs;
 use super::stream::EventStream;
-use super::{Context, daemon_hint, find, follow, join_text, print};
+use super::{Context, find, follow, join_text, print};
 use crate::error::{Failure, Result};
 use agentd_proto::methods as m;
 use agentd_proto::{Disposition, SessionParams, SubmitParams, WhenBusy};
@@ -69,10 +69,7 @@ impl Submit {
             }
             // Read before creating the session, so an empty prompt leaves nothing behind.
             let text = join_text(&self.args)?;
-            let snapshot = match conn.call::<m::SessionCreate>(self.new_args.params()?).await {
-                Ok(s) => s,
-                Err(e) => return Err(daemon_hint(conn, e.into()).await),
-            };
+            let snapshot = super::new::create(conn, self.new_args.params()?).await?;
             if !json {
                 eprintln!("session {}", snapshot.session_id);
             }

@@ -607,6 +607,26 @@ async fn new_takes_the_session_options_and_config_changes_them() {
         "m1"
     );
 
+    // A timeout above the cap raises the cap, or it would do nothing.
+    let (_, out, _) = run(&s, &["config", &id, "timeout=20m"]).await;
+    let changed: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        changed,
+        vec![vec!["timeout", "20m"], vec!["max-timeout", "20m"]]
+    );
+    let (_, out, _) = run(&s, &["--json", "new", "--cwd", &cwd, "--timeout", "15m"]).await;
+    let snapshot: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        (
+            &snapshot["config"]["default_command_timeout_ms"],
+            &snapshot["config"]["max_command_timeout_ms"]
+        ),
+        (&json!(900_000), &json!(900_000))
+    );
+
     // A bad flag value names the flag.
     let (code, _, err) = run(&s, &["new", "--timeout", "30"]).await;
     assert_eq!(code, 2);
