@@ -26,6 +26,10 @@ pub(crate) const EX_USAGE: u8 = 2;
 pub(crate) const EX_TURN_LIMIT: u8 = 3;
 /// The followed work stopped at `max_tool_rounds_per_input`.
 pub(crate) const EX_ROUND_LIMIT: u8 = 4;
+/// Reserved for the followed work stopping at the model's output token limit, once the
+/// daemon reports that end reason (`processing_end`'s `max_tokens`).
+#[allow(dead_code)]
+pub(crate) const EX_MAX_TOKENS: u8 = 5;
 /// The daemon cannot be reached (sysexits' EX_UNAVAILABLE).
 pub(crate) const EX_UNAVAILABLE: u8 = 69;
 /// The daemon refused this user (sysexits' EX_NOPERM).

@@ -160,7 +160,13 @@ async fn without_xdg_runtime_dir_the_examples_find_the_binaries_socket() {
             let _ = self.0.wait();
         }
     }
-    let _daemon = Kill(plain(s.daemon.command("agentd")).spawn().unwrap());
+    let _daemon = Kill(
+        plain(s.daemon.command("agentd"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let socket = tmp
         .path()
         .join(format!("agentd-{}/agentd.sock", nix::unistd::geteuid()));
