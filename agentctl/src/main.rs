@@ -65,12 +65,17 @@ fn usage_error(e: clap::Error) -> ExitCode {
     if !json || matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
         e.exit()
     }
-    let message = e.render().to_string();
-    let message = message
-        .lines()
+    // The error and its details, without the usage and help lines after the first blank one.
+    let rendered = e.render().to_string();
+    let message = rendered
+        .split("\n\n")
         .next()
         .unwrap_or_default()
-        .trim_start_matches("error: ");
+        .lines()
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let message = message.trim_start_matches("error: ");
     let mut failure = Failure::usage(message);
     failure.exit_code = u8::try_from(e.exit_code()).unwrap_or(error::EX_USAGE);
     failure.report(true);

@@ -100,7 +100,10 @@ impl Renderer {
     /// One complete line of a running command's output.
     fn output_line(&mut self, line: &str) {
         if self.style.animate {
-            self.tail = Some(line.to_owned());
+            // A progress bar redraws its line after `\r`; escape sequences and other control
+            // characters would move the cursor off the spinner's row.
+            let shown = line.rsplit('\r').next().unwrap_or_default();
+            self.tail = Some(shown.chars().filter(|c| !c.is_control()).collect());
         } else {
             self.close_line();
             eprintln!("  │ {line}");
