@@ -154,6 +154,38 @@ fn setting(name: &str) -> Option<&'static Setting> {
     SETTINGS.iter().find(|s| s.key == dashed || s.field == name)
 }
 
+/// `message` from the daemon with its protocol field names (`max_tool_rounds_per_input`) put
+/// in the words people typed: the `config` keys, or with `flags` the `new` flags
+/// (`--max-rounds`) where there is one.
+pub(crate) fn in_our_words(message: &str, flags: bool) -> String {
+    const FLAGS: [&str; 6] = [
+        "provider",
+        "model",
+        "effort",
+        "max-turns",
+        "max-rounds",
+        "timeout",
+    ];
+    let mut settings: Vec<&Setting> = SETTINGS.iter().collect();
+    // Longest first, so no field is replaced inside a longer one.
+    settings.sort_by_key(|s| std::cmp::Reverse(s.field.len()));
+    let mut out = message.to_owned();
+    for s in settings {
+        // Plain words (`provider`, `model`) read the same either way, and replacing them
+        // would garble prose and kinds (`provider_not_configured`).
+        if !s.field.contains('_') {
+            continue;
+        }
+        let word = if flags && FLAGS.contains(&s.key) {
+            format!("--{}", s.key)
+        } else {
+            s.key.to_owned()
+        };
+        out = out.replace(s.field, &word);
+    }
+    out
+}
+
 /// Parses a duration such as `30s`, `5m` or `1h30m` (more than zero).
 pub(crate) fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
     let d = humantime::parse_duration(text.trim()).map_err(|e| {
@@ -290,7 +322,11 @@ impl Config {
                     .await
                 {
                     Ok(s) => s,
-                    Err(e) => return Err(daemon_hint(&ctx.conn, e.into()).await),
+                    Err(e) => {
+                        let mut f = Failure::from(e);
+                        f.message = in_our_words(&f.message, false);
+                        return Err(daemon_hint(&ctx.conn, f).await);
+                    }
                 };
                 (snapshot, Some(changed))
             }
@@ -326,6 +362,24 @@ mod tests {
         patch(&pairs)
             .map(|p| serde_json::to_value(p).unwrap())
             .map_err(|f| f.message)
+    }
+
+    #[test]
+    fn daemon_messages_name_keys_and_flags() {
+        let said = "invalid config: loop_detection_window must be at least 2";
+        assert_eq!(
+            in_our_words(said, false),
+            "invalid config: loop-window must be at least 2"
+        );
+        let said = "default_command_timeout_ms and max_command_timeout_ms must be at least 1";
+        assert_eq!(
+            in_our_words(said, true),
+            "--timeout and max-timeout must be at least 1"
+        );
+        assert_eq!(
+            in_our_words("max_tool_rounds_per_input", true),
+            "--max-rounds"
+        );
     }
 
     #[test]

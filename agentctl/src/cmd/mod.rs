@@ -171,6 +171,21 @@ pub(crate) async fn daemon_hint(conn: &Connection, mut failure: Failure) -> Fail
         return failure;
     };
     let started = info.uptime_ms / 1000;
+    if failure.kind == "invalid_config" {
+        // An unknown provider is most often a typo; it is the daemon's doing only when the
+        // config file changed after it started.
+        failure.message += &format!(
+            "\nif you added it to the config file since agentd started (pid {}, {started}s ago), \
+             {}",
+            info.pid,
+            if crate::daemon::under_systemd(info.pid) {
+                "`systemctl --user restart agentd.service` loads it"
+            } else {
+                "`agentctl daemon restart` loads it"
+            }
+        );
+        return failure;
+    }
     failure.message += &if crate::daemon::under_systemd(info.pid) {
         format!(
             "\nagentd runs under systemd (pid {}, started {started}s ago) and reads keys and \

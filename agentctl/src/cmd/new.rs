@@ -2,7 +2,7 @@
 //! set the session's config map onto `session/create`'s `config` patch, with the same names
 //! `agentctl config` takes.
 
-use super::config::parse_duration;
+use super::config::{in_our_words, parse_duration};
 use super::{Context, daemon_hint, print};
 use crate::client::Connection;
 use crate::error::{Failure, Result};
@@ -101,7 +101,14 @@ impl NewArgs {
 pub(crate) async fn create(conn: &Connection, params: CreateParams) -> Result<SessionSnapshot> {
     let snapshot = match conn.call::<m::SessionCreate>(params).await {
         Ok(s) => s,
-        Err(e) => return Err(daemon_hint(conn, e.into()).await),
+        Err(e) => {
+            let mut f = Failure::from(e);
+            f.message = in_our_words(&f.message, true);
+            if f.message.starts_with("cwd ") {
+                f.message = format!("--{}", f.message);
+            }
+            return Err(daemon_hint(conn, f).await);
+        }
     };
     let c = &snapshot.config;
     if c.default_command_timeout_ms <= c.max_command_timeout_ms {

@@ -1,7 +1,7 @@
 //! `agentctl rollback`: move the branch back by user inputs.
 
 use super::{Context, print, resolve};
-use crate::error::Result;
+use crate::error::{Failure, Result};
 use agentd_proto::RollbackParams;
 use agentd_proto::methods as m;
 
@@ -22,7 +22,12 @@ impl Rollback {
                 session_id,
                 turns: self.turns,
             })
-            .await?;
+            .await
+            .map_err(|e| {
+                let mut f = Failure::from(e);
+                f.message = f.message.replace("(turns must", "(--turns must");
+                f
+            })?;
         print(ctx.json, &r, |r| {
             println!("{} entries off the branch; {} left", r.removed, r.entries)
         });

@@ -627,6 +627,25 @@ async fn new_takes_the_session_options_and_config_changes_them() {
         (&json!(900_000), &json!(900_000))
     );
 
+    // The daemon's refusals come back in the words typed, not protocol fields.
+    let (code, _, err) = run(&s, &["config", &id, "loop-window=1"]).await;
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("loop-window must be at least 2") && !err.contains("loop_detection"),
+        "{err}"
+    );
+    let (_, _, err) = run(&s, &["new", "--cwd", "/no/such/dir"]).await;
+    assert!(
+        err.contains("--cwd \"/no/such/dir\" is not a directory"),
+        "{err}"
+    );
+    let (_, _, err) = run(&s, &["new", "--provider", "anthropc"]).await;
+    assert!(
+        err.contains("unknown provider \"anthropc\"")
+            && err.contains("if you added it to the config file since agentd started"),
+        "{err}"
+    );
+
     // A bad flag value names the flag.
     let (code, _, err) = run(&s, &["new", "--timeout", "30"]).await;
     assert_eq!(code, 2);
