@@ -14,28 +14,42 @@ import sys
 
 
 def socket_path():
+    """The path the binaries use: $AGENTD_SOCKET, else $XDG_RUNTIME_DIR/agentd/agentd.sock,
+    else $TMPDIR/agentd-$UID/agentd.sock."""
     if os.environ.get("AGENTD_SOCKET"):
         return os.environ["AGENTD_SOCKET"]
-    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/agentd-{os.getuid()}"
-    return os.path.join(runtime, "agentd", "agentd.sock")
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        return os.path.join(os.environ["XDG_RUNTIME_DIR"], "agentd", "agentd.sock")
+    tmp = os.environ.get("TMPDIR") or "/tmp"
+    return os.path.join(tmp, f"agentd-{os.getuid()}", "agentd.sock")
 
 
 class Client:
-    """Newline-delimited JSON-RPC over the Unix socket; notifications are kept until read."""
+    """Newline-delimited JSON-RPC over the Unix socket; notifications are kept until read.
+
+    Reads go through a read-only file and writes straight to the socket: a single
+    makefile("rw") would drop whatever it had buffered for reading at every write, losing
+    notifications that arrived while a call was sent (a steer while reading events, say)."""
 
     def __init__(self, path):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.connect(path)
-        self.file = self.sock.makefile("rw", encoding="utf-8")
+        self.reader = self.sock.makefile("r", encoding="utf-8", newline="\n")
         self.next_id = 0
         self.notifications = []
 
+    def read(self):
+        line = self.reader.readline()
+        if not line:
+            raise ConnectionError("agentd closed the connection")
+        return json.loads(line)
+
     def call(self, method, params):
         self.next_id += 1
-        self.file.write(json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}) + "\n")
-        self.file.flush()
+        request = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
+        self.sock.sendall((json.dumps(request) + "\n").encode("utf-8"))
         while True:
-            message = json.loads(self.file.readline())
+            message = self.read()
             if "method" in message:
                 self.notifications.append(message)
             elif message.get("id") == self.next_id:
@@ -46,7 +60,7 @@ class Client:
     def items(self):
         """Yields subscription items (events, then a final {"type": "end"})."""
         while True:
-            message = self.notifications.pop(0) if self.notifications else json.loads(self.file.readline())
+            message = self.notifications.pop(0) if self.notifications else self.read()
             if message.get("method") == "session/event":
                 yield message["params"]["result"]
 

@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # Talk to agentd from the shell: one JSON-RPC request per line in, one response per line out.
+# Needs socat (apt-get install socat, brew install socat).
 #
 #   examples/socat.sh              daemon info and the session list
 #   examples/socat.sh SESSION      that session's events from the start (streams until it ends)
 set -euo pipefail
-sock=${AGENTD_SOCKET:-${XDG_RUNTIME_DIR:-/tmp/agentd-$(id -u)}/agentd/agentd.sock}
+# The socket path the binaries use: $AGENTD_SOCKET, else $XDG_RUNTIME_DIR/agentd/agentd.sock,
+# else $TMPDIR/agentd-$UID/agentd.sock.
+if [ -n "${AGENTD_SOCKET:-}" ]; then
+  sock=$AGENTD_SOCKET
+elif [ -n "${XDG_RUNTIME_DIR:-}" ]; then
+  sock=$XDG_RUNTIME_DIR/agentd/agentd.sock
+else
+  sock=${TMPDIR:-/tmp}/agentd-$(id -u)/agentd.sock
+fi
 
 if [ $# -eq 0 ]; then
   printf '%s\n' \

@@ -1,11 +1,16 @@
 //! Reaching the daemon: where its socket is, and starting `agentd` in the background when
-//! nothing answers there (unless `AGENTD_NO_AUTOSTART=1`), so a first command just works.
+//! nothing answers there (unless `AGENTD_NO_AUTOSTART=1`), so a first command just works. A
+//! started daemon is polled until its socket answers (it is usually ready in milliseconds);
+//! if it exits first, its own words (a bad config file, say) are the error, at once.
 
+use crate::client::Connection;
+use crate::error::{Failure, Result};
 use std::fs::OpenOptions;
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// Set to `1` to never start the daemon.
 pub(crate) const NO_AUTOSTART: &str = "AGENTD_NO_AUTOSTART";
@@ -23,7 +28,7 @@ pub(crate) fn socket_path(flag: Option<&Path>) -> PathBuf {
 }
 
 /// `agentd` beside this `agentctl` if it is there, else from `PATH`.
-fn agentd_binary() -> PathBuf {
+pub(crate) fn agentd_binary() -> PathBuf {
     std::env::current_exe()
         .ok()
         .and_then(|exe| exe.parent().map(|dir| dir.join("agentd")))
@@ -39,15 +44,24 @@ pub(crate) fn log_path() -> PathBuf {
         .join("agentd.log")
 }
 
+/// A daemon this agentctl started.
+pub(crate) struct Started {
+    child: Child,
+    /// Its log file, and where in it this daemon's output begins.
+    log: PathBuf,
+    offset: u64,
+}
+
 /// Starts `agentd` on `socket` in its own process group (Ctrl-C in this terminal must not stop
 /// it), logging to [`log_path`]. It inherits this environment, provider keys included.
-pub(crate) fn start(socket: &Path) -> io::Result<PathBuf> {
+pub(crate) fn start(socket: &Path) -> io::Result<Started> {
     let log = log_path();
     if let Some(dir) = log.parent() {
         std::fs::create_dir_all(dir)?;
     }
     let file = OpenOptions::new().create(true).append(true).open(&log)?;
-    Command::new(agentd_binary())
+    let offset = file.metadata()?.len();
+    let child = Command::new(agentd_binary())
         .arg("--socket")
         .arg(socket)
         .stdin(Stdio::null())
@@ -55,5 +69,112 @@ pub(crate) fn start(socket: &Path) -> io::Result<PathBuf> {
         .stderr(file)
         .process_group(0)
         .spawn()?;
-    Ok(log)
+    Ok(Started { child, log, offset })
+}
+
+impl Started {
+    /// What the daemon wrote to its log since it started (its stderr: why it stopped).
+    fn output(&self) -> String {
+        let text = std::fs::read(&self.log)
+            .map(|bytes| {
+                let from = usize::try_from(self.offset).unwrap_or(0).min(bytes.len());
+                String::from_utf8_lossy(&bytes[from..]).into_owned()
+            })
+            .unwrap_or_default();
+        // The reason is at the end; a daemon that ran a while may have logged much before it.
+        let lines: Vec<&str> = text.trim().lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+}
+
+/// Waits until `socket` answers, polling with a short backoff (the daemon is usually ready in
+/// a few milliseconds), and fails at once, with the daemon's own words, if it exits first.
+async fn wait_ready(
+    socket: &Path,
+    started: &mut Started,
+) -> std::result::Result<Connection, String> {
+    let deadline = Instant::now() + READY_WITHIN;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        if let Ok(conn) = Connection::connect(socket).await {
+            return Ok(conn);
+        }
+        if let Ok(Some(status)) = started.child.try_wait() {
+            // Another agentctl may have started the daemon first; this one then stops.
+            if let Ok(conn) = Connection::connect(socket).await {
+                return Ok(conn);
+            }
+            let said = started.output();
+            let said = if said.is_empty() {
+                format!("it exited with {status}")
+            } else {
+                said
+            };
+            return Err(format!(
+                "agentd could not start: {said}\n(`agentd --check-config` checks the config; \
+                 the daemon's log is {})",
+                started.log.display()
+            ));
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "agentd was started but did not answer within {} s (see {})",
+                READY_WITHIN.as_secs(),
+                started.log.display()
+            ));
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// How long a daemon this agentctl started has to answer.
+const READY_WITHIN: Duration = Duration::from_secs(10);
+
+/// Connects to the daemon; when nothing answers and `autostart` allows it, starts one and
+/// waits for it.
+pub(crate) async fn connect(socket: Option<&Path>, autostart: bool) -> Result<Connection> {
+    let socket = socket_path(socket);
+    let first = match Connection::connect(&socket).await {
+        Ok(conn) => return Ok(conn),
+        Err(e) => e,
+    };
+    let unreachable = |detail: String| {
+        Failure::unavailable(format!(
+            "cannot reach agentd at {}: {detail}\nstart it with `agentd &` (or `systemctl --user start agentd.socket`)",
+            socket.display()
+        ))
+    };
+    let nothing_there = matches!(
+        first.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
+    );
+    if !(autostart && nothing_there && autostart_allowed()) {
+        return Err(unreachable(first.to_string()));
+    }
+    // Its failure says what went wrong; "start it with agentd &" would not help.
+    launch(&socket).await
+}
+
+/// Starts agentd on `socket` and connects once it answers.
+pub(crate) async fn launch(socket: &Path) -> Result<Connection> {
+    let mut started =
+        start(socket).map_err(|e| Failure::unavailable(format!("starting agentd failed: {e}")))?;
+    wait_ready(socket, &mut started).await.map_err(|why| {
+        Failure::unavailable(format!(
+            "nothing answered at {}, so agentctl started agentd; {why}",
+            socket.display()
+        ))
+    })
+}
+
+/// Whether the daemon with `pid` runs under systemd (it has an `INVOCATION_ID`), where
+/// `systemctl --user` owns its life. Unknown (another platform, no access) is `false`.
+pub(crate) fn under_systemd(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .map(|env| {
+            env.split(|b| *b == 0)
+                .any(|var| var.starts_with(b"INVOCATION_ID=") || var.starts_with(b"LISTEN_FDS="))
+        })
+        .unwrap_or(false)
 }

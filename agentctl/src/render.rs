@@ -2,8 +2,15 @@
 //! calls and their status (and, when the work ends, the tokens it used) to stderr, so
 //! `agentctl submit --follow > answer.md` keeps only the answer. On a terminal, status lines are coloured (unless `NO_COLOR` is set) and a spinner
 //! shows while the model works; neither appears when stderr is not a terminal.
+//!
+//! A running command's output is shown as it arrives (`tool_call_output_delta`): on a terminal
+//! as a live tail, its newest line in the spinner's place; otherwise every line, indented
+//! under the tool call, as soon as it is complete.
 
-use agentd_proto::{Event, EventBody, LimitKind, ProcessingEndReason, SessionState, Usage};
+use agentd_proto::{
+    Event, EventBody, LimitKind, ProcessingEndReason, SessionState, ToolCallId, Usage,
+};
+use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
@@ -48,6 +55,10 @@ pub(crate) struct Renderer {
     frame: usize,
     /// The LLM calls' usage since the last `processing_end`, shown when the work ends.
     usage: Option<Usage>,
+    /// Output of running tool calls not yet ended by a newline, per call.
+    partial: HashMap<ToolCallId, String>,
+    /// The newest complete output line, for the live tail on a terminal.
+    tail: Option<String>,
 }
 
 impl Default for Renderer {
@@ -59,6 +70,8 @@ impl Default for Renderer {
             drawn: false,
             frame: 0,
             usage: None,
+            partial: HashMap::new(),
+            tail: None,
         }
     }
 }
@@ -105,7 +118,29 @@ fn summarize_args(tool: &str, args: &serde_json::Value) -> String {
     }
 }
 
+/// `text` cut to `max` characters.
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() > max {
+        format!("{}…", text.chars().take(max - 1).collect::<String>())
+    } else {
+        text.to_owned()
+    }
+}
+
 impl Renderer {
+    /// One complete line of a running command's output.
+    fn output_line(&mut self, line: &str) {
+        if self.style.animate {
+            // A progress bar redraws its line after `\r`; escape sequences and other control
+            // characters would move the cursor off the spinner's row.
+            let shown = line.rsplit('\r').next().unwrap_or_default();
+            self.tail = Some(shown.chars().filter(|c| !c.is_control()).collect());
+        } else {
+            self.close_line();
+            eprintln!("  │ {line}");
+        }
+    }
+
     fn close_line(&mut self) {
         if self.open_line {
             println!();
@@ -124,9 +159,13 @@ impl Renderer {
             return;
         };
         self.frame = (self.frame + 1) % FRAMES.len();
-        let label = self
-            .style
-            .paint("2", &format!("working {}s", since.elapsed().as_secs()));
+        let secs = since.elapsed().as_secs();
+        let label = match &self.tail {
+            Some(line) => self
+                .style
+                .paint("2", &format!("│ {} ({secs}s)", clip(line, 70))),
+            None => self.style.paint("2", &format!("working {secs}s")),
+        };
         eprint!("\r{} {label}", FRAMES[self.frame]);
         let _ = std::io::stderr().flush();
         self.drawn = true;
@@ -146,10 +185,18 @@ impl Renderer {
             EventBody::UserInput { .. }
             | EventBody::ToolCallEnd { .. }
             | EventBody::SteeringInjected { .. } => Some(Instant::now()),
-            EventBody::AssistantReasoningDelta { .. } => self.waiting.or(Some(Instant::now())),
+            EventBody::AssistantReasoningDelta { .. }
+            | EventBody::ToolCallStart { .. }
+            | EventBody::ToolCallOutputDelta { .. } => self.waiting.or(Some(Instant::now())),
             _ => None,
         };
         let style = self.style;
+        if let EventBody::ToolCallEnd { call_id, .. } = &event.body {
+            if let Some(rest) = self.partial.remove(call_id).filter(|r| !r.is_empty()) {
+                self.output_line(&rest);
+            }
+            self.tail = None;
+        }
         match &event.body {
             EventBody::AssistantTextDelta { delta } => {
                 print!("{delta}");
@@ -179,6 +226,17 @@ impl Renderer {
                     summarize_args(tool_name, arguments)
                 );
             }
+            EventBody::ToolCallOutputDelta { call_id, delta, .. } => {
+                let buffer = self.partial.entry(call_id.clone()).or_default();
+                buffer.push_str(delta);
+                let Some(end) = buffer.rfind('\n') else {
+                    return;
+                };
+                let complete: String = buffer.drain(..=end).collect();
+                for line in complete.lines() {
+                    self.output_line(line);
+                }
+            }
             EventBody::ToolCallEnd {
                 tool_name,
                 error,
@@ -197,11 +255,17 @@ impl Renderer {
             },
             EventBody::SteeringInjected { text, .. } => eprintln!("↳ steering: {text}"),
             EventBody::TurnLimit { limit, count } => {
+                self.close_line();
                 let what = match limit {
-                    LimitKind::MaxToolRoundsPerInput => "max_tool_rounds_per_input",
-                    LimitKind::MaxTurns => "max_turns",
+                    LimitKind::MaxToolRoundsPerInput => {
+                        "the round limit for one input (max-rounds)"
+                    }
+                    LimitKind::MaxTurns => "the session's turn limit (max-turns)",
                 };
-                eprintln!("■ stopped: {what} reached ({count})");
+                eprintln!(
+                    "{}",
+                    style.paint("33", &format!("■ stopped at {what}: {count}"))
+                );
             }
             EventBody::LoopDetection { message } => {
                 eprintln!("{}", style.paint("33", &format!("⚠ {message}")))

@@ -28,6 +28,12 @@ _agentctl() {
             agentctl,completions)
                 cmd="agentctl__subcmd__completions"
                 ;;
+            agentctl,config)
+                cmd="agentctl__subcmd__config"
+                ;;
+            agentctl,daemon)
+                cmd="agentctl__subcmd__daemon"
+                ;;
             agentctl,doctor)
                 cmd="agentctl__subcmd__doctor"
                 ;;
@@ -82,6 +88,30 @@ _agentctl() {
             agentctl,submit)
                 cmd="agentctl__subcmd__submit"
                 ;;
+            agentctl__subcmd__daemon,help)
+                cmd="agentctl__subcmd__daemon__subcmd__help"
+                ;;
+            agentctl__subcmd__daemon,restart)
+                cmd="agentctl__subcmd__daemon__subcmd__restart"
+                ;;
+            agentctl__subcmd__daemon,status)
+                cmd="agentctl__subcmd__daemon__subcmd__status"
+                ;;
+            agentctl__subcmd__daemon,stop)
+                cmd="agentctl__subcmd__daemon__subcmd__stop"
+                ;;
+            agentctl__subcmd__daemon__subcmd__help,help)
+                cmd="agentctl__subcmd__daemon__subcmd__help__subcmd__help"
+                ;;
+            agentctl__subcmd__daemon__subcmd__help,restart)
+                cmd="agentctl__subcmd__daemon__subcmd__help__subcmd__restart"
+                ;;
+            agentctl__subcmd__daemon__subcmd__help,status)
+                cmd="agentctl__subcmd__daemon__subcmd__help__subcmd__status"
+                ;;
+            agentctl__subcmd__daemon__subcmd__help,stop)
+                cmd="agentctl__subcmd__daemon__subcmd__help__subcmd__stop"
+                ;;
             agentctl__subcmd__help,abort)
                 cmd="agentctl__subcmd__help__subcmd__abort"
                 ;;
@@ -93,6 +123,12 @@ _agentctl() {
                 ;;
             agentctl__subcmd__help,completions)
                 cmd="agentctl__subcmd__help__subcmd__completions"
+                ;;
+            agentctl__subcmd__help,config)
+                cmd="agentctl__subcmd__help__subcmd__config"
+                ;;
+            agentctl__subcmd__help,daemon)
+                cmd="agentctl__subcmd__help__subcmd__daemon"
                 ;;
             agentctl__subcmd__help,doctor)
                 cmd="agentctl__subcmd__help__subcmd__doctor"
@@ -148,6 +184,15 @@ _agentctl() {
             agentctl__subcmd__help,submit)
                 cmd="agentctl__subcmd__help__subcmd__submit"
                 ;;
+            agentctl__subcmd__help__subcmd__daemon,restart)
+                cmd="agentctl__subcmd__help__subcmd__daemon__subcmd__restart"
+                ;;
+            agentctl__subcmd__help__subcmd__daemon,status)
+                cmd="agentctl__subcmd__help__subcmd__daemon__subcmd__status"
+                ;;
+            agentctl__subcmd__help__subcmd__daemon,stop)
+                cmd="agentctl__subcmd__help__subcmd__daemon__subcmd__stop"
+                ;;
             *)
                 ;;
         esac
@@ -155,7 +200,7 @@ _agentctl() {
 
     case "${cmd}" in
         agentctl)
-            opts="-h -V --socket --json --help --version status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help"
+            opts="-h -V --socket --json --help --version status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -229,6 +274,166 @@ _agentctl() {
         agentctl__subcmd__completions)
             opts="-h --socket --json --help bash elvish fish powershell zsh"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__config)
+            opts="-h --socket --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__daemon)
+            opts="-h --socket --json --help status stop restart help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__daemon__subcmd__help)
+            opts="status stop restart help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__daemon__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__daemon__subcmd__help__subcmd__restart)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__daemon__subcmd__help__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__daemon__subcmd__help__subcmd__stop)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__daemon__subcmd__restart)
+            opts="-h --socket --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__daemon__subcmd__status)
+            opts="-h --socket --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__daemon__subcmd__stop)
+            opts="-h --socket --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -351,7 +556,7 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__help)
-            opts="status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help"
+            opts="status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -409,6 +614,76 @@ _agentctl() {
         agentctl__subcmd__help__subcmd__completions)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__help__subcmd__config)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__help__subcmd__daemon)
+            opts="status stop restart"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__help__subcmd__daemon__subcmd__restart)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__help__subcmd__daemon__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__help__subcmd__daemon__subcmd__stop)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -761,7 +1036,7 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__new)
-            opts="-h --cwd --provider --model --profile --title --instructions --read-only --socket --json --help"
+            opts="-h --cwd --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --socket --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -776,6 +1051,22 @@ _agentctl() {
                     return 0
                     ;;
                 --model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --effort)
+                    COMPREPLY=($(compgen -W "low medium high" -- "${cur}"))
+                    return 0
+                    ;;
+                --max-turns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-rounds)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -915,7 +1206,7 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__submit)
-            opts="-f -h --new --follow --when-busy --client-input-id --cwd --provider --model --profile --title --instructions --read-only --socket --json --help"
+            opts="-f -h --new --follow --when-busy --client-input-id --cwd --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --socket --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -938,6 +1229,22 @@ _agentctl() {
                     return 0
                     ;;
                 --model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --effort)
+                    COMPREPLY=($(compgen -W "low medium high" -- "${cur}"))
+                    return 0
+                    ;;
+                --max-turns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-rounds)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -46,7 +46,9 @@ complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "rollback" -d 'Und
 complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "compact" -d 'Replace older turns with a summary written by the session\'s model'
 complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "rm" -d 'Delete sessions with their stored history and events (running ones are aborted)'
 complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "gc" -d 'Delete closed sessions not updated for a while'
-complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "doctor" -d 'Check the setup: socket, daemon, config, providers (never prints keys)'
+complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "config" -d 'Show a session\'s config, or change it from the next LLM call: `config SESSION max-turns=20 effort=high`'
+complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "doctor" -d 'Check the setup: socket, daemon, config, providers (never prints keys; never starts the daemon)'
+complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "daemon" -d 'The daemon itself: status, stop, restart'
 complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "completions" -d 'Print a shell completion script: `agentctl completions bash > ~/.local/share/bash-completion/completions/agentctl`'
 complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "man" -d 'Print the man page, or write every page into a directory'
 complete -c agentctl -n "__fish_agentctl_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -57,8 +59,14 @@ complete -c agentctl -n "__fish_agentctl_using_subcommand models" -l socket -d '
 complete -c agentctl -n "__fish_agentctl_using_subcommand models" -l json -d 'Print machine-readable NDJSON instead of text'
 complete -c agentctl -n "__fish_agentctl_using_subcommand models" -s h -l help -d 'Print help'
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l cwd -d 'Working directory [default: the current directory]' -r -F
-complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l provider -d 'Provider name (see `agentctl status`)' -r
-complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l model -d 'Model' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l provider -d 'Provider name (see `agentctl models`)' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l model -d 'Model [default: the provider\'s default model]' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l effort -d 'Reasoning effort [default: the provider\'s default]' -r -f -a "low\t''
+medium\t''
+high\t''"
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l max-turns -d 'Most model turns in the session; 0 is unlimited. Reaching it exits 3 with --follow' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l max-rounds -d 'Most tool rounds for one input; 0 is unlimited. Reaching it exits 4 with --follow' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l timeout -d 'Time limit of a shell command that sets none, such as 30s or 5m (raises the session\'s max-timeout to match if it is lower)' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l profile -d 'Tool profile' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l title -d 'Title shown in lists' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l instructions -d 'Extra instructions appended to the system prompt' -r
@@ -79,13 +87,19 @@ steer\t''
 reject\t''"
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l client-input-id -d 'Idempotency key: a repeated submit with the same key does nothing' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l cwd -d 'Working directory [default: the current directory]' -r -F
-complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l provider -d 'Provider name (see `agentctl status`)' -r
-complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l model -d 'Model' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l provider -d 'Provider name (see `agentctl models`)' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l model -d 'Model [default: the provider\'s default model]' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l effort -d 'Reasoning effort [default: the provider\'s default]' -r -f -a "low\t''
+medium\t''
+high\t''"
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l max-turns -d 'Most model turns in the session; 0 is unlimited. Reaching it exits 3 with --follow' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l max-rounds -d 'Most tool rounds for one input; 0 is unlimited. Reaching it exits 4 with --follow' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l timeout -d 'Time limit of a shell command that sets none, such as 30s or 5m (raises the session\'s max-timeout to match if it is lower)' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l profile -d 'Tool profile' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l title -d 'Title shown in lists' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l instructions -d 'Extra instructions appended to the system prompt' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
-complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l new -d 'Create a new session for this prompt'
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l new -d 'Create a new session for this prompt (the options below apply to it)'
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -s f -l follow -d 'Stream the work until it ends; Ctrl-C aborts it'
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l read-only -d 'Refuse file writes and deletes (commands still run)'
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l json -d 'Print machine-readable NDJSON instead of text'
@@ -101,7 +115,7 @@ complete -c agentctl -n "__fish_agentctl_using_subcommand queue" -l clear
 complete -c agentctl -n "__fish_agentctl_using_subcommand queue" -l json -d 'Print machine-readable NDJSON instead of text'
 complete -c agentctl -n "__fish_agentctl_using_subcommand queue" -s h -l help -d 'Print help'
 complete -c agentctl -n "__fish_agentctl_using_subcommand abort" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
-complete -c agentctl -n "__fish_agentctl_using_subcommand abort" -l close
+complete -c agentctl -n "__fish_agentctl_using_subcommand abort" -l close -d 'Close the session too'
 complete -c agentctl -n "__fish_agentctl_using_subcommand abort" -l json -d 'Print machine-readable NDJSON instead of text'
 complete -c agentctl -n "__fish_agentctl_using_subcommand abort" -s h -l help -d 'Print help'
 complete -c agentctl -n "__fish_agentctl_using_subcommand close" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
@@ -112,8 +126,8 @@ complete -c agentctl -n "__fish_agentctl_using_subcommand events" -l socket -d '
 complete -c agentctl -n "__fish_agentctl_using_subcommand events" -s f -l follow -d 'Keep streaming new events'
 complete -c agentctl -n "__fish_agentctl_using_subcommand events" -l json -d 'Print machine-readable NDJSON instead of text'
 complete -c agentctl -n "__fish_agentctl_using_subcommand events" -s h -l help -d 'Print help'
-complete -c agentctl -n "__fish_agentctl_using_subcommand history" -l offset -r
-complete -c agentctl -n "__fish_agentctl_using_subcommand history" -l limit -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand history" -l offset -d 'Skip this many entries' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand history" -l limit -d 'Show at most this many entries [default: 100]' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand history" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand history" -l json -d 'Print machine-readable NDJSON instead of text'
 complete -c agentctl -n "__fish_agentctl_using_subcommand history" -s h -l help -d 'Print help'
@@ -137,9 +151,32 @@ complete -c agentctl -n "__fish_agentctl_using_subcommand gc" -l socket -d 'Sock
 complete -c agentctl -n "__fish_agentctl_using_subcommand gc" -l dry-run -d 'Only print what would be deleted'
 complete -c agentctl -n "__fish_agentctl_using_subcommand gc" -l json -d 'Print machine-readable NDJSON instead of text'
 complete -c agentctl -n "__fish_agentctl_using_subcommand gc" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_using_subcommand config" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand config" -l json -d 'Print machine-readable NDJSON instead of text'
+complete -c agentctl -n "__fish_agentctl_using_subcommand config" -s h -l help -d 'Print help'
 complete -c agentctl -n "__fish_agentctl_using_subcommand doctor" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand doctor" -l json -d 'Print machine-readable NDJSON instead of text'
 complete -c agentctl -n "__fish_agentctl_using_subcommand doctor" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_using_subcommand daemon; and not __fish_seen_subcommand_from status stop restart help" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand daemon; and not __fish_seen_subcommand_from status stop restart help" -l json -d 'Print machine-readable NDJSON instead of text'
+complete -c agentctl -n "__fish_agentctl_using_subcommand daemon; and not __fish_seen_subcommand_from status stop restart help" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_using_subcommand daemon; and not __fish_seen_subcommand_from status stop restart help" -f -a "status" -d 'Whether agentd runs, and its version, uptime, sessions and providers (exit 69 if not)'
+complete -c agentctl -n "__fish_agentctl_using_subcommand daemon; and not __fish_seen_subcommand_from status stop restart help" -f -a "stop" -d 'Stop agentd gracefully: running work is aborted, sessions stay stored'
+complete -c agentctl -n "__fish_agentctl_using_subcommand daemon; and not __fish_seen_subcommand_from status stop restart help" -f -a "restart" -d 'Stop agentd and start it again from this shell, with this shell\'s environment'
+complete -c agentctl -n "__fish_agentctl_using_subcommand daemon; and not __fish_seen_subcommand_from status stop restart help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c agentctl -n "__fish_agentctl_using_subcommand daemon; and __fish_seen_subcommand_from status" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand daemon; and __fish_seen_subcommand_from status" -l json -d 'Print machine-readable NDJSON instead of text'
+complete -c agentctl -n "__fish_agentctl_using_subcommand daemon; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_using_subcommand daemon; and __fish_seen_subcommand_from stop" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand daemon; and __fish_seen_subcommand_from stop" -l json -d 'Print machine-readable NDJSON instead of text'
+complete -c agentctl -n "__fish_agentctl_using_subcommand daemon; and __fish_seen_subcommand_from stop" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_using_subcommand daemon; and __fish_seen_subcommand_from restart" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand daemon; and __fish_seen_subcommand_from restart" -l json -d 'Print machine-readable NDJSON instead of text'
+complete -c agentctl -n "__fish_agentctl_using_subcommand daemon; and __fish_seen_subcommand_from restart" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_using_subcommand daemon; and __fish_seen_subcommand_from help" -f -a "status" -d 'Whether agentd runs, and its version, uptime, sessions and providers (exit 69 if not)'
+complete -c agentctl -n "__fish_agentctl_using_subcommand daemon; and __fish_seen_subcommand_from help" -f -a "stop" -d 'Stop agentd gracefully: running work is aborted, sessions stay stored'
+complete -c agentctl -n "__fish_agentctl_using_subcommand daemon; and __fish_seen_subcommand_from help" -f -a "restart" -d 'Stop agentd and start it again from this shell, with this shell\'s environment'
+complete -c agentctl -n "__fish_agentctl_using_subcommand daemon; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c agentctl -n "__fish_agentctl_using_subcommand completions" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand completions" -l json -d 'Print machine-readable NDJSON instead of text'
 complete -c agentctl -n "__fish_agentctl_using_subcommand completions" -s h -l help -d 'Print help'
@@ -147,25 +184,30 @@ complete -c agentctl -n "__fish_agentctl_using_subcommand man" -l dir -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand man" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand man" -l json -d 'Print machine-readable NDJSON instead of text'
 complete -c agentctl -n "__fish_agentctl_using_subcommand man" -s h -l help -d 'Print help'
-complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help" -f -a "status" -d 'Daemon version, uptime, sessions and providers'
-complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help" -f -a "models" -d 'Configured providers and their models'
-complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help" -f -a "new" -d 'Create a session and print its id'
-complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help" -f -a "ls" -d 'List sessions'
-complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help" -f -a "show" -d 'Show one session'
-complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help" -f -a "submit" -d 'Submit a prompt: `submit SESSION [PROMPT]` or `submit --new [PROMPT]`; without PROMPT it is read from stdin'
-complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help" -f -a "steer" -d 'Inject a message after the current tool round'
-complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help" -f -a "follow-up" -d 'Queue a message to run after the current input completes'
-complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help" -f -a "queue" -d 'Show (or with --clear remove) queued steering and follow-ups'
-complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help" -f -a "abort" -d 'Stop the session\'s current work (it stays open unless --close)'
-complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help" -f -a "close" -d 'Close a session'
-complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help" -f -a "events" -d 'Print a session\'s events'
-complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help" -f -a "history" -d 'Print the conversation'
-complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help" -f -a "fork" -d 'Copy a session\'s conversation, up to an entry, into a new session'
-complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help" -f -a "rollback" -d 'Undo the last user inputs and what followed them (nothing is deleted; `fork --at` reaches it)'
-complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help" -f -a "compact" -d 'Replace older turns with a summary written by the session\'s model'
-complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help" -f -a "rm" -d 'Delete sessions with their stored history and events (running ones are aborted)'
-complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help" -f -a "gc" -d 'Delete closed sessions not updated for a while'
-complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help" -f -a "doctor" -d 'Check the setup: socket, daemon, config, providers (never prints keys)'
-complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help" -f -a "completions" -d 'Print a shell completion script: `agentctl completions bash > ~/.local/share/bash-completion/completions/agentctl`'
-complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help" -f -a "man" -d 'Print the man page, or write every page into a directory'
-complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc doctor completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help" -f -a "status" -d 'Daemon version, uptime, sessions and providers'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help" -f -a "models" -d 'Configured providers and their models'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help" -f -a "new" -d 'Create a session and print its id'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help" -f -a "ls" -d 'List sessions'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help" -f -a "show" -d 'Show one session'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help" -f -a "submit" -d 'Submit a prompt: `submit SESSION [PROMPT]` or `submit --new [PROMPT]`; without PROMPT it is read from stdin'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help" -f -a "steer" -d 'Inject a message after the current tool round'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help" -f -a "follow-up" -d 'Queue a message to run after the current input completes'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help" -f -a "queue" -d 'Show (or with --clear remove) queued steering and follow-ups'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help" -f -a "abort" -d 'Stop the session\'s current work (it stays open unless --close)'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help" -f -a "close" -d 'Close a session'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help" -f -a "events" -d 'Print a session\'s events'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help" -f -a "history" -d 'Print the conversation'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help" -f -a "fork" -d 'Copy a session\'s conversation, up to an entry, into a new session'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help" -f -a "rollback" -d 'Undo the last user inputs and what followed them (nothing is deleted; `fork --at` reaches it)'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help" -f -a "compact" -d 'Replace older turns with a summary written by the session\'s model'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help" -f -a "rm" -d 'Delete sessions with their stored history and events (running ones are aborted)'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help" -f -a "gc" -d 'Delete closed sessions not updated for a while'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help" -f -a "config" -d 'Show a session\'s config, or change it from the next LLM call: `config SESSION max-turns=20 effort=high`'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help" -f -a "doctor" -d 'Check the setup: socket, daemon, config, providers (never prints keys; never starts the daemon)'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help" -f -a "daemon" -d 'The daemon itself: status, stop, restart'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help" -f -a "completions" -d 'Print a shell completion script: `agentctl completions bash > ~/.local/share/bash-completion/completions/agentctl`'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help" -f -a "man" -d 'Print the man page, or write every page into a directory'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and not __fish_seen_subcommand_from status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and __fish_seen_subcommand_from daemon" -f -a "status" -d 'Whether agentd runs, and its version, uptime, sessions and providers (exit 69 if not)'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and __fish_seen_subcommand_from daemon" -f -a "stop" -d 'Stop agentd gracefully: running work is aborted, sessions stay stored'
+complete -c agentctl -n "__fish_agentctl_using_subcommand help; and __fish_seen_subcommand_from daemon" -f -a "restart" -d 'Stop agentd and start it again from this shell, with this shell\'s environment'

@@ -404,6 +404,35 @@ pub fn kinds(events: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// Checks a test's prerequisite that a machine may lack (a program, root, the recorded
+/// fixtures). When it is missing the test prints why and skips (returns `false`), except under
+/// `CI=true`, where it fails: a green CI run then means every test ran (`.ci/run` installs
+/// the programs).
+pub fn prerequisite(what: &str, present: bool) -> bool {
+    if present {
+        return true;
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    assert!(
+        !ci,
+        "{what} is missing, and under CI=true every test must run (.ci/run installs what it can)"
+    );
+    eprintln!("{what} is missing; skipping");
+    false
+}
+
+/// `program` found on `PATH`, a [`prerequisite`] of the calling test.
+pub fn program(program: &str) -> Option<PathBuf> {
+    let found = std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .map(|d| Path::new(d).join(program))
+        .find(|p| p.is_file());
+    prerequisite(&format!("{program} (on PATH)"), found.is_some())
+        .then_some(found)
+        .flatten()
+}
+
 /// Processes whose process group is `pgid` and that are not zombies.
 pub fn live_group_members(pgid: i32) -> Vec<i32> {
     let mut pids = Vec::new();

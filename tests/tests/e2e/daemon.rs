@@ -60,10 +60,11 @@ async fn socket_and_directory_are_private_and_a_stale_socket_is_replaced() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_of_another_user_is_refused() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!(
-            "not root: cannot run a client as another uid; the peer check is covered by the socket's 0600 mode"
-        );
+    // Only root can run a client as another uid; elsewhere the socket's 0600 mode covers it.
+    if !agentd_tests::prerequisite(
+        "root (to connect as another uid)",
+        nix::unistd::geteuid().is_root(),
+    ) {
         return;
     }
     let s = setup().await;
@@ -133,8 +134,7 @@ async fn daemon_shutdown_method_stops_the_daemon() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn systemd_socket_activation_and_readiness() {
-    let Ok(activate) = which("systemd-socket-activate") else {
-        eprintln!("systemd-socket-activate is not installed; skipping");
+    let Some(activate) = agentd_tests::program("systemd-socket-activate") else {
         return;
     };
     let root = tempfile::Builder::new()
@@ -186,15 +186,6 @@ async fn systemd_socket_activation_and_readiness() {
         log.contains("adopting the socket passed by systemd"),
         "{log}"
     );
-}
-
-fn which(program: &str) -> Result<std::path::PathBuf, ()> {
-    std::env::var("PATH")
-        .unwrap_or_default()
-        .split(':')
-        .map(|d| std::path::Path::new(d).join(program))
-        .find(|p| p.exists())
-        .ok_or(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -250,8 +241,7 @@ async fn check_config_names_the_bad_key() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_systemd_units_pass_systemd_analyze() {
-    let Ok(analyze) = which("systemd-analyze") else {
-        eprintln!("systemd-analyze is not installed; skipping");
+    let Some(analyze) = agentd_tests::program("systemd-analyze") else {
         return;
     };
     let units = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/systemd");
@@ -290,8 +280,7 @@ async fn the_systemd_units_pass_systemd_analyze() {
 
 #[test]
 fn the_launchd_plist_is_a_valid_property_list() {
-    let Ok(python) = which("python3") else {
-        eprintln!("python3 is not installed; skipping");
+    let Some(python) = agentd_tests::program("python3") else {
         return;
     };
     let plist = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -11,17 +11,9 @@ fn example(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn have(program: &str) -> bool {
-    std::process::Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_example_runs_a_task() {
-    if !have("python3") {
-        eprintln!("python3 is not installed; skipping");
+    if agentd_tests::program("python3").is_none() {
         return;
     }
     let s = setup().await;
@@ -49,8 +41,7 @@ async fn the_python_example_runs_a_task() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_socat_example_talks_to_the_daemon() {
-    if !have("socat") {
-        eprintln!("socat is not installed; skipping");
+    if agentd_tests::program("socat").is_none() {
         return;
     }
     let mut s = setup().await;
@@ -98,5 +89,130 @@ async fn the_socat_example_talks_to_the_daemon() {
         lines.last().unwrap()["params"]["result"]["type"],
         "end",
         "then the log, then the end"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_client_loses_nothing_when_it_steers_while_reading() {
+    if agentd_tests::program("python3").is_none() {
+        return;
+    }
+    let s = setup().await;
+    s.mock.push_stream(sse::shell("t1", "echo hi"));
+    s.mock
+        .respond_with(|_| agentd_tests::mock::Reply::Stream(sse::text("done")));
+    // The script imports the example's client, reads the stream from seq 1 and steers after
+    // `session_start`, `user_input` and `tool_call_start`, while later events may already
+    // wait in its read buffer.
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/steer_while_reading.py");
+    let out = tokio::process::Command::from(s.daemon.program("python3"))
+        .arg(script)
+        .arg(example("python_client.py"))
+        .arg(s.workdir.path())
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let seqs: Vec<u64> = serde_json::from_value(report["seqs"].clone()).unwrap();
+    let expected: Vec<u64> = (1..=seqs.len() as u64).collect();
+    assert_eq!(seqs, expected, "every event, in order: {report}");
+    let kinds = report["kinds"].to_string();
+    assert!(
+        kinds.contains("session_start")
+            && kinds.contains("steering_injected")
+            && kinds.contains("processing_end"),
+        "{kinds}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_xdg_runtime_dir_the_examples_find_the_binaries_socket() {
+    let (Some(_), Some(_)) = (
+        agentd_tests::program("python3"),
+        agentd_tests::program("socat"),
+    ) else {
+        return;
+    };
+    let s = setup().await;
+    // A daemon started with neither AGENTD_SOCKET nor XDG_RUNTIME_DIR picks its default path
+    // under TMPDIR; the examples, given the same environment, must find it there.
+    let tmp = tempfile::Builder::new()
+        .prefix("tx")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let plain = |mut cmd: std::process::Command| {
+        cmd.env_remove("AGENTD_SOCKET")
+            .env_remove("XDG_RUNTIME_DIR")
+            .env("TMPDIR", tmp.path())
+            .env("XDG_STATE_HOME", tmp.path().join("state"));
+        cmd
+    };
+    /// Kills the daemon however the test ends.
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _daemon = Kill(
+        plain(s.daemon.command("agentd"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let socket = tmp
+        .path()
+        .join(format!("agentd-{}/agentd.sock", nix::unistd::geteuid()));
+    let deadline = std::time::Instant::now() + agentd_tests::WAIT;
+    while !socket.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no socket at {}",
+            socket.display()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let status = plain(s.daemon.command("agentctl"))
+        .args(["--json", "daemon", "status"])
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "agentctl finds it: {:?}", status);
+
+    let socat = plain(s.daemon.program("bash"))
+        .arg(example("socat.sh"))
+        .output()
+        .unwrap();
+    assert!(
+        socat.status.success(),
+        "{}",
+        String::from_utf8_lossy(&socat.stderr)
+    );
+    assert!(String::from_utf8_lossy(&socat.stdout).contains("\"protocol\":1"));
+    let python = plain(s.daemon.program("python3"))
+        .args(["-c", "import importlib.util,sys; s=importlib.util.spec_from_file_location('c',sys.argv[1]); m=importlib.util.module_from_spec(s); s.loader.exec_module(m); print(m.socket_path())"])
+        .arg(example("python_client.py"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&python.stdout).trim(),
+        socket.display().to_string()
+    );
+    let python_info = plain(s.daemon.program("python3"))
+        .args(["-c", "import importlib.util,sys; s=importlib.util.spec_from_file_location('c',sys.argv[1]); m=importlib.util.module_from_spec(s); s.loader.exec_module(m); print(m.Client(m.socket_path()).call('daemon/info', {})['protocol'])"])
+        .arg(example("python_client.py"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&python_info.stdout).trim(),
+        "1",
+        "{}",
+        String::from_utf8_lossy(&python_info.stderr)
     );
 }

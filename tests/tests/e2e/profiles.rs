@@ -67,13 +67,19 @@ async fn parity_matrix(family: Family) {
         &[(
             "c7",
             "shell",
-            json!({"command": "python3 hello.py; sleep 5", "timeout_ms": 300}),
+            // The output comes first and fast (no interpreter to start), then the command
+            // outlives a timeout with a wide margin, so a loaded machine cannot reorder them.
+            json!({"command": "cat hello.py; sleep 60", "timeout_ms": 2000}),
         )],
     ));
     mock.push_stream(family.tools("", &[("c8", "no_such_tool", json!({}))]));
     mock.push_stream(family.tools(
         "",
-        &[("c9", "shell", json!({"command": "python3 hello.py"}))],
+        &[(
+            "c9",
+            "shell",
+            json!({"command": "python3 hello.py", "timeout_ms": 120_000}),
+        )],
     ));
     mock.push_stream(family.text("Created and edited hello.py."));
 
@@ -114,8 +120,8 @@ async fn parity_matrix(family: Family) {
     );
     let timeout = ends("c7")["data"]["error"].as_str().unwrap().to_owned();
     assert!(
-        timeout.contains("Hello World\nGoodbye\n")
-            && timeout.contains("[ERROR: Command timed out after 300ms."),
+        timeout.contains("print('Hello World')\nprint('Goodbye')\n")
+            && timeout.contains("[ERROR: Command timed out after 2000ms."),
         "{timeout}"
     );
     assert!(

@@ -11,13 +11,10 @@ fn fixture(name: &str) -> Option<String> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../shared/fixtures/providers/anthropic")
         .join(name);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => Some(text),
-        Err(_) => {
-            eprintln!("fixture {} not present; skipping", path.display());
-            None
-        }
-    }
+    let text = std::fs::read_to_string(&path).ok();
+    agentd_tests::prerequisite(&format!("fixture {}", path.display()), text.is_some())
+        .then_some(text)
+        .flatten()
 }
 
 fn event_types(sse_text: &str) -> Vec<String> {

@@ -1,0 +1,136 @@
+//! `agentctl doctor`: report the setup without changing anything (it never starts the
+//! daemon). Without a daemon it still checks the config, with `agentd --check-config` run in
+//! this environment: the one a daemon started from here would get.
+
+use super::models::readiness;
+use super::table;
+use crate::daemon;
+use crate::error::{EX_FAILURE, EX_UNAVAILABLE, Result};
+use agentd_proto::methods as m;
+use agentd_proto::{DaemonInfo, Empty};
+use serde::Serialize;
+use serde_json::json;
+
+/// What `agentd --check-config` said.
+#[derive(Serialize)]
+struct ConfigCheck {
+    /// Whether it accepted the config.
+    ok: bool,
+    /// Its report: the config source and each provider's status, or the error naming the key.
+    output: String,
+}
+
+/// Runs `agentd --check-config`; `None` when no agentd binary can be run.
+fn check_config() -> Option<ConfigCheck> {
+    let out = std::process::Command::new(daemon::agentd_binary())
+        .arg("--check-config")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let text = if out.status.success() {
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    } else {
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    Some(ConfigCheck {
+        ok: out.status.success(),
+        output: text.trim_end().to_owned(),
+    })
+}
+
+pub(crate) async fn run(flag: Option<&std::path::Path>, json: bool) -> Result<u8> {
+    let socket = daemon::socket_path(flag);
+    let log = daemon::log_path();
+    let info: Option<DaemonInfo> = match daemon::connect(flag, false).await {
+        Ok(conn) => Some(conn.call::<m::DaemonInfoMethod>(Empty {}).await?),
+        Err(_) => None,
+    };
+    let check = check_config();
+    let code = match (&info, &check) {
+        (None, _) => EX_UNAVAILABLE,
+        (Some(_), Some(c)) if !c.ok => EX_FAILURE,
+        _ => 0,
+    };
+    if json {
+        let providers: Vec<_> = info
+            .iter()
+            .flat_map(|i| &i.providers)
+            .map(|p| json!({"name": p.name, "kind": p.kind, "base_url": p.base_url, "status": readiness(p), "default_model": p.default_model}))
+            .collect();
+        let report = json!({
+            "agentctl": env!("CARGO_PKG_VERSION"),
+            "socket": socket.display().to_string(),
+            "reachable": info.is_some(),
+            "daemon": info,
+            "log": log.display().to_string(),
+            "config_check": check,
+            "providers": providers,
+        });
+        println!("{report}");
+        return Ok(code);
+    }
+    println!("agentctl {}", env!("CARGO_PKG_VERSION"));
+    let Some(info) = info else {
+        println!("socket   {} (nothing answers)", socket.display());
+        println!(
+            "hint     run any agentctl command to start agentd, or `systemctl --user start agentd.socket`"
+        );
+        println!(
+            "log      {} (where agentctl-started daemons log)",
+            log.display()
+        );
+        match check {
+            Some(c) if c.ok => {
+                println!("config   ok, as a daemon started from here would see it:");
+                for line in c.output.lines().skip(1) {
+                    println!("         {}", line.trim());
+                }
+            }
+            Some(c) => println!("config   BAD: {}", c.output.trim_start_matches("agentd: ")),
+            None => {
+                println!("config   not checked: no agentd binary found beside agentctl or on PATH")
+            }
+        }
+        return Ok(code);
+    };
+    println!("socket   {} (ok)", info.socket);
+    println!(
+        "daemon   agentd {} (protocol {}), pid {}, up {}s",
+        info.version,
+        info.protocol,
+        info.pid,
+        info.uptime_ms / 1000
+    );
+    if info.version != env!("CARGO_PKG_VERSION") {
+        println!("warning  agentctl and agentd versions differ");
+    }
+    println!(
+        "config   {}",
+        info.config_file
+            .as_deref()
+            .unwrap_or("built-in defaults (no config file)")
+    );
+    if let Some(c) = check.filter(|c| !c.ok) {
+        println!(
+            "warning  the config as it is now would not load: {}",
+            c.output.trim_start_matches("agentd: ")
+        );
+    }
+    println!("log      {} (when started by agentctl)", log.display());
+    let rows: Vec<Vec<String>> = info
+        .providers
+        .iter()
+        .map(|p| {
+            vec![
+                p.name.clone(),
+                p.kind.to_string(),
+                readiness(p).to_owned(),
+                p.base_url.clone(),
+            ]
+        })
+        .collect();
+    for line in table(&rows) {
+        println!("provider {line}");
+    }
+    Ok(code)
+}

@@ -1,0 +1,133 @@
+//! Following a session's work as it happens (`submit --follow`), and the exit code it ends
+//! with.
+
+use super::print;
+use super::stream::{EventStream, Next, reason_name};
+use crate::client::Connection;
+use crate::error::{
+    EX_FAILURE, EX_INTERRUPTED, EX_MAX_TOKENS, EX_ROUND_LIMIT, EX_TURN_LIMIT, Failure, Result,
+};
+use crate::render;
+use agentd_proto::methods as m;
+use agentd_proto::{
+    AbortParams, EventBody, InputId, LimitKind, ProcessingEndReason, SessionId, SessionParams,
+    StreamEndReason, StreamItem,
+};
+
+/// Renders the session's events until the work that includes `input_id` ends. Ctrl-C aborts
+/// that work.
+pub(super) async fn work(
+    conn: &Connection,
+    mut stream: EventStream<'_>,
+    mut sigint: tokio::signal::unix::Signal,
+    session_id: SessionId,
+    input_id: InputId,
+    json: bool,
+) -> Result<u8> {
+    let mut renderer = render::Renderer::default();
+    let mut seen_input = false;
+    let mut interrupted = false;
+    // The limit the last `turn_limit` event named: it decides the exit code.
+    let mut limit = None;
+    let mut ticker = tokio::time::interval(std::time::Duration::from_millis(100));
+    loop {
+        let next = tokio::select! {
+            next = stream.next() => next?,
+            _ = ticker.tick(), if renderer.animated() && !json => {
+                renderer.tick();
+                continue;
+            }
+            _ = sigint.recv(), if !interrupted => {
+                interrupted = true;
+                eprintln!("\n(aborting…)");
+                conn.call::<m::SessionAbort>(AbortParams { session_id: session_id.clone(), close: false }).await?;
+                continue;
+            }
+        };
+        let event = match next {
+            Next::Event(e) => e,
+            Next::End(end) => {
+                print(json, &StreamItem::End(end.clone()), |_| {});
+                if interrupted {
+                    return Ok(EX_INTERRUPTED);
+                }
+                return Err(match end.reason {
+                    StreamEndReason::DaemonShutdown => shutdown_failure(),
+                    reason => Failure {
+                        code: None,
+                        kind: reason_name(reason),
+                        message: format!(
+                            "the event stream ended ({}) before the work did",
+                            reason_name(reason)
+                        ),
+                        exit_code: EX_FAILURE,
+                    },
+                });
+            }
+        };
+        if json {
+            print(true, &*event, |_| {});
+        } else {
+            renderer.event(&event);
+        }
+        match &event.body {
+            EventBody::UserInput { input_id: id, .. } if *id == input_id => seen_input = true,
+            EventBody::TurnLimit { limit: l, .. } => limit = Some(*l),
+            EventBody::ProcessingEnd { reason } if seen_input || interrupted => {
+                return match reason {
+                    _ if interrupted => Ok(EX_INTERRUPTED),
+                    ProcessingEndReason::Completed => Ok(0),
+                    ProcessingEndReason::TurnLimit => Ok(match limit {
+                        Some(LimitKind::MaxToolRoundsPerInput) => EX_ROUND_LIMIT,
+                        Some(LimitKind::MaxTurns) | None => EX_TURN_LIMIT,
+                    }),
+                    ProcessingEndReason::Aborted if shutting_down(conn, &session_id).await => {
+                        Err(shutdown_failure())
+                    }
+                    ProcessingEndReason::Aborted => {
+                        eprintln!("(another client aborted the work: session/abort)");
+                        Ok(EX_INTERRUPTED)
+                    }
+                    ProcessingEndReason::MaxTokens => Ok(EX_MAX_TOKENS),
+                    ProcessingEndReason::Error => Ok(EX_FAILURE),
+                };
+            }
+            EventBody::SessionEnd { .. } => {
+                return Ok(if interrupted {
+                    EX_INTERRUPTED
+                } else {
+                    EX_FAILURE
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Whether the daemon is going away: it refuses calls with `shutting_down` from the moment it
+/// starts aborting work, or has closed the connection already.
+async fn shutting_down(conn: &Connection, session_id: &SessionId) -> bool {
+    match conn
+        .call::<m::SessionGet>(SessionParams {
+            session_id: session_id.clone(),
+        })
+        .await
+    {
+        Ok(_) => false,
+        Err(e) => {
+            let f = Failure::from(e);
+            f.kind == "shutting_down" || f.kind == "unavailable"
+        }
+    }
+}
+
+fn shutdown_failure() -> Failure {
+    Failure {
+        code: None,
+        kind: "daemon_shutdown".into(),
+        message: "agentd shut down (daemon_shutdown) and stopped the work; the session keeps \
+                  its history: start agentd again and resubmit"
+            .into(),
+        exit_code: crate::error::EX_UNAVAILABLE,
+    }
+}

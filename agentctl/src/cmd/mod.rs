@@ -1,0 +1,205 @@
+//! One module per command (as mini-redis does); [`run`] dispatches the commands that talk to
+//! the daemon, and the helpers below are what several commands share.
+
+pub(crate) mod abort;
+pub(crate) mod close;
+pub(crate) mod compact;
+pub(crate) mod config;
+pub(crate) mod daemon;
+pub(crate) mod doctor;
+pub(crate) mod events;
+pub(crate) mod fork;
+pub(crate) mod gc;
+pub(crate) mod history;
+pub(crate) mod ls;
+pub(crate) mod man;
+pub(crate) mod models;
+pub(crate) mod new;
+pub(crate) mod queue;
+pub(crate) mod rm;
+pub(crate) mod rollback;
+pub(crate) mod show;
+pub(crate) mod status;
+pub(crate) mod steer;
+pub(crate) mod submit;
+
+mod follow;
+mod stream;
+
+use crate::cli::Online;
+use crate::client::Connection;
+use crate::error::{Failure, Result};
+use agentd_proto::methods as m;
+use agentd_proto::{ListParams, SessionId};
+use serde::Serialize;
+use std::io::{IsTerminal, Read};
+
+/// What a command that talks to the daemon gets.
+pub(crate) struct Context {
+    /// The connection to the daemon.
+    pub(crate) conn: Connection,
+    /// `--json`: NDJSON on stdout instead of text.
+    pub(crate) json: bool,
+}
+
+/// Runs a command that needs the daemon; returns the exit code.
+pub(crate) async fn run(command: Online, ctx: &Context) -> Result<u8> {
+    match command {
+        Online::Status => status::run(ctx).await,
+        Online::Models => models::run(ctx).await,
+        Online::New(args) => new::run(args, ctx).await,
+        Online::Ls(args) => args.run(ctx).await,
+        Online::Show(args) => args.run(ctx).await,
+        Online::Submit(args) => args.run(ctx).await,
+        Online::Steer(args) => args.steer(ctx).await,
+        Online::FollowUp(args) => args.follow_up(ctx).await,
+        Online::Queue(args) => args.run(ctx).await,
+        Online::Abort(args) => args.run(ctx).await,
+        Online::Close(args) => args.run(ctx).await,
+        Online::Events(args) => args.run(ctx).await,
+        Online::History(args) => args.run(ctx).await,
+        Online::Fork(args) => args.run(ctx).await,
+        Online::Rollback(args) => args.run(ctx).await,
+        Online::Compact(args) => args.run(ctx).await,
+        Online::Rm(args) => args.run(ctx).await,
+        Online::Gc(args) => args.run(ctx).await,
+        Online::Config(args) => args.run(ctx).await,
+    }
+}
+
+/// Prints `value` as one JSON line with `--json`, else as `human` renders it.
+pub(crate) fn print<T: Serialize>(json: bool, value: &T, human: impl FnOnce(&T)) {
+    if json {
+        println!("{}", serde_json::to_string(value).unwrap_or_default());
+    } else {
+        human(value);
+    }
+}
+
+/// The prompt: the words joined, or stdin when there are none (or just `-`).
+pub(crate) fn join_text(words: &[String]) -> Result<String> {
+    let text = if words.is_empty() || words == ["-"] {
+        let mut text = String::new();
+        if std::io::stdin().is_terminal() {
+            eprintln!("(reading the prompt from stdin; end with Ctrl-D)");
+        }
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| Failure::failed(format!("cannot read stdin: {e}")))?;
+        text
+    } else {
+        words.join(" ")
+    };
+    if text.trim().is_empty() {
+        return Err(Failure::usage(if words.is_empty() {
+            "the prompt is empty: give it after the session, or on stdin"
+        } else {
+            "the prompt is empty"
+        }));
+    }
+    Ok(text)
+}
+
+/// Accepts a full session id or a unique prefix of one; an id that matches nothing is passed
+/// on as it is, so the daemon's `session_not_found` says so.
+pub(crate) async fn resolve(conn: &Connection, id: &str) -> Result<SessionId> {
+    Ok(find(conn, id).await?.unwrap_or_else(|| SessionId::from(id)))
+}
+
+/// The session `id` names, in full or by a unique prefix; `None` when none matches.
+pub(crate) async fn find(conn: &Connection, id: &str) -> Result<Option<SessionId>> {
+    let list = conn.call::<m::SessionList>(ListParams::default()).await?;
+    if list.sessions.iter().any(|s| s.session_id.as_str() == id) {
+        return Ok(Some(SessionId::from(id)));
+    }
+    let matches: Vec<_> = list
+        .sessions
+        .iter()
+        .filter(|s| s.session_id.as_str().starts_with(id))
+        .collect();
+    match matches.as_slice() {
+        [one] => Ok(Some(one.session_id.clone())),
+        [] => Ok(None),
+        _ => Err(Failure::usage(format!(
+            "session prefix {id:?} is ambiguous ({} sessions match)",
+            matches.len()
+        ))),
+    }
+}
+
+/// Lines of `rows` with every column but the last padded to its widest cell, two spaces
+/// apart.
+pub(crate) fn table(rows: &[Vec<String>]) -> Vec<String> {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|cell| cell.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    rows.iter()
+        .map(|row| {
+            let mut line = String::new();
+            for (c, cell) in row.iter().enumerate() {
+                if c + 1 == row.len() {
+                    line += cell;
+                } else {
+                    line += &format!("{cell:<w$}  ", w = widths[c]);
+                }
+            }
+            line.trim_end().to_owned()
+        })
+        .collect()
+}
+
+/// Adds to a provider or config error what will work given how the daemon runs: it read its
+/// keys and config file when it started, so setting a key or writing the file afterwards
+/// changes nothing until it starts again.
+pub(crate) async fn daemon_hint(conn: &Connection, mut failure: Failure) -> Failure {
+    let about_setup = failure.kind == "provider_not_configured"
+        || (failure.kind == "invalid_config" && failure.message.contains("unknown provider"));
+    if !about_setup {
+        return failure;
+    }
+    let Ok(info) = conn
+        .call::<m::DaemonInfoMethod>(agentd_proto::Empty {})
+        .await
+    else {
+        return failure;
+    };
+    let started = info.uptime_ms / 1000;
+    if failure.kind == "invalid_config" {
+        // An unknown provider is most often a typo; it is the daemon's doing only when the
+        // config file changed after it started.
+        failure.message += &format!(
+            "\nif you added it to the config file since agentd started (pid {}, {started}s ago), \
+             {}",
+            info.pid,
+            if crate::daemon::under_systemd(info.pid) {
+                "`systemctl --user restart agentd.service` loads it"
+            } else {
+                "`agentctl daemon restart` loads it"
+            }
+        );
+        return failure;
+    }
+    failure.message += &if crate::daemon::under_systemd(info.pid) {
+        format!(
+            "\nagentd runs under systemd (pid {}, started {started}s ago) and reads keys and \
+             the config file only when it starts: put the key in ~/.config/agentd/env or fix \
+             the config, then `systemctl --user restart agentd.service`",
+            info.pid
+        )
+    } else {
+        format!(
+            "\nagentd (pid {}, started {started}s ago) reads keys and the config file only when \
+             it starts: export the key (or fix the config) in this shell, then \
+             `agentctl daemon restart` starts it again with this environment",
+            info.pid
+        )
+    };
+    failure
+}
