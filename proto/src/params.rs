@@ -174,6 +174,10 @@ pub struct DaemonInfo {
     pub sessions: usize,
     /// Sessions processing now.
     pub sessions_processing: usize,
+    /// Sessions loaded in memory; the others cost only their record until next used (idle
+    /// ones are unloaded after `[daemon] evict_idle_secs`).
+    #[serde(default)]
+    pub sessions_loaded: usize,
     /// Configured providers.
     pub providers: Vec<ProviderInfo>,
     /// The config file in use, if any.

@@ -282,6 +282,6 @@ mod tests {
             schema["subscriptions"]["session/subscribe"]["notification"],
             "session/event"
         );
-        assert_eq!(schema["errors"]["codes"].as_array().unwrap().len(), 10);
+        assert_eq!(schema["errors"]["codes"].as_array().unwrap().len(), 11);
     }
 }

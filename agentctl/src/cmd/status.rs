@@ -17,8 +17,8 @@ pub(crate) async fn run(ctx: &Context) -> Result<u8> {
         );
         println!("socket   {}", i.socket);
         println!(
-            "sessions {} ({} processing)",
-            i.sessions, i.sessions_processing
+            "sessions {} ({} processing, {} loaded)",
+            i.sessions, i.sessions_processing, i.sessions_loaded
         );
         for p in &i.providers {
             println!(

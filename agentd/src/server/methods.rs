@@ -151,6 +151,7 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
             socket: d.socket.display().to_string(),
             sessions,
             sessions_processing,
+            sessions_loaded: d.registry.loaded(),
             providers: d
                 .registry
                 .config()
