@@ -326,6 +326,11 @@ impl RawClient {
         }
     }
 
+    /// The notifications that arrived before the last response read, not yet taken.
+    pub fn notifications_buffered(&self) -> &std::collections::VecDeque<Value> {
+        &self.notifications
+    }
+
     /// The next notification.
     pub async fn notification(&mut self) -> Result<Value> {
         if let Some(n) = self.notifications.pop_front() {

@@ -130,9 +130,19 @@ impl EnvironmentContext {
         Self {
             project_docs: project_docs(env, root, cwd, doc_names).await,
             git,
+            ..Self::minimal(env)
+        }
+    }
+
+    /// What is known without running anything (no git snapshot, no project docs): the
+    /// context while a capture runs, or when it failed.
+    pub fn minimal(env: &dyn ExecutionEnvironment) -> Self {
+        Self {
+            git: None,
             os_version: env.os_version(),
             date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()[..10]
                 .to_owned(),
+            project_docs: String::new(),
         }
     }
 }

@@ -421,3 +421,20 @@ pub(super) fn unauthorized() -> ErrorObjectOwned {
         None,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_crashed_handler_is_an_internal_error_not_a_shutdown() {
+        let panicked = tokio::spawn(async { panic!("a bug") }).await.unwrap_err();
+        assert!(matches!(crashed(panicked), session::Error::Internal(_)));
+        let task = tokio::spawn(std::future::pending::<()>());
+        task.abort();
+        assert_eq!(
+            crashed(task.await.unwrap_err()),
+            session::Error::ShuttingDown
+        );
+    }
+}

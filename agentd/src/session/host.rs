@@ -54,17 +54,12 @@ impl Host for Task {
     }
 
     fn system_prompt(&self, model: &str) -> String {
-        let fallback;
+        let minimal;
         let context = match self.context() {
             Some(c) => c,
             None => {
-                fallback = EnvironmentContext {
-                    git: None,
-                    os_version: self.info.env.os_version(),
-                    date: super::now()[..10].to_owned(),
-                    project_docs: String::new(),
-                };
-                &fallback
+                minimal = EnvironmentContext::minimal(self.info.env.as_ref());
+                &minimal
             }
         };
         self.info.profile.system_prompt(

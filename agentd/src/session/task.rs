@@ -550,13 +550,32 @@ pub(super) fn start(
         let env = info.env.clone();
         let docs = info.profile.doc_names;
         tasks.spawn(async move {
-            context
-                .get_or_init(|| EnvironmentContext::capture(env.as_ref(), docs))
-                .await;
+            context.get_or_init(|| capture(env, docs)).await;
         });
     }
     tasks.spawn(supervise(task, commands));
     (info, view)
+}
+
+/// Captures the environment context; a panic in it (a bug) leaves the minimal context, so
+/// the session still works.
+async fn capture(
+    env: Arc<dyn crate::exec::ExecutionEnvironment>,
+    docs: &'static [&'static str],
+) -> EnvironmentContext {
+    match AssertUnwindSafe(EnvironmentContext::capture(env.as_ref(), docs))
+        .catch_unwind()
+        .await
+    {
+        Ok(context) => context,
+        Err(panic) => {
+            tracing::error!(
+                "capturing the environment context crashed: {}",
+                panic_message(panic.as_ref())
+            );
+            EnvironmentContext::minimal(env.as_ref())
+        }
+    }
 }
 
 /// A view for the moment before the first real one is published.
@@ -804,10 +823,13 @@ impl Task {
                             panic_message(panic.as_ref())
                         )))
                     });
+                {
+                    let mut core = self.core();
+                    core.turn = None;
+                    core.set_state(SessionState::Idle);
+                }
+                // After the state: whoever gets the answer sees the session idle.
                 let _ = reply.send(result);
-                let mut core = self.core();
-                core.turn = None;
-                core.set_state(SessionState::Idle);
             }
             Work::Terminate => self.info.env.terminate_all().await,
             Work::Close => {
@@ -875,12 +897,11 @@ impl Task {
         }
     }
 
+    /// Waits for the environment context (captured in the background since the start).
     async fn context_ready(&self) {
         let env = self.info.env.clone();
         let docs = self.info.profile.doc_names;
-        self.context
-            .get_or_init(|| async move { EnvironmentContext::capture(env.as_ref(), docs).await })
-            .await;
+        self.context.get_or_init(|| capture(env, docs)).await;
     }
 
     /// Runs `input` and the follow-ups after it, then ends the processing cycle.

@@ -6,7 +6,7 @@ use super::*;
 use crate::exec::{EnvPolicy, LocalExecutionEnvironment};
 use crate::llm::{ByteStream, Delta, Provider, Response};
 use crate::tools::{Tool, ToolContext, ToolDefinition, ToolError};
-use agentd_proto::{ProviderKind, ToolCall, ToolCallId};
+use agentd_proto::{ProcessingEndReason, ProviderKind, ToolCall, ToolCallId};
 use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::json;
@@ -93,6 +93,37 @@ fn call(id: &str, name: &str, arguments: serde_json::Value) -> Response {
     }
 }
 
+/// A session in `dir` with `profile` and `providers` (the config names "scripted").
+fn spec(
+    dir: &std::path::Path,
+    profile: crate::profile::Profile,
+    providers: ProviderSet,
+) -> SessionSpec {
+    SessionSpec {
+        id: SessionId::from("lib-1"),
+        cwd: dir.to_owned(),
+        title: None,
+        profile,
+        env: Arc::new(LocalExecutionEnvironment::new(
+            dir.to_owned(),
+            EnvPolicy::InheritCore,
+        )),
+        providers,
+        config: crate::config::default_session_config("scripted", "any-model"),
+        instructions: None,
+        retry: RetryPolicy::default(),
+        prices: Arc::default(),
+        read_only: false,
+        files: None,
+        history: super::History::default(),
+        forked_from: None,
+        restored: None,
+        parent: None,
+        registry: None,
+        cancel: tokio_util::sync::CancellationToken::new(),
+    }
+}
+
 #[tokio::test]
 async fn a_host_runs_a_session_with_its_own_tools() {
     let dir = tempfile::tempdir().unwrap();
@@ -118,29 +149,7 @@ async fn a_host_runs_a_session_with_its_own_tools() {
         "scripted",
         Arc::new(Scripted(std::sync::Mutex::new(script))),
     );
-    let spec = SessionSpec {
-        id: SessionId::from("lib-1"),
-        cwd: dir.path().to_owned(),
-        title: None,
-        profile,
-        env: Arc::new(LocalExecutionEnvironment::new(
-            dir.path().to_owned(),
-            EnvPolicy::InheritCore,
-        )),
-        providers,
-        config: crate::config::default_session_config("scripted", "any-model"),
-        instructions: None,
-        retry: RetryPolicy::default(),
-        prices: Arc::default(),
-        read_only: false,
-        files: None,
-        history: super::History::default(),
-        forked_from: None,
-        restored: None,
-        parent: None,
-        registry: None,
-        cancel: tokio_util::sync::CancellationToken::new(),
-    };
+    let spec = spec(dir.path(), profile, providers);
     let session = Session::spawn(spec, None, &tokio_util::task::TaskTracker::new());
     let mut events = session.subscribe(Some(0)).await.unwrap().live;
     session
@@ -181,5 +190,114 @@ async fn a_host_runs_a_session_with_its_own_tools() {
         session.history().await.unwrap().len(),
         6,
         "user, assistant, results, assistant, results, assistant"
+    );
+}
+
+/// Answers "ok", except that it panics where a bug would: in its first answer, and on every
+/// request without tools (a compaction's summary request).
+struct Panicky(std::sync::atomic::AtomicUsize);
+
+#[async_trait]
+impl Provider for Panicky {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Anthropic
+    }
+    async fn open(
+        &self,
+        request: &crate::llm::Request<'_>,
+    ) -> Result<ByteStream, crate::llm::Error> {
+        assert!(!request.tools.is_empty(), "a bug in the summary request");
+        Ok(futures::stream::empty().boxed())
+    }
+    async fn decode(
+        &self,
+        _: ByteStream,
+        on_delta: &mut (dyn FnMut(Delta) + Send),
+    ) -> Result<Response, crate::llm::Error> {
+        if self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0 {
+            panic!("a bug in the decoder");
+        }
+        on_delta(Delta::TextStart);
+        on_delta(Delta::Text("ok".into()));
+        Ok(Response {
+            text: "ok".into(),
+            stop_reason: Some(crate::llm::StopReason::EndTurn),
+            ..Response::default()
+        })
+    }
+}
+
+/// Submits `text` and returns the events up to its `processing_end`.
+async fn run(session: &Session, text: &str) -> Vec<EventBody> {
+    let mut live = session.subscribe(None).await.unwrap().live;
+    session
+        .submit(text.into(), None, WhenBusy::Queue)
+        .await
+        .unwrap();
+    let mut events = Vec::new();
+    loop {
+        let body = live.recv().await.unwrap().body.clone();
+        let end = matches!(body, EventBody::ProcessingEnd { .. });
+        events.push(body);
+        if end {
+            return events;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_in_the_loop_or_a_compaction_is_an_error_and_the_session_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut providers = ProviderSet::default();
+    providers.insert(
+        "scripted",
+        Arc::new(Panicky(std::sync::atomic::AtomicUsize::new(0))),
+    );
+    let mut spec = spec(
+        dir.path(),
+        crate::profile::Profile::named("anthropic").unwrap(),
+        providers,
+    );
+    spec.config.context_window_tokens = 1000;
+    spec.config.auto_compact_percent = 0;
+    let session = Session::spawn(spec, None, &tokio_util::task::TaskTracker::new());
+
+    let events = run(&session, "first").await;
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, EventBody::Error { message, .. }
+            if message.contains("internal error") && message.contains("a bug in the decoder"))),
+        "{events:?}"
+    );
+    assert_eq!(
+        events.last(),
+        Some(&EventBody::ProcessingEnd {
+            reason: ProcessingEndReason::Error
+        })
+    );
+    assert_eq!(session.state(), SessionState::Idle);
+
+    for n in 0..3 {
+        let events = run(&session, &format!("input {n} {}", "x".repeat(2000))).await;
+        assert_eq!(
+            events.last(),
+            Some(&EventBody::ProcessingEnd {
+                reason: ProcessingEndReason::Completed
+            })
+        );
+    }
+    let compacted = session.compact().await;
+    assert!(
+        matches!(&compacted, Err(Error::Internal(m)) if m.contains("a bug in the summary request")),
+        "{compacted:?}"
+    );
+    assert_eq!(session.state(), SessionState::Idle);
+    let events = run(&session, "after").await;
+    assert_eq!(
+        events.last(),
+        Some(&EventBody::ProcessingEnd {
+            reason: ProcessingEndReason::Completed
+        })
     );
 }

@@ -122,7 +122,7 @@ async fn prompt_from_stdin_and_json_output() {
     assert_eq!(snapshot["state"], "idle");
     let status = s.daemon.agentctl(&["status"], None).await.unwrap();
     assert!(
-        text(&status.stdout).contains("sessions 1 (0 processing)"),
+        text(&status.stdout).contains("sessions 1 (0 processing"),
         "{}",
         text(&status.stdout)
     );
@@ -260,7 +260,7 @@ async fn agentctl_starts_the_daemon_when_none_answers() {
     let out = s.daemon.agentctl(&["status"], None).await.unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
-        text(&out.stdout).contains("sessions 1 (0 processing)"),
+        text(&out.stdout).contains("sessions 1 (0 processing"),
         "a new daemon with the stored session: {}",
         text(&out.stdout)
     );

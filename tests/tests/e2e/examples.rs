@@ -98,7 +98,14 @@ async fn the_python_client_loses_nothing_when_it_steers_while_reading() {
         return;
     }
     let s = setup().await;
-    s.mock.push_stream(sse::shell("t1", "echo hi"));
+    let mark = s.workdir.path().join("steered");
+    s.mock.push_stream(sse::shell(
+        "t1",
+        &format!(
+            "while [ ! -e '{}' ]; do sleep 0.02; done; echo hi",
+            mark.display()
+        ),
+    ));
     s.mock
         .respond_with(|_| agentd_tests::mock::Reply::Stream(sse::text("done")));
     // The script imports the example's client, reads the stream from seq 1 and steers after
@@ -109,6 +116,7 @@ async fn the_python_client_loses_nothing_when_it_steers_while_reading() {
         .arg(script)
         .arg(example("python_client.py"))
         .arg(s.workdir.path())
+        .arg(&mark)
         .output()
         .await
         .unwrap();

@@ -32,8 +32,10 @@ mod persistence;
 mod profiles;
 mod protocol;
 mod provider;
+mod session_core;
 mod streams;
 mod subagents;
+mod tidy;
 
 use agentd_tests::family::Family;
 use agentd_tests::mock::MockAnthropic;

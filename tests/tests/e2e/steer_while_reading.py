@@ -15,6 +15,9 @@ for item in client.items():
     # Steer while reading: every write comes while later events may wait in the read buffer.
     if item["kind"] in ("session_start", "user_input", "tool_call_start"):
         client.call("session/steer", {"session_id": session, "text": "steer at " + item["kind"]})
+    # The tool waits for this file, so every steer lands while the work is still going.
+    if item["kind"] == "tool_call_start":
+        open(sys.argv[3], "w").close()
     if item["kind"] == "processing_end":
         break
 print(json.dumps({"seqs": seqs, "kinds": kinds}))
