@@ -170,12 +170,9 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
     });
     register::<m::DaemonShutdown, _, _>(&mut module, |d, _| async move {
         let (_, processing) = d.registry.counts();
-        // Answer first; the shutdown runs once this response is on its way.
-        let token = d.shutdown.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            token.cancel();
-        });
+        // The answer still goes out: a connection's writer drains every handler's reply
+        // before it closes.
+        d.shutdown.cancel();
         Ok(ShutdownResponse {
             aborted: processing,
         })

@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 /// Client input ids remembered per session for idempotent submits.
 const IDEMPOTENCY_KEYS: usize = 1024;
 /// Queued steering and follow-up messages, each.
-const MAX_QUEUED: usize = 1000;
+const MAX_QUEUED: usize = 100;
 /// Seqs skipped when a session is reopened after its daemon died: more than the events that
 /// can wait for the disk, so a seq a client saw is never given to another event.
 const MISSING_SEQS: u64 = 10_000;

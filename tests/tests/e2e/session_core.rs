@@ -520,3 +520,57 @@ async fn a_version_1_session_is_converted_on_first_use() {
     let sent = s.mock.wait_requests(2).await[1].body["messages"].to_string();
     assert!(sent.contains("stored answer"), "{sent}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queues_are_bounded_with_a_clear_error() {
+    let mut s = setup().await;
+    let gate = Gate::new();
+    let mut busy = vec![sse::message_start(), Chunk::Wait(gate.clone())];
+    busy.extend(sse::message_end("end_turn"));
+    s.mock.push_stream(busy);
+    s.start("work").await;
+    for (method, queue) in [
+        ("session/follow_up", "follow_up"),
+        ("session/steer", "steering"),
+    ] {
+        for n in 0..100 {
+            s.call(method, json!({"text": format!("{queue} {n}")}))
+                .await;
+        }
+        let refused = s.request(method, json!({"text": "one more"})).await;
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("queue is full"),
+            "{refused}"
+        );
+        let snapshot = s.call("session/get", json!({})).await;
+        assert_eq!(snapshot["queue"][queue].as_array().unwrap().len(), 100);
+    }
+    gate.open();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_daemon_per_state_directory() {
+    let s = setup().await;
+    // Another socket, the same state directory (the one the first daemon uses by default).
+    let other = s.daemon.root.path().join("other.sock");
+    let out = s
+        .daemon
+        .command("agentd")
+        .env("AGENTD_SOCKET", &other)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("another agentd is using this state directory"),
+        "{stderr}"
+    );
+    assert!(
+        !other.exists(),
+        "the refused daemon leaves no socket behind"
+    );
+}
