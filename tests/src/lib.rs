@@ -377,6 +377,22 @@ impl RawClient {
         }
     }
 
+    /// Subscribes to `session` from its newest event, submits `text`, and returns every event
+    /// up to the `processing_end`.
+    pub async fn run(&mut self, session: &str, text: &str) -> Result<Vec<Value>> {
+        let snapshot = self
+            .call("session/get", json!({"session_id": session}))
+            .await?;
+        self.subscribe(session, snapshot["last_seq"].as_u64())
+            .await?;
+        self.call(
+            "session/submit",
+            json!({"session_id": session, "text": text}),
+        )
+        .await?;
+        self.events_until("processing_end", |_| true).await
+    }
+
     /// Reads events until one of `kind` satisfies `pred`; returns every event read, that one last.
     pub async fn events_until(
         &mut self,

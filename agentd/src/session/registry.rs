@@ -453,8 +453,12 @@ impl Registry {
     pub async fn delete(&self, id: &SessionId) -> Result<(), Error> {
         let session = self.get(id).await?;
         session.close("deleted").await;
-        // Its task writes nothing more once unloaded.
-        session.evict().await;
+        // Nothing may be written into the directory while it is removed: an unloaded session
+        // has written everything; a watched one keeps its task for its subscribers, and
+        // writes nothing after what it has queued.
+        if session.evict().await.is_none() {
+            session.written().await;
+        }
         drop(session);
         if let Some(store) = &self.store {
             let (store, id) = (store.clone(), id.clone());

@@ -73,18 +73,7 @@ async fn a_non_utf8_variable_in_the_daemons_environment_breaks_nothing() {
         "printf 'value:%s' \"$ODD_VALUE\" | od -An -c",
     ));
     mock.push_stream(sse::text("done"));
-    client.subscribe(&session, Some(0)).await.unwrap();
-    client
-        .call(
-            "session/submit",
-            json!({"session_id": session, "text": "go"}),
-        )
-        .await
-        .unwrap();
-    let events = client
-        .events_until("processing_end", |_| true)
-        .await
-        .unwrap();
+    let events = client.run(&session, "go").await.unwrap();
     assert_eq!(
         of_kind(&events, "processing_end")[0]["data"]["reason"],
         "completed",
@@ -138,15 +127,7 @@ async fn events_reach_subscribers_and_others_are_served_while_the_disk_hangs() {
         .await
         .unwrap();
     s.mock.push_stream(sse::text("other"));
-    s.client.subscribe(&other, Some(0)).await.unwrap();
-    s.client
-        .call("session/submit", json!({"session_id": other, "text": "hi"}))
-        .await
-        .unwrap();
-    s.client
-        .events_until("processing_end", |_| true)
-        .await
-        .unwrap();
+    s.client.run(&other, "hi").await.unwrap();
 
     // The submit's answer still waits for the disk (it confirms a write); the daemon is
     // killed with the writer blocked, which must not matter either.
@@ -359,18 +340,7 @@ async fn an_idle_session_is_unloaded_and_comes_back_with_its_whole_log() {
         .unwrap();
     // More events than the in-memory tail keeps.
     mock.push_stream(long_answer(6000));
-    client.subscribe(&session, Some(0)).await.unwrap();
-    client
-        .call(
-            "session/submit",
-            json!({"session_id": session, "text": "talk"}),
-        )
-        .await
-        .unwrap();
-    client
-        .events_until("processing_end", |_| true)
-        .await
-        .unwrap();
+    client.run(&session, "talk").await.unwrap();
     let last = client
         .call("session/get", json!({"session_id": session}))
         .await
