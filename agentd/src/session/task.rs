@@ -15,7 +15,7 @@ use crate::agent::{Agent, CompactError, Outcome};
 use crate::config::Price;
 use crate::llm::{ProviderSet, RetryPolicy};
 use crate::profile::EnvironmentContext;
-use crate::store::{BACKLOG_LINES, Writer, WriterStatus};
+use crate::store::{BACKLOG_LINES, SessionRecord, Writer, WriterStatus};
 use crate::tools::SubagentResult;
 use agentd_proto::{
     AbortResponse, CompactResponse, DaemonEvent, Disposition, EntryId, EventBody, InputId,
@@ -161,12 +161,25 @@ impl Core {
     }
 
     fn set_state(&mut self, state: SessionState) {
+        self.set_state_after(state, None);
+    }
+
+    /// Changes state; `first`, an event the change goes with (`processing_end`), is logged
+    /// before `state_changed`. The view shows the new state before either event reaches
+    /// anyone, so a client that sees them and asks finds the state they announce.
+    fn set_state_after(&mut self, state: SessionState, first: Option<EventBody>) {
         if self.state == state {
+            if let Some(body) = first {
+                self.emit(body);
+            }
             return;
         }
         self.state = state;
-        self.emit(EventBody::StateChanged { state });
         self.publish();
+        if let Some(body) = first {
+            self.emit(body);
+        }
+        self.emit(EventBody::StateChanged { state });
         self.save();
         if let Some(tx) = &self.daemon_events {
             let _ = tx.send(DaemonEvent::StateChanged {
@@ -420,10 +433,12 @@ impl Core {
                 "the daemon restarted while this session was processing; its work was interrupted"
                     .into(),
         });
-        self.emit(EventBody::ProcessingEnd {
-            reason: ProcessingEndReason::Aborted,
-        });
-        self.set_state(SessionState::Idle);
+        self.set_state_after(
+            SessionState::Idle,
+            Some(EventBody::ProcessingEnd {
+                reason: ProcessingEndReason::Aborted,
+            }),
+        );
     }
 }
 
@@ -604,22 +619,34 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic".to_owned())
 }
 
-/// Runs the task; a panic becomes an `error` event and the task serves on.
+/// Why the task's loop ended.
+enum Exit {
+    /// Shutdown, or nobody holds the session any more.
+    Done,
+    /// Unloaded: the registry waits for the final record, sent once everything is written.
+    Evicted(oneshot::Sender<Option<SessionRecord>>, SessionRecord),
+}
+
+/// Runs the task; a panic becomes an `error` event and the task serves on. However it ends,
+/// everything is written and the record marked closed cleanly first.
 async fn supervise(task: Arc<Task>, mut commands: mpsc::Receiver<Command>) {
-    loop {
+    let exit = loop {
         match AssertUnwindSafe(task.run(&mut commands))
             .catch_unwind()
             .await
         {
-            Ok(()) => break,
+            Ok(exit) => break exit,
             Err(panic) => {
                 let message = panic_message(panic.as_ref());
                 tracing::error!(session = %task.info.id, "the session task crashed: {message}");
                 task.recover_from_panic(&message);
             }
         }
-    }
+    };
     task.finish().await;
+    if let Exit::Evicted(reply, record) = exit {
+        let _ = reply.send(Some(record));
+    }
 }
 
 /// The next change of the writer's status; never ready without a writer.
@@ -643,7 +670,7 @@ impl Task {
         self.context.get()
     }
 
-    async fn run(&self, commands: &mut mpsc::Receiver<Command>) {
+    async fn run(&self, commands: &mut mpsc::Receiver<Command>) -> Exit {
         let mut storage = self.core().log.writer().map(Writer::status);
         let mut reachable = true;
         loop {
@@ -670,19 +697,17 @@ impl Task {
             }
             tokio::select! {
                 command = commands.recv() => match command {
-                    Some(Command::Evict(reply)) => {
-                        if let Some(record) = self.evictable() {
-                            self.finish().await;
-                            let _ = reply.send(Some(record));
-                            return;
+                    Some(Command::Evict(reply)) => match self.evictable() {
+                        Some(record) => return Exit::Evicted(reply, record),
+                        None => {
+                            let _ = reply.send(None);
                         }
-                        let _ = reply.send(None);
-                    }
+                    },
                     Some(command) => self.handle(command),
-                    None => return,
+                    None => return Exit::Done,
                 },
                 status = storage_changed(&mut storage) => self.storage_changed(status),
-                () = self.cancel.cancelled() => return,
+                () = self.cancel.cancelled() => return Exit::Done,
             }
         }
     }
@@ -851,11 +876,10 @@ impl Task {
     /// when one was asked for.
     fn after_work(&self) {
         let mut core = self.core();
-        if core.next.is_some() {
-            return;
-        }
         if core.closing.is_some() && core.state != SessionState::Closed {
-            core.next = Some(Work::Close);
+            if core.next.is_none() {
+                core.next = Some(Work::Close);
+            }
             return;
         }
         let queue = core.queue();
@@ -950,12 +974,15 @@ impl Task {
                 Outcome::Failed | Outcome::Fatal => ProcessingEndReason::Error,
             };
             core.last_end = Some(reason);
-            core.emit(EventBody::ProcessingEnd { reason });
             if outcome == Outcome::Fatal && core.closing.is_none() {
                 core.closing = Some("unrecoverable provider error".into());
             }
+            let end = EventBody::ProcessingEnd { reason };
             if core.closing.is_none() {
-                core.set_state(SessionState::Idle);
+                core.set_state_after(SessionState::Idle, Some(end));
+            } else {
+                // The close sequence that follows moves the state on.
+                core.emit(end);
             }
             let report = self.info.parent.as_ref().map(|p| {
                 let result = core.result();
@@ -990,7 +1017,7 @@ impl Task {
 
     /// The final record if the session can be unloaded now: idle or closed, no work, no
     /// subscriber, nobody waiting.
-    fn evictable(&self) -> Option<crate::store::SessionRecord> {
+    fn evictable(&self) -> Option<SessionRecord> {
         let core = self.core();
         let quiet = matches!(core.state, SessionState::Idle | SessionState::Closed)
             && core.next.is_none()
@@ -1035,10 +1062,12 @@ impl Task {
         });
         if core.state == SessionState::Processing {
             core.last_end = Some(ProcessingEndReason::Error);
-            core.emit(EventBody::ProcessingEnd {
-                reason: ProcessingEndReason::Error,
-            });
-            core.set_state(SessionState::Idle);
+            core.set_state_after(
+                SessionState::Idle,
+                Some(EventBody::ProcessingEnd {
+                    reason: ProcessingEndReason::Error,
+                }),
+            );
         }
         // Callers waiting on this task get an error, never a hang.
         core.aborts.clear();
