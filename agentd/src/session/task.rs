@@ -624,7 +624,7 @@ enum Exit {
     /// Shutdown, or nobody holds the session any more.
     Done,
     /// Unloaded: the registry waits for the final record, sent once everything is written.
-    Evicted(oneshot::Sender<Option<SessionRecord>>, SessionRecord),
+    Evicted(oneshot::Sender<Option<SessionRecord>>, Box<SessionRecord>),
 }
 
 /// Runs the task; a panic becomes an `error` event and the task serves on. However it ends,
@@ -645,7 +645,7 @@ async fn supervise(task: Arc<Task>, mut commands: mpsc::Receiver<Command>) {
     };
     task.finish().await;
     if let Exit::Evicted(reply, record) = exit {
-        let _ = reply.send(Some(record));
+        let _ = reply.send(Some(*record));
     }
 }
 
@@ -698,7 +698,7 @@ impl Task {
             tokio::select! {
                 command = commands.recv() => match command {
                     Some(Command::Evict(reply)) => match self.evictable() {
-                        Some(record) => return Exit::Evicted(reply, record),
+                        Some(record) => return Exit::Evicted(reply, Box::new(record)),
                         None => {
                             let _ = reply.send(None);
                         }
