@@ -80,8 +80,16 @@ impl EventLog {
         })
     }
 
-    /// Records an event and returns it.
+    /// Records an event and broadcasts it.
     pub(super) fn emit(&mut self, body: EventBody) -> Arc<Event> {
+        let event = self.record(body);
+        self.broadcast(&event);
+        event
+    }
+
+    /// Records an event (seq, writer, tail) without telling subscribers yet: the session
+    /// updates its view in between, so a client that sees the event finds the view as new.
+    pub(super) fn record(&mut self, body: EventBody) -> Arc<Event> {
         let ts = now();
         let event = Arc::new(Event {
             session_id: self.session_id.clone(),
@@ -98,6 +106,11 @@ impl EventLog {
         self.tail_bytes += size;
         self.trim();
         self.updated = ts;
+        event
+    }
+
+    /// Sends a recorded event to the live subscribers.
+    pub(super) fn broadcast(&mut self, event: &Arc<Event>) {
         if self
             .live
             .as_ref()
@@ -106,7 +119,6 @@ impl EventLog {
             // The last subscriber left.
             self.live = None;
         }
-        event
     }
 
     /// Drops the oldest events past the tail's bounds, once the journal has them.

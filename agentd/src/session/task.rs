@@ -135,11 +135,12 @@ impl Core {
         if let EventBody::Error { message, .. } = &body {
             self.last_error = Some(message.clone());
         }
-        let event = self.log.emit(body);
+        let event = self.log.record(body);
         self.view.send_modify(|v| {
             v.last_seq = event.seq;
             v.updated.clone_from(&event.ts);
         });
+        self.log.broadcast(&event);
     }
 
     /// Appends a turn to the history and hands it to the writer (a commit point).

@@ -93,6 +93,8 @@ async fn events_reach_subscribers_and_others_are_served_while_the_disk_hangs() {
     // The session's first events are written; then its disk stops answering.
     s.mock.push_stream(sse::text("first"));
     s.run("first").await;
+    // A reply that confirms a change waits for the writer: nothing is being written after it.
+    s.call("session/set_config", json!({"config": {}})).await;
     std::fs::remove_file(&journal).unwrap();
     nix::unistd::mkfifo(&journal, nix::sys::stat::Mode::S_IRWXU).unwrap();
 
