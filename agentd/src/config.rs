@@ -174,6 +174,8 @@ pub struct Config {
     pub log_level: String,
     /// Prices by model name, to report costs.
     pub pricing: BTreeMap<String, Price>,
+    /// Limits on client connections (`[server]`).
+    pub server: ServerConfig,
     /// The file this came from, if any.
     pub source: Option<PathBuf>,
 }
@@ -202,6 +204,17 @@ pub enum Error {
     Invalid(String),
 }
 
+/// The `[server]` table: what clients may hold. Absent keys keep the server's defaults.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Connections served at once (lowered to fit the file descriptor limit).
+    pub max_connections: Option<usize>,
+    /// Seconds after which a connection with no subscription and no call in flight that
+    /// sends nothing is closed; 0 never closes one.
+    pub idle_timeout_secs: Option<u64>,
+}
+
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
@@ -213,6 +226,8 @@ struct FileConfig {
     session: ConfigPatch,
     #[serde(default)]
     pricing: BTreeMap<String, Price>,
+    #[serde(default)]
+    server: ServerConfig,
 }
 
 #[derive(Deserialize)]
@@ -371,6 +386,11 @@ impl Config {
             };
             providers.insert(name, provider);
         }
+        if file.server.max_connections == Some(0) {
+            return Err(Error::Invalid(
+                "server.max_connections must be at least 1".into(),
+            ));
+        }
         let default_provider = file.default_provider.unwrap_or_else(|| "anthropic".into());
         if !providers.contains_key(&default_provider) {
             return Err(Error::Invalid(format!(
@@ -382,6 +402,7 @@ impl Config {
             providers,
             session_defaults: file.session,
             pricing: file.pricing,
+            server: file.server,
             log_level: env("AGENTD_LOG")
                 .or(file.log_level)
                 .unwrap_or_else(|| "info".into()),

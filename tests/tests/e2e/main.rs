@@ -29,6 +29,7 @@ mod loop_basics;
 mod persistence;
 mod profiles;
 mod protocol;
+mod protocol_edges;
 mod provider;
 mod streams;
 mod subagents;
