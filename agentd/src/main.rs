@@ -50,6 +50,7 @@ fn main() -> ExitCode {
     // Before any thread exists: it edits the environment.
     let systemd_fd = server::take_systemd_fd();
     let fd_limit = raise_fd_limit();
+    fix_mmap_threshold();
     let args = Args::parse();
     if let Some(Command::Schema { markdown: true }) = args.command {
         print!("{}", agentd_proto::schema::protocol_markdown());
@@ -201,6 +202,19 @@ fn raise_fd_limit() -> nix::Result<(u64, u64)> {
     }
     setrlimit(Resource::RLIMIT_NOFILE, target, hard)?;
     Ok((soft, target))
+}
+
+/// Makes glibc serve every allocation of 128 KiB or more (message buffers, large events)
+/// with its own mapping, returned to the OS on free. By default the threshold rises with the
+/// largest block freed (up to 32 MiB), after which large buffers come from the heap and a
+/// burst of big messages leaves the RSS at its high-water mark for good (measured: 21 → 53 MiB
+/// over four floods of malformed messages; 23 MiB with the threshold fixed).
+fn fix_mmap_threshold() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: called before any thread exists; mallopt only sets an allocator parameter.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+    }
 }
 
 /// The server's limits: the config's `[server]` table over the defaults, with the connection

@@ -213,6 +213,20 @@ impl TestDaemon {
             .ok_or_else(|| anyhow!("no VmRSS in /proc/{}/status", self.pid()))
     }
 
+    /// The daemon's resident memory once it is at most `bound` KiB (the daemon gives memory
+    /// back shortly after clients leave), or its last reading when it stays above for
+    /// [`WAIT`]; the caller asserts.
+    pub async fn rss_settling_below(&self, bound: u64) -> Result<u64> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let rss = self.rss_kib()?;
+            if rss <= bound || Instant::now() > deadline {
+                return Ok(rss);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// The daemon's open-file limit (soft) as it runs.
     pub fn nofile_soft(&self) -> Result<u64> {
         let limits = std::fs::read_to_string(format!("/proc/{}/limits", self.pid()))?;
@@ -329,6 +343,18 @@ impl RawClient {
             notifications: Default::default(),
             current: None,
         })
+    }
+
+    /// Connects to `socket`, retrying while its listen backlog is full (many clients at once).
+    pub async fn connect_retrying(socket: &Path) -> Self {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            match Self::connect(socket).await {
+                Ok(c) => return c,
+                Err(e) if Instant::now() > deadline => panic!("cannot connect: {e}"),
+                Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+            }
+        }
     }
 
     /// Writes raw bytes.

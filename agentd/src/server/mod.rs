@@ -31,6 +31,9 @@ const REFUSAL_WAIT: Duration = Duration::from_secs(1);
 const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 /// At most one log line per this period about failing `accept`s.
 const ACCEPT_LOG_PERIOD: Duration = Duration::from_secs(10);
+/// How long after connections close the allocator is asked to give memory back: a burst of
+/// closes costs one trim.
+const TRIM_DELAY: Duration = Duration::from_secs(1);
 
 /// Per-connection limits.
 #[derive(Debug, Clone, Copy)]
@@ -114,6 +117,8 @@ pub async fn run(listener: Listener, daemon: Arc<Daemon>, limits: Limits, ready:
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let refusals = Arc::new(Semaphore::new(MAX_REFUSING));
     let mut failures = AcceptFailures::default();
+    let closed = Arc::new(tokio::sync::Notify::new());
+    tokio::spawn(release_memory(closed.clone(), daemon.shutdown.clone()));
     tracing::info!(
         max_connections = limits.max_connections,
         idle_timeout_secs = limits.idle_timeout.map(|t| t.as_secs()),
@@ -176,11 +181,13 @@ pub async fn run(listener: Listener, daemon: Arc<Daemon>, limits: Limits, ready:
         let shutdown = daemon.shutdown.clone();
         let methods = methods.clone();
         let daemon = daemon.clone();
+        let closed = closed.clone();
         daemon.connections.fetch_add(1, Ordering::Relaxed);
         connections.spawn(async move {
             connection::serve(stream, peer, methods, conn_id, limits, shutdown).await;
             daemon.connections.fetch_sub(1, Ordering::Relaxed);
             drop(slot);
+            closed.notify_one();
         });
     }
     let aborted = daemon.registry.shutdown().await;
@@ -190,6 +197,24 @@ pub async fn run(listener: Listener, daemon: Arc<Daemon>, limits: Limits, ready:
     connections.close();
     // Connections end once their subscriptions have sent their final notification.
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), connections.wait()).await;
+}
+
+/// Returns memory to the OS after connections close. Their buffers are freed, but glibc's
+/// allocator keeps freed pages in its arenas, so without this the daemon's RSS stays at its
+/// high-water mark after a burst of clients (or of large messages) has gone.
+async fn release_memory(closed: Arc<tokio::sync::Notify>, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = closed.notified() => {}
+            _ = shutdown.cancelled() => return,
+        }
+        tokio::time::sleep(TRIM_DELAY).await;
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        // SAFETY: malloc_trim only walks the allocator's own free lists; it takes no pointers.
+        unsafe {
+            libc::malloc_trim(0);
+        }
+    }
 }
 
 /// Answers a refused client with `error` and closes it; bounded, so that a flood of clients

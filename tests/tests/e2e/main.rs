@@ -21,10 +21,12 @@ macro_rules! each_family {
 }
 
 mod cli;
+mod connections;
 mod control;
 mod daemon;
 mod examples;
 mod families;
+mod hostile;
 mod loop_basics;
 mod persistence;
 mod profiles;
