@@ -213,6 +213,8 @@ pub struct ServerConfig {
     /// Seconds after which a connection with no subscription and no call in flight that
     /// sends nothing is closed; 0 never closes one.
     pub idle_timeout_secs: Option<u64>,
+    /// MiB of requests held at once across all connections (being read or handled).
+    pub max_buffered_input_mb: Option<usize>,
 }
 
 #[derive(Deserialize, Default)]
@@ -389,6 +391,11 @@ impl Config {
         if file.server.max_connections == Some(0) {
             return Err(Error::Invalid(
                 "server.max_connections must be at least 1".into(),
+            ));
+        }
+        if file.server.max_buffered_input_mb == Some(0) {
+            return Err(Error::Invalid(
+                "server.max_buffered_input_mb must be at least 1".into(),
             ));
         }
         let default_provider = file.default_provider.unwrap_or_else(|| "anthropic".into());

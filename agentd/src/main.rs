@@ -224,6 +224,9 @@ fn limits(config: &Config, nofile: u64) -> Limits {
     if let Some(max) = config.server.max_connections {
         limits.max_connections = max;
     }
+    if let Some(mb) = config.server.max_buffered_input_mb {
+        limits.max_buffered_input = mb.saturating_mul(1024 * 1024);
+    }
     if let Some(secs) = config.server.idle_timeout_secs {
         limits.idle_timeout = (secs > 0).then(|| std::time::Duration::from_secs(secs));
     }

@@ -35,7 +35,7 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -47,6 +47,8 @@ const WRITE_CHUNK: usize = 64 * 1024;
 const MAX_HEADER: usize = 8 * 1024;
 /// How much of a refused client's first message is read to find its id.
 const REFUSAL_READ: usize = 64 * 1024;
+/// The input budget's unit: one permit per KiB held.
+const BUDGET_UNIT: usize = 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Framing {
@@ -55,8 +57,10 @@ enum Framing {
 }
 
 enum Frame {
-    Message(Vec<u8>),
+    Message(Incoming),
     TooBig,
+    /// The daemon holds as much unhandled input as it may: the message was dropped.
+    Busy,
     Eof,
     /// The framing itself is broken (a bad `Content-Length` header): the stream cannot be
     /// resynchronised, so the connection is answered and closed.
@@ -117,6 +121,7 @@ pub(super) async fn serve(
     methods: Methods,
     conn_id: usize,
     limits: Limits,
+    budget: Arc<Semaphore>,
     shutdown: CancellationToken,
 ) {
     let (read, write) = stream.into_split();
@@ -159,7 +164,7 @@ pub(super) async fn serve(
         || !ctx.has_subscriptions() && in_flight.available_permits() == limits.max_concurrent_calls;
     loop {
         let frame = tokio::select! {
-            f = read_frame(&mut input, framing, limits.max_request_size as usize) => f,
+            f = read_frame(&mut input, framing, limits.max_request_size as usize, Some(&budget)) => f,
             _ = shutdown.cancelled() => break,
             _ = idle(limits.idle_timeout, &is_idle) => {
                 tracing::debug!(conn_id, "closing an idle connection");
@@ -167,7 +172,7 @@ pub(super) async fn serve(
             }
         };
         match frame {
-            Ok(Frame::Message(bytes)) => {
+            Ok(Frame::Message(message)) => {
                 // Waiting here stops reading the socket: a client that floods requests is
                 // slowed down instead of growing the daemon's memory.
                 let Ok(permit) = in_flight.clone().acquire_owned().await else {
@@ -175,9 +180,20 @@ pub(super) async fn serve(
                 };
                 let ctx = ctx.clone();
                 tokio::spawn(async move {
-                    handle(&bytes, &ctx).await;
+                    handle(&message.bytes, &ctx).await;
+                    // The message's budget is released with it, after its handling.
+                    drop(message);
                     drop(permit);
                 });
+            }
+            Ok(Frame::Busy) => {
+                let _ = ctx
+                    .sink
+                    .send_error(
+                        Id::Null,
+                        super::methods::input_overloaded(limits.max_buffered_input),
+                    )
+                    .await;
             }
             Ok(Frame::TooBig) => {
                 let _ = ctx
@@ -237,9 +253,12 @@ pub(super) async fn refuse(stream: UnixStream, error: ErrorObjectOwned, wait: Du
     let mut input = Input::new(read);
     let first = async {
         let framing = detect_framing(&mut input).await.ok().flatten()?;
-        let id = match read_frame(&mut input, framing, REFUSAL_READ).await.ok()? {
-            Frame::Message(bytes) => request_id(&bytes),
-            Frame::TooBig | Frame::Eof | Frame::BadFraming(_) => None,
+        let id = match read_frame(&mut input, framing, REFUSAL_READ, None)
+            .await
+            .ok()?
+        {
+            Frame::Message(message) => request_id(&message.bytes),
+            Frame::TooBig | Frame::Busy | Frame::Eof | Frame::BadFraming(_) => None,
         };
         Some((framing, id))
     };
@@ -327,67 +346,161 @@ async fn detect_framing(input: &mut Input) -> io::Result<Option<Framing>> {
     }
 }
 
-async fn read_frame(input: &mut Input, framing: Framing, max: usize) -> io::Result<Frame> {
+async fn read_frame(
+    input: &mut Input,
+    framing: Framing,
+    max: usize,
+    budget: Option<&Arc<Semaphore>>,
+) -> io::Result<Frame> {
     match framing {
         Framing::Lines => loop {
-            let frame = read_line(input, max).await?;
+            let frame = read_line(input, Body::new(max, budget)).await?;
             match &frame {
-                Frame::Message(m) if m.iter().all(u8::is_ascii_whitespace) => continue,
+                Frame::Message(m) if m.bytes.iter().all(u8::is_ascii_whitespace) => continue,
                 _ => return Ok(frame),
             }
         },
-        Framing::ContentLength => read_content_length(input, max).await,
+        Framing::ContentLength => read_content_length(input, max, budget).await,
     }
 }
 
-/// Reads up to the next `\n`; a line longer than `max` is consumed and dropped as it streams
-/// in, never buffered whole.
-async fn read_line(input: &mut Input, max: usize) -> io::Result<Frame> {
-    let mut line = Vec::new();
-    let mut too_big = false;
+/// A message read whole, with the share of the daemon-wide input budget its bytes hold
+/// until it has been handled.
+struct Incoming {
+    bytes: Vec<u8>,
+    _charge: Option<OwnedSemaphorePermit>,
+}
+
+/// A message being read. Its bytes are charged to the input budget as they arrive; past
+/// `max`, or when the budget is spent, the rest is consumed and dropped, never buffered.
+struct Body<'a> {
+    bytes: Vec<u8>,
+    charge: Option<OwnedSemaphorePermit>,
+    budget: Option<&'a Arc<Semaphore>>,
+    max: usize,
+    state: BodyState,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum BodyState {
+    Reading,
+    TooBig,
+    Busy,
+}
+
+impl<'a> Body<'a> {
+    fn new(max: usize, budget: Option<&'a Arc<Semaphore>>) -> Self {
+        Self {
+            bytes: Vec::new(),
+            charge: None,
+            budget,
+            max,
+            state: BodyState::Reading,
+        }
+    }
+
+    fn push(&mut self, chunk: &[u8]) {
+        if self.state != BodyState::Reading {
+            return;
+        }
+        let len = self.bytes.len() + chunk.len();
+        if len > self.max {
+            self.drop_with(BodyState::TooBig);
+        } else if !self.cover(len) {
+            self.drop_with(BodyState::Busy);
+        } else {
+            self.bytes.extend_from_slice(chunk);
+        }
+    }
+
+    /// Charges the budget for `len` bytes (in KiB units); false when it cannot.
+    fn cover(&mut self, len: usize) -> bool {
+        let Some(budget) = self.budget else {
+            return true;
+        };
+        let need = len.div_ceil(BUDGET_UNIT);
+        let have = self
+            .charge
+            .as_ref()
+            .map_or(0, OwnedSemaphorePermit::num_permits);
+        if need <= have {
+            return true;
+        }
+        let Ok(more) = u32::try_from(need - have) else {
+            return false;
+        };
+        match budget.clone().try_acquire_many_owned(more) {
+            Ok(permit) => {
+                match &mut self.charge {
+                    Some(charge) => charge.merge(permit),
+                    None => self.charge = Some(permit),
+                }
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn drop_with(&mut self, state: BodyState) {
+        self.state = state;
+        self.bytes = Vec::new();
+        self.charge = None;
+    }
+
+    fn is_empty(&self) -> bool {
+        self.state == BodyState::Reading && self.bytes.is_empty()
+    }
+
+    fn finish(self) -> Frame {
+        match self.state {
+            BodyState::Reading => Frame::Message(Incoming {
+                bytes: self.bytes,
+                _charge: self.charge,
+            }),
+            BodyState::TooBig => Frame::TooBig,
+            BodyState::Busy => Frame::Busy,
+        }
+    }
+}
+
+/// Reads up to the next `\n` into `body`.
+async fn read_line(input: &mut Input, mut body: Body<'_>) -> io::Result<Frame> {
     loop {
         let available = input.fill().await?;
         if available.is_empty() {
-            return Ok(match (too_big, line.is_empty()) {
-                (true, _) => Frame::TooBig,
-                (false, true) => Frame::Eof,
-                (false, false) => Frame::Message(line),
+            return Ok(if body.is_empty() {
+                Frame::Eof
+            } else {
+                body.finish()
             });
         }
         let (chunk, done) = match available.iter().position(|&b| b == b'\n') {
             Some(i) => (&available[..i], Some(i + 1)),
             None => (available, None),
         };
-        if !too_big {
-            if line.len() + chunk.len() > max {
-                too_big = true;
-                line = Vec::new();
-            } else {
-                line.extend_from_slice(chunk);
-            }
-        }
+        body.push(chunk);
         let consumed = done.unwrap_or(available.len());
         input.consume(consumed);
         if done.is_some() {
-            return Ok(if too_big {
-                Frame::TooBig
-            } else {
-                Frame::Message(line)
-            });
+            return Ok(body.finish());
         }
     }
 }
 
 /// Reads one `Content-Length` framed message. The header block is bounded; a missing,
 /// negative or non-numeric length is a broken frame.
-async fn read_content_length(input: &mut Input, max: usize) -> io::Result<Frame> {
+async fn read_content_length(
+    input: &mut Input,
+    max: usize,
+    budget: Option<&Arc<Semaphore>>,
+) -> io::Result<Frame> {
     let mut length: Option<usize> = None;
     let mut header_bytes = 0;
     loop {
-        let line = match read_line(input, MAX_HEADER).await? {
-            Frame::Message(line) => line,
+        let line = match read_line(input, Body::new(MAX_HEADER, None)).await? {
+            Frame::Message(line) => line.bytes,
             Frame::Eof => return Ok(Frame::Eof),
-            Frame::TooBig | Frame::BadFraming(_) => {
+            Frame::TooBig | Frame::Busy | Frame::BadFraming(_) => {
                 return Ok(Frame::BadFraming("header line too long".into()));
             }
         };
@@ -429,28 +542,23 @@ async fn read_content_length(input: &mut Input, max: usize) -> io::Result<Frame>
             }
         }
     }
-    let length = length.unwrap_or(0);
-    let too_big = length > max;
+    let mut remaining = length.unwrap_or(0);
     // Grown as bytes arrive: a length claimed but never sent costs nothing.
-    let mut body = Vec::new();
-    let mut remaining = length;
+    let mut body = Body::new(max, budget);
+    if remaining > max {
+        body.drop_with(BodyState::TooBig);
+    }
     while remaining > 0 {
         let available = input.fill().await?;
         if available.is_empty() {
             return Ok(Frame::Eof);
         }
         let n = available.len().min(remaining);
-        if !too_big {
-            body.extend_from_slice(&available[..n]);
-        }
+        body.push(&available[..n]);
         input.consume(n);
         remaining -= n;
     }
-    Ok(if too_big {
-        Frame::TooBig
-    } else {
-        Frame::Message(body)
-    })
+    Ok(body.finish())
 }
 
 fn clip(s: &str) -> &str {

@@ -501,3 +501,15 @@ pub(super) fn too_many_connections(max: usize) -> ErrorObjectOwned {
         None,
     )
 }
+
+/// The error a message gets when the daemon already holds `max` bytes of unhandled input.
+pub(super) fn input_overloaded(max: usize) -> ErrorObjectOwned {
+    app_error(
+        ErrorKind::Overloaded,
+        format!(
+            "the daemon is holding its limit of {} MiB of unhandled requests; retry later",
+            max >> 20
+        ),
+        None,
+    )
+}

@@ -57,6 +57,10 @@ pub struct Limits {
     /// A connection with no subscription and no call in flight that sends nothing for this
     /// long is closed (`None`: never).
     pub idle_timeout: Option<Duration>,
+    /// Bytes of requests held at once across all connections, being read or handled; a
+    /// message that would pass it is dropped and answered `overloaded`. Bounds what many
+    /// connections sending large messages at once can make the daemon hold.
+    pub max_buffered_input: usize,
 }
 
 impl Default for Limits {
@@ -70,6 +74,7 @@ impl Default for Limits {
             max_batch_len: 100,
             max_connections: 4096,
             idle_timeout: Some(Duration::from_secs(600)),
+            max_buffered_input: 256 * 1024 * 1024,
         }
     }
 }
@@ -116,6 +121,12 @@ pub async fn run(listener: Listener, daemon: Arc<Daemon>, limits: Limits, ready:
     let connections = tokio_util::task::TaskTracker::new();
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let refusals = Arc::new(Semaphore::new(MAX_REFUSING));
+    let input_budget = Arc::new(Semaphore::new(
+        limits
+            .max_buffered_input
+            .div_ceil(1024)
+            .min(Semaphore::MAX_PERMITS),
+    ));
     let mut failures = AcceptFailures::default();
     let closed = Arc::new(tokio::sync::Notify::new());
     tokio::spawn(release_memory(closed.clone(), daemon.shutdown.clone()));
@@ -182,9 +193,10 @@ pub async fn run(listener: Listener, daemon: Arc<Daemon>, limits: Limits, ready:
         let methods = methods.clone();
         let daemon = daemon.clone();
         let closed = closed.clone();
+        let budget = input_budget.clone();
         daemon.connections.fetch_add(1, Ordering::Relaxed);
         connections.spawn(async move {
-            connection::serve(stream, peer, methods, conn_id, limits, shutdown).await;
+            connection::serve(stream, peer, methods, conn_id, limits, budget, shutdown).await;
             daemon.connections.fetch_sub(1, Ordering::Relaxed);
             drop(slot);
             closed.notify_one();

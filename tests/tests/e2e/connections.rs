@@ -69,8 +69,7 @@ async fn idle_connections_time_out_but_subscribed_ones_stay() {
     let err = used.read_message().await.unwrap_err().to_string();
     assert!(err.contains("connection closed"), "{err}");
     // Both idle ones are gone, well past the timeout: the subscribed one still answers.
-    let info = subscribed.call("daemon/info", json!({})).await.unwrap();
-    assert_eq!(info["connections"], 1);
+    until_connections(&mut subscribed, |n| n == 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -268,4 +267,46 @@ async fn at_a_hard_fd_limit_extra_clients_are_refused_clearly_and_the_log_stays_
         !log.contains("accept failed"),
         "no descriptor ran out: {log}"
     );
+}
+
+/// A request of about `size` bytes (a padded `daemon/info`), without its newline.
+fn padded_request(id: u64, size: usize) -> Vec<u8> {
+    let mut bytes =
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"daemon/info","params":{{"pad":""#)
+            .into_bytes();
+    bytes.resize(size, b'x');
+    bytes.extend_from_slice(b"\"}}");
+    bytes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_messages_share_one_input_budget_across_connections() {
+    let daemon = TestDaemon::start_with_config(&[], Some("[server]\nmax_buffered_input_mb = 4\n"))
+        .await
+        .unwrap();
+    // A holds 3 MiB of an unfinished line; its write returns once the daemon has read
+    // nearly all of it (a socket buffer holds far less).
+    let mut a = daemon.client().await.unwrap();
+    a.send_raw(&padded_request(1, 3 << 20)).await.unwrap();
+    let mut b = daemon.client().await.unwrap();
+    let mut line = padded_request(2, 2 << 20);
+    line.push(b'\n');
+    b.send_raw(&line).await.unwrap();
+    let busy = b.read_message().await.unwrap();
+    assert_eq!(
+        busy,
+        json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32001,
+            "message": "the daemon is holding its limit of 4 MiB of unhandled requests; retry later",
+            "data": {"kind": "overloaded", "retryable": true}}})
+    );
+    // Small calls are still served meanwhile, on any connection.
+    assert!(b.call("daemon/info", json!({})).await.is_ok());
+    // A's message completes and is handled; then B's fits.
+    a.send_raw(b"\n").await.unwrap();
+    let answer = a.read_message().await.unwrap();
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    b.send_raw(&line).await.unwrap();
+    let answer = b.read_message().await.unwrap();
+    assert_eq!(answer["id"], 2, "{answer}");
+    assert_eq!(answer["error"]["code"], -32602);
 }
