@@ -842,7 +842,7 @@ async fn handle(bytes: &[u8], ctx: &Ctx) {
     }
     match classify(bytes, ctx) {
         Message::Call(request, raw_id) => {
-            let response = call(request, raw_id.is_some(), ctx).await;
+            let response = call(request, raw_id.as_ref(), ctx).await;
             // A subscription's reply was already sent when it was accepted or rejected.
             if !response.is_subscription() {
                 let _ = ctx
@@ -888,7 +888,7 @@ async fn handle_batch(bytes: &[u8], ctx: &Ctx) -> Option<Box<RawValue>> {
     for item in items {
         let answer = match classify(item.get().as_bytes(), ctx) {
             Message::Call(request, raw_id) => {
-                let response = call(request, raw_id.is_some(), ctx).await;
+                let response = call(request, raw_id.as_ref(), ctx).await;
                 if response.is_subscription() {
                     continue;
                 }
@@ -918,8 +918,8 @@ async fn handle_batch(bytes: &[u8], ctx: &Ctx) -> Option<Box<RawValue>> {
 }
 
 /// Dispatches one request; the same steps as jsonrpsee's own (crate-private) RPC service.
-/// `aliased`: the request runs under a stand-in id (see [`RawId`]).
-async fn call(request: Request<'_>, aliased: bool, ctx: &Ctx) -> MethodResponse {
+/// `raw_id`: the request runs under a stand-in id and this is its own (see [`RawId`]).
+async fn call(request: Request<'_>, raw_id: Option<&RawId>, ctx: &Ctx) -> MethodResponse {
     let id = request.id.clone().into_owned();
     let params = Params::new(request.params.as_ref().map(|p| p.get())).into_owned();
     let extensions = ctx.extensions.clone();
@@ -928,12 +928,6 @@ async fn call(request: Request<'_>, aliased: bool, ctx: &Ctx) -> MethodResponse 
         None => MethodResponse::error(id, ErrorObject::from(ErrorCode::MethodNotFound)),
         Some((_, MethodCallback::Sync(cb))) => cb(id, params, max, extensions),
         Some((_, MethodCallback::Async(cb))) => cb(id, params, ctx.conn_id, max, extensions).await,
-        // The subscription's reply goes out through the sink under the request's id, where the
-        // stand-in could not be swapped back.
-        Some((_, MethodCallback::Subscription(_))) if aliased => MethodResponse::error(
-            id,
-            invalid_request("a subscription's `id` must be a string or a non-negative integer"),
-        ),
         Some((_, MethodCallback::Subscription(cb))) => match ctx.subscriptions.acquire() {
             Some(permit) => {
                 let state = SubscriptionState {
@@ -941,7 +935,20 @@ async fn call(request: Request<'_>, aliased: bool, ctx: &Ctx) -> MethodResponse 
                     id_provider: &ctx.ids,
                     subscription_permit: permit,
                 };
-                cb(id, params, ctx.sink.clone(), state, extensions).await
+                let sink = match raw_id {
+                    None => ctx.sink.clone(),
+                    Some(raw_id) => match aliased_sink(ctx, raw_id.clone()) {
+                        Some(sink) => sink,
+                        // The connection is gone; no one reads this.
+                        None => {
+                            return MethodResponse::error(
+                                id,
+                                ErrorObject::from(ErrorCode::InternalError),
+                            );
+                        }
+                    },
+                };
+                cb(id, params, sink, state, extensions).await
             }
             None => {
                 MethodResponse::error(id, reject_too_many_subscriptions(ctx.subscriptions.max()))
@@ -951,6 +958,32 @@ async fn call(request: Request<'_>, aliased: bool, ctx: &Ctx) -> MethodResponse 
             cb(id, unsubscribe_params(params), ctx.conn_id, max, extensions)
         }
     }
+}
+
+/// The sink for a subscription whose request id jsonrpsee cannot hold. Its reply, sent by
+/// jsonrpsee under the stand-in id, is the first message through it: on the way to the
+/// connection's queue it gets the id as sent. Notifications pass unchanged, with the same
+/// backpressure; the forwarder ends with the subscription or the connection.
+fn aliased_sink(ctx: &Ctx, raw_id: RawId) -> Option<MethodSink> {
+    let queue = ctx.queue.upgrade()?;
+    let (tx, mut rx) = mpsc::channel::<Box<RawValue>>(ctx.limits.message_buffer);
+    tokio::spawn(async move {
+        let mut raw_id = Some(raw_id);
+        loop {
+            let message = tokio::select! {
+                m = rx.recv() => m,
+                _ = queue.closed() => None,
+            };
+            let Some(message) = message else {
+                return;
+            };
+            let message = with_raw_id(message, raw_id.take());
+            if queue.send(message).await.is_err() {
+                return;
+            }
+        }
+    });
+    Some(MethodSink::new_with_limit(tx, ctx.limits.max_response_size))
 }
 
 /// jsonrpsee's unsubscribe takes `[id]`; this protocol's params are objects, so

@@ -61,18 +61,44 @@ async fn every_valid_id_is_answered_under_itself_and_invalid_ones_get_invalid_re
         answer.starts_with(r#"{"jsonrpc":"2.0","id":-7,"error":{"code":-32010"#),
         "{answer}"
     );
-    // Subscriptions need an id jsonrpsee can carry; the refusal still names the id.
+    // Subscriptions too: the reply carries the id as sent, then the stream flows.
     let answer = raw_answer(
         c,
         &format!(
-            r#"{{"jsonrpc":"2.0","id":-8,"method":"session/subscribe","params":{{"session_id":"{}"}}}}"#,
+            r#"{{"jsonrpc":"2.0","id":-8,"method":"session/subscribe","params":{{"session_id":"{}","since_seq":0}}}}"#,
             s.session
         ),
     )
     .await;
     assert!(
-        answer.starts_with(r#"{"jsonrpc":"2.0","id":-8,"error":{"code":-32600"#),
+        answer.starts_with(r#"{"jsonrpc":"2.0","id":-8,"result":""#),
         "{answer}"
+    );
+    let sub: Value = serde_json::from_str(&answer).unwrap();
+    let first = c.notification().await.unwrap();
+    assert_eq!(first["params"]["subscription"], sub["result"]);
+    assert_eq!(first["params"]["result"]["seq"], 1);
+    let answer = raw_answer(
+        c,
+        &format!(
+            r#"{{"jsonrpc":"2.0","id":-9,"method":"session/unsubscribe","params":{{"subscription":{}}}}}"#,
+            sub["result"]
+        ),
+    )
+    .await;
+    // The end item and the answer may come in either order.
+    let answers = [answer, c.read_line().await.unwrap()];
+    assert!(
+        answers
+            .iter()
+            .any(|a| a == r#"{"jsonrpc":"2.0","id":-9,"result":true}"#),
+        "{answers:?}"
+    );
+    assert!(
+        answers
+            .iter()
+            .any(|a| a.contains(r#""reason":"unsubscribed""#)),
+        "{answers:?}"
     );
     // In a batch, each answer keeps its id as sent.
     let answer = raw_answer(c, &format!("[{},{}]", info("-1"), info("1.5"))).await;
