@@ -211,7 +211,7 @@ pub struct ServerConfig {
     /// Connections served at once (lowered to fit the file descriptor limit).
     pub max_connections: Option<usize>,
     /// Seconds after which a connection with no subscription and no call in flight that
-    /// sends nothing is closed; 0 never closes one.
+    /// completes no message is closed; 0 never closes one.
     pub idle_timeout_secs: Option<u64>,
     /// MiB of requests held at once across all connections (being read or handled).
     pub max_buffered_input_mb: Option<usize>,

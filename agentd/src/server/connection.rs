@@ -11,8 +11,9 @@
 //!
 //! An idle connection holds no read or write buffer: buffers are allocated when bytes arrive
 //! and freed once consumed, so thousands of idle clients cost little and the memory returns
-//! when they go. A connection with no subscription and no call in flight that sends nothing
-//! for the idle timeout is closed.
+//! when they go. A connection with no subscription and no call in flight that completes no
+//! message for the idle timeout is closed (so a client trickling one message byte by byte is
+//! bounded by it too).
 
 use super::Limits;
 use jsonrpsee::core::id_providers::RandomStringIdProvider;

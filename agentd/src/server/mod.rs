@@ -54,8 +54,8 @@ pub struct Limits {
     /// Connections served at once; one more is answered with an `overloaded` error and
     /// closed.
     pub max_connections: usize,
-    /// A connection with no subscription and no call in flight that sends nothing for this
-    /// long is closed (`None`: never).
+    /// A connection with no subscription and no call in flight that completes no message for
+    /// this long is closed (`None`: never).
     pub idle_timeout: Option<Duration>,
     /// Bytes of requests held at once across all connections, being read or handled; a
     /// message that would pass it is dropped and answered `overloaded`. Bounds what many
