@@ -310,3 +310,75 @@ async fn large_messages_share_one_input_budget_across_connections() {
     assert_eq!(answer["id"], 2, "{answer}");
     assert_eq!(answer["error"]["code"], -32602);
 }
+
+/// Sets the soft open-file limit of a running process (the hard one stays `hard`: lowering
+/// it could not be undone without privileges).
+fn set_nofile(pid: u32, soft: u64, hard: u64) {
+    let value = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    // SAFETY: both pointers are valid for the call; prlimit only reads `value`.
+    let rc = unsafe {
+        libc::prlimit(
+            pid as libc::pid_t,
+            libc::RLIMIT_NOFILE,
+            &value,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
+}
+
+/// The daemon's CPU time (user + system), in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    // Fields after the command: state is 0, utime 11, stime 12.
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_descriptors_the_accept_loop_backs_off_quietly_and_recovers() {
+    let daemon = TestDaemon::start_with_nofile(&[], None, 256, 256)
+        .await
+        .unwrap();
+    let mut probe = daemon.client().await.unwrap();
+    probe.call("daemon/info", json!({})).await.unwrap();
+    // Pull the limit below what the daemon planned for (as if its sessions had used the
+    // descriptors): accepting now fails with EMFILE.
+    set_nofile(daemon.pid(), 32, 256);
+    let mut waiting = Vec::new();
+    for i in 0..60 {
+        let mut c = RawClient::connect_retrying(&daemon.socket).await;
+        let line = json!({"jsonrpc": "2.0", "id": i, "method": "daemon/info"});
+        c.send_raw(format!("{line}\n").as_bytes()).await.unwrap();
+        waiting.push(c);
+    }
+    let deadline = std::time::Instant::now() + WAIT;
+    while !daemon.log_text().contains("accept failed") {
+        assert!(std::time::Instant::now() < deadline, "accept never failed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Let it fail for a while: the old loop retried (and logged) every 50 ms.
+    let ticks = cpu_ticks(daemon.pid());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let spent = cpu_ticks(daemon.pid()) - ticks;
+    // Connections it holds are still served meanwhile.
+    assert!(probe.call("daemon/info", json!({})).await.is_ok());
+
+    set_nofile(daemon.pid(), 256, 256);
+    for mut c in waiting {
+        let answer = c.read_message().await.unwrap();
+        assert!(answer["result"]["pid"].is_u64(), "{answer}");
+    }
+    let log = daemon.log_text();
+    let lines = log.lines().filter(|l| l.contains("accept failed")).count();
+    eprintln!("out of descriptors for 3 s: {lines} log lines, {spent} clock ticks of daemon CPU");
+    assert!(lines <= 3, "the log is not flooded: {log}");
+}
