@@ -33,7 +33,7 @@ use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
@@ -145,7 +145,8 @@ pub(super) async fn serve(
     };
     let (tx, rx) = mpsc::channel(limits.message_buffer);
     let queue = tx.downgrade();
-    let writer = tokio::spawn(write_loop(write, rx, framing));
+    let read_closed = CancellationToken::new();
+    let writer = tokio::spawn(write_loop(write, rx, framing, read_closed.clone()));
     let mut extensions = Extensions::new();
     extensions.insert(peer);
     extensions.insert(Outbox(queue.clone()));
@@ -217,7 +218,9 @@ pub(super) async fn serve(
         }
     }
     // A half-closed client (socat) still gets its responses and subscription items: the writer
-    // runs until every handler and subscription holding the sink has finished.
+    // runs until every handler and subscription holding the sink has finished, or until the
+    // client turns out to be gone for good.
+    read_closed.cancel();
     drop(input);
     drop(ctx);
     let _ = writer.await;
@@ -573,8 +576,17 @@ async fn write_loop(
     mut write: OwnedWriteHalf,
     mut rx: mpsc::Receiver<Box<RawValue>>,
     framing: Framing,
+    read_closed: CancellationToken,
 ) {
-    while let Some(first) = rx.recv().await {
+    loop {
+        let first = tokio::select! {
+            m = rx.recv() => m,
+            // Dropping the queue ends every subscription of the connection.
+            _ = peer_gone(&write, &read_closed) => None,
+        };
+        let Some(first) = first else {
+            return;
+        };
         // Gathered per burst and freed after it, so an idle connection holds no buffer.
         let mut out = Vec::new();
         let mut next = Some(first);
@@ -600,6 +612,23 @@ async fn write_loop(
         if write.write_all(&out).await.is_err() {
             return;
         }
+    }
+}
+
+/// Completes when the client has closed both directions. Reading end-of-stream alone does not
+/// tell: a client that half-closes (socat after its input ends) still reads its answers and
+/// stream items. A full close shows as write-closed readiness (EPOLLHUP), which is checked
+/// once the reader has seen the end, then once a second: without it, a client gone while its
+/// subscription is quiet would hold its connection until the next item failed to send.
+async fn peer_gone(write: &OwnedWriteHalf, read_closed: &CancellationToken) {
+    read_closed.cancelled().await;
+    loop {
+        match write.as_ref().ready(Interest::WRITABLE).await {
+            Ok(ready) if ready.is_write_closed() => return,
+            Ok(_) => {}
+            Err(_) => return,
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 

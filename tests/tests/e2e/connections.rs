@@ -20,6 +20,15 @@ async fn read_to_close(stream: &mut UnixStream) -> String {
 
 /// Polls `daemon/info` on `client` until `connections` satisfies `pred`.
 async fn until_connections(client: &mut RawClient, pred: impl Fn(u64) -> bool) -> u64 {
+    until_connections_of(None, client, pred).await
+}
+
+/// Like [`until_connections`], showing `daemon`'s log if it never happens.
+async fn until_connections_of(
+    daemon: Option<&TestDaemon>,
+    client: &mut RawClient,
+    pred: impl Fn(u64) -> bool,
+) -> u64 {
     let deadline = std::time::Instant::now() + WAIT * 2;
     loop {
         let info = client.call("daemon/info", json!({})).await.unwrap();
@@ -29,7 +38,8 @@ async fn until_connections(client: &mut RawClient, pred: impl Fn(u64) -> bool) -
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "connections stuck at {n}"
+            "connections stuck at {n}: {}",
+            daemon.map(TestDaemon::log_text).unwrap_or_default()
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -80,7 +90,7 @@ async fn beyond_the_connection_cap_the_client_gets_an_error_then_a_close() {
     let mut first = daemon.client().await.unwrap();
     let _second = daemon.client().await.unwrap();
     let third = daemon.client().await.unwrap();
-    until_connections(&mut first, |n| n == 3).await;
+    until_connections_of(Some(&daemon), &mut first, |n| n == 3).await;
 
     let mut refused = UnixStream::connect(&daemon.socket).await.unwrap();
     refused
@@ -101,7 +111,7 @@ async fn beyond_the_connection_cap_the_client_gets_an_error_then_a_close() {
     assert_eq!(answer["id"], Value::Null);
 
     drop(third);
-    until_connections(&mut first, |n| n == 2).await;
+    until_connections_of(Some(&daemon), &mut first, |n| n == 2).await;
     let mut next = daemon.client().await.unwrap();
     assert!(next.call("daemon/info", json!({})).await.is_ok());
 }
@@ -381,4 +391,16 @@ async fn out_of_descriptors_the_accept_loop_backs_off_quietly_and_recovers() {
     let lines = log.lines().filter(|l| l.contains("accept failed")).count();
     eprintln!("out of descriptors for 3 s: {lines} log lines, {spent} clock ticks of daemon CPU");
     assert!(lines <= 3, "the log is not flooded: {log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_goes_away_frees_its_connection_even_with_a_quiet_subscription() {
+    let daemon = TestDaemon::start_with(&[]).await.unwrap();
+    let mut probe = daemon.client().await.unwrap();
+    let mut gone = daemon.client().await.unwrap();
+    gone.call("daemon/subscribe", json!({})).await.unwrap();
+    until_connections(&mut probe, |n| n == 2).await;
+    // Nothing happens on the daemon stream; the client closes both directions.
+    drop(gone);
+    until_connections(&mut probe, |n| n == 1).await;
 }
