@@ -22,8 +22,8 @@ use jsonrpsee::core::server::{
     Methods, SubscriptionState,
 };
 use jsonrpsee::types::error::{
-    ErrorObject, INVALID_REQUEST_CODE, OVERSIZED_RESPONSE_CODE, PARSE_ERROR_CODE,
-    reject_too_big_request, reject_too_many_subscriptions,
+    ErrorObject, INVALID_PARAMS_CODE, INVALID_REQUEST_CODE, OVERSIZED_RESPONSE_CODE,
+    PARSE_ERROR_CODE, reject_too_big_request, reject_too_many_subscriptions,
 };
 use jsonrpsee::types::{ErrorCode, ErrorObjectOwned, Id, Params, Request};
 use serde_json::value::RawValue;
@@ -984,9 +984,10 @@ async fn call(request: Request<'_>, raw_id: Option<&RawId>, ctx: &Ctx) -> Method
                 MethodResponse::error(id, reject_too_many_subscriptions(ctx.subscriptions.max()))
             }
         },
-        Some((_, MethodCallback::Unsubscription(cb))) => {
-            cb(id, unsubscribe_params(params), ctx.conn_id, max, extensions)
-        }
+        Some((_, MethodCallback::Unsubscription(cb))) => match unsubscribe_params(params) {
+            Ok(params) => cb(id, params, ctx.conn_id, max, extensions),
+            Err(error) => MethodResponse::error(id, error),
+        },
     }
 }
 
@@ -1017,19 +1018,28 @@ fn aliased_sink(ctx: &Ctx, raw_id: RawId) -> Option<MethodSink> {
 }
 
 /// jsonrpsee's unsubscribe takes `[id]`; this protocol's params are objects, so
-/// `{"subscription": id}` is turned into that. Anything else goes through as sent.
-fn unsubscribe_params(params: Params<'static>) -> Params<'static> {
-    #[derive(serde::Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct Named {
-        subscription: Box<RawValue>,
-    }
-    match params
-        .as_str()
-        .and_then(|p| serde_json::from_str::<Named>(p).ok())
-    {
-        Some(named) => Params::new(Some(&format!("[{}]", named.subscription.get()))).into_owned(),
-        None => params,
+/// `{"subscription": id}` is turned into that, and an object that is not that is an
+/// invalid-params error naming what is wrong. An array goes through as sent.
+fn unsubscribe_params(params: Params<'static>) -> Result<Params<'static>, ErrorObject<'static>> {
+    let Some(object) = params.as_str().filter(|p| p.trim_start().starts_with('{')) else {
+        return Ok(params);
+    };
+    match serde_json::from_str::<agentd_proto::UnsubscribeParams>(object) {
+        Ok(named) => {
+            let positional = serde_json::to_string(&[named.subscription]).unwrap_or_default();
+            Ok(Params::new(Some(&positional)).into_owned())
+        }
+        Err(e) => {
+            let message = e.to_string();
+            let message = message
+                .rsplit_once(" at line ")
+                .map_or(message.as_str(), |(m, _)| m);
+            Err(ErrorObject::owned(
+                INVALID_PARAMS_CODE,
+                format!("invalid params: {message}"),
+                None::<()>,
+            ))
+        }
     }
 }
 

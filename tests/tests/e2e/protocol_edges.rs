@@ -308,7 +308,23 @@ async fn unsubscribe_takes_an_object_and_ends_the_stream_with_its_final_item() {
         .request("session/unsubscribe", json!({"subscription": sub, "x": 1}))
         .await
         .unwrap();
-    assert_eq!(wrong["result"], false);
+    assert_eq!(wrong["error"]["code"], -32602);
+    assert!(
+        wrong["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid params: unknown field `x`"),
+        "{wrong}"
+    );
+    let missing = s
+        .client
+        .request("daemon/unsubscribe", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(
+        missing["error"]["message"],
+        "invalid params: missing field `subscription`"
+    );
 
     // The daemon stream, positional form: the end is its `unsubscribed` item.
     let sub = s.client.call("daemon/subscribe", json!({})).await.unwrap();
