@@ -164,9 +164,12 @@ pub(super) async fn serve(
     let in_flight = Arc::new(Semaphore::new(limits.max_concurrent_calls));
     let is_idle =
         || !ctx.has_subscriptions() && in_flight.available_permits() == limits.max_concurrent_calls;
+    // A message larger than the whole input budget could never be taken: it is too big, not
+    // a reason to retry.
+    let max_request = (limits.max_request_size as usize).min(limits.max_buffered_input);
     loop {
         let frame = tokio::select! {
-            f = read_frame(&mut input, framing, limits.max_request_size as usize, Some(&budget)) => f,
+            f = read_frame(&mut input, framing, max_request, Some(&budget)) => f,
             _ = shutdown.cancelled() => break,
             _ = idle(limits.idle_timeout, &is_idle) => {
                 tracing::debug!(conn_id, "closing an idle connection");
@@ -200,7 +203,10 @@ pub(super) async fn serve(
             Ok(Frame::TooBig) => {
                 let _ = ctx
                     .sink
-                    .send_error(Id::Null, reject_too_big_request(limits.max_request_size))
+                    .send_error(
+                        Id::Null,
+                        reject_too_big_request(u32::try_from(max_request).unwrap_or(u32::MAX)),
+                    )
                     .await;
             }
             Ok(Frame::BadFraming(why)) => {

@@ -323,6 +323,13 @@ async fn large_messages_share_one_input_budget_across_connections() {
     let answer = b.read_message().await.unwrap();
     assert_eq!(answer["id"], 2, "{answer}");
     assert_eq!(answer["error"]["code"], -32602);
+    // A message larger than the whole budget is too big, not worth a retry.
+    let mut line = padded_request(3, 5 << 20);
+    line.push(b'\n');
+    b.send_raw(&line).await.unwrap();
+    let answer = b.read_message().await.unwrap();
+    assert_eq!(answer["error"]["code"], -32007, "{answer}");
+    assert_eq!(answer["error"]["data"], "Exceeded max limit of 4194304");
 }
 
 /// Sets the soft open-file limit of a running process (the hard one stays `hard`: lowering
