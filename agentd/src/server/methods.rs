@@ -352,11 +352,11 @@ async fn stream_session(
     let mut last_seq = p.since_seq.unwrap_or(0);
     let mut live = subscription.live;
     for event in subscription.replay {
-        last_seq = event.seq;
         if send(&sink, &StreamItem::Event((*event).clone()))
             .await
             .is_err()
         {
+            // `last_seq` is the last event delivered: the client resumes after it.
             return finish(
                 &sink,
                 outbox.as_ref(),
@@ -366,6 +366,7 @@ async fn stream_session(
             )
             .await;
         }
+        last_seq = event.seq;
     }
     if session.state() == SessionState::Closed && live.is_empty() {
         return end(
@@ -390,12 +391,13 @@ async fn stream_session(
         match received {
             Ok(event) if event.seq <= last_seq => continue,
             Ok(event) => {
-                last_seq = event.seq;
                 let closed = matches!(event.body, agentd_proto::EventBody::SessionEnd { .. });
                 if send(&sink, &StreamItem::Event((*event).clone()))
                     .await
                     .is_err()
                 {
+                    // `last_seq` is still the last event delivered: the client resumes after
+                    // it and gets this one again.
                     return finish(
                         &sink,
                         outbox.as_ref(),
@@ -405,6 +407,7 @@ async fn stream_session(
                     )
                     .await;
                 }
+                last_seq = event.seq;
                 if closed {
                     return end(
                         &sink,
