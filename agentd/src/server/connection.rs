@@ -19,7 +19,8 @@ use super::Limits;
 use jsonrpsee::core::id_providers::RandomStringIdProvider;
 use jsonrpsee::core::server::{
     BoundedSubscriptions, ConnectionId, Extensions, MethodCallback, MethodResponse, MethodSink,
-    Methods, SubscriptionState,
+    Methods, PendingSubscriptionAcceptError, PendingSubscriptionSink, SubscriptionSink,
+    SubscriptionState,
 };
 use jsonrpsee::types::error::{
     ErrorObject, INVALID_PARAMS_CODE, INVALID_REQUEST_CODE, OVERSIZED_RESPONSE_CODE,
@@ -31,7 +32,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::UnixStream;
@@ -77,17 +78,35 @@ pub struct Peer {
     pub pid: Option<i32>,
 }
 
-/// The connection's outgoing queue, for a subscription that must send its final item after
-/// an unsubscribe (when jsonrpsee's sink no longer accepts messages). Weak, so that holding it
-/// keeps neither the connection nor its idle accounting alive.
+/// What a subscription handler needs of its connection beyond jsonrpsee's sink: the outgoing
+/// queue, for the final item after an unsubscribe (when jsonrpsee's sink no longer accepts
+/// messages; weak, so that holding it keeps neither the connection nor its idle accounting
+/// alive), and the count of subscriptions being accepted (see [`Outbox::accept`]).
 #[derive(Clone)]
-pub(super) struct Outbox(mpsc::WeakSender<Box<RawValue>>);
+pub(super) struct Outbox {
+    queue: mpsc::WeakSender<Box<RawValue>>,
+    accepting: Arc<AtomicUsize>,
+}
 
 impl Outbox {
+    /// Accepts a subscription. jsonrpsee sends the reply before it registers the
+    /// subscription for `*/unsubscribe`, so a client that unsubscribes at once could find
+    /// nothing to end; the count lets that unsubscribe wait for the registration (see
+    /// [`unsubscribe`]).
+    pub(super) async fn accept(
+        &self,
+        pending: PendingSubscriptionSink,
+    ) -> Result<SubscriptionSink, PendingSubscriptionAcceptError> {
+        self.accepting.fetch_add(1, Ordering::SeqCst);
+        let accepted = pending.accept().await;
+        self.accepting.fetch_sub(1, Ordering::SeqCst);
+        accepted
+    }
+
     /// Queues a complete JSON-RPC message, waiting at most `timeout` for room. Fails when the
     /// connection is gone or the queue stayed full.
     pub(super) async fn send(&self, message: Box<RawValue>, timeout: Duration) -> Result<(), ()> {
-        let tx = self.0.upgrade().ok_or(())?;
+        let tx = self.queue.upgrade().ok_or(())?;
         tx.send_timeout(message, timeout).await.map_err(|_| ())
     }
 }
@@ -105,6 +124,8 @@ struct Ctx {
     limits: Limits,
     /// Source of the stand-in ids used for request ids jsonrpsee cannot represent.
     next_alias: AtomicU64,
+    /// Subscriptions being accepted (see [`Outbox::accept`]).
+    accepting: Arc<AtomicUsize>,
 }
 
 impl Ctx {
@@ -149,7 +170,11 @@ pub(super) async fn serve(
     let writer = tokio::spawn(write_loop(write, rx, framing, read_closed.clone()));
     let mut extensions = Extensions::new();
     extensions.insert(peer);
-    extensions.insert(Outbox(queue.clone()));
+    let accepting = Arc::new(AtomicUsize::new(0));
+    extensions.insert(Outbox {
+        queue: queue.clone(),
+        accepting: accepting.clone(),
+    });
     let ctx = Arc::new(Ctx {
         methods,
         sink: MethodSink::new_with_limit(tx, limits.max_response_size),
@@ -160,6 +185,7 @@ pub(super) async fn serve(
         extensions,
         limits,
         next_alias: AtomicU64::new(0),
+        accepting,
     });
     let in_flight = Arc::new(Semaphore::new(limits.max_concurrent_calls));
     let is_idle =
@@ -991,10 +1017,45 @@ async fn call(request: Request<'_>, raw_id: Option<&RawId>, ctx: &Ctx) -> Method
             }
         },
         Some((_, MethodCallback::Unsubscription(cb))) => match unsubscribe_params(params) {
-            Ok(params) => cb(id, params, ctx.conn_id, max, extensions),
+            Ok(params) => unsubscribe(cb.as_ref(), id, params, ctx, extensions).await,
             Err(error) => MethodResponse::error(id, error),
         },
     }
+}
+
+/// Runs jsonrpsee's unsubscribe. When it finds nothing while a subscription of this
+/// connection is being accepted, that may be the one named (its reply reached the client
+/// before jsonrpsee registered it): it is tried again once the acceptances are done.
+async fn unsubscribe(
+    cb: &(
+         dyn Fn(Id<'static>, Params<'static>, ConnectionId, usize, Extensions) -> MethodResponse
+             + Send
+             + Sync
+     ),
+    id: Id<'static>,
+    params: Params<'static>,
+    ctx: &Ctx,
+    extensions: Extensions,
+) -> MethodResponse {
+    let max = ctx.limits.max_response_size as usize;
+    let first = cb(
+        id.clone(),
+        params.clone(),
+        ctx.conn_id,
+        max,
+        extensions.clone(),
+    );
+    let found = first.as_json().get().ends_with(",\"result\":true}");
+    if found || ctx.accepting.load(Ordering::SeqCst) == 0 {
+        return first;
+    }
+    // An acceptance is a send to this connection's queue and a map insert: bounded by the
+    // queue's send timeout, so this wait is too.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while ctx.accepting.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    cb(id, params, ctx.conn_id, max, extensions)
 }
 
 /// The sink for a subscription whose request id jsonrpsee cannot hold. Its reply, sent by

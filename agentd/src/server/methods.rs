@@ -345,7 +345,11 @@ async fn stream_session(
         Err(e) => return pending.reject(ErrorObjectOwned::from(e)).await,
     };
     let subscription = session.events().subscribe(p.since_seq);
-    let Ok(sink) = pending.accept().await else {
+    let accepted = match &outbox {
+        Some(outbox) => outbox.accept(pending).await,
+        None => pending.accept().await,
+    };
+    let Ok(sink) = accepted else {
         return;
     };
     let id = &p.session_id;
@@ -454,7 +458,11 @@ async fn stream_daemon(
     outbox: Option<Outbox>,
 ) {
     let mut events = d.registry.daemon_events();
-    let Ok(sink) = pending.accept().await else {
+    let accepted = match &outbox {
+        Some(outbox) => outbox.accept(pending).await,
+        None => pending.accept().await,
+    };
+    let Ok(sink) = accepted else {
         return;
     };
     loop {

@@ -476,3 +476,23 @@ async fn the_final_item_of_a_session_stream_names_the_session() {
     assert_eq!(end["session_id"], s.session.as_str());
     assert_eq!(end["reason"], "session_closed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsubscribe_right_after_the_subscribe_reply_always_finds_its_subscription() {
+    let mut s = setup().await;
+    // jsonrpsee sends the reply before it registers the subscription; an unsubscribe sent
+    // the moment the reply arrives must still end it.
+    for _ in 0..200 {
+        let sub = s.client.call("daemon/subscribe", json!({})).await.unwrap();
+        let ended = s
+            .client
+            .call("daemon/unsubscribe", json!({"subscription": sub}))
+            .await
+            .unwrap();
+        assert_eq!(ended, true);
+        assert_eq!(
+            next_item(&mut s.client, "daemon/event").await,
+            json!({"kind": "unsubscribed"})
+        );
+    }
+}
