@@ -175,6 +175,8 @@ pub struct Config {
     pub log_level: String,
     /// Prices by model name, to report costs.
     pub pricing: BTreeMap<String, Price>,
+    /// Limits on client connections (`[server]`).
+    pub server: ServerConfig,
     /// The file this came from, if any.
     pub source: Option<PathBuf>,
     /// A loaded session that is idle or closed, unwatched and unused this long is unloaded
@@ -207,6 +209,19 @@ pub enum Error {
     Invalid(String),
 }
 
+/// The `[server]` table: what clients may hold. Absent keys keep the server's defaults.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Connections served at once (lowered to fit the file descriptor limit).
+    pub max_connections: Option<usize>,
+    /// Seconds after which a connection with no subscription and no call in flight that
+    /// completes no message is closed; 0 never closes one.
+    pub idle_timeout_secs: Option<u64>,
+    /// MiB of requests held at once across all connections (being read or handled).
+    pub max_buffered_input_mb: Option<usize>,
+}
+
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
@@ -220,6 +235,8 @@ struct FileConfig {
     pricing: BTreeMap<String, Price>,
     #[serde(default)]
     daemon: FileDaemon,
+    #[serde(default)]
+    server: ServerConfig,
 }
 
 #[derive(Deserialize, Default)]
@@ -387,6 +404,16 @@ impl Config {
             };
             providers.insert(name, provider);
         }
+        if file.server.max_connections == Some(0) {
+            return Err(Error::Invalid(
+                "server.max_connections must be at least 1".into(),
+            ));
+        }
+        if file.server.max_buffered_input_mb == Some(0) {
+            return Err(Error::Invalid(
+                "server.max_buffered_input_mb must be at least 1".into(),
+            ));
+        }
         let default_provider = file.default_provider.unwrap_or_else(|| "anthropic".into());
         if !providers.contains_key(&default_provider) {
             return Err(Error::Invalid(format!(
@@ -403,6 +430,7 @@ impl Config {
                 Some(0) => None,
                 Some(secs) => Some(Duration::from_secs(secs)),
             },
+            server: file.server,
             log_level: env("AGENTD_LOG")
                 .or(file.log_level)
                 .unwrap_or_else(|| "info".into()),

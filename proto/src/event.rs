@@ -287,11 +287,15 @@ pub enum StreamEndReason {
     Lagged,
     /// The daemon is shutting down.
     DaemonShutdown,
+    /// The client ended the subscription (`session/unsubscribe`).
+    Unsubscribed,
 }
 
 /// The final message of every subscription.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StreamEnd {
+    /// The session whose stream this was.
+    pub session_id: SessionId,
     /// Why the stream ended.
     pub reason: StreamEndReason,
     /// The seq of the last event delivered on this stream (0 if none).
@@ -333,4 +337,17 @@ pub enum DaemonEvent {
     Lagged {},
     /// The daemon is shutting down; this is the last notification.
     Shutdown {},
+    /// The client ended the subscription (`daemon/unsubscribe`); this is the last
+    /// notification.
+    Unsubscribed {},
+}
+
+impl DaemonEvent {
+    /// Whether this is the last notification of its subscription.
+    pub fn is_final(&self) -> bool {
+        matches!(
+            self,
+            Self::Lagged {} | Self::Shutdown {} | Self::Unsubscribed {}
+        )
+    }
 }

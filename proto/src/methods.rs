@@ -118,14 +118,15 @@ impl Subscription for SessionSubscribe {
     type Item = StreamItem;
 }
 
-/// Stream daemon-wide notifications: sessions created and state changes.
+/// Stream daemon-wide notifications: sessions created and deleted, state changes.
 #[derive(Debug, Clone, Copy)]
 pub struct DaemonSubscribe;
 impl Subscription for DaemonSubscribe {
     const NAME: &'static str = "daemon/subscribe";
     const NOTIFICATION: &'static str = "daemon/event";
     const UNSUBSCRIBE: &'static str = "daemon/unsubscribe";
-    const DOC: &'static str = "Stream daemon-wide notifications: sessions created, state changes.";
+    const DOC: &'static str =
+        "Stream daemon-wide notifications: sessions created and deleted, state changes.";
     type Params = Empty;
     type Item = DaemonEvent;
 }

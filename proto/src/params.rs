@@ -1,5 +1,10 @@
 //! Parameters and results of every method. Params are always a JSON object (named params);
 //! an absent `params` is accepted where every field is optional.
+//!
+//! **`null` means absent, for every optional field** (Emacs sends `nil` and Python `None` as
+//! `null`): optional fields are `Option`s, and the few with a non-`None` default read `null`
+//! as that default through [`null_default`] / [`null_one`]. The one exception is
+//! `ConfigPatch::reasoning_effort`, where `null` explicitly selects the provider's default.
 
 use crate::config::ConfigPatch;
 use crate::{EntryId, HistoryEntry, InputId, SessionConfig, SessionId, Usage};
@@ -178,6 +183,8 @@ pub struct DaemonInfo {
     /// ones are unloaded after `[daemon] evict_idle_secs`).
     #[serde(default)]
     pub sessions_loaded: usize,
+    /// Client connections open now (this one included).
+    pub connections: usize,
     /// Configured providers.
     pub providers: Vec<ProviderInfo>,
     /// The config file in use, if any.
@@ -220,7 +227,12 @@ pub struct CreateParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
     /// Refuse every file write and delete (commands still run).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    #[schemars(with = "Option<bool>")]
     pub read_only: bool,
 }
 
@@ -296,7 +308,8 @@ pub struct AbortParams {
     /// The session.
     pub session_id: SessionId,
     /// Also close the session.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
+    #[schemars(with = "Option<bool>")]
     pub close: bool,
 }
 
@@ -336,7 +349,8 @@ pub struct HistoryParams {
     /// The session.
     pub session_id: SessionId,
     /// Index of the first entry to return.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
+    #[schemars(with = "Option<usize>")]
     pub offset: usize,
     /// Most entries to return (default 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -384,12 +398,30 @@ pub struct RollbackParams {
     /// The session (idle).
     pub session_id: SessionId,
     /// How many user inputs to undo, each with everything that followed it (default 1).
-    #[serde(default = "one")]
+    #[serde(default = "one", deserialize_with = "null_one")]
+    #[schemars(with = "Option<usize>")]
     pub turns: usize,
 }
 
 fn one() -> usize {
     1
+}
+
+/// Reads `null` as the type's default, like an absent field.
+fn null_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Option::unwrap_or_default)
+}
+
+/// Reads `null` as 1, like an absent field defaulting to [`one`].
+fn null_one<'de, D>(d: D) -> Result<usize, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    Option::<usize>::deserialize(d).map(|v| v.unwrap_or_else(one))
 }
 
 /// Result of `session/rollback`.
@@ -421,4 +453,107 @@ pub struct CompactResponse {
 pub struct DeleteResponse {
     /// The deleted session.
     pub session_id: SessionId,
+}
+
+/// Parameters of `session/unsubscribe` and `daemon/unsubscribe`. The positional form
+/// `[subscription]` (what jsonrpsee clients send) is accepted too.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UnsubscribeParams {
+    /// The subscription id the subscribe call returned.
+    pub subscription: String,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use crate::methods::{self, Method, MethodVisitor, Subscription};
+    use serde_json::{Map, Value, json};
+
+    /// A params object for `T` from its schema: required fields get a value of their type,
+    /// every optional field (at any depth) gets `null`.
+    fn nulls_for<T: schemars::JsonSchema>() -> Value {
+        let schema = schemars::schema_for!(T).to_value();
+        fill(&schema, &schema)
+    }
+
+    fn resolve<'a>(schema: &'a Value, root: &'a Value) -> &'a Value {
+        match schema["$ref"]
+            .as_str()
+            .and_then(|r| r.strip_prefix("#/$defs/"))
+        {
+            Some(name) => resolve(&root["$defs"][name], root),
+            None => schema,
+        }
+    }
+
+    fn fill(schema: &Value, root: &Value) -> Value {
+        let schema = resolve(schema, root);
+        if let Some(properties) = schema["properties"].as_object() {
+            let required: Vec<&str> = schema["required"]
+                .as_array()
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let object: Map<String, Value> = properties
+                .iter()
+                .map(|(name, field)| {
+                    let value = if required.contains(&name.as_str()) {
+                        fill(field, root)
+                    } else {
+                        Value::Null
+                    };
+                    (name.clone(), value)
+                })
+                .collect();
+            return Value::Object(object);
+        }
+        match schema["type"].as_str() {
+            Some("string") => json!("x"),
+            Some("integer") => json!(1),
+            Some("boolean") => json!(false),
+            Some("object") => json!({}),
+            _ => Value::Null,
+        }
+    }
+
+    struct NullsAccepted(Vec<String>);
+
+    impl MethodVisitor for NullsAccepted {
+        fn method<M: Method>(&mut self) {
+            let params = nulls_for::<M::Params>();
+            if let Err(e) = serde_json::from_value::<M::Params>(params.clone()) {
+                self.0.push(format!("{}: {params} -> {e}", M::NAME));
+            }
+        }
+        fn subscription<S: Subscription>(&mut self) {
+            let params = nulls_for::<S::Params>();
+            if let Err(e) = serde_json::from_value::<S::Params>(params.clone()) {
+                self.0.push(format!("{}: {params} -> {e}", S::NAME));
+            }
+        }
+    }
+
+    #[test]
+    fn null_is_accepted_for_every_optional_field_of_every_method() {
+        let mut check = NullsAccepted(Vec::new());
+        methods::for_each_method(&mut check);
+        methods::for_each_subscription(&mut check);
+        let params = nulls_for::<super::UnsubscribeParams>();
+        assert_eq!(params, json!({"subscription": "x"}));
+        assert_eq!(check.0, Vec::<String>::new());
+    }
+
+    #[test]
+    fn null_means_the_default() {
+        let p: super::RollbackParams =
+            serde_json::from_value(json!({"session_id": "s", "turns": null})).unwrap();
+        assert_eq!(p.turns, 1);
+        let p: super::HistoryParams =
+            serde_json::from_value(json!({"session_id": "s", "offset": null, "limit": null}))
+                .unwrap();
+        assert_eq!((p.offset, p.limit), (0, None));
+        let p: super::AbortParams =
+            serde_json::from_value(json!({"session_id": "s", "close": null})).unwrap();
+        assert!(!p.close);
+    }
 }

@@ -2,7 +2,7 @@
 //! (`agentd schema`) and the repository keeps a copy that a test compares against.
 
 use crate::methods::{self, Method, MethodVisitor, Subscription};
-use crate::{ErrorData, ErrorKind};
+use crate::{ErrorData, ErrorKind, UnsubscribeParams};
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Map, Value, json};
 
@@ -25,6 +25,7 @@ impl MethodVisitor for Collector {
     fn subscription<S: Subscription>(&mut self) {
         let params = self.generator.subscribe_schema::<S::Params>();
         let item = self.generator.subscribe_schema::<S::Item>();
+        let unsubscribe_params = self.generator.subscribe_schema::<UnsubscribeParams>();
         self.subscriptions.insert(
             S::NAME.to_owned(),
             json!({
@@ -32,6 +33,7 @@ impl MethodVisitor for Collector {
                 "params": params,
                 "notification": S::NOTIFICATION,
                 "unsubscribe": S::UNSUBSCRIBE,
+                "unsubscribe_params": unsubscribe_params,
                 "item": item,
             }),
         );
@@ -86,7 +88,9 @@ pub fn protocol_markdown() -> String {
         "# agentd protocol reference\n\n\
          Generated from the `proto` crate by `agentd schema --markdown`; do not edit by hand.\n\n\
          JSON-RPC 2.0 over a Unix socket (`$XDG_RUNTIME_DIR/agentd/agentd.sock`), one JSON message per line or \
-         LSP-style `Content-Length` framing, chosen by the first byte. Params are always an object.\n\n## Methods\n",
+         LSP-style `Content-Length` framing, chosen by the first byte. Params are always an object; \
+         `null` for an optional field means the field is absent. Request ids are strings, integers \
+         (of any size, echoed exactly) or null.\n\n## Methods\n",
     );
     for (name, method) in schema["methods"].as_object().into_iter().flatten() {
         out.push_str(&format!(
@@ -102,15 +106,26 @@ pub fn protocol_markdown() -> String {
     out.push_str("\n## Subscriptions\n");
     for (name, sub) in schema["subscriptions"].as_object().into_iter().flatten() {
         out.push_str(&format!(
-            "\n### `{name}`\n\n{}\n\nParams: {}\n\nNotifications: `{}` carrying {}; end early with `{}`.\n",
+            "\n### `{name}`\n\n{}\n\nParams: {}\n\nNotifications: `{}` carrying {}; end early with `{}` \
+             (params {}, or `[subscription]`), which is answered `true` and ends the stream with its final item.\n",
             text(&sub["description"]),
             type_name(&sub["params"]),
             text(&sub["notification"]),
             type_name(&sub["item"]),
             text(&sub["unsubscribe"]),
+            type_name(&sub["unsubscribe_params"]),
         ));
     }
-    out.push_str("\n## Errors\n\nApplication errors carry `data` of type [`ErrorData`](#errordata).\n\n| code | `data.kind` | retryable |\n|---|---|---|\n");
+    out.push_str(
+        "\n## Errors\n\nProtocol errors: -32700 the message is not JSON (or not UTF-8, or its \
+         `Content-Length` header is bad: the connection closes after the answer); -32600 valid JSON \
+         that is not a request (not an object, a bad `id`, no `method`, an empty or too large \
+         batch); -32601 unknown method; -32602 invalid params (the message names the field); \
+         -32006 too many subscriptions on one connection; -32007 request too big; -32008 \
+         response too big. The message says what was wrong.\n\n\
+         Application errors carry `data` of type [`ErrorData`](#errordata).\n\n\
+         | code | `data.kind` | retryable |\n|---|---|---|\n",
+    );
     for e in schema["errors"]["codes"].as_array().into_iter().flatten() {
         out.push_str(&format!(
             "| {} | `{}` | {} |\n",

@@ -58,6 +58,8 @@ pub struct TestDaemon {
     /// Where the daemon's stderr goes.
     pub log: PathBuf,
     env: Vec<(String, String)>,
+    /// The open-file limit (soft, hard) the daemon starts with, if not inherited.
+    nofile: Option<(u64, u64)>,
 }
 
 impl TestDaemon {
@@ -77,6 +79,25 @@ impl TestDaemon {
 
     /// Starts a daemon with these environment variables and, if given, this config file.
     pub async fn start_with_config(env: &[(&str, &str)], config: Option<&str>) -> Result<Self> {
+        Self::start_full(env, config, None).await
+    }
+
+    /// Like [`Self::start_with_config`], with the daemon's open-file limit set to
+    /// (`soft`, `hard`) before it runs, so fd-limit behaviour is reproducible on any machine.
+    pub async fn start_with_nofile(
+        env: &[(&str, &str)],
+        config: Option<&str>,
+        soft: u64,
+        hard: u64,
+    ) -> Result<Self> {
+        Self::start_full(env, config, Some((soft, hard))).await
+    }
+
+    async fn start_full(
+        env: &[(&str, &str)],
+        config: Option<&str>,
+        nofile: Option<(u64, u64)>,
+    ) -> Result<Self> {
         // Short paths: sun_path holds 107 bytes.
         let root = tempfile::Builder::new().prefix("ad").tempdir_in("/tmp")?;
         if let Some(text) = config {
@@ -93,6 +114,7 @@ impl TestDaemon {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            nofile,
         };
         daemon.spawn()?;
         daemon.wait_ready().await?;
@@ -128,12 +150,25 @@ impl TestDaemon {
             .create(true)
             .append(true)
             .open(&self.log)?;
-        let child = self
-            .command("agentd")
-            .stdin(Stdio::null())
+        let mut cmd = self.command("agentd");
+        cmd.stdin(Stdio::null())
             .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()?;
+            .stderr(log);
+        if let Some((soft, hard)) = self.nofile {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    nix::sys::resource::setrlimit(
+                        nix::sys::resource::Resource::RLIMIT_NOFILE,
+                        soft,
+                        hard,
+                    )
+                    .map_err(std::io::Error::from)
+                });
+            }
+        }
+        let child = cmd.spawn()?;
         self.child = Some(child);
         Ok(())
     }
@@ -166,6 +201,41 @@ impl TestDaemon {
     /// The daemon's pid.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    /// The daemon's resident memory, in KiB (`VmRSS`).
+    pub fn rss_kib(&self) -> Result<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .ok_or_else(|| anyhow!("no VmRSS in /proc/{}/status", self.pid()))
+    }
+
+    /// The daemon's resident memory once it is at most `bound` KiB (the daemon gives memory
+    /// back shortly after clients leave), or its last reading when it stays above for
+    /// [`WAIT`]; the caller asserts.
+    pub async fn rss_settling_below(&self, bound: u64) -> Result<u64> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let rss = self.rss_kib()?;
+            if rss <= bound || Instant::now() > deadline {
+                return Ok(rss);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The daemon's open-file limit (soft) as it runs.
+    pub fn nofile_soft(&self) -> Result<u64> {
+        let limits = std::fs::read_to_string(format!("/proc/{}/limits", self.pid()))?;
+        limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .and_then(|l| l.split_whitespace().nth(3))
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| anyhow!("no open-file limit in /proc/{}/limits", self.pid()))
     }
 
     /// Sends a signal and waits for the daemon to exit.
@@ -275,6 +345,18 @@ impl RawClient {
         })
     }
 
+    /// Connects to `socket`, retrying while its listen backlog is full (many clients at once).
+    pub async fn connect_retrying(socket: &Path) -> Self {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            match Self::connect(socket).await {
+                Ok(c) => return c,
+                Err(e) if Instant::now() > deadline => panic!("cannot connect: {e}"),
+                Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+            }
+        }
+    }
+
     /// Writes raw bytes.
     pub async fn send_raw(&mut self, bytes: &[u8]) -> Result<()> {
         self.writer.write_all(bytes).await?;
@@ -283,6 +365,12 @@ impl RawClient {
 
     /// Reads the next line as JSON (any message).
     pub async fn read_message(&mut self) -> Result<Value> {
+        let line = self.read_line().await?;
+        serde_json::from_str(&line).with_context(|| format!("bad line {line:?}"))
+    }
+
+    /// Reads the next line as text, without its newline.
+    pub async fn read_line(&mut self) -> Result<String> {
         let mut line = String::new();
         let n = tokio::time::timeout(WAIT, self.reader.read_line(&mut line))
             .await
@@ -290,7 +378,7 @@ impl RawClient {
         if n == 0 {
             bail!("connection closed");
         }
-        serde_json::from_str(&line).with_context(|| format!("bad line {line:?}"))
+        Ok(line.trim_end().to_owned())
     }
 
     /// Reads until the response with `id`; notifications seen meanwhile are kept.
@@ -415,6 +503,26 @@ impl RawClient {
             }
         }
     }
+}
+
+/// Raises this process's soft open-file limit to at least `needed` (up to the hard limit).
+/// Fails when the hard limit is lower: the caller cannot run its scenario.
+pub fn ensure_nofile(needed: u64) -> Result<()> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    if soft >= needed {
+        return Ok(());
+    }
+    if hard < needed {
+        bail!("this test needs {needed} open files; the hard limit is {hard}");
+    }
+    setrlimit(Resource::RLIMIT_NOFILE, needed, hard)?;
+    Ok(())
+}
+
+/// Whether the tests run in CI, where a missing prerequisite is a failure, not a skip.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 
 /// The `kind` of each event.

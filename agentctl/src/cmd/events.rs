@@ -55,6 +55,7 @@ impl Events {
                                 StreamEndReason::SessionClosed => "the session closed",
                                 StreamEndReason::DaemonShutdown => "agentd shut down",
                                 StreamEndReason::Lagged => "this client fell behind",
+                                StreamEndReason::Unsubscribed => "this client unsubscribed",
                             };
                             eprintln!(
                                 "(stream ended: {why} ({}) after seq {})",

@@ -2,6 +2,7 @@
 //! where session errors become protocol errors.
 
 use super::Daemon;
+use super::connection::Outbox;
 use crate::session::{self, LIVE_BUFFER};
 use agentd_proto::methods::{self as m, Method, Subscription};
 use agentd_proto::{
@@ -9,12 +10,13 @@ use agentd_proto::{
     ListResponse, SessionState, ShutdownResponse, StreamEnd, StreamEndReason, StreamItem,
 };
 use jsonrpsee::core::server::{
-    Methods, PendingSubscriptionSink, RpcModule, SubscriptionMessage, SubscriptionSink,
+    Extensions, Methods, PendingSubscriptionSink, RpcModule, SubscriptionMessage, SubscriptionSink,
 };
 use jsonrpsee::types::{ErrorObjectOwned, Params, error::INVALID_PARAMS_CODE};
 use serde::Serialize;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 
@@ -61,20 +63,24 @@ impl From<session::Error> for ErrorObjectOwned {
 }
 
 /// Parses the params object; absent params parse as `{}` so methods without required fields
-/// can be called bare.
+/// can be called bare. The error names the field at fault.
 fn parse<T: serde::de::DeserializeOwned>(params: &Params<'_>) -> Result<T, ErrorObjectOwned> {
     let raw = params.as_str().unwrap_or("{}");
-    serde_json::from_str(raw).map_err(|e| {
+    let mut de = serde_json::Deserializer::from_str(raw);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
         // The position is noise for a one-line params object.
-        let message = e.to_string();
+        let message = e.inner().to_string();
         let message = message
             .rsplit_once(" at line ")
             .map_or(message.as_str(), |(m, _)| m);
-        ErrorObjectOwned::owned(
-            INVALID_PARAMS_CODE,
-            format!("invalid params: {message}"),
-            None::<()>,
-        )
+        // Serde names a missing or unknown field itself; anything else gets the path.
+        let message = if path == "." || message.contains("field `") {
+            format!("invalid params: {message}")
+        } else {
+            format!("invalid params: `{path}`: {message}")
+        };
+        ErrorObjectOwned::owned(INVALID_PARAMS_CODE, message, None::<()>)
     })
 }
 
@@ -115,18 +121,23 @@ where
 fn register_subscription<S, F, Fut>(module: &mut RpcModule<Daemon>, handler: F)
 where
     S: Subscription,
-    F: Fn(Arc<Daemon>, S::Params, PendingSubscriptionSink) -> Fut + Clone + Send + Sync + 'static,
+    F: Fn(Arc<Daemon>, S::Params, PendingSubscriptionSink, Option<Outbox>) -> Fut
+        + Clone
+        + Send
+        + Sync
+        + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
     let result = module.register_subscription(
         S::NAME,
         S::NOTIFICATION,
         S::UNSUBSCRIBE,
-        move |params, pending, daemon, _| {
+        move |params, pending, daemon, extensions: Extensions| {
             let handler = handler.clone();
+            let outbox = extensions.get::<Outbox>().cloned();
             async move {
                 match parse::<S::Params>(&params) {
-                    Ok(p) => handler(daemon, p, pending).await,
+                    Ok(p) => handler(daemon, p, pending, outbox).await,
                     Err(e) => pending.reject(e).await,
                 }
             }
@@ -152,6 +163,7 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
             sessions,
             sessions_processing,
             sessions_loaded: d.registry.loaded(),
+            connections: d.connections.load(Ordering::Relaxed),
             providers: d
                 .registry
                 .config()
@@ -301,9 +313,39 @@ async fn send<T: Serialize>(sink: &SubscriptionSink, item: &T) -> Result<(), ()>
 
 /// Sends the final notification. A lagging subscriber may still have a full queue, so this
 /// waits for room (bounded, in case the client is gone for good).
-async fn end(sink: &SubscriptionSink, reason: StreamEndReason, last_seq: u64) {
-    if let Some(msg) = message(&StreamItem::End(StreamEnd { reason, last_seq })) {
+async fn end(sink: &SubscriptionSink, item: &impl Serialize) {
+    if let Some(msg) = message(item) {
         let _ = sink.send_timeout(msg, END_TIMEOUT).await;
+    }
+}
+
+/// The end of a session stream.
+fn stream_end(
+    session_id: &agentd_proto::SessionId,
+    reason: StreamEndReason,
+    last_seq: u64,
+) -> StreamItem {
+    StreamItem::End(StreamEnd {
+        session_id: session_id.clone(),
+        reason,
+        last_seq,
+    })
+}
+
+/// Sends the final notification of a subscription the client ended with `*/unsubscribe`:
+/// jsonrpsee's sink no longer sends then, so it goes straight to the connection's queue.
+/// When the connection itself is gone there is no one to tell, and this does nothing.
+async fn end_unsubscribed(sink: &SubscriptionSink, outbox: Option<&Outbox>, item: &impl Serialize) {
+    let Some(outbox) = outbox else {
+        return;
+    };
+    let notification = serde_json::json!({
+        "jsonrpc": "2.0",
+        "method": sink.method_name(),
+        "params": {"subscription": sink.subscription_id(), "result": item},
+    });
+    if let Ok(raw) = serde_json::value::to_raw_value(&notification) {
+        let _ = outbox.send(raw, END_TIMEOUT).await;
     }
 }
 
@@ -311,6 +353,7 @@ async fn stream_session(
     d: Arc<Daemon>,
     p: agentd_proto::SubscribeParams,
     pending: PendingSubscriptionSink,
+    outbox: Option<Outbox>,
 ) {
     let subscribed = match d.registry.get(&p.session_id).await {
         Ok(session) => session.subscribe(p.since_seq).await.map(|s| (session, s)),
@@ -320,52 +363,87 @@ async fn stream_session(
         Ok(s) => s,
         Err(e) => return pending.reject(ErrorObjectOwned::from(e)).await,
     };
-    let Ok(sink) = pending.accept().await else {
+    let accepted = match &outbox {
+        Some(outbox) => outbox.accept(pending).await,
+        None => pending.accept().await,
+    };
+    let Ok(sink) = accepted else {
         return;
     };
+    let id = &p.session_id;
     let mut last_seq = p.since_seq.unwrap_or(0);
     let mut live = subscription.live;
     let delivered = subscription.delivered;
     for event in subscription.replay {
-        last_seq = event.seq;
         if send(&sink, &StreamItem::Event((*event).clone()))
             .await
             .is_err()
         {
-            return end(&sink, StreamEndReason::Lagged, last_seq).await;
+            // `last_seq` is the last event delivered: the client resumes after it.
+            return finish(
+                &sink,
+                outbox.as_ref(),
+                id,
+                StreamEndReason::Lagged,
+                last_seq,
+            )
+            .await;
         }
+        last_seq = event.seq;
         delivered.store(last_seq, std::sync::atomic::Ordering::Release);
     }
     if session.state() == SessionState::Closed && live.is_empty() {
-        return end(&sink, StreamEndReason::SessionClosed, last_seq).await;
+        return end(
+            &sink,
+            &stream_end(id, StreamEndReason::SessionClosed, last_seq),
+        )
+        .await;
     }
     loop {
         let received = tokio::select! {
             biased;
             r = live.recv() => r,
-            _ = sink.closed() => return,
+            _ = sink.closed() => {
+                let item = stream_end(id, StreamEndReason::Unsubscribed, last_seq);
+                return end_unsubscribed(&sink, outbox.as_ref(), &item).await;
+            }
             // Events the shutdown's aborts produce are delivered first (biased toward `live`).
-            _ = d.streams_closed.cancelled() => return end(&sink, StreamEndReason::DaemonShutdown, last_seq).await,
+            _ = d.streams_closed.cancelled() => {
+                return end(&sink, &stream_end(id, StreamEndReason::DaemonShutdown, last_seq)).await;
+            }
         };
         match received {
             Ok(event) if event.seq <= last_seq => continue,
             Ok(event) => {
-                last_seq = event.seq;
                 let closed = matches!(event.body, agentd_proto::EventBody::SessionEnd { .. });
                 if send(&sink, &StreamItem::Event((*event).clone()))
                     .await
                     .is_err()
                 {
-                    return end(&sink, StreamEndReason::Lagged, last_seq).await;
+                    // `last_seq` is still the last event delivered: the client resumes after
+                    // it and gets this one again.
+                    return finish(
+                        &sink,
+                        outbox.as_ref(),
+                        id,
+                        StreamEndReason::Lagged,
+                        last_seq,
+                    )
+                    .await;
                 }
+                last_seq = event.seq;
                 delivered.store(last_seq, std::sync::atomic::Ordering::Release);
                 if closed {
-                    return end(&sink, StreamEndReason::SessionClosed, last_seq).await;
+                    return end(
+                        &sink,
+                        &stream_end(id, StreamEndReason::SessionClosed, last_seq),
+                    )
+                    .await;
                 }
             }
             Err(RecvError::Lagged(missed)) => {
                 tracing::debug!(session = %p.session_id, missed, buffer = LIVE_BUFFER, "dropping a lagging subscriber");
-                return end(&sink, StreamEndReason::Lagged, last_seq).await;
+                return end(&sink, &stream_end(id, StreamEndReason::Lagged, last_seq)).await;
             }
             // The session's task ended: it closed, or the daemon is stopping.
             Err(RecvError::Closed) => {
@@ -375,24 +453,50 @@ async fn stream_session(
                 } else {
                     StreamEndReason::SessionClosed
                 };
-                return end(&sink, reason, last_seq).await;
+                return end(&sink, &stream_end(id, reason, last_seq)).await;
             }
         }
     }
 }
 
-async fn stream_daemon(d: Arc<Daemon>, _: agentd_proto::Empty, pending: PendingSubscriptionSink) {
+/// Ends a stream whose send failed: because the client unsubscribed meanwhile (then the end
+/// says so), or because it fell behind (`reason`).
+async fn finish(
+    sink: &SubscriptionSink,
+    outbox: Option<&Outbox>,
+    id: &agentd_proto::SessionId,
+    reason: StreamEndReason,
+    last_seq: u64,
+) {
+    if sink.is_closed() {
+        let item = stream_end(id, StreamEndReason::Unsubscribed, last_seq);
+        return end_unsubscribed(sink, outbox, &item).await;
+    }
+    end(sink, &stream_end(id, reason, last_seq)).await
+}
+
+async fn stream_daemon(
+    d: Arc<Daemon>,
+    _: agentd_proto::Empty,
+    pending: PendingSubscriptionSink,
+    outbox: Option<Outbox>,
+) {
     let mut events = d.registry.daemon_events();
-    let Ok(sink) = pending.accept().await else {
+    let accepted = match &outbox {
+        Some(outbox) => outbox.accept(pending).await,
+        None => pending.accept().await,
+    };
+    let Ok(sink) = accepted else {
         return;
     };
     loop {
         let received = tokio::select! {
             r = events.recv() => r,
-            _ = sink.closed() => return,
+            _ = sink.closed() => {
+                return end_unsubscribed(&sink, outbox.as_ref(), &DaemonEvent::Unsubscribed {}).await;
+            }
             _ = d.streams_closed.cancelled() => {
-                let _ = send(&sink, &DaemonEvent::Shutdown {}).await;
-                return;
+                return end(&sink, &DaemonEvent::Shutdown {}).await;
             }
         };
         let item = match received {
@@ -400,12 +504,17 @@ async fn stream_daemon(d: Arc<Daemon>, _: agentd_proto::Empty, pending: PendingS
             Err(RecvError::Lagged(_)) => DaemonEvent::Lagged {},
             Err(RecvError::Closed) => DaemonEvent::Shutdown {},
         };
-        let last = !matches!(
-            item,
-            DaemonEvent::SessionCreated { .. } | DaemonEvent::StateChanged { .. }
-        );
-        if send(&sink, &item).await.is_err() || last {
-            return;
+        // Only the terminal kinds end the stream; every session event (created, deleted,
+        // state changed) is followed by more.
+        if item.is_final() {
+            return end(&sink, &item).await;
+        }
+        if send(&sink, &item).await.is_err() {
+            if sink.is_closed() {
+                return end_unsubscribed(&sink, outbox.as_ref(), &DaemonEvent::Unsubscribed {})
+                    .await;
+            }
+            return end(&sink, &DaemonEvent::Lagged {}).await;
         }
     }
 }
@@ -415,6 +524,27 @@ pub(super) fn unauthorized() -> ErrorObjectOwned {
     app_error(
         ErrorKind::Unauthorized,
         "permission denied: the daemon serves only its own user".into(),
+        None,
+    )
+}
+
+/// The error a client beyond the connection limit gets.
+pub(super) fn too_many_connections(max: usize) -> ErrorObjectOwned {
+    app_error(
+        ErrorKind::Overloaded,
+        format!("too many connections (the limit is {max}); close idle ones or retry later"),
+        None,
+    )
+}
+
+/// The error a message gets when the daemon already holds `max` bytes of unhandled input.
+pub(super) fn input_overloaded(max: usize) -> ErrorObjectOwned {
+    app_error(
+        ErrorKind::Overloaded,
+        format!(
+            "the daemon is holding its limit of {} MiB of unhandled requests; retry later",
+            max >> 20
+        ),
         None,
     )
 }

@@ -1,6 +1,11 @@
 //! The server: the socket's lifecycle, framing, dispatch and peer credentials. Only this
 //! module sees jsonrpsee; it turns protocol calls into [`crate::session`] calls and their
 //! errors into protocol error codes, in one place (`methods.rs`).
+//!
+//! The accept loop bounds what clients can hold: at most [`Limits::max_connections`]
+//! connections (a client beyond that gets an `overloaded` error before the close), idle
+//! connections time out, and a failing `accept` (out of file descriptors) backs off instead
+//! of spinning, with its log lines summarised.
 
 mod connection;
 mod methods;
@@ -13,8 +18,22 @@ use crate::session::Registry;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+
+/// Refusals answered at once; each waits briefly for the client's first request so that the
+/// error carries its id. Beyond this, refused clients get the error line at once.
+const MAX_REFUSING: usize = 32;
+/// How long a refused client may take to send its first request.
+const REFUSAL_WAIT: Duration = Duration::from_secs(1);
+/// Longest pause between `accept` attempts while they fail.
+const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+/// At most one log line per this period about failing `accept`s.
+const ACCEPT_LOG_PERIOD: Duration = Duration::from_secs(10);
+/// How long after connections close the allocator is asked to give memory back: a burst of
+/// closes costs one trim.
+const TRIM_DELAY: Duration = Duration::from_secs(1);
 
 /// Per-connection limits.
 #[derive(Debug, Clone, Copy)]
@@ -32,6 +51,16 @@ pub struct Limits {
     pub max_subscriptions: u32,
     /// Requests in one batch.
     pub max_batch_len: usize,
+    /// Connections served at once; one more is answered with an `overloaded` error and
+    /// closed.
+    pub max_connections: usize,
+    /// A connection with no subscription and no call in flight that completes no message for
+    /// this long is closed (`None`: never).
+    pub idle_timeout: Option<Duration>,
+    /// Bytes of requests held at once across all connections, being read or handled; a
+    /// message that would pass it is dropped and answered `overloaded`. Bounds what many
+    /// connections sending large messages at once can make the daemon hold.
+    pub max_buffered_input: usize,
 }
 
 impl Default for Limits {
@@ -43,7 +72,27 @@ impl Default for Limits {
             max_concurrent_calls: 64,
             max_subscriptions: 256,
             max_batch_len: 100,
+            max_connections: 4096,
+            idle_timeout: Some(Duration::from_secs(600)),
+            max_buffered_input: 256 * 1024 * 1024,
         }
+    }
+}
+
+impl Limits {
+    /// File descriptors kept free for everything but client connections: sessions' files,
+    /// tool processes' pipes, provider connections.
+    const FD_RESERVE: u64 = 256;
+
+    /// `max_connections` lowered to fit the file descriptor limit `nofile`, so that refusing a
+    /// client (which needs one descriptor for a moment) never fails for want of one.
+    pub fn fit_fd_limit(mut self, nofile: u64) -> Self {
+        let reserve = Self::FD_RESERVE.min(nofile / 2) + MAX_REFUSING as u64;
+        let room = nofile.saturating_sub(reserve).max(1);
+        self.max_connections = self
+            .max_connections
+            .min(usize::try_from(room).unwrap_or(usize::MAX));
+        self
     }
 }
 
@@ -59,6 +108,8 @@ pub struct Daemon {
     pub shutdown: CancellationToken,
     /// Cancelled once every session has stopped: subscriptions send their final notification.
     pub streams_closed: CancellationToken,
+    /// Client connections open now.
+    pub connections: AtomicUsize,
 }
 
 /// Serves `listener` until `daemon.shutdown` fires, then stops every session's work and waits
@@ -68,6 +119,22 @@ pub async fn run(listener: Listener, daemon: Arc<Daemon>, limits: Limits, ready:
     let uid = nix::unistd::geteuid().as_raw();
     let next_conn = AtomicUsize::new(1);
     let connections = tokio_util::task::TaskTracker::new();
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let refusals = Arc::new(Semaphore::new(MAX_REFUSING));
+    let input_budget = Arc::new(Semaphore::new(
+        limits
+            .max_buffered_input
+            .div_ceil(1024)
+            .min(Semaphore::MAX_PERMITS),
+    ));
+    let mut failures = AcceptFailures::default();
+    let closed = Arc::new(tokio::sync::Notify::new());
+    tokio::spawn(release_memory(closed.clone(), daemon.shutdown.clone()));
+    tracing::info!(
+        max_connections = limits.max_connections,
+        idle_timeout_secs = limits.idle_timeout.map(|t| t.as_secs()),
+        "serving"
+    );
     ready();
     loop {
         let accepted = tokio::select! {
@@ -75,11 +142,18 @@ pub async fn run(listener: Listener, daemon: Arc<Daemon>, limits: Limits, ready:
             _ = daemon.shutdown.cancelled() => break,
         };
         let stream = match accepted {
-            Ok((stream, _)) => stream,
+            Ok((stream, _)) => {
+                failures.succeeded();
+                stream
+            }
             Err(e) => {
-                // EMFILE and the like: log and keep serving everyone else.
-                tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                // EMFILE and the like: the client stays in the backlog; wait for descriptors
+                // to free up, longer each time, and keep serving everyone else.
+                let pause = failures.failed(&e);
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    _ = daemon.shutdown.cancelled() => break,
+                }
                 continue;
             }
         };
@@ -98,18 +172,35 @@ pub async fn run(listener: Listener, daemon: Arc<Daemon>, limits: Limits, ready:
                 peer_uid = peer.uid,
                 "refused a connection from another user"
             );
-            connections.spawn(connection::refuse(stream, methods::unauthorized(), limits));
+            refuse(&connections, &refusals, stream, methods::unauthorized());
             continue;
         }
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::debug!(
+                max_connections = limits.max_connections,
+                "refused a connection: at the limit"
+            );
+            refuse(
+                &connections,
+                &refusals,
+                stream,
+                methods::too_many_connections(limits.max_connections),
+            );
+            continue;
+        };
         let conn_id = next_conn.fetch_add(1, Ordering::Relaxed);
-        connections.spawn(connection::serve(
-            stream,
-            peer,
-            methods.clone(),
-            conn_id,
-            limits,
-            daemon.shutdown.clone(),
-        ));
+        let shutdown = daemon.shutdown.clone();
+        let methods = methods.clone();
+        let daemon = daemon.clone();
+        let closed = closed.clone();
+        let budget = input_budget.clone();
+        daemon.connections.fetch_add(1, Ordering::Relaxed);
+        connections.spawn(async move {
+            connection::serve(stream, peer, methods, conn_id, limits, budget, shutdown).await;
+            daemon.connections.fetch_sub(1, Ordering::Relaxed);
+            drop(slot);
+            closed.notify_one();
+        });
     }
     let aborted = daemon.registry.shutdown().await;
     tracing::info!(aborted, "sessions stopped");
@@ -118,4 +209,110 @@ pub async fn run(listener: Listener, daemon: Arc<Daemon>, limits: Limits, ready:
     connections.close();
     // Connections end once their subscriptions have sent their final notification.
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), connections.wait()).await;
+}
+
+/// Returns memory to the OS after connections close. Their buffers are freed, but glibc's
+/// allocator keeps freed pages in its arenas, so without this the daemon's RSS stays at its
+/// high-water mark after a burst of clients (or of large messages) has gone.
+async fn release_memory(closed: Arc<tokio::sync::Notify>, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = closed.notified() => {}
+            _ = shutdown.cancelled() => return,
+        }
+        tokio::time::sleep(TRIM_DELAY).await;
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        // SAFETY: malloc_trim only walks the allocator's own free lists; it takes no pointers.
+        unsafe {
+            libc::malloc_trim(0);
+        }
+    }
+}
+
+/// Answers a refused client with `error` and closes it; bounded, so that a flood of clients
+/// cannot make the refusals themselves hold descriptors or memory.
+fn refuse(
+    connections: &tokio_util::task::TaskTracker,
+    refusals: &Arc<Semaphore>,
+    stream: tokio::net::UnixStream,
+    error: jsonrpsee::types::ErrorObjectOwned,
+) {
+    match refusals.clone().try_acquire_owned() {
+        Ok(permit) => {
+            connections.spawn(async move {
+                connection::refuse(stream, error, REFUSAL_WAIT).await;
+                drop(permit);
+            });
+        }
+        Err(_) => connection::refuse_now(stream, error),
+    }
+}
+
+/// Backoff and log throttling for failing `accept`s.
+#[derive(Default)]
+struct AcceptFailures {
+    /// Failures in a row.
+    streak: u32,
+    /// Failures since the last log line.
+    unlogged: u64,
+    last_log: Option<Instant>,
+}
+
+impl AcceptFailures {
+    fn succeeded(&mut self) {
+        if self.streak > 0 && self.unlogged > 0 {
+            tracing::warn!(
+                failures = self.unlogged,
+                "accept failed {} more times before recovering",
+                self.unlogged
+            );
+        }
+        self.streak = 0;
+        self.unlogged = 0;
+    }
+
+    /// Records a failure; returns how long to wait before the next attempt.
+    fn failed(&mut self, e: &std::io::Error) -> Duration {
+        self.streak = self.streak.saturating_add(1);
+        self.unlogged += 1;
+        if self
+            .last_log
+            .is_none_or(|t| t.elapsed() >= ACCEPT_LOG_PERIOD)
+        {
+            tracing::warn!(
+                failures = self.unlogged,
+                "accept failed: {e} (raise the file descriptor limit or lower [server] max_connections)"
+            );
+            self.unlogged = 0;
+            self.last_log = Some(Instant::now());
+        }
+        let exp = self.streak.min(7);
+        (Duration::from_millis(10) * 2u32.pow(exp)).min(MAX_ACCEPT_BACKOFF)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_connection_cap_fits_the_fd_limit() {
+        let limits = Limits::default();
+        assert_eq!(limits.fit_fd_limit(1 << 20).max_connections, 4096);
+        assert_eq!(limits.fit_fd_limit(1024).max_connections, 1024 - 256 - 32);
+        assert_eq!(limits.fit_fd_limit(100).max_connections, 100 - 50 - 32);
+        assert_eq!(limits.fit_fd_limit(10).max_connections, 1);
+    }
+
+    #[test]
+    fn accept_backoff_grows_to_a_bound_and_resets() {
+        let mut f = AcceptFailures::default();
+        let e = std::io::Error::from_raw_os_error(24);
+        let pauses: Vec<Duration> = (0..10).map(|_| f.failed(&e)).collect();
+        assert_eq!(pauses[0], Duration::from_millis(20));
+        assert!(pauses.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(pauses[9], MAX_ACCEPT_BACKOFF);
+        f.succeeded();
+        assert_eq!(f.failed(&e), Duration::from_millis(20));
+    }
 }

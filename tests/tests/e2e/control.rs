@@ -115,7 +115,8 @@ async fn abort_during_the_model_stream_and_with_close() {
     let end = s.client.item().await.unwrap();
     assert_eq!(
         end,
-        json!({"type": "end", "reason": "session_closed", "last_seq": rest.last().unwrap()["seq"]})
+        json!({"type": "end", "session_id": s.session, "reason": "session_closed",
+            "last_seq": rest.last().unwrap()["seq"]})
     );
 }
 

@@ -22,15 +22,18 @@ macro_rules! each_family {
 
 mod cli;
 mod compaction;
+mod connections;
 mod control;
 mod daemon;
 mod examples;
 mod families;
+mod hostile;
 mod loop_basics;
 mod openai_compat;
 mod persistence;
 mod profiles;
 mod protocol;
+mod protocol_edges;
 mod provider;
 mod session_core;
 mod streams;

@@ -321,6 +321,8 @@ async fn fork_and_rollback_branch_the_history() {
         "{sent}"
     );
     assert!(!sent.contains("question two"), "{sent}");
+    // A reply that confirms a change comes once everything before it is written.
+    s.call("session/set_config", json!({"config": {}})).await;
     let (_, stored) = journal(&session_dir(&s));
     assert_eq!(stored.len(), 6, "the rolled-back entries stay stored");
 

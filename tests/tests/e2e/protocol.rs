@@ -17,7 +17,8 @@ async fn error_paths_answer_and_the_connection_stays_usable() {
     let parse = c.read_message().await.unwrap();
     assert_eq!(
         parse,
-        json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}})
+        json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700,
+            "message": "Parse error: EOF while parsing a value at line 1 column 33"}})
     );
 
     c.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":5}\n")
