@@ -24,6 +24,7 @@ mod cli;
 mod compaction;
 mod control;
 mod daemon;
+mod durability;
 mod examples;
 mod families;
 mod loop_basics;
