@@ -89,8 +89,9 @@ impl TestDaemonBuilder {
     }
 
     /// Runs the daemon as `program args... <agentd>`, e.g. under `strace` to count or slow its
-    /// syscalls. Signals from [`TestDaemon::stop_with`] and [`TestDaemon::pid`] still reach the
-    /// daemon itself (its pid comes from `daemon/info`), since a tracer may ignore them.
+    /// syscalls. [`TestDaemon::pid`] is still the daemon's (from `daemon/info`), and
+    /// [`TestDaemon::stop_with`] signals the daemon, not the wrapper: a tracer may ignore
+    /// signals, and exits once the daemon has.
     pub fn wrap<I, S>(mut self, program: impl Into<OsString>, args: I) -> Self
     where
         I: IntoIterator<Item = S>,
