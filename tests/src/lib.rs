@@ -8,9 +8,11 @@
 pub mod family;
 pub mod mock;
 pub mod sse;
+pub mod strace;
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Once;
@@ -60,6 +62,80 @@ pub struct TestDaemon {
     env: Vec<(String, String)>,
     /// The open-file limit (soft, hard) the daemon starts with, if not inherited.
     nofile: Option<(u64, u64)>,
+    /// A program (with its arguments) that runs `agentd` as its last argument; empty: none.
+    wrapper: Vec<OsString>,
+    /// The daemon's own pid when a wrapper runs it (then `child` is the wrapper).
+    daemon_pid: Option<u32>,
+}
+
+/// How to start a [`TestDaemon`]: extra environment, a config file, and a program to run the
+/// daemon under (`TestDaemon::builder().wrap("strace", ["-f", "-o", "FILE"]).start()`).
+#[derive(Default)]
+pub struct TestDaemonBuilder {
+    env: Vec<(String, String)>,
+    config: Option<String>,
+    wrapper: Vec<OsString>,
+    nofile: Option<(u64, u64)>,
+}
+
+impl TestDaemonBuilder {
+    /// Sets an environment variable for the daemon (and the wrapper).
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Writes `text` as the daemon's `config.toml`.
+    pub fn config(mut self, text: &str) -> Self {
+        self.config = Some(text.to_owned());
+        self
+    }
+
+    /// Runs the daemon as `program args... <agentd>`, e.g. under `strace` to count or slow its
+    /// syscalls. [`TestDaemon::pid`] is still the daemon's (from `daemon/info`), and
+    /// [`TestDaemon::stop_with`] signals the daemon, not the wrapper: a tracer may ignore
+    /// signals, and exits once the daemon has.
+    pub fn wrap<I, S>(mut self, program: impl Into<OsString>, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.wrapper = std::iter::once(program.into())
+            .chain(args.into_iter().map(Into::into))
+            .collect();
+        self
+    }
+
+    /// Sets the daemon's open-file limit (`soft`, `hard`) before it runs, so fd-limit
+    /// behaviour is reproducible on any machine.
+    pub fn nofile(mut self, soft: u64, hard: u64) -> Self {
+        self.nofile = Some((soft, hard));
+        self
+    }
+
+    /// Starts the daemon and waits until its socket answers.
+    pub async fn start(self) -> Result<TestDaemon> {
+        // Short paths: sun_path holds 107 bytes.
+        let root = tempfile::Builder::new().prefix("ad").tempdir_in("/tmp")?;
+        if let Some(text) = &self.config {
+            std::fs::create_dir_all(root.path().join("config/agentd"))?;
+            std::fs::write(root.path().join("config/agentd/config.toml"), text)?;
+        }
+        let socket = root.path().join("run/agentd/agentd.sock");
+        let mut daemon = TestDaemon {
+            child: None,
+            log: root.path().join("agentd.log"),
+            socket,
+            root,
+            env: self.env,
+            wrapper: self.wrapper,
+            daemon_pid: None,
+            nofile: self.nofile,
+        };
+        daemon.spawn()?;
+        daemon.wait_ready().await?;
+        Ok(daemon)
+    }
 }
 
 impl TestDaemon {
@@ -79,46 +155,31 @@ impl TestDaemon {
 
     /// Starts a daemon with these environment variables and, if given, this config file.
     pub async fn start_with_config(env: &[(&str, &str)], config: Option<&str>) -> Result<Self> {
-        Self::start_full(env, config, None).await
+        let mut builder = env.iter().fold(Self::builder(), |b, (k, v)| b.env(k, v));
+        if let Some(text) = config {
+            builder = builder.config(text);
+        }
+        builder.start().await
     }
 
     /// Like [`Self::start_with_config`], with the daemon's open-file limit set to
-    /// (`soft`, `hard`) before it runs, so fd-limit behaviour is reproducible on any machine.
+    /// (`soft`, `hard`) before it runs.
     pub async fn start_with_nofile(
         env: &[(&str, &str)],
         config: Option<&str>,
         soft: u64,
         hard: u64,
     ) -> Result<Self> {
-        Self::start_full(env, config, Some((soft, hard))).await
+        let mut builder = env.iter().fold(Self::builder(), |b, (k, v)| b.env(k, v));
+        if let Some(text) = config {
+            builder = builder.config(text);
+        }
+        builder.nofile(soft, hard).start().await
     }
 
-    async fn start_full(
-        env: &[(&str, &str)],
-        config: Option<&str>,
-        nofile: Option<(u64, u64)>,
-    ) -> Result<Self> {
-        // Short paths: sun_path holds 107 bytes.
-        let root = tempfile::Builder::new().prefix("ad").tempdir_in("/tmp")?;
-        if let Some(text) = config {
-            std::fs::create_dir_all(root.path().join("config/agentd"))?;
-            std::fs::write(root.path().join("config/agentd/config.toml"), text)?;
-        }
-        let socket = root.path().join("run/agentd/agentd.sock");
-        let mut daemon = Self {
-            child: None,
-            log: root.path().join("agentd.log"),
-            socket,
-            root,
-            env: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            nofile,
-        };
-        daemon.spawn()?;
-        daemon.wait_ready().await?;
-        Ok(daemon)
+    /// A daemon to configure before it starts (e.g. to run it under a wrapper program).
+    pub fn builder() -> TestDaemonBuilder {
+        TestDaemonBuilder::default()
     }
 
     /// One of the built binaries (`agentd`, `agentctl`) with the daemon's environment.
@@ -150,7 +211,14 @@ impl TestDaemon {
             .create(true)
             .append(true)
             .open(&self.log)?;
-        let mut cmd = self.command("agentd");
+        let mut cmd = match self.wrapper.split_first() {
+            Some((program, args)) => {
+                let mut cmd = self.program(program);
+                cmd.args(args).arg(bin_dir().join("agentd"));
+                cmd
+            }
+            None => self.command("agentd"),
+        };
         cmd.stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
@@ -170,6 +238,7 @@ impl TestDaemon {
         }
         let child = cmd.spawn()?;
         self.child = Some(child);
+        self.daemon_pid = None;
         Ok(())
     }
 
@@ -177,6 +246,13 @@ impl TestDaemon {
         let deadline = Instant::now() + WAIT;
         loop {
             if UnixStream::connect(&self.socket).await.is_ok() {
+                if !self.wrapper.is_empty() {
+                    let info = self.client().await?.call("daemon/info", json!({})).await?;
+                    let pid = info["pid"]
+                        .as_u64()
+                        .ok_or_else(|| anyhow!("no pid in daemon/info: {info}"))?;
+                    self.daemon_pid = Some(u32::try_from(pid)?);
+                }
                 return Ok(());
             }
             if let Some(status) = self
@@ -198,9 +274,11 @@ impl TestDaemon {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// The daemon's pid.
+    /// The daemon's pid (not its wrapper's).
     pub fn pid(&self) -> u32 {
-        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+        self.daemon_pid
+            .or_else(|| self.child.as_ref().map(Child::id))
+            .unwrap_or(0)
     }
 
     /// The daemon's resident memory, in KiB (`VmRSS`).
@@ -243,8 +321,10 @@ impl TestDaemon {
         &mut self,
         signal: nix::sys::signal::Signal,
     ) -> Result<std::process::ExitStatus> {
+        let pid = self.pid();
         let mut child = self.child.take().ok_or_else(|| anyhow!("not running"))?;
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal)?;
+        // With a wrapper, the daemon gets the signal and the wrapper exits after it.
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal)?;
         let deadline = Instant::now() + WAIT;
         loop {
             if let Some(status) = child.try_wait()? {
@@ -316,6 +396,13 @@ impl TestDaemon {
 impl Drop for TestDaemon {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
+            // A killed tracer may leave its tracee running: kill the daemon itself too.
+            if let Some(pid) = self.daemon_pid {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
             let _ = child.kill();
             let _ = child.wait();
         }

@@ -205,8 +205,8 @@ enum Command {
     /// An event from elsewhere (a subagent's report) for this session's stream.
     Emit(EventBody),
     Result(oneshot::Sender<SubagentResult>),
-    /// Replies once everything so far is in the kernel.
-    Written(oneshot::Sender<()>),
+    /// Replies once everything so far, the record included, is stored.
+    Saved(oneshot::Sender<()>),
 }
 
 /// Replayed events and the live receiver that continues right after them.
@@ -535,10 +535,9 @@ impl Session {
         self.call(Command::Evict).await.ok().flatten()
     }
 
-    /// Waits until everything the session did so far is in the kernel: it survives the
-    /// daemon being killed.
-    pub(crate) async fn written(&self) {
-        let _ = self.call(Command::Written).await;
+    /// Waits until everything the session did so far, its record included, is stored.
+    pub(crate) async fn saved(&self) {
+        let _ = self.call(Command::Saved).await;
     }
 
     /// Adds an event to this session's stream from outside its task.

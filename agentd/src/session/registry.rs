@@ -201,8 +201,8 @@ impl Registry {
         };
         let spec = self.spec(id.clone(), new, files);
         let session = Session::spawn(spec, Some(self.daemon_events.clone()), &self.tasks);
-        // A session the client is told about survives the daemon being killed.
-        session.written().await;
+        // A session the client is told about is stored, record and all.
+        session.saved().await;
         self.sessions
             .insert(id.clone(), Slot::Live(session.clone()));
         let _ = self
@@ -457,7 +457,7 @@ impl Registry {
         // has written everything; a watched one keeps its task for its subscribers, and
         // writes nothing after what it has queued.
         if session.evict().await.is_none() {
-            session.written().await;
+            session.saved().await;
         }
         drop(session);
         if let Some(store) = &self.store {

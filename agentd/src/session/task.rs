@@ -214,11 +214,26 @@ impl Core {
     /// Replies once the change is in the kernel (not waiting for a sync), so what the client
     /// is told survives the daemon being killed.
     fn reply_when_written<T: Send + 'static>(&self, reply: oneshot::Sender<T>, value: T) {
+        self.reply_after(reply, value, Writer::written);
+    }
+
+    /// Replies once `session.json` holds the change too: for what only the record keeps (the
+    /// config, the leaf after a rollback).
+    fn reply_when_saved<T: Send + 'static>(&self, reply: oneshot::Sender<T>, value: T) {
+        self.reply_after(reply, value, Writer::saved);
+    }
+
+    fn reply_after<T: Send + 'static, F: Future<Output = ()> + Send + 'static>(
+        &self,
+        reply: oneshot::Sender<T>,
+        value: T,
+        barrier: impl FnOnce(&Writer) -> F,
+    ) {
         match self.log.writer() {
             Some(writer) => {
-                let written = writer.written();
+                let done = barrier(writer);
                 tokio::spawn(async move {
-                    written.await;
+                    done.await;
                     let _ = reply.send(value);
                 });
             }
@@ -738,11 +753,11 @@ impl Task {
             }
             Command::SetConfig { patch, reply } => {
                 let result = core.set_config(&patch);
-                core.reply_when_written(reply, result);
+                core.reply_when_saved(reply, result);
             }
             Command::Rollback { turns, reply } => {
                 let result = core.rollback(turns);
-                core.reply_when_written(reply, result);
+                core.reply_when_saved(reply, result);
             }
             Command::Compact(reply) => {
                 let started = core.check_open().and_then(|()| {
@@ -807,7 +822,7 @@ impl Task {
             Command::Result(reply) => {
                 let _ = reply.send(core.result());
             }
-            Command::Written(reply) => core.reply_when_written(reply, ()),
+            Command::Saved(reply) => core.reply_when_saved(reply, ()),
         }
     }
 

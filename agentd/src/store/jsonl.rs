@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 /// counted: a session whose disk fails stops its work, so little arrives after the first
 /// failure, and memory must stay bounded whatever happens.
 const PENDING_CAP: usize = 64 * 1024 * 1024;
+/// A pending buffer that grew past this is freed once written, not kept for the next batch.
+const SHRINK_ABOVE: usize = 1024 * 1024;
 
 /// Opens `path` for appending, creating it private to the user, and never through a symlink
 /// (a link planted in the state directory must not redirect a session's writes).
@@ -78,7 +80,12 @@ impl Appender {
                 let _ = file.set_len(start);
                 return Err(e);
             }
-            self.pending.clear();
+            // A big batch must not pin its buffer for the session's life.
+            if self.pending.capacity() > SHRINK_ABOVE {
+                self.pending = Vec::new();
+            } else {
+                self.pending.clear();
+            }
             written = self
                 .marks
                 .drain(..)

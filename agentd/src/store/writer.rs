@@ -44,6 +44,7 @@ enum Op {
     Record(Vec<u8>),
     Sync(oneshot::Sender<Result<(), String>>),
     Written(oneshot::Sender<()>),
+    Saved(oneshot::Sender<()>),
 }
 
 #[derive(Default)]
@@ -112,7 +113,6 @@ struct Applied {
     bytes: usize,
     lines: usize,
     replies: Vec<oneshot::Sender<Result<(), String>>>,
-    written: Vec<oneshot::Sender<()>>,
 }
 
 impl Writer {
@@ -193,6 +193,17 @@ impl Writer {
         }
     }
 
+    /// Waits until everything queued before is in the kernel, `session.json` included (its
+    /// replacement is synced before the rename, so this waits for the disk): for changes only
+    /// the record holds (config, the leaf after a rollback).
+    pub fn saved(&self) -> impl Future<Output = ()> + use<> {
+        let (reply, done) = oneshot::channel();
+        let _ = self.tx.send(Op::Saved(reply));
+        async move {
+            let _ = done.await;
+        }
+    }
+
     /// The seq of the newest event in the journal file (readable by [`EventReader`]).
     pub fn written_seq(&self) -> u64 {
         self.written.load(Ordering::Acquire)
@@ -267,9 +278,6 @@ async fn run(
         for reply in applied.replies {
             let _ = reply.send(applied.result.clone());
         }
-        for reply in applied.written {
-            let _ = reply.send(());
-        }
     }
 }
 
@@ -279,8 +287,8 @@ fn apply(state: &mut Files, ops: Vec<Op>, written: &AtomicU64, reader: &EventRea
         bytes: 0,
         lines: 0,
         replies: Vec::new(),
-        written: Vec::new(),
     };
+    let (mut written_waiters, mut saved_waiters) = (Vec::new(), Vec::new());
     let mut sync = false;
     for op in ops {
         match op {
@@ -300,17 +308,25 @@ fn apply(state: &mut Files, ops: Vec<Op>, written: &AtomicU64, reader: &EventRea
                 sync = true;
                 applied.replies.push(reply);
             }
-            Op::Written(reply) => applied.written.push(reply),
+            Op::Written(reply) => written_waiters.push(reply),
+            Op::Saved(reply) => saved_waiters.push(reply),
         }
     }
     applied.result = (|| {
-        let stored = state.journal.flush(sync).map_err(|e| e.to_string())?;
+        let stored = state.journal.flush(false).map_err(|e| e.to_string())?;
         if let Some(&(seq, _)) = stored.last() {
             let mut index = reader.index().lock().unwrap_or_else(|e| e.into_inner());
             for &(seq, offset) in &stored {
                 index.note(seq, offset);
             }
             written.store(seq, Ordering::Release);
+        }
+        // In the kernel now: a killed daemon loses none of it. Only a power loss could.
+        for reply in written_waiters.drain(..) {
+            let _ = reply.send(());
+        }
+        if sync {
+            state.journal.flush(true).map_err(|e| e.to_string())?;
         }
         let dropped = state.journal.take_dropped();
         if dropped > 0 {
@@ -329,5 +345,9 @@ fn apply(state: &mut Files, ops: Vec<Op>, written: &AtomicU64, reader: &EventRea
         }
         Ok(())
     })();
+    // A failed write answers too: the caller learns of it through the writer's status.
+    for reply in written_waiters.into_iter().chain(saved_waiters) {
+        let _ = reply.send(());
+    }
     applied
 }

@@ -6,21 +6,33 @@
 //!
 //! Prints: per-tool-round overhead of a 10-round `echo` task (median of runs), the cost of the
 //! bare `bash -c echo` it includes, daemon RSS idle and with 100 idle sessions, the latency
-//! from the provider sending a text delta to a subscriber receiving the event (p50/p99), and
-//! the `grep` and `glob` tools over a generated tree of 50,000 files beside `rg` (when
-//! installed) on the same tree, and, with 10,000 stored sessions, the time from starting the
-//! daemon to its socket answering, `session/list`, and the first `session/get` of a stored
-//! session (which loads it).
+//! from the provider sending a text delta to a subscriber receiving the event (p50/p99),
+//! `session/create` latency in a git repository, and the `grep` and `glob` tools over a
+//! generated tree of 50,000 files beside `rg` (when installed) on the same tree, and, with
+//! 10,000 stored sessions, the time from starting the daemon to its socket answering,
+//! `session/list`, and the first `session/get` of a stored session (which loads it).
+//!
+//! With the daemon under `strace` (when installed; the daemons take turns, one task each, so
+//! a shared machine's load weighs on all alike): the same per-round overhead with strace
+//! alone and with every `fdatasync`/`fsync` slowed by 5 ms (a busy or network disk), the
+//! syncs and renames each 11-turn task costs, and `session/create` latency. Then RSS after a session whose tools print 60 MB with
+//! nobody subscribed, and after that session is unloaded (also with glibc's mmap threshold
+//! fixed, which tells memory the allocator keeps from memory the daemon holds); RSS with 1,000
+//! idle sessions; and
+//! `session/list` latency while another session writes many MB. Last, a table of the figures
+//! issue 11 asks for beside those measured before the session core was rewritten.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::mock::{Chunk, Gate, MockAnthropic, Reply};
-use agentd_tests::{TestDaemon, sse};
+use agentd_tests::strace::SessionSyncs;
+use agentd_tests::{RawClient, TestDaemon, sse};
 use serde_json::{Value, json};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 const ROUNDS: usize = 10;
-const RUNS: usize = 9;
+const RUNS: usize = 21;
 const LATENCY_SAMPLES: usize = 2000;
 
 fn rss_kib(pid: u32) -> u64 {
@@ -55,52 +67,48 @@ async fn main() {
     let daemon = TestDaemon::start(&mock.url).await.unwrap();
     let pid = daemon.pid();
     let mut client = daemon.client().await.unwrap();
-    let workdir = tempfile::tempdir().unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     let idle_rss = rss_kib(pid);
+    let idle_dir = tempfile::tempdir().unwrap();
     for _ in 0..100 {
         daemon
-            .create_session(&mut client, workdir.path(), json!({}))
+            .create_session(&mut client, idle_dir.path(), json!({}))
             .await
             .unwrap();
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     let with_100 = rss_kib(pid);
+    drop(client);
 
-    // Per-round overhead: each session answers `echo` ROUNDS times, then text.
-    mock.respond_with(|body| {
-        let done = tool_results(body);
-        if done < ROUNDS {
-            Reply::Stream(sse::shell(
-                &format!("t{done}"),
-                &format!("echo round-{done}"),
-            ))
-        } else {
-            Reply::Stream(sse::text("done"))
+    // The per-round task, by turns on this daemon and (when strace is installed) on one under
+    // strace and one whose syncs strace slows.
+    let traces = tempfile::tempdir().unwrap();
+    let trace_files = [
+        traces.path().join("plain.txt"),
+        traces.path().join("slow.txt"),
+    ];
+    let strace = agentd_tests::strace::find();
+    let mut traced = Vec::new();
+    if let Some(program) = &strace {
+        for (file, delay) in trace_files.iter().zip([None, Some(SLOW_SYNC)]) {
+            traced.push(strace_daemon(&mock, program, file, delay).await);
         }
-    });
-    let mut per_round = Vec::new();
-    for _ in 0..RUNS {
-        let session = daemon
-            .create_session(&mut client, workdir.path(), json!({}))
-            .await
-            .unwrap();
-        client.subscribe(&session, None).await.unwrap();
-        let started = Instant::now();
-        client
-            .call(
-                "session/submit",
-                json!({"session_id": session, "text": "go"}),
-            )
-            .await
-            .unwrap();
-        client
-            .events_until("processing_end", |_| true)
-            .await
-            .unwrap();
-        per_round.push(started.elapsed() / ROUNDS as u32);
     }
-    per_round.sort();
+    mock.respond_with(echo_rounds);
+    let mut quiet = Rounds::new(daemon).await;
+    for _ in 0..RUNS {
+        quiet.run().await;
+        for rounds in &mut traced {
+            rounds.run().await;
+        }
+    }
+    let per_round = quiet.sorted();
+    let Rounds {
+        daemon,
+        mut client,
+        workdir,
+        ..
+    } = quiet;
     let mut bash = Vec::new();
     for _ in 0..50 {
         let started = Instant::now();
@@ -158,19 +166,36 @@ async fn main() {
 
     let after_runs = rss_kib(pid);
 
+    let creates = create_latency(&daemon, &mut client).await;
     let search = search_bench(&mock, &daemon, &mut client).await;
+    drop(client);
     let store = store_bench(daemon).await;
+    let mut disk = Vec::new();
+    for (rounds, file) in traced.into_iter().zip(&trace_files) {
+        disk.push(finish_strace(&mock, rounds, file).await);
+    }
+    let disk = match <[StraceRun; 2]>::try_from(disk) {
+        Ok([plain, slow]) => Some((plain, slow)),
+        Err(_) => None,
+    };
+    let output = output_bench(&mock, &[]).await;
+    // The same with glibc's mmap threshold fixed: it otherwise rises to the size of the largest
+    // block freed (3 MB outputs), and freed blocks below it stay in the heap, counted in RSS.
+    let output_mmap = output_bench(&mock, &[("MALLOC_MMAP_THRESHOLD_", "131072")]).await;
+    let many = idle_sessions_bench(&mock).await;
 
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let mb = |kib: u64| kib as f64 / 1024.0;
+    let quiet_round = ms(per_round[RUNS / 2]);
     println!("agentd benchmark (release daemon, instant mock provider, 2-core machine)");
     println!(
-        "per tool round, {ROUNDS}-round echo task: median {:.2} ms (min {:.2}, max {:.2}, {RUNS} runs)",
-        per_round[RUNS / 2].as_secs_f64() * 1e3,
-        per_round[0].as_secs_f64() * 1e3,
-        per_round[RUNS - 1].as_secs_f64() * 1e3
+        "per tool round, {ROUNDS}-round echo task: median {quiet_round:.2} ms (min {:.2}, max {:.2}, {RUNS} runs)",
+        ms(per_round[0]),
+        ms(per_round[RUNS - 1])
     );
     println!(
         "  of which bash -c 'echo x' alone: median {:.2} ms",
-        bash[bash.len() / 2].as_secs_f64() * 1e3
+        ms(bash[bash.len() / 2])
     );
     println!(
         "event latency, provider delta -> subscriber ({LATENCY_SAMPLES} samples): p50 {:.0} us, p99 {:.0} us, max {:.0} us",
@@ -180,33 +205,713 @@ async fn main() {
     );
     println!(
         "daemon RSS: idle {:.1} MB; with 100 idle sessions {:.1} MB (+{:.1} kB per session); after the runs above {:.1} MB",
-        idle_rss as f64 / 1024.0,
-        with_100 as f64 / 1024.0,
+        mb(idle_rss),
+        mb(with_100),
         (with_100.saturating_sub(idle_rss)) as f64 / 100.0,
-        after_runs as f64 / 1024.0
+        mb(after_runs)
     );
+    match &creates {
+        Some(c) => println!(
+            "session/create in a git repository ({CREATES} creates): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            ms(percentile(c, 0.5)),
+            ms(percentile(c, 0.99)),
+            ms(c[c.len() - 1])
+        ),
+        None => println!("session/create: git is not installed; not measured"),
+    }
     println!("{search}");
-    println!("{store}");
+    println!("{}", store.line);
+    match &disk {
+        Some((plain, slow)) => {
+            for (label, run) in [
+                ("strace, no delay", plain),
+                ("strace, every sync +5 ms", slow),
+            ] {
+                println!(
+                    "per tool round under {label}: median {:.2} ms (min {:.2}, max {:.2}, {RUNS} runs)",
+                    ms(run.per_round[RUNS / 2]),
+                    ms(run.per_round[0]),
+                    ms(run.per_round[RUNS - 1])
+                );
+                let m = run.median_syncs();
+                println!(
+                    "  syscalls per {}-turn task (create, task, graceful stop; median of {RUNS}): {} fdatasync + {} fsync + {} rename; journal syncs {} (range {}..={}), session.json replaced {} times",
+                    ROUNDS + 1,
+                    m.fdatasync,
+                    m.fsync,
+                    m.renames,
+                    m.journal_syncs,
+                    run.syncs.iter().map(|s| s.journal_syncs).min().unwrap_or(0),
+                    run.syncs.iter().map(|s| s.journal_syncs).max().unwrap_or(0),
+                    m.record_writes
+                );
+                println!(
+                    "  session/create (no git repository): p50 {:.2} ms, p99 {:.2} ms",
+                    ms(percentile(&run.creates, 0.5)),
+                    ms(percentile(&run.creates, 0.99))
+                );
+                println!("  session/list {}", run.list.describe());
+            }
+        }
+        None => {
+            println!("strace is not installed: slowed-disk and sync-count figures not measured")
+        }
+    }
+    println!(
+        "daemon RSS, one session whose tools print {WRITER_ROUNDS} x {} MB, nobody subscribed: before it {:.1} MB, after it {:.1} MB, after it is unloaded {:.1} MB (unloaded {:.1} s after it went idle)",
+        WRITER_BYTES / 1_000_000,
+        mb(output.before),
+        mb(output.after),
+        mb(output.unloaded),
+        output.unload_wait.as_secs_f64()
+    );
+    println!(
+        "  same with MALLOC_MMAP_THRESHOLD_=131072 (glibc returns large blocks at once): before it {:.1} MB, after it {:.1} MB, after it is unloaded {:.1} MB",
+        mb(output_mmap.before),
+        mb(output_mmap.after),
+        mb(output_mmap.unloaded)
+    );
+    println!(
+        "daemon RSS with {IDLE_SESSIONS} idle sessions (one short turn each): {:.1} MB (idle daemon {:.1} MB, +{:.1} kB per session)",
+        mb(many.rss),
+        mb(many.idle_rss),
+        many.rss.saturating_sub(many.idle_rss) as f64 / IDLE_SESSIONS as f64
+    );
+    println!(
+        "session/list with {IDLE_SESSIONS} sessions {}",
+        many.list.describe()
+    );
+
+    // Issue 11's figures beside those of the session core before its rewrite.
+    let mut rows: Vec<[String; 4]> = vec![[
+        "per tool round, quiet disk".into(),
+        format!("{quiet_round:.2} ms"),
+        "3.93 ms (last note); 6 ms (issue)".into(),
+        "<= 3 ms".into(),
+    ]];
+    match &disk {
+        Some((plain, slow)) => {
+            let (plain_round, slow_round) =
+                (ms(plain.per_round[RUNS / 2]), ms(slow.per_round[RUNS / 2]));
+            let (p, s) = (plain.median_syncs(), slow.median_syncs());
+            rows.extend([
+                [
+                    "per tool round, every sync +5 ms".into(),
+                    format!(
+                        "{slow_round:.2} ms ({:.2}x quiet; strace alone {plain_round:.2} ms)",
+                        slow_round / quiet_round
+                    ),
+                    "53 ms (issue)".into(),
+                    "<= 1.5x quiet".into(),
+                ],
+                [
+                    format!("syscalls per {}-turn task", ROUNDS + 1),
+                    format!(
+                        "{} fdatasync + {} fsync + {} rename ({} journal syncs)",
+                        p.fdatasync, p.fsync, p.renames, p.journal_syncs
+                    ),
+                    "69 fdatasync + 25 fsync".into(),
+                    format!("journal <= {} (1/turn, 1/round)", 2 * ROUNDS + 1),
+                ],
+                [
+                    "  same, every sync +5 ms".into(),
+                    format!(
+                        "{} fdatasync + {} fsync + {} rename ({} journal syncs)",
+                        s.fdatasync, s.fsync, s.renames, s.journal_syncs
+                    ),
+                    "-".into(),
+                    "fewer (group commit)".into(),
+                ],
+                [
+                    "session/create p50 / p99, +5 ms syncs".into(),
+                    format!(
+                        "{:.2} / {:.2} ms (strace alone {:.2} / {:.2} ms)",
+                        ms(percentile(&slow.creates, 0.5)),
+                        ms(percentile(&slow.creates, 0.99)),
+                        ms(percentile(&plain.creates, 0.5)),
+                        ms(percentile(&plain.creates, 0.99))
+                    ),
+                    "not measured".into(),
+                    "answer at once".into(),
+                ],
+                [
+                    "session/list while writing, +5 ms syncs".into(),
+                    slow.list.writing_figure(),
+                    "not measured".into(),
+                    "-".into(),
+                ],
+            ]);
+        }
+        None => rows.push([
+            "slowed disk, syncs per task".into(),
+            "strace not installed".into(),
+            "53 ms; 69 fdatasync + 25 fsync".into(),
+            "-".into(),
+        ]),
+    }
+    rows.extend([
+        [
+            "event latency p50 / p99".into(),
+            format!(
+                "{:.0} / {:.0} us",
+                percentile(&latencies, 0.5).as_secs_f64() * 1e6,
+                percentile(&latencies, 0.99).as_secs_f64() * 1e6
+            ),
+            "98 / 128 us".into(),
+            "-".into(),
+        ],
+        [
+            "session/create p50 / p99 (git repo)".into(),
+            creates.as_ref().map_or("git not installed".into(), |c| {
+                format!(
+                    "{:.2} / {:.2} ms",
+                    ms(percentile(c, 0.5)),
+                    ms(percentile(c, 0.99))
+                )
+            }),
+            "not measured (issue: 4 git runs, ~10 ms CPU)".into(),
+            "answer at once".into(),
+        ],
+        [
+            "RSS idle / 100 sessions".into(),
+            format!("{:.1} / {:.1} MB", mb(idle_rss), mb(with_100)),
+            "8.1 / 17.6 MB".into(),
+            "-".into(),
+        ],
+        [
+            format!(
+                "RSS after {} MB of tool output",
+                WRITER_ROUNDS * WRITER_BYTES / 1_000_000
+            ),
+            format!("{:.1} MB", mb(output.after)),
+            "141 MB (issue)".into(),
+            "<= 48 MB".into(),
+        ],
+        [
+            "  same, after it is unloaded".into(),
+            format!("{:.1} MB", mb(output.unloaded)),
+            "never unloaded".into(),
+            "-".into(),
+        ],
+        [
+            "  same, MALLOC_MMAP_THRESHOLD_=131072".into(),
+            format!(
+                "{:.1} MB; unloaded {:.1} MB",
+                mb(output_mmap.after),
+                mb(output_mmap.unloaded)
+            ),
+            "-".into(),
+            "(allocator retention)".into(),
+        ],
+        [
+            format!("RSS with {IDLE_SESSIONS} idle sessions"),
+            format!("{:.1} MB", mb(many.rss)),
+            "not measured".into(),
+            "-".into(),
+        ],
+        [
+            format!("session/list ({IDLE_SESSIONS} sessions) while writing"),
+            many.list.writing_figure(),
+            "not measured".into(),
+            "-".into(),
+        ],
+        [
+            format!("start with {STORED_SESSIONS} stored sessions"),
+            format!("{:.0} ms", store.ready_ms),
+            "110 ms".into(),
+            "-".into(),
+        ],
+        [
+            format!("session/list, {STORED_SESSIONS} stored"),
+            format!("{:.0} ms", store.list_ms),
+            "78 ms".into(),
+            "-".into(),
+        ],
+    ]);
+    let header = [
+        "figure".to_owned(),
+        "now".to_owned(),
+        "before (old core)".to_owned(),
+        "goal".to_owned(),
+    ];
+    let widths: Vec<usize> = (0..4)
+        .map(|i| {
+            rows.iter()
+                .chain([&header])
+                .map(|r| r[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    println!();
+    for (n, row) in [&header].into_iter().chain(&rows).enumerate() {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, &w)| format!("{cell:<w$}"))
+            .collect();
+        println!("| {} |", cells.join(" | "));
+        if n == 0 {
+            let rule: Vec<String> = widths.iter().map(|&w| "-".repeat(w)).collect();
+            println!("|-{}-|", rule.join("-|-"));
+        }
+    }
+}
+
+/// Answers `ROUNDS` `echo` calls, then text: the per-round task.
+fn echo_rounds(body: &Value) -> Reply {
+    let done = tool_results(body);
+    if done < ROUNDS {
+        Reply::Stream(sse::shell(
+            &format!("t{done}"),
+            &format!("echo round-{done}"),
+        ))
+    } else {
+        Reply::Stream(sse::text("done"))
+    }
+}
+
+/// A daemon the per-round task runs on, with what each run measured. The daemons compared
+/// (quiet disk, under strace, slowed syncs) take turns, one task each, so that the load of a
+/// shared machine weighs on all of them alike.
+struct Rounds {
+    daemon: TestDaemon,
+    client: RawClient,
+    workdir: tempfile::TempDir,
+    /// Time per tool round of each task, from `session/submit` to `processing_end`.
+    per_round: Vec<Duration>,
+    /// `session/create` of each task's session.
+    creates: Vec<Duration>,
+    /// Each task's session.
+    sessions: Vec<String>,
+}
+
+impl Rounds {
+    async fn new(daemon: TestDaemon) -> Self {
+        Self {
+            client: daemon.client().await.unwrap(),
+            daemon,
+            workdir: tempfile::tempdir().unwrap(),
+            per_round: Vec::new(),
+            creates: Vec::new(),
+            sessions: Vec::new(),
+        }
+    }
+
+    /// One task in a new, subscribed session (the mock must answer with [`echo_rounds`]).
+    async fn run(&mut self) {
+        let started = Instant::now();
+        let session = self
+            .daemon
+            .create_session(&mut self.client, self.workdir.path(), json!({}))
+            .await
+            .unwrap();
+        self.creates.push(started.elapsed());
+        self.client.subscribe(&session, None).await.unwrap();
+        let started = Instant::now();
+        self.client
+            .call(
+                "session/submit",
+                json!({"session_id": session, "text": "go"}),
+            )
+            .await
+            .unwrap();
+        self.client
+            .events_until("processing_end", |_| true)
+            .await
+            .unwrap();
+        self.per_round.push(started.elapsed() / ROUNDS as u32);
+        self.sessions.push(session);
+    }
+
+    /// The sorted per-round times.
+    fn sorted(&self) -> Vec<Duration> {
+        let mut v = self.per_round.clone();
+        v.sort();
+        v
+    }
+}
+
+const CREATES: usize = 200;
+
+/// `session/create` latencies (sorted) in a small git repository with a change and an
+/// untracked file, so the session's git snapshot has something to find; `None` without git.
+async fn create_latency(daemon: &TestDaemon, client: &mut RawClient) -> Option<Vec<Duration>> {
+    let repo = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(repo.path())
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    for i in 0..50 {
+        std::fs::write(
+            repo.path().join(format!("f{i}.rs")),
+            format!("fn f{i}() {{}}\n"),
+        )
+        .unwrap();
+    }
+    let ready = git(&["init", "-q"])
+        && git(&["add", "."])
+        && git(&[
+            "-c",
+            "user.name=bench",
+            "-c",
+            "user.email=bench@agentd.invalid",
+            "commit",
+            "-qm",
+            "init",
+        ]);
+    if !ready {
+        return None;
+    }
+    std::fs::write(repo.path().join("f0.rs"), "fn changed() {}\n").unwrap();
+    std::fs::write(repo.path().join("new.rs"), "fn new() {}\n").unwrap();
+    let mut times = Vec::with_capacity(CREATES);
+    for _ in 0..CREATES {
+        let started = Instant::now();
+        daemon
+            .create_session(client, repo.path(), json!({}))
+            .await
+            .unwrap();
+        times.push(started.elapsed());
+    }
+    times.sort();
+    // Let the snapshots taken in the background finish before the next measurement.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    Some(times)
+}
+
+/// Every `fdatasync` and `fsync` is slowed this much in the slowed-disk runs.
+const SLOW_SYNC: Duration = Duration::from_millis(5);
+
+/// What one daemon under `strace` measured.
+struct StraceRun {
+    /// Time per tool round, sorted.
+    per_round: Vec<Duration>,
+    /// `session/create` times, sorted.
+    creates: Vec<Duration>,
+    /// The syscalls of each task's session, from creation to the daemon's graceful stop.
+    syncs: Vec<SessionSyncs>,
+    /// `session/list` while another session writes.
+    list: ListLatency,
+}
+
+impl StraceRun {
+    /// The median of each count over the tasks.
+    fn median_syncs(&self) -> SessionSyncs {
+        let median = |f: fn(&SessionSyncs) -> usize| {
+            let mut v: Vec<usize> = self.syncs.iter().map(f).collect();
+            v.sort();
+            v[v.len() / 2]
+        };
+        SessionSyncs {
+            journal_syncs: median(|s| s.journal_syncs),
+            record_writes: median(|s| s.record_writes),
+            fdatasync: median(|s| s.fdatasync),
+            fsync: median(|s| s.fsync),
+            renames: median(|s| s.renames),
+        }
+    }
+}
+
+/// A daemon under `strace` writing its trace to `file`, each sync slowed by `delay`.
+async fn strace_daemon(
+    mock: &MockAnthropic,
+    program: &Path,
+    file: &Path,
+    delay: Option<Duration>,
+) -> Rounds {
+    let daemon = TestDaemon::builder()
+        .env("ANTHROPIC_BASE_URL", &mock.url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .wrap(program, agentd_tests::strace::args(file, delay))
+        .start()
+        .await
+        .unwrap();
+    Rounds::new(daemon).await
+}
+
+/// Measures `session/list` while a session writes on a daemon under `strace` whose tasks have
+/// run, stops it gracefully, and counts each task's syscalls from its trace.
+async fn finish_strace(mock: &MockAnthropic, mut rounds: Rounds, trace: &Path) -> StraceRun {
+    let list = list_while_writing(
+        mock,
+        &rounds.daemon,
+        &mut rounds.client,
+        rounds.workdir.path(),
+    )
+    .await;
+    let per_round = rounds.sorted();
+    let Rounds {
+        mut daemon,
+        client,
+        mut creates,
+        sessions,
+        ..
+    } = rounds;
+    drop(client);
+    daemon
+        .stop_with(nix::sys::signal::Signal::SIGTERM)
+        .await
+        .unwrap();
+    let trace = std::fs::read_to_string(trace).unwrap();
+    creates.sort();
+    StraceRun {
+        per_round,
+        creates,
+        syncs: sessions
+            .iter()
+            .map(|id| SessionSyncs::count(&trace, id))
+            .collect(),
+        list,
+    }
+}
+
+/// Tool calls of the heavy-output task, and what each prints.
+const WRITER_ROUNDS: usize = 20;
+const WRITER_BYTES: usize = 3_000_000;
+const LIST_SAMPLES: usize = 100;
+
+/// Answers `WRITER_ROUNDS` shell calls printing `WRITER_BYTES` each, then text.
+fn heavy_output(body: &Value) -> Reply {
+    let done = tool_results(body);
+    if done < WRITER_ROUNDS {
+        Reply::Stream(sse::shell(
+            &format!("w{done}"),
+            &format!("head -c {WRITER_BYTES} /dev/zero | tr '\\0' x"),
+        ))
+    } else {
+        Reply::Stream(sse::text("written"))
+    }
+}
+
+/// Reads `daemon/event` notifications until `session` is idle.
+async fn wait_idle(watcher: &mut RawClient, session: &str) {
+    loop {
+        let n = watcher.notification().await.unwrap();
+        let event = &n["params"]["result"];
+        if event["kind"] == "state_changed"
+            && event["session_id"] == session
+            && event["state"] == "idle"
+        {
+            return;
+        }
+    }
+}
+
+/// `session/list` latencies (sorted), with nothing running and while a session writes.
+struct ListLatency {
+    quiet: Vec<Duration>,
+    writing: Vec<Duration>,
+}
+
+impl ListLatency {
+    fn writing_figure(&self) -> String {
+        format!(
+            "p50 {:.2} / p99 {:.2} ms",
+            percentile(&self.writing, 0.5).as_secs_f64() * 1e3,
+            percentile(&self.writing, 0.99).as_secs_f64() * 1e3
+        )
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "latency: quiet p50 {:.2} / p99 {:.2} ms ({} calls); while a session's tools print {WRITER_ROUNDS} x {} MB: {} ({} calls)",
+            percentile(&self.quiet, 0.5).as_secs_f64() * 1e3,
+            percentile(&self.quiet, 0.99).as_secs_f64() * 1e3,
+            self.quiet.len(),
+            WRITER_BYTES / 1_000_000,
+            self.writing_figure(),
+            self.writing.len()
+        )
+    }
+}
+
+/// Times `session/list` back to back: `LIST_SAMPLES` calls with nothing running, then as many
+/// as fit while a new session's tools print `WRITER_ROUNDS` x `WRITER_BYTES`.
+async fn list_while_writing(
+    mock: &MockAnthropic,
+    daemon: &TestDaemon,
+    client: &mut RawClient,
+    cwd: &Path,
+) -> ListLatency {
+    let mut quiet = Vec::with_capacity(LIST_SAMPLES);
+    for _ in 0..LIST_SAMPLES {
+        let started = Instant::now();
+        client.call("session/list", json!({})).await.unwrap();
+        quiet.push(started.elapsed());
+    }
+    mock.respond_with(heavy_output);
+    let writer = daemon.create_session(client, cwd, json!({})).await.unwrap();
+    let mut watcher = daemon.client().await.unwrap();
+    watcher.call("daemon/subscribe", json!({})).await.unwrap();
+    client
+        .call(
+            "session/submit",
+            json!({"session_id": writer, "text": "write"}),
+        )
+        .await
+        .unwrap();
+    let done = tokio::spawn(async move { wait_idle(&mut watcher, &writer).await });
+    let mut writing = Vec::new();
+    // Bounded: the writer's work takes seconds, each call milliseconds.
+    while !done.is_finished() && writing.len() < 20_000 {
+        let started = Instant::now();
+        client.call("session/list", json!({})).await.unwrap();
+        writing.push(started.elapsed());
+    }
+    done.await.unwrap();
+    quiet.sort();
+    writing.sort();
+    ListLatency { quiet, writing }
+}
+
+/// RSS of a daemon around one session with a lot of tool output and nobody subscribed.
+struct OutputRss {
+    before: u64,
+    after: u64,
+    unloaded: u64,
+    /// From the session going idle to the daemon logging that it unloaded it.
+    unload_wait: Duration,
+}
+
+/// Unload idle sessions after this long in the output run (the default is 10 minutes).
+const EVICT_SECS: u64 = 2;
+
+/// Runs the output session on a daemon with `env` added (allocator settings).
+async fn output_bench(mock: &MockAnthropic, env: &[(&str, &str)]) -> OutputRss {
+    let daemon = env
+        .iter()
+        .fold(TestDaemon::builder(), |b, (k, v)| b.env(k, v))
+        .env("ANTHROPIC_BASE_URL", &mock.url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .config(&format!("[daemon]\nevict_idle_secs = {EVICT_SECS}\n"))
+        .start()
+        .await
+        .unwrap();
+    let pid = daemon.pid();
+    let mut client = daemon.client().await.unwrap();
+    let mut watcher = daemon.client().await.unwrap();
+    watcher.call("daemon/subscribe", json!({})).await.unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = rss_kib(pid);
+    mock.respond_with(heavy_output);
+    let session = daemon
+        .create_session(&mut client, workdir.path(), json!({}))
+        .await
+        .unwrap();
+    client
+        .call(
+            "session/submit",
+            json!({"session_id": session, "text": "write"}),
+        )
+        .await
+        .unwrap();
+    wait_idle(&mut watcher, &session).await;
+    let idle = Instant::now();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = rss_kib(pid);
+    let deadline = idle + Duration::from_secs(EVICT_SECS * 10);
+    while !daemon
+        .log_text()
+        .lines()
+        .any(|l| l.contains("unloaded an idle session") && l.contains(&session))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the session was not unloaded: {}",
+            daemon.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let unload_wait = idle.elapsed();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    OutputRss {
+        before,
+        after,
+        unloaded: rss_kib(pid),
+        unload_wait,
+    }
+}
+
+const IDLE_SESSIONS: usize = 1000;
+
+/// A daemon with many idle sessions: its RSS, and `session/list` over them.
+struct ManySessions {
+    idle_rss: u64,
+    rss: u64,
+    list: ListLatency,
+}
+
+/// Creates `IDLE_SESSIONS` sessions with one short turn each (nobody subscribed), measures
+/// RSS, then `session/list` quiet and while another session writes.
+async fn idle_sessions_bench(mock: &MockAnthropic) -> ManySessions {
+    let daemon = TestDaemon::start(&mock.url).await.unwrap();
+    let pid = daemon.pid();
+    let mut client = daemon.client().await.unwrap();
+    let mut watcher = daemon.client().await.unwrap();
+    watcher.call("daemon/subscribe", json!({})).await.unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let idle_rss = rss_kib(pid);
+    mock.respond_with(|_| Reply::Stream(sse::text("ok")));
+    for _ in 0..IDLE_SESSIONS {
+        let session = daemon
+            .create_session(&mut client, workdir.path(), json!({}))
+            .await
+            .unwrap();
+        client
+            .call(
+                "session/submit",
+                json!({"session_id": session, "text": "hi"}),
+            )
+            .await
+            .unwrap();
+        wait_idle(&mut watcher, &session).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss = rss_kib(pid);
+    let list = list_while_writing(mock, &daemon, &mut client, workdir.path()).await;
+    ManySessions {
+        idle_rss,
+        rss,
+        list,
+    }
 }
 
 const STORED_SESSIONS: usize = 10_000;
 
-/// Fills the state directory with copies of a real session, then times a fresh daemon.
-async fn store_bench(mut daemon: TestDaemon) -> String {
+/// What the stored-sessions run measured.
+struct StoreFigures {
+    line: String,
+    ready_ms: f64,
+    list_ms: f64,
+}
+
+/// Fills the state directory with copies of a real session (a finished tool-round task), then
+/// times a fresh daemon.
+async fn store_bench(mut daemon: TestDaemon) -> StoreFigures {
     daemon
         .stop_with(nix::sys::signal::Signal::SIGTERM)
         .await
         .unwrap();
     let dir = daemon.sessions_dir();
-    let template = std::fs::read_dir(&dir)
+    // The smallest journal with history entries and a tool round: one of the echo tasks.
+    let (template, log) = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .find(|p| p.join("history.jsonl").exists())
-        .expect("a stored session with history");
+        .filter_map(|p| {
+            let log = std::fs::read_to_string(p.join("log.jsonl")).ok()?;
+            (log.contains("{\"entry\":") && log.contains("\"tool_call_end\"")).then_some((p, log))
+        })
+        .min_by_key(|(_, log)| log.len())
+        .expect("a stored session with a tool round");
     let record: Value =
         serde_json::from_slice(&std::fs::read(template.join("session.json")).unwrap()).unwrap();
-    let history = std::fs::read(template.join("history.jsonl")).unwrap();
-    let events = std::fs::read(template.join("events.jsonl")).unwrap();
+    let template_id = record["id"].as_str().unwrap().to_owned();
     let existing = std::fs::read_dir(&dir).unwrap().count();
     for i in existing..STORED_SESSIONS {
         let id = format!("00000000-0000-4000-8000-{i:012}");
@@ -215,9 +920,10 @@ async fn store_bench(mut daemon: TestDaemon) -> String {
         let mut record = record.clone();
         record["id"] = json!(id);
         record["state"] = json!(if i % 2 == 0 { "idle" } else { "closed" });
+        record["open"] = json!(false);
         std::fs::write(session.join("session.json"), record.to_string()).unwrap();
-        std::fs::write(session.join("history.jsonl"), &history).unwrap();
-        std::fs::write(session.join("events.jsonl"), &events).unwrap();
+        // Every event line names its session.
+        std::fs::write(session.join("log.jsonl"), log.replace(&template_id, &id)).unwrap();
     }
 
     let mut ready = Vec::new();
@@ -266,12 +972,15 @@ async fn store_bench(mut daemon: TestDaemon) -> String {
         v.sort();
         v[v.len() / 2].as_secs_f64() * 1e3
     };
-    format!(
-        "{STORED_SESSIONS} stored sessions (median of 5 starts): start to socket ready {:.0} ms; session/list {:.0} ms; first session/get of a stored session (loads it) {:.1} ms",
-        ms(ready),
-        ms(list),
-        ms(first_get)
-    )
+    let (ready_ms, list_ms) = (ms(ready), ms(list));
+    StoreFigures {
+        line: format!(
+            "{STORED_SESSIONS} stored sessions (median of 5 starts): start to socket ready {ready_ms:.0} ms; session/list {list_ms:.0} ms; first session/get of a stored session (loads it) {:.1} ms",
+            ms(first_get)
+        ),
+        ready_ms,
+        list_ms,
+    }
 }
 
 const TREE_DIRS: usize = 500;

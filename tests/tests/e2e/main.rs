@@ -25,6 +25,7 @@ mod compaction;
 mod connections;
 mod control;
 mod daemon;
+mod durability;
 mod examples;
 mod families;
 mod hostile;

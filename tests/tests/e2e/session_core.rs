@@ -22,15 +22,6 @@ async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
     }
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_non_utf8_variable_in_the_daemons_environment_breaks_nothing() {
     use std::os::unix::ffi::OsStrExt;
@@ -414,7 +405,7 @@ async fn memory_stays_bounded_after_60_mb_of_tool_output() {
         s.call("session/get", json!({})).await["state"] == "idle"
     })
     .await;
-    let rss_mib = rss_kib(s.daemon.pid()) / 1024;
+    let rss_mib = s.daemon.rss_kib().unwrap() / 1024;
     // 141 MB before the tail was bounded; the benchmark reports the figure.
     assert!(
         rss_mib < 100,
