@@ -447,7 +447,7 @@ impl Session {
         })
     }
 
-    /// Waits (at most [`DELIVERY_WAIT`]) until every live subscription has sent on the events
+    /// Waits (at most a second) until every live subscription has sent on the events
     /// up to `seq`, so that a reply sent next reaches a client after the events it follows
     /// (an abort's answer after the `processing_end` it caused).
     pub async fn delivered(&self, seq: u64) {

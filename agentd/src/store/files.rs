@@ -51,7 +51,7 @@ pub(super) fn entry_line(entry: &HistoryEntry) -> Vec<u8> {
     serde_json::to_vec(&EntryLineRef { entry }).unwrap_or_default()
 }
 
-/// Where some events start in the journal, about every [`EventIndex::SPACING`] bytes, so a
+/// Where some events start in the journal, about every 256 KB, so a
 /// replay from any seq reads only from the nearest point before it.
 #[derive(Debug, Default)]
 pub struct EventIndex {

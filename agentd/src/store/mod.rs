@@ -3,7 +3,7 @@
 //!
 //! - `session.json`: a [`SessionRecord`] (metadata, config, state, queue, leaf), replaced
 //!   atomically (write a private temporary file, sync it, rename it over, sync the directory);
-//! - `log.jsonl`: the session's journal, append only: one [`Event`] per line in `seq` order,
+//! - `log.jsonl`: the session's journal, append only: one `Event` per line in `seq` order,
 //!   with the history tree's entries (`{"entry": HistoryEntry}`) between them. One file, so
 //!   one data sync makes a step's events and history durable together.
 //!
