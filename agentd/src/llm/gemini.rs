@@ -7,7 +7,9 @@
 //! There is no terminator: EOF after a `finishReason` is the end, EOF before one is truncation.
 
 use super::http::{self, Auth, Endpoint, ErrorBody};
-use super::{ByteStream, Delta, Deltas, Error, ErrorKind, Provider, Request, Response, StopReason};
+use super::{
+    ByteStream, Delta, Deltas, Error, ErrorKind, Limits, Provider, Request, Response, StopReason,
+};
 use crate::config::ApiKey;
 use agentd_proto::{
     ProviderKind, ReasoningBlock, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage,
@@ -33,10 +35,22 @@ impl Gemini {
             endpoint: Endpoint::new(http, base_url, api_key, Auth::Header("x-goog-api-key")),
         }
     }
+
+    /// The same client with other bounds on its calls.
+    pub fn with_limits(self, limits: Limits) -> Self {
+        Self {
+            endpoint: self.endpoint.with_limits(limits),
+            ..self
+        }
+    }
 }
 
 #[async_trait]
 impl Provider for Gemini {
+    fn limits(&self) -> Limits {
+        self.endpoint.limits()
+    }
+
     fn kind(&self) -> ProviderKind {
         ProviderKind::Gemini
     }
@@ -47,7 +61,7 @@ impl Provider for Gemini {
             request.model
         );
         let http = self.endpoint.post(&path).json(&request_body(request));
-        http::send(http, "Gemini", parse_error).await
+        http::send(http, "Gemini", parse_error, self.endpoint.limits()).await
     }
 
     async fn decode(
@@ -55,7 +69,7 @@ impl Provider for Gemini {
         body: ByteStream,
         on_delta: &mut (dyn FnMut(Delta) + Send),
     ) -> Result<Response, Error> {
-        decode_stream(body, on_delta).await
+        decode_stream(body, self.endpoint.limits().max_line_bytes, on_delta).await
     }
 }
 
@@ -263,9 +277,10 @@ fn usage(u: &Value) -> Option<Usage> {
 /// Decodes a `streamGenerateContent?alt=sse` stream.
 async fn decode_stream(
     body: ByteStream,
+    max_line: usize,
     on_delta: &mut (dyn FnMut(Delta) + Send),
 ) -> Result<Response, Error> {
-    let mut events = std::pin::pin!(http::sse(body));
+    let mut events = std::pin::pin!(http::sse(body, max_line));
     let mut response = Response::default();
     let mut thoughts = String::new();
     let mut text_signature: Option<String> = None;
