@@ -20,8 +20,18 @@ use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 
 /// Prefix of call ids this daemon made up for calls Gemini sent without one; they are not
-/// sent back to Gemini.
+/// sent back to Gemini, which pairs a `functionResponse` with its `functionCall` by name and
+/// order when there is no id.
 const LOCAL_ID: &str = "agentd-call-";
+
+/// The id of the `n`th call of a response tagged `tag`. Call ids must be unique within a
+/// session (clients key tool events by them, and Anthropic and OpenAI reject a history that
+/// repeats one after a provider switch), but a counter in this process would start again
+/// after a restart while the session's history lives on; 64 random bits per response do not
+/// repeat in practice.
+fn local_id(tag: u64, n: usize) -> ToolCallId {
+    ToolCallId(format!("{LOCAL_ID}{tag:016x}-{n}"))
+}
 
 /// A client for the Gemini API.
 pub struct Gemini {
@@ -286,6 +296,7 @@ async fn decode_stream(
     let mut text_signature: Option<String> = None;
     let mut streaming: Option<Streaming> = None;
     let mut deltas = Deltas::new(on_delta);
+    let tag = rand::random::<u64>();
     while let Some(event) = events.next().await {
         let chunk = http::json(&event?)?;
         if let Some(message) = chunk["error"]["message"].as_str() {
@@ -331,11 +342,9 @@ async fn decode_stream(
                     } else {
                         let n = response.tool_calls.len();
                         response.tool_calls.push(ToolCall {
-                            id: ToolCallId(
-                                call["id"]
-                                    .as_str()
-                                    .map_or_else(|| format!("{LOCAL_ID}{n}"), str::to_owned),
-                            ),
+                            id: call["id"]
+                                .as_str()
+                                .map_or_else(|| local_id(tag, n), |id| ToolCallId(id.to_owned())),
                             name: name.to_owned(),
                             arguments: if call["args"].is_object() {
                                 call["args"].clone()
@@ -352,7 +361,7 @@ async fn decode_stream(
                 } else if let Some(s) = streaming.take() {
                     let n = response.tool_calls.len();
                     response.tool_calls.push(ToolCall {
-                        id: ToolCallId(format!("{LOCAL_ID}{n}")),
+                        id: local_id(tag, n),
                         name: s.name,
                         arguments: Value::Object(s.args),
                         signature: s.signature,
