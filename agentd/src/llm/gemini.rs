@@ -50,7 +50,6 @@ impl Gemini {
     pub fn with_limits(self, limits: Limits) -> Self {
         Self {
             endpoint: self.endpoint.with_limits(limits),
-            ..self
         }
     }
 }

@@ -37,7 +37,6 @@ impl OpenAi {
     pub fn with_limits(self, limits: Limits) -> Self {
         Self {
             endpoint: self.endpoint.with_limits(limits),
-            ..self
         }
     }
 }

@@ -34,7 +34,6 @@ impl OpenAiChat {
     pub fn with_limits(self, limits: Limits) -> Self {
         Self {
             endpoint: self.endpoint.with_limits(limits),
-            ..self
         }
     }
 }
