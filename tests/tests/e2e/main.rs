@@ -32,6 +32,7 @@ mod persistence;
 mod profiles;
 mod protocol;
 mod provider;
+mod provider_limits;
 mod session_core;
 mod streams;
 mod subagents;
