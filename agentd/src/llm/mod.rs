@@ -63,7 +63,7 @@ impl Default for Limits {
     }
 }
 
-/// A duration in seconds as people write it in the config file: `120`, `0.5`.
+/// A duration in seconds for messages: `120` as configured, `0.05` in unit tests.
 fn secs(d: Duration) -> String {
     d.as_secs_f64().to_string()
 }
