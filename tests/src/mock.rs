@@ -1,5 +1,5 @@
 //! A mock LLM server on 127.0.0.1 for every provider family: scripted replies (streams, pauses, cuts,
-//! HTTP errors), every request recorded for assertions.
+//! HTTP errors, withheld headers), every request recorded for assertions.
 
 use axum::Router;
 use axum::body::{Body, Bytes};
