@@ -51,6 +51,9 @@ pub struct ProviderConfig {
     pub models: Vec<String>,
     /// Anthropic beta flags, sent as the `anthropic-beta` header.
     pub beta_headers: Vec<String>,
+    /// Timeouts and size caps of its calls (`idle_timeout_secs`, `request_timeout_secs`,
+    /// `max_line_bytes`, `max_response_bytes`).
+    pub limits: crate::llm::Limits,
 }
 
 /// Built-in facts per family: the conventional base URL (as each vendor's SDK spells it), the
@@ -260,6 +263,39 @@ struct FileProvider {
     models: Vec<String>,
     #[serde(default)]
     beta_headers: Vec<String>,
+    idle_timeout_secs: Option<u64>,
+    request_timeout_secs: Option<u64>,
+    max_line_bytes: Option<u64>,
+    max_response_bytes: Option<u64>,
+}
+
+/// The provider's call limits: the defaults, with the file's values; each must be at least 1.
+fn limits(name: &str, p: Option<&FileProvider>) -> Result<crate::llm::Limits, Error> {
+    let mut limits = crate::llm::Limits::default();
+    let Some(p) = p else {
+        return Ok(limits);
+    };
+    let positive = |key: &str, value: Option<u64>| match value {
+        Some(0) => Err(Error::Invalid(format!(
+            "providers.{name}.{key} must be at least 1"
+        ))),
+        other => Ok(other),
+    };
+    // A size past the address space is no limit at all.
+    let bytes = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+    if let Some(s) = positive("idle_timeout_secs", p.idle_timeout_secs)? {
+        limits.idle_timeout = Duration::from_secs(s);
+    }
+    if let Some(s) = positive("request_timeout_secs", p.request_timeout_secs)? {
+        limits.request_timeout = Duration::from_secs(s);
+    }
+    if let Some(b) = positive("max_line_bytes", p.max_line_bytes)? {
+        limits.max_line_bytes = bytes(b);
+    }
+    if let Some(b) = positive("max_response_bytes", p.max_response_bytes)? {
+        limits.max_response_bytes = bytes(b);
+    }
+    Ok(limits)
 }
 
 /// The spec's defaults (spec 2.2) for a session on `provider` with `model`.
@@ -384,8 +420,10 @@ impl Config {
                     "providers.{name}.default_model is missing"
                 )));
             }
+            let limits = limits(&name, p.as_ref())?;
             let provider = ProviderConfig {
                 name: name.clone(),
+                limits,
                 kind,
                 base_url: base_url.trim_end_matches('/').to_owned(),
                 api_key: env(&api_key_env).map(ApiKey),
@@ -607,6 +645,44 @@ mod tests {
         .unwrap();
         assert_eq!(c.providers["openai"].base_url, "https://api.openai.com/v1");
         assert!(c.providers["openai"].is_usable() && c.providers["gemini"].is_usable());
+    }
+
+    #[test]
+    fn call_limits_have_defaults_and_are_read_per_provider() {
+        let c = build(
+            "[providers.anthropic]\nidle_timeout_secs = 5\nrequest_timeout_secs = 60\n\
+             max_line_bytes = 1024\nmax_response_bytes = 4096\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            c.providers["anthropic"].limits,
+            crate::llm::Limits {
+                idle_timeout: Duration::from_secs(5),
+                request_timeout: Duration::from_secs(60),
+                max_line_bytes: 1024,
+                max_response_bytes: 4096,
+            }
+        );
+        assert_eq!(c.providers["gemini"].limits, crate::llm::Limits::default());
+        for key in [
+            "idle_timeout_secs",
+            "request_timeout_secs",
+            "max_line_bytes",
+            "max_response_bytes",
+        ] {
+            let err = build(&format!("[providers.openai]\n{key} = 0\n"), &[])
+                .unwrap_err()
+                .to_string();
+            assert_eq!(
+                err,
+                format!("invalid config: providers.openai.{key} must be at least 1")
+            );
+        }
+        let err = build("[providers.openai]\nidle_timeout_secs = -1\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("idle_timeout_secs"), "{err}");
     }
 
     #[test]

@@ -98,7 +98,12 @@ pub enum EventBody {
         /// Why it ended.
         reason: ProcessingEndReason,
     },
-    /// The model began a response.
+    /// The model began the text of a response. Every `assistant_text_end` follows exactly one
+    /// `assistant_text_start`: it comes before the first `assistant_text_delta`, or, for a
+    /// response without text (tool calls only), just before that response's `usage` and
+    /// `assistant_text_end`. Reasoning deltas may come before it. A response that fails or is
+    /// aborted after its start still ends with `assistant_text_end` (the partial text); one
+    /// that fails before any text has neither.
     AssistantTextStart {},
     /// Text the model produced, as it arrives.
     AssistantTextDelta {
@@ -110,7 +115,8 @@ pub enum EventBody {
         /// The new reasoning text.
         delta: String,
     },
-    /// The model finished a response.
+    /// The model finished a response (or it was cut off after its text began); always after
+    /// its `assistant_text_start`.
     AssistantTextEnd {
         /// The whole text.
         text: String,

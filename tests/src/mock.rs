@@ -1,5 +1,5 @@
 //! A mock LLM server on 127.0.0.1 for every provider family: scripted replies (streams, pauses, cuts,
-//! HTTP errors), every request recorded for assertions.
+//! HTTP errors, withheld headers), every request recorded for assertions.
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -19,6 +19,8 @@ pub enum Chunk {
     Data(String),
     /// Wait until the gate is opened ([`Gate::open`]).
     Wait(Gate),
+    /// Wait this long (a trickling server; never a way to order events in a test).
+    Pause(std::time::Duration),
     /// Drop the connection mid-body.
     Cut,
 }
@@ -46,6 +48,8 @@ pub enum Reply {
     Stream(Vec<Chunk>),
     /// Another status with headers and a body.
     Status(u16, Vec<(String, String)>, String),
+    /// Accept the request and never answer it: no status, no headers.
+    NoHeaders,
 }
 
 /// A recorded request.
@@ -188,6 +192,7 @@ async fn handle(
     };
     shared.arrived.notify_waiters();
     match reply {
+        Reply::NoHeaders => std::future::pending().await,
         Reply::Status(status, extra, text) => {
             let mut response = Response::builder()
                 .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR));
@@ -208,6 +213,7 @@ async fn handle(
                             }
                         }
                         Chunk::Wait(gate) => gate.0.notified().await,
+                        Chunk::Pause(d) => tokio::time::sleep(d).await,
                         Chunk::Cut => {
                             let _ = tx
                                 .send(Err(std::io::Error::other("mock: connection cut")))

@@ -166,9 +166,13 @@ impl Agent<'_> {
                 max_output_tokens: config.max_output_tokens,
             };
             let mut partial = String::new();
+            let mut text_started = false;
             let result = {
                 let mut on_delta = |d: Delta| match d {
-                    Delta::TextStart => host.emit(EventBody::AssistantTextStart {}),
+                    Delta::TextStart => {
+                        text_started = true;
+                        host.emit(EventBody::AssistantTextStart {});
+                    }
                     Delta::Text(t) => {
                         partial.push_str(&t);
                         host.emit(EventBody::AssistantTextDelta { delta: t });
@@ -204,6 +208,11 @@ impl Agent<'_> {
                 Some(Err(e)) => return self.fail(e, partial, api),
                 Some(Ok(r)) => r,
             };
+            // Every `assistant_text_end` has its start: a response with no text (tool calls
+            // only, or reasoning only) opens here, so clients can pair them.
+            if !text_started {
+                host.emit(EventBody::AssistantTextStart {});
+            }
 
             let usage = self.record_usage(response.usage);
             let reasoning = (!response.reasoning.is_empty()).then(|| {

@@ -8,7 +8,9 @@
 //! `message_stop`.
 
 use super::http::{self, Auth, Endpoint, ErrorBody};
-use super::{ByteStream, Delta, Deltas, Error, ErrorKind, Provider, Request, Response, StopReason};
+use super::{
+    ByteStream, Delta, Deltas, Error, ErrorKind, Limits, Provider, Request, Response, StopReason,
+};
 use crate::config::ApiKey;
 use agentd_proto::{
     ProviderKind, ReasoningBlock, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage,
@@ -36,6 +38,14 @@ impl Anthropic {
         }
     }
 
+    /// The same client with other bounds on its calls.
+    pub fn with_limits(self, limits: Limits) -> Self {
+        Self {
+            endpoint: self.endpoint.with_limits(limits),
+            ..self
+        }
+    }
+
     /// Sends these beta flags (for example `interleaved-thinking-2025-05-14`) with every request.
     pub fn with_betas(mut self, betas: &[String]) -> Self {
         self.betas = betas.join(",");
@@ -45,6 +55,10 @@ impl Anthropic {
 
 #[async_trait]
 impl Provider for Anthropic {
+    fn limits(&self) -> Limits {
+        self.endpoint.limits()
+    }
+
     fn kind(&self) -> ProviderKind {
         ProviderKind::Anthropic
     }
@@ -59,7 +73,7 @@ impl Provider for Anthropic {
         if !self.betas.is_empty() {
             http = http.header("anthropic-beta", &self.betas);
         }
-        http::send(http, "Anthropic", parse_error).await
+        http::send(http, "Anthropic", parse_error, self.endpoint.limits()).await
     }
 
     async fn decode(
@@ -67,7 +81,7 @@ impl Provider for Anthropic {
         body: ByteStream,
         on_delta: &mut (dyn FnMut(Delta) + Send),
     ) -> Result<Response, Error> {
-        decode_stream(body, on_delta).await
+        decode_stream(body, self.endpoint.limits().max_line_bytes, on_delta).await
     }
 }
 
@@ -244,9 +258,10 @@ enum Block {
 /// Decodes a Messages SSE stream.
 async fn decode_stream(
     body: ByteStream,
+    max_line: usize,
     on_delta: &mut (dyn FnMut(Delta) + Send),
 ) -> Result<Response, Error> {
-    let mut events = std::pin::pin!(http::sse(body));
+    let mut events = std::pin::pin!(http::sse(body, max_line));
     let mut response = Response::default();
     let mut blocks: Vec<(u64, Block)> = Vec::new();
     let mut deltas = Deltas::new(on_delta);

@@ -7,7 +7,9 @@
 //! There is no terminator: EOF after a `finishReason` is the end, EOF before one is truncation.
 
 use super::http::{self, Auth, Endpoint, ErrorBody};
-use super::{ByteStream, Delta, Deltas, Error, ErrorKind, Provider, Request, Response, StopReason};
+use super::{
+    ByteStream, Delta, Deltas, Error, ErrorKind, Limits, Provider, Request, Response, StopReason,
+};
 use crate::config::ApiKey;
 use agentd_proto::{
     ProviderKind, ReasoningBlock, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage,
@@ -18,8 +20,18 @@ use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 
 /// Prefix of call ids this daemon made up for calls Gemini sent without one; they are not
-/// sent back to Gemini.
+/// sent back to Gemini, which pairs a `functionResponse` with its `functionCall` by name and
+/// order when there is no id.
 const LOCAL_ID: &str = "agentd-call-";
+
+/// The id of the `n`th call of a response tagged `tag`. Call ids must be unique within a
+/// session (clients key tool events by them, and Anthropic and OpenAI reject a history that
+/// repeats one after a provider switch), but a counter in this process would start again
+/// after a restart while the session's history lives on; 64 random bits per response do not
+/// repeat in practice.
+fn local_id(tag: u64, n: usize) -> ToolCallId {
+    ToolCallId(format!("{LOCAL_ID}{tag:016x}-{n}"))
+}
 
 /// A client for the Gemini API.
 pub struct Gemini {
@@ -33,10 +45,21 @@ impl Gemini {
             endpoint: Endpoint::new(http, base_url, api_key, Auth::Header("x-goog-api-key")),
         }
     }
+
+    /// The same client with other bounds on its calls.
+    pub fn with_limits(self, limits: Limits) -> Self {
+        Self {
+            endpoint: self.endpoint.with_limits(limits),
+        }
+    }
 }
 
 #[async_trait]
 impl Provider for Gemini {
+    fn limits(&self) -> Limits {
+        self.endpoint.limits()
+    }
+
     fn kind(&self) -> ProviderKind {
         ProviderKind::Gemini
     }
@@ -47,7 +70,7 @@ impl Provider for Gemini {
             request.model
         );
         let http = self.endpoint.post(&path).json(&request_body(request));
-        http::send(http, "Gemini", parse_error).await
+        http::send(http, "Gemini", parse_error, self.endpoint.limits()).await
     }
 
     async fn decode(
@@ -55,7 +78,7 @@ impl Provider for Gemini {
         body: ByteStream,
         on_delta: &mut (dyn FnMut(Delta) + Send),
     ) -> Result<Response, Error> {
-        decode_stream(body, on_delta).await
+        decode_stream(body, self.endpoint.limits().max_line_bytes, on_delta).await
     }
 }
 
@@ -263,14 +286,16 @@ fn usage(u: &Value) -> Option<Usage> {
 /// Decodes a `streamGenerateContent?alt=sse` stream.
 async fn decode_stream(
     body: ByteStream,
+    max_line: usize,
     on_delta: &mut (dyn FnMut(Delta) + Send),
 ) -> Result<Response, Error> {
-    let mut events = std::pin::pin!(http::sse(body));
+    let mut events = std::pin::pin!(http::sse(body, max_line));
     let mut response = Response::default();
     let mut thoughts = String::new();
     let mut text_signature: Option<String> = None;
     let mut streaming: Option<Streaming> = None;
     let mut deltas = Deltas::new(on_delta);
+    let tag = rand::random::<u64>();
     while let Some(event) = events.next().await {
         let chunk = http::json(&event?)?;
         if let Some(message) = chunk["error"]["message"].as_str() {
@@ -316,11 +341,9 @@ async fn decode_stream(
                     } else {
                         let n = response.tool_calls.len();
                         response.tool_calls.push(ToolCall {
-                            id: ToolCallId(
-                                call["id"]
-                                    .as_str()
-                                    .map_or_else(|| format!("{LOCAL_ID}{n}"), str::to_owned),
-                            ),
+                            id: call["id"]
+                                .as_str()
+                                .map_or_else(|| local_id(tag, n), |id| ToolCallId(id.to_owned())),
                             name: name.to_owned(),
                             arguments: if call["args"].is_object() {
                                 call["args"].clone()
@@ -337,7 +360,7 @@ async fn decode_stream(
                 } else if let Some(s) = streaming.take() {
                     let n = response.tool_calls.len();
                     response.tool_calls.push(ToolCall {
-                        id: ToolCallId(format!("{LOCAL_ID}{n}")),
+                        id: local_id(tag, n),
                         name: s.name,
                         arguments: Value::Object(s.args),
                         signature: s.signature,

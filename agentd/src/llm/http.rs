@@ -1,9 +1,12 @@
 //! HTTP and SSE plumbing shared by every provider: sending a streaming request, turning a
-//! failed response into a classified [`Error`], and decoding the body into SSE events.
+//! failed response into a classified [`Error`], bounding a body (idle timeout, size cap) and
+//! decoding it into SSE events (with [`super::sse`]).
 
-use super::{ByteStream, Error, ErrorKind};
+use super::sse::{self, Decoder};
+use super::{ByteStream, Error, ErrorKind, Limits, secs};
 use crate::config::ApiKey;
-use futures::{Stream, StreamExt, TryStreamExt};
+use futures::{Stream, StreamExt};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 /// Largest error body read from a failed response.
@@ -24,6 +27,7 @@ pub(super) struct Endpoint {
     base_url: String,
     api_key: Option<ApiKey>,
     auth: Auth,
+    limits: Limits,
 }
 
 impl Endpoint {
@@ -38,7 +42,18 @@ impl Endpoint {
             base_url: base_url.trim_end_matches('/').to_owned(),
             api_key,
             auth,
+            limits: Limits::default(),
         }
+    }
+
+    /// The same endpoint with other bounds on its calls.
+    pub(super) fn with_limits(self, limits: Limits) -> Self {
+        Self { limits, ..self }
+    }
+
+    /// The bounds on its calls.
+    pub(super) fn limits(&self) -> Limits {
+        self.limits
     }
 
     /// A POST to `path` under the base URL, with the key if one is set.
@@ -77,34 +92,95 @@ const CONTEXT_PHRASES: [&str; 8] = [
     "context length",
 ];
 
-/// Sends `request` and returns its body as a stream once the status is 2xx; otherwise reads
-/// the (bounded) error body and classifies it with `parse`.
+/// Sends `request` and returns its body as a stream once the status is 2xx, bounded by
+/// `limits` (the idle timeout between any two reads, the response size); otherwise reads the
+/// (bounded) error body and classifies it with `parse`. Waiting for the headers counts as idle.
 pub(super) async fn send(
     request: reqwest::RequestBuilder,
-    family: &str,
+    family: &'static str,
     parse: fn(&str) -> ErrorBody,
+    limits: Limits,
 ) -> Result<ByteStream, Error> {
-    let response = request.send().await.map_err(|e| {
-        Error::new(
-            ErrorKind::Network,
-            format!("cannot reach the {family} API: {}", error_chain(&e)),
-        )
-    })?;
+    let response = tokio::time::timeout(limits.idle_timeout, request.send())
+        .await
+        .map_err(|_| {
+            Error::new(
+                ErrorKind::Timeout,
+                format!(
+                    "the {family} API sent no response headers for {} s (idle_timeout_secs)",
+                    secs(limits.idle_timeout)
+                ),
+            )
+        })?
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Network,
+                format!("cannot reach the {family} API: {}", error_chain(&e)),
+            )
+        })?;
     let status = response.status().as_u16();
     if (200..300).contains(&status) {
-        return Ok(response
-            .bytes_stream()
-            .map_err(|e| {
-                Error::new(
-                    ErrorKind::Incomplete,
-                    format!("the response stream broke: {}", error_chain(&e)),
-                )
-            })
-            .boxed());
+        return Ok(bounded(response.bytes_stream(), family, limits));
     }
     let header_delay = retry_after(response.headers());
-    let body = read_limited(response).await;
+    let body = read_limited(response, limits.idle_timeout).await;
     Err(classify(family, status, &body, parse(&body), header_delay))
+}
+
+/// A response body whose every read must come within the idle timeout and whose total stays
+/// within the size cap; either failure, or a broken connection, is its last item.
+fn bounded<S>(body: S, family: &'static str, limits: Limits) -> ByteStream
+where
+    S: Stream<Item = Result<bytes::Bytes, reqwest::Error>> + Send + 'static,
+{
+    struct State<S> {
+        body: std::pin::Pin<Box<S>>,
+        total: usize,
+        ended: bool,
+    }
+    let state = State {
+        body: Box::pin(body),
+        total: 0,
+        ended: false,
+    };
+    futures::stream::unfold(state, move |mut st| async move {
+        if st.ended {
+            return None;
+        }
+        let item = match tokio::time::timeout(limits.idle_timeout, st.body.next()).await {
+            Err(_) => Err(Error::new(
+                ErrorKind::Timeout,
+                format!(
+                    "the {family} API sent nothing for {} s in the middle of its response \
+                     (idle_timeout_secs)",
+                    secs(limits.idle_timeout)
+                ),
+            )),
+            Ok(None) => return None,
+            Ok(Some(Err(e))) => Err(Error::new(
+                ErrorKind::Incomplete,
+                format!("the response stream broke: {}", error_chain(&e)),
+            )),
+            Ok(Some(Ok(chunk))) => {
+                st.total = st.total.saturating_add(chunk.len());
+                if st.total > limits.max_response_bytes {
+                    Err(Error::new(
+                        ErrorKind::Stream,
+                        format!(
+                            "the {family} API response is larger than {} bytes \
+                             (max_response_bytes)",
+                            limits.max_response_bytes
+                        ),
+                    ))
+                } else {
+                    Ok(chunk)
+                }
+            }
+        };
+        st.ended = item.is_err();
+        Some((item, st))
+    })
+    .boxed()
 }
 
 /// Decides what a failed status means.
@@ -162,10 +238,12 @@ pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-async fn read_limited(response: reqwest::Response) -> String {
+/// The start of an error body: at most `MAX_ERROR_BODY` bytes, and only what arrives without
+/// a pause longer than `idle` (a server that trickles its error body is not waited for).
+async fn read_limited(response: reqwest::Response, idle: Duration) -> String {
     let mut body = Vec::new();
     let mut stream = response.bytes_stream();
-    while let Some(Ok(chunk)) = stream.next().await {
+    while let Ok(Some(Ok(chunk))) = tokio::time::timeout(idle, stream.next()).await {
         body.extend_from_slice(&chunk);
         if body.len() >= MAX_ERROR_BODY {
             body.truncate(MAX_ERROR_BODY);
@@ -197,29 +275,71 @@ pub(super) fn seconds(value: f64) -> Option<Duration> {
     Duration::try_from_secs_f64(value).ok()
 }
 
-/// The body as SSE events. LF, CRLF and CR line ends, comments and multi-line data are
-/// handled by `eventsource-stream`; a final event not followed by a blank line (recorded
-/// streams end so) is still delivered. A broken body keeps its own error (and kind).
-pub(super) fn sse<S>(body: S) -> impl Stream<Item = Result<eventsource_stream::Event, Error>>
-where
-    S: Stream<Item = Result<bytes::Bytes, Error>>,
-{
-    use eventsource_stream::{EventStreamError, Eventsource};
-    body.chain(futures::stream::iter([Ok(bytes::Bytes::from_static(
-        b"\n\n",
-    ))]))
-    .eventsource()
-    .map_err(|e| match e {
-        EventStreamError::Transport(e) => e,
-        other => Error::new(
+/// The body as SSE events, decoded by [`sse::Decoder`] in time linear in its size; a line
+/// longer than `max_line` bytes ends it with an error. A final event not followed by a blank
+/// line (recorded streams end so) is still delivered. A broken body keeps its own error (and
+/// kind); events decoded before a failure are delivered first.
+pub(super) fn sse(
+    body: ByteStream,
+    max_line: usize,
+) -> impl Stream<Item = Result<sse::Event, Error>> {
+    struct State {
+        body: ByteStream,
+        decoder: Decoder,
+        ready: VecDeque<sse::Event>,
+        /// Reused for each chunk's events.
+        batch: Vec<sse::Event>,
+        /// The failure to report once `ready` is empty.
+        failed: Option<Error>,
+        ended: bool,
+    }
+    let malformed = |e: sse::DecodeError| {
+        Error::new(
             ErrorKind::Stream,
-            format!("the response stream is malformed: {other}"),
-        ),
+            format!("the response stream is malformed: {e}"),
+        )
+    };
+    let state = State {
+        body,
+        decoder: Decoder::new(max_line),
+        ready: VecDeque::new(),
+        batch: Vec::new(),
+        failed: None,
+        ended: false,
+    };
+    futures::stream::unfold(state, move |mut st| async move {
+        loop {
+            if let Some(event) = st.ready.pop_front() {
+                return Some((Ok(event), st));
+            }
+            if let Some(e) = st.failed.take() {
+                st.ended = true;
+                return Some((Err(e), st));
+            }
+            if st.ended {
+                return None;
+            }
+            let decoded = match st.body.next().await {
+                Some(Ok(chunk)) => st.decoder.feed(&chunk, &mut st.batch),
+                Some(Err(e)) => {
+                    st.failed = Some(e);
+                    Ok(())
+                }
+                None => {
+                    st.ended = true;
+                    st.decoder.finish(&mut st.batch)
+                }
+            };
+            st.ready.extend(st.batch.drain(..));
+            if let Err(e) = decoded {
+                st.failed = Some(malformed(e));
+            }
+        }
     })
 }
 
 /// Parses one event's data as JSON.
-pub(super) fn json(event: &eventsource_stream::Event) -> Result<serde_json::Value, Error> {
+pub(super) fn json(event: &sse::Event) -> Result<serde_json::Value, Error> {
     serde_json::from_str(&event.data).map_err(|e| {
         Error::new(
             ErrorKind::Stream,
@@ -308,6 +428,115 @@ mod tests {
             delay_of(&[("retry-after-ms", "250"), ("retry-after", "9")]),
             Some(Duration::from_millis(250))
         );
+    }
+
+    fn limits(idle_ms: u64, max_response_bytes: usize) -> Limits {
+        Limits {
+            idle_timeout: Duration::from_millis(idle_ms),
+            max_response_bytes,
+            ..Limits::default()
+        }
+    }
+
+    /// Everything `stream` yields up to its end or first error.
+    async fn drain<T>(stream: impl Stream<Item = Result<T, Error>>) -> (Vec<T>, Option<Error>) {
+        let mut stream = std::pin::pin!(stream);
+        let mut items = Vec::new();
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(i) => items.push(i),
+                Err(e) => {
+                    assert!(stream.next().await.is_none(), "an error is the last item");
+                    return (items, Some(e));
+                }
+            }
+        }
+        (items, None)
+    }
+
+    fn response_body(chunks: &[&'static str]) -> impl Stream<Item = reqwest::Result<bytes::Bytes>> {
+        futures::stream::iter(
+            chunks
+                .iter()
+                .map(|c| Ok(bytes::Bytes::from_static(c.as_bytes())))
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_body_that_goes_quiet_ends_with_an_idle_timeout() {
+        let quiet = response_body(&["data: 1\n\n"]).chain(futures::stream::pending());
+        let (items, err) = drain(bounded(quiet, "Gemini", limits(20, 1 << 20))).await;
+        let err = err.unwrap();
+        assert_eq!(items.len(), 1);
+        assert_eq!(
+            (err.kind, err.message.as_str()),
+            (
+                ErrorKind::Timeout,
+                "the Gemini API sent nothing for 0.02 s in the middle of its response (idle_timeout_secs)"
+            )
+        );
+        assert!(err.is_retryable());
+    }
+
+    #[tokio::test]
+    async fn a_body_past_its_cap_ends_with_an_error_naming_the_limit() {
+        let (items, err) = drain(bounded(
+            response_body(&["12345", "67890", "x"]),
+            "Anthropic",
+            limits(10_000, 10),
+        ))
+        .await;
+        let err = err.unwrap();
+        assert_eq!(items.len(), 2, "exactly at the cap is fine");
+        assert_eq!(
+            (err.kind, err.message.as_str()),
+            (
+                ErrorKind::Stream,
+                "the Anthropic API response is larger than 10 bytes (max_response_bytes)"
+            )
+        );
+        assert!(!err.is_retryable());
+    }
+
+    #[tokio::test]
+    async fn sse_delivers_the_events_before_a_failure_then_the_failure() {
+        let chunks: Vec<Result<bytes::Bytes, Error>> = vec![
+            Ok("event: ping\ndata: {}\n\ndata: [DONE]\n\ndata: 12345".into()),
+            Ok("6789\n\n".into()),
+        ];
+        let (events, err) = drain(sse(futures::stream::iter(chunks).boxed(), 12)).await;
+        assert_eq!(
+            events,
+            [
+                sse::Event {
+                    event: "ping".into(),
+                    data: "{}".into()
+                },
+                sse::Event {
+                    event: "message".into(),
+                    data: "[DONE]".into()
+                }
+            ]
+        );
+        assert_eq!(
+            err.unwrap().message,
+            "the response stream is malformed: a line of the response stream is longer than 12 bytes \
+             (the limit is max_line_bytes in the provider's config)"
+        );
+        let broken: Vec<Result<bytes::Bytes, Error>> = vec![
+            Ok("data: 1".into()),
+            Err(Error::new(
+                ErrorKind::Incomplete,
+                "the response stream broke: reset",
+            )),
+        ];
+        let (events, err) = drain(sse(futures::stream::iter(broken).boxed(), 8)).await;
+        assert!(
+            events.is_empty(),
+            "an unfinished event is not delivered on a broken body"
+        );
+        assert_eq!(err.unwrap().kind, ErrorKind::Incomplete);
     }
 
     #[test]

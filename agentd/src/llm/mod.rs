@@ -7,6 +7,11 @@
 //! event or stop reason) are retried with backoff; once deltas have reached the client, a
 //! failure is reported, never silently replayed. A stream is an answer only when it says why
 //! the model stopped.
+//!
+//! Every call is bounded by its provider's [`Limits`]: no bytes for `idle_timeout` (the wait
+//! for the response headers included) fails the attempt, which is retried like a broken
+//! stream; the whole call, retries and their delays included, ends at `request_timeout`; and
+//! a line or a body larger than its cap is an error, never a buffer that grows without bound.
 
 pub mod anthropic;
 #[cfg(test)]
@@ -16,6 +21,7 @@ mod http;
 pub mod openai;
 pub mod openai_chat;
 mod retry;
+mod sse;
 
 pub use retry::RetryPolicy;
 
@@ -27,6 +33,50 @@ use futures::stream::BoxStream;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Bounds on one provider's calls, set per provider in the config file (`[providers.NAME]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest wait for the next bytes of a response, its headers included
+    /// (`idle_timeout_secs`). A server that goes quiet this long fails the attempt.
+    pub idle_timeout: Duration,
+    /// Longest one call may take, its retries and their delays included
+    /// (`request_timeout_secs`): a server that trickles bytes never hits the idle timeout.
+    pub request_timeout: Duration,
+    /// Longest SSE line, in bytes (`max_line_bytes`).
+    pub max_line_bytes: usize,
+    /// Most bytes of one response body (`max_response_bytes`).
+    pub max_response_bytes: usize,
+}
+
+impl Default for Limits {
+    /// 120 s idle, 15 min per call, 16 MiB per line, 64 MiB per response: far above what a
+    /// real provider sends (its largest lines are base64 images of a few MiB), far below what
+    /// would hurt the daemon.
+    fn default() -> Self {
+        Self {
+            idle_timeout: Duration::from_secs(120),
+            request_timeout: Duration::from_secs(15 * 60),
+            max_line_bytes: 16 << 20,
+            max_response_bytes: 64 << 20,
+        }
+    }
+}
+
+/// A duration in seconds for messages: `120` as configured, `0.05` in unit tests.
+fn secs(d: Duration) -> String {
+    d.as_secs_f64().to_string()
+}
+
+/// How messages name a family's API.
+fn family_name(kind: ProviderKind) -> &'static str {
+    match kind {
+        ProviderKind::Anthropic => "Anthropic",
+        ProviderKind::Openai => "OpenAI",
+        ProviderKind::OpenaiChat => "OpenAI-compatible",
+        ProviderKind::Gemini => "Gemini",
+    }
+}
 
 /// One LLM call.
 #[derive(Debug, Clone)]
@@ -175,6 +225,9 @@ pub enum ErrorKind {
     InvalidRequest,
     /// The connection failed before the response started.
     Network,
+    /// The server sent nothing for the idle timeout, or the call passed its deadline. An idle
+    /// attempt is retried while nothing of it reached a client; a call past its deadline ends.
+    Timeout,
     /// The stream was malformed or reported an error.
     Stream,
     /// The stream broke or ended before the response was complete: no terminal event, or no
@@ -215,6 +268,7 @@ impl Error {
                 | ErrorKind::Overloaded
                 | ErrorKind::Server
                 | ErrorKind::Network
+                | ErrorKind::Timeout
                 | ErrorKind::Incomplete
         )
     }
@@ -231,6 +285,10 @@ pub trait Provider: Send + Sync {
     /// Whether tool results may carry images.
     fn accepts_images(&self) -> bool {
         true
+    }
+    /// The bounds on its calls.
+    fn limits(&self) -> Limits {
+        Limits::default()
     }
     /// Sends the request and returns the body once the status says it will stream.
     async fn open(&self, request: &Request<'_>) -> Result<ByteStream, Error>;
@@ -273,8 +331,9 @@ pub struct RetryNotice<'a> {
 
 /// Runs one call: opens the stream and decodes it, retrying per `policy` while that is safe.
 /// A failure to open is retried; so is a stream that fails before any delta was reported
-/// (an incomplete or broken stream, say), since nothing of it has reached a client yet. Once a
-/// delta has been reported, a failure is returned, never silently replayed.
+/// (an incomplete, broken or idle stream, say), since nothing of it has reached a client yet.
+/// Once a delta has been reported, a failure is returned, never silently replayed. The whole
+/// call, retries and their delays included, ends at the provider's `request_timeout`.
 pub async fn complete(
     provider: &dyn Provider,
     request: &Request<'_>,
@@ -282,22 +341,44 @@ pub async fn complete(
     on_retry: &mut (dyn FnMut(RetryNotice<'_>) + Send),
     on_delta: &mut (dyn FnMut(Delta) + Send),
 ) -> Result<Response, Error> {
+    let limit = provider.limits().request_timeout;
+    // A deadline past what the clock can hold (a huge configured value) is no deadline.
+    let deadline = tokio::time::Instant::now().checked_add(limit);
+    let past_deadline = |last: Option<&Error>| {
+        let mut message = format!(
+            "the {} API call did not complete within {} s (request_timeout_secs)",
+            family_name(provider.kind()),
+            secs(limit)
+        );
+        if let Some(e) = last {
+            message.push_str(&format!("; the last attempt failed: {e}"));
+        }
+        Error::new(ErrorKind::Timeout, message)
+    };
     let mut attempt = 1;
     loop {
         let mut reported = false;
-        let result = match provider.open(request).await {
-            Ok(body) => {
-                let mut tracked = |d: Delta| {
-                    reported = true;
-                    on_delta(d);
-                };
-                provider.decode(body, &mut tracked).await
-            }
-            Err(e) => Err(e),
+        let call = async {
+            let body = provider.open(request).await?;
+            let mut tracked = |d: Delta| {
+                reported = true;
+                on_delta(d);
+            };
+            provider.decode(body, &mut tracked).await
+        };
+        let result = match deadline {
+            Some(at) => match tokio::time::timeout_at(at, call).await {
+                Ok(result) => result,
+                Err(_) => return Err(past_deadline(None)),
+            },
+            None => call.await,
         };
         match result {
             Err(e) if e.is_retryable() && !reported && attempt < policy.max_attempts => {
                 let delay = policy.delay(attempt, e.retry_after);
+                if deadline.is_some_and(|at| tokio::time::Instant::now() + delay >= at) {
+                    return Err(past_deadline(Some(&e)));
+                }
                 attempt += 1;
                 on_retry(RetryNotice {
                     error: &e,
@@ -311,11 +392,12 @@ pub async fn complete(
     }
 }
 
-/// The HTTP client every provider shares (one connection pool for the daemon).
+/// The HTTP client every provider shares (one connection pool for the daemon). It has no read
+/// timeout of its own: each provider's [`Limits::idle_timeout`] bounds every wait, headers
+/// included, so that the configured value is the one that applies.
 pub fn http_client() -> reqwest::Client {
     reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
-        .read_timeout(Duration::from_secs(300))
         .user_agent(concat!("agentd/", env!("CARGO_PKG_VERSION")))
         .build()
         .unwrap_or_default()
@@ -323,14 +405,18 @@ pub fn http_client() -> reqwest::Client {
 
 /// The client of the configured provider `p`, over `http`.
 pub fn client(http: reqwest::Client, p: &crate::config::ProviderConfig) -> Arc<dyn Provider> {
-    let (base, key) = (p.base_url.as_str(), p.api_key.clone());
+    let (base, key, limits) = (p.base_url.as_str(), p.api_key.clone(), p.limits);
     match p.kind {
-        ProviderKind::Anthropic => {
-            Arc::new(anthropic::Anthropic::new(http, base, key).with_betas(&p.beta_headers))
+        ProviderKind::Anthropic => Arc::new(
+            anthropic::Anthropic::new(http, base, key)
+                .with_betas(&p.beta_headers)
+                .with_limits(limits),
+        ),
+        ProviderKind::Openai => Arc::new(openai::OpenAi::new(http, base, key).with_limits(limits)),
+        ProviderKind::OpenaiChat => {
+            Arc::new(openai_chat::OpenAiChat::new(http, base, key).with_limits(limits))
         }
-        ProviderKind::Openai => Arc::new(openai::OpenAi::new(http, base, key)),
-        ProviderKind::OpenaiChat => Arc::new(openai_chat::OpenAiChat::new(http, base, key)),
-        ProviderKind::Gemini => Arc::new(gemini::Gemini::new(http, base, key)),
+        ProviderKind::Gemini => Arc::new(gemini::Gemini::new(http, base, key).with_limits(limits)),
     }
 }
 
@@ -431,6 +517,103 @@ mod tests {
         .await;
         assert_eq!(result.unwrap_err().kind, ErrorKind::Incomplete);
         assert_eq!((retries, deltas), (vec![], 1));
+    }
+
+    /// A provider whose every attempt fails with `error` at once, or never ends when `None`.
+    struct Failing {
+        error: Option<Error>,
+        limits: Limits,
+        attempts: Mutex<u32>,
+    }
+
+    #[async_trait]
+    impl Provider for Failing {
+        fn kind(&self) -> ProviderKind {
+            ProviderKind::Gemini
+        }
+
+        fn limits(&self) -> Limits {
+            self.limits
+        }
+
+        async fn open(&self, _: &Request<'_>) -> Result<ByteStream, Error> {
+            *self.attempts.lock().unwrap() += 1;
+            match &self.error {
+                Some(e) => Err(e.clone()),
+                None => Ok(Box::pin(futures::stream::pending())),
+            }
+        }
+
+        async fn decode(
+            &self,
+            mut body: ByteStream,
+            _: &mut (dyn FnMut(Delta) + Send),
+        ) -> Result<Response, Error> {
+            use futures::StreamExt;
+            body.next().await;
+            Ok(answer())
+        }
+    }
+
+    async fn run_failing(
+        error: Option<Error>,
+        request_timeout: Duration,
+        initial_delay: Duration,
+    ) -> (Error, u32) {
+        let provider = Failing {
+            error,
+            limits: Limits {
+                request_timeout,
+                ..Limits::default()
+            },
+            attempts: Mutex::new(0),
+        };
+        let policy = RetryPolicy {
+            initial_delay,
+            ..RetryPolicy::default()
+        };
+        let request = Request {
+            model: "m",
+            system: "",
+            history: &[],
+            tools: vec![],
+            reasoning_effort: None,
+            max_output_tokens: 1,
+        };
+        let err = complete(&provider, &request, &policy, &mut |_| {}, &mut |_| {})
+            .await
+            .unwrap_err();
+        let attempts = *provider.attempts.lock().unwrap();
+        (err, attempts)
+    }
+
+    #[tokio::test]
+    async fn a_call_that_never_ends_stops_at_its_deadline() {
+        let (err, attempts) = run_failing(None, Duration::from_millis(50), Duration::ZERO).await;
+        assert_eq!(
+            (err.kind, err.message.as_str(), attempts),
+            (
+                ErrorKind::Timeout,
+                "the Gemini API call did not complete within 0.05 s (request_timeout_secs)",
+                1
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn no_retry_is_started_that_would_end_past_the_deadline() {
+        let idle = Error::new(ErrorKind::Timeout, "the Gemini API sent nothing for 1 s");
+        let (err, attempts) =
+            run_failing(Some(idle), Duration::from_secs(1), Duration::from_secs(60)).await;
+        assert_eq!(
+            (err.kind, err.message.as_str(), attempts),
+            (
+                ErrorKind::Timeout,
+                "the Gemini API call did not complete within 1 s (request_timeout_secs); \
+                 the last attempt failed: the Gemini API sent nothing for 1 s",
+                1
+            )
+        );
     }
 
     #[tokio::test]

@@ -8,7 +8,9 @@
 
 use super::http::{self, Auth, Endpoint};
 use super::openai_chat::{arguments_string, parse_error};
-use super::{ByteStream, Delta, Deltas, Error, ErrorKind, Provider, Request, Response, StopReason};
+use super::{
+    ByteStream, Delta, Deltas, Error, ErrorKind, Limits, Provider, Request, Response, StopReason,
+};
 use crate::config::ApiKey;
 use agentd_proto::{
     ProviderKind, ReasoningBlock, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage,
@@ -30,10 +32,21 @@ impl OpenAi {
             endpoint: Endpoint::new(http, base_url, api_key, Auth::Bearer),
         }
     }
+
+    /// The same client with other bounds on its calls.
+    pub fn with_limits(self, limits: Limits) -> Self {
+        Self {
+            endpoint: self.endpoint.with_limits(limits),
+        }
+    }
 }
 
 #[async_trait]
 impl Provider for OpenAi {
+    fn limits(&self) -> Limits {
+        self.endpoint.limits()
+    }
+
     fn kind(&self) -> ProviderKind {
         ProviderKind::Openai
     }
@@ -43,7 +56,7 @@ impl Provider for OpenAi {
             .endpoint
             .post("/responses")
             .json(&request_body(request));
-        http::send(http, "OpenAI", parse_error).await
+        http::send(http, "OpenAI", parse_error, self.endpoint.limits()).await
     }
 
     async fn decode(
@@ -51,7 +64,7 @@ impl Provider for OpenAi {
         body: ByteStream,
         on_delta: &mut (dyn FnMut(Delta) + Send),
     ) -> Result<Response, Error> {
-        decode_stream(body, on_delta).await
+        decode_stream(body, self.endpoint.limits().max_line_bytes, on_delta).await
     }
 }
 
@@ -243,9 +256,10 @@ fn collect(items: &BTreeMap<u64, Value>, response: &mut Response) {
 /// `response.incomplete` or `response.failed`); there is no `[DONE]`.
 async fn decode_stream(
     body: ByteStream,
+    max_line: usize,
     on_delta: &mut (dyn FnMut(Delta) + Send),
 ) -> Result<Response, Error> {
-    let mut events = std::pin::pin!(http::sse(body));
+    let mut events = std::pin::pin!(http::sse(body, max_line));
     let mut response = Response::default();
     let mut items: BTreeMap<u64, Value> = BTreeMap::new();
     let mut deltas = Deltas::new(on_delta);

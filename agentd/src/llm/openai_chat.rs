@@ -8,7 +8,9 @@
 //! the accumulated calls, never from `finish_reason` alone.
 
 use super::http::{self, Auth, Endpoint, ErrorBody};
-use super::{ByteStream, Delta, Deltas, Error, ErrorKind, Provider, Request, Response, StopReason};
+use super::{
+    ByteStream, Delta, Deltas, Error, ErrorKind, Limits, Provider, Request, Response, StopReason,
+};
 use crate::config::ApiKey;
 use agentd_proto::{ProviderKind, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage};
 use async_trait::async_trait;
@@ -27,10 +29,21 @@ impl OpenAiChat {
             endpoint: Endpoint::new(http, base_url, api_key, Auth::Bearer),
         }
     }
+
+    /// The same client with other bounds on its calls.
+    pub fn with_limits(self, limits: Limits) -> Self {
+        Self {
+            endpoint: self.endpoint.with_limits(limits),
+        }
+    }
 }
 
 #[async_trait]
 impl Provider for OpenAiChat {
+    fn limits(&self) -> Limits {
+        self.endpoint.limits()
+    }
+
     fn kind(&self) -> ProviderKind {
         ProviderKind::OpenaiChat
     }
@@ -45,7 +58,13 @@ impl Provider for OpenAiChat {
             .endpoint
             .post("/chat/completions")
             .json(&request_body(request));
-        http::send(http, "OpenAI-compatible", parse_error).await
+        http::send(
+            http,
+            "OpenAI-compatible",
+            parse_error,
+            self.endpoint.limits(),
+        )
+        .await
     }
 
     async fn decode(
@@ -53,7 +72,7 @@ impl Provider for OpenAiChat {
         body: ByteStream,
         on_delta: &mut (dyn FnMut(Delta) + Send),
     ) -> Result<Response, Error> {
-        decode_stream(body, on_delta).await
+        decode_stream(body, self.endpoint.limits().max_line_bytes, on_delta).await
     }
 }
 
@@ -246,9 +265,10 @@ fn usage(u: &Value) -> Option<Usage> {
 /// after only `{"role":"assistant"}`) an incomplete one: neither is ever a completed answer.
 async fn decode_stream(
     body: ByteStream,
+    max_line: usize,
     on_delta: &mut (dyn FnMut(Delta) + Send),
 ) -> Result<Response, Error> {
-    let mut events = std::pin::pin!(http::sse(body));
+    let mut events = std::pin::pin!(http::sse(body, max_line));
     let mut response = Response::default();
     let mut calls = ToolCalls::default();
     let mut reasoning = String::new();

@@ -36,6 +36,7 @@ mod profiles;
 mod protocol;
 mod protocol_edges;
 mod provider;
+mod provider_limits;
 mod session_core;
 mod streams;
 mod subagents;

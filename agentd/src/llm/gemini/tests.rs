@@ -33,6 +33,12 @@ fn a_complete_function_call_with_its_signature() {
             "Gemini sent no id: {}",
             call.id
         );
+        let (again, _) = decode(name).unwrap();
+        assert_ne!(
+            again.unwrap().tool_calls[0].id,
+            call.id,
+            "made-up ids differ between responses: {name}"
+        );
         assert!(
             call.signature
                 .as_ref()
@@ -201,7 +207,7 @@ fn history_echoes_signatures_on_the_same_parts() {
                     signature: Some("sig".into()),
                 },
                 ToolCall {
-                    id: ToolCallId(format!("{LOCAL_ID}1")),
+                    id: ToolCallId(format!("{LOCAL_ID}0123456789abcdef-1")),
                     name: "time".into(),
                     arguments: json!({}),
                     signature: None,
@@ -221,7 +227,7 @@ fn history_echoes_signatures_on_the_same_parts() {
                     images: vec![],
                 },
                 ToolResult {
-                    call_id: ToolCallId(format!("{LOCAL_ID}1")),
+                    call_id: ToolCallId(format!("{LOCAL_ID}0123456789abcdef-1")),
                     content: "no clock".into(),
                     is_error: true,
                     images: vec![],
