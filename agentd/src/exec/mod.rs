@@ -5,11 +5,15 @@
 
 mod env_filter;
 mod local;
+mod process;
 mod search;
 mod utf8;
 
-pub use env_filter::EnvPolicy;
-pub use local::LocalExecutionEnvironment;
+pub use env_filter::{DEFAULT_SECRET_PATTERNS, EnvFilter, EnvPolicy};
+pub use local::{LocalExecutionEnvironment, LocalOptions};
+pub use process::{
+    MARKER_VAR, ProcessId, become_subreaper, identify, reap_orphans, reap_orphans_forever, run_id,
+};
 pub use search::{GrepMode, GrepOptions};
 
 use agentd_proto::OutputStream;
@@ -144,6 +148,15 @@ pub trait ExecutionEnvironment: Send + Sync {
             self.working_directory().join(path)
         }
     }
+}
+
+/// Where an environment records the process groups it starts, so that processes a crashed
+/// daemon left behind can be ended when it starts again (see [`end_leftovers`]).
+pub trait ProcessLedger: Send + Sync {
+    /// A command's process group started.
+    fn started(&self, group: ProcessId);
+    /// The group is gone (or was killed).
+    fn ended(&self, group: ProcessId);
 }
 
 /// An environment that refuses every write and delegates everything else (spec 4.4).

@@ -29,6 +29,7 @@ mod families;
 mod loop_basics;
 mod openai_compat;
 mod persistence;
+mod processes;
 mod profiles;
 mod protocol;
 mod provider;

@@ -1,0 +1,104 @@
+//! Processes a session starts, whatever they do: an abort ends them all within the grace
+//! period (TERM-ignoring members, members that escaped into a session of their own, orphans
+//! that became zombies), and a daemon killed with `kill -9` ends its leftovers when it starts
+//! again, without ever signalling a process that merely reuses a recorded pid.
+
+use crate::{of_kind, setup};
+use agentd_tests::{live_group_members, sse};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+/// Processes whose last argument starts with `marker` (see [`marker`]), zombies excluded.
+fn live_with_marker(marker: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let zombie = std::fs::read_to_string(entry.path().join("stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, r)| r.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true);
+        let last = cmdline.split(|b| *b == 0).rfind(|a| !a.is_empty());
+        if !zombie && last.is_some_and(|a| a.starts_with(marker.as_bytes())) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Waits (up to the test bound) until `ready` holds.
+async fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + agentd_tests::WAIT;
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A unique marker for this test's processes: `sleep` accepts a sum of durations, so
+/// `sleep 600 0.<marker>` sleeps 600 s and carries the marker in its command line.
+fn marker() -> String {
+    format!(
+        "0.{}{}",
+        std::process::id(),
+        Instant::now().elapsed().subsec_nanos() % 1000
+    )
+}
+
+/// Regression (issue 12): an escaped process holding the output pipes made abort take 15 s
+/// and leave the session processing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abort_with_escaped_and_term_ignoring_members_is_prompt() {
+    let mut s = setup().await;
+    let escaped = marker();
+    let stubborn = format!("{escaped}1");
+    let command = format!(
+        "echo PGID=$$; (setsid sleep 600 {escaped} &); (trap '' TERM; sleep 600 {stubborn}) & sleep 600"
+    );
+    s.mock.push_stream(sse::shell("t_escape", &command));
+    s.start("escape").await;
+    let events = s
+        .client
+        .events_until("tool_call_output_delta", |e| {
+            e["data"]["delta"].as_str().unwrap().contains("PGID=")
+        })
+        .await
+        .unwrap();
+    let delta = events.last().unwrap()["data"]["delta"].as_str().unwrap();
+    let pgid: i32 = delta.trim().trim_start_matches("PGID=").parse().unwrap();
+    wait_for("the escaped and the stubborn process", || {
+        live_with_marker(&escaped).len() == 2
+    })
+    .await;
+
+    let started = Instant::now();
+    let aborted = tokio::time::timeout(Duration::from_secs(10), s.call("session/abort", json!({})))
+        .await
+        .expect("the abort answers within the grace period plus a little, not 15 s");
+    eprintln!("abort took {:?}", started.elapsed());
+    assert_eq!(aborted["aborted"], true);
+    assert_eq!(aborted["state"], "idle");
+    assert_eq!(live_group_members(pgid), Vec::<i32>::new());
+    assert_eq!(
+        live_with_marker(&escaped),
+        Vec::<i32>::new(),
+        "neither the escaped nor the TERM-ignoring process survives"
+    );
+    let events = s.until("processing_end").await;
+    let end = of_kind(&events, "tool_call_end")[0];
+    let error = end["data"]["error"].as_str().unwrap();
+    assert!(error.contains("[Command aborted by the user.]"), "{end}");
+    assert!(
+        error.contains("left the command's process group") && error.contains(&escaped),
+        "the escaped process is named: {end}"
+    );
+    let snapshot = s.call("session/get", json!({})).await;
+    assert_eq!(snapshot["state"], "idle");
+}
