@@ -104,6 +104,11 @@ fn main() -> ExitCode {
     } else {
         logs.init();
     }
+    // Orphans of the commands (a `setsid` double fork, a shell's background children) become
+    // the daemon's children, so it reaps them at once and can find them to kill them.
+    if let Err(e) = agentd::exec::become_subreaper() {
+        tracing::warn!("cannot become a child subreaper: {e}; orphaned processes go to init");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -152,6 +157,8 @@ async fn serve(
             anyhow::bail!("cannot use the state directory: {e}");
         }
     };
+    end_leftovers(&store).await;
+    tokio::spawn(agentd::exec::reap_orphans_forever());
     let shutdown = CancellationToken::new();
     let daemon = Arc::new(Daemon {
         registry: Registry::new(Arc::new(config), Some(store)),
@@ -173,6 +180,30 @@ async fn serve(
     .await;
     tracing::info!("agentd stopped");
     Ok(())
+}
+
+/// Ends the process groups a crashed run left behind (recorded in the state directory), before
+/// this run serves and records its own.
+async fn end_leftovers(store: &Store) {
+    let leftovers = match store.leftover_processes() {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!("cannot read the previous run's process groups: {e}");
+            return;
+        }
+    };
+    let groups: Vec<agentd::exec::ProcessId> = leftovers
+        .groups
+        .iter()
+        .map(|g| agentd::exec::ProcessId {
+            pid: g.pgid,
+            start_time: g.start_time,
+        })
+        .collect();
+    let ended = agentd::exec::end_leftovers(&groups, &leftovers.run).await;
+    if ended > 0 {
+        tracing::warn!(ended, "ended processes a previous agentd left running");
+    }
 }
 
 async fn stop_on_signal(shutdown: CancellationToken) {

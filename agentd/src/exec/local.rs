@@ -113,13 +113,17 @@ struct Escaped {
 /// go, then SIGKILL to all, looked up again, so nothing forked during the grace survives.
 struct Targets<'a> {
     groups: Vec<i32>,
-    marker: &'a str,
+    /// The marker prefix; `None`: the groups only.
+    marker: Option<&'a str>,
 }
 
 impl Targets<'_> {
     /// Marked processes outside the groups (members are signalled through their group).
     fn escaped(&self) -> Vec<Escaped> {
-        marked(self.marker)
+        let Some(marker) = self.marker else {
+            return Vec::new();
+        };
+        marked(marker)
             .into_iter()
             .filter(|(_, stat, _)| !self.groups.contains(&stat.pgrp))
             .map(|(id, _, command)| Escaped { id, command })
@@ -161,6 +165,26 @@ impl Targets<'_> {
         self.signal(&escaped, Signal::SIGKILL);
         escaped
     }
+}
+
+/// Ends what a crashed daemon run left behind: the recorded `groups` whose leader is still
+/// the recorded process (or that still hold a process marked by that run), and every process
+/// marked with `run`'s prefix wherever it moved. SIGTERM, the grace period, SIGKILL. Returns
+/// how many groups and escaped processes it stopped.
+pub async fn end_leftovers(groups: &[ProcessId], run: &str) -> usize {
+    // An empty run would match every marked process, other daemons' included.
+    let marker = (!run.is_empty()).then(|| format!("{run}."));
+    let members = marker.as_deref().map(marked).unwrap_or_default();
+    let targets = Targets {
+        groups: groups
+            .iter()
+            .filter(|g| g.alive() || members.iter().any(|(_, s, _)| s.pgrp == g.pid))
+            .map(|g| g.pid)
+            .collect(),
+        marker: marker.as_deref(),
+    };
+    let escaped = targets.stop().await;
+    targets.groups.len() + escaped.len()
 }
 
 /// The warning a command's result carries about processes that left its group.
@@ -330,7 +354,7 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         }
         let targets = Targets {
             groups: vec![pgid],
-            marker: &marker,
+            marker: Some(&marker),
         };
 
         let mut stdout = child.stdout.take();
@@ -461,7 +485,7 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
                 .filter(|g| g.alive() || members.iter().any(|(_, s, _)| s.pgrp == g.pid))
                 .map(|g| g.pid)
                 .collect(),
-            marker: &self.marker,
+            marker: Some(&self.marker),
         };
         targets.stop().await;
         if let Some(ledger) = &self.options.ledger {

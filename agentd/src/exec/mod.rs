@@ -10,7 +10,7 @@ mod search;
 mod utf8;
 
 pub use env_filter::{DEFAULT_SECRET_PATTERNS, EnvFilter, EnvPolicy};
-pub use local::{LocalExecutionEnvironment, LocalOptions};
+pub use local::{LocalExecutionEnvironment, LocalOptions, end_leftovers};
 pub use process::{
     MARKER_VAR, ProcessId, become_subreaper, identify, reap_orphans, reap_orphans_forever, run_id,
 };

@@ -43,13 +43,12 @@ async fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
 }
 
 /// A unique marker for this test's processes: `sleep` accepts a sum of durations, so
-/// `sleep 600 0.<marker>` sleeps 600 s and carries the marker in its command line.
+/// `sleep 600 0.<marker>` sleeps 600 s and carries the marker in its command line. Markers
+/// have one width, so none is a prefix of another; tests append a digit to make a second one.
 fn marker() -> String {
-    format!(
-        "0.{}{}",
-        std::process::id(),
-        Instant::now().elapsed().subsec_nanos() % 1000
-    )
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("0.{:07}{n:03}", std::process::id())
 }
 
 /// Regression (issue 12): an escaped process holding the output pipes made abort take 15 s
@@ -101,4 +100,106 @@ async fn abort_with_escaped_and_term_ignoring_members_is_prompt() {
     );
     let snapshot = s.call("session/get", json!({})).await;
     assert_eq!(snapshot["state"], "idle");
+}
+
+/// `/proc/PID/stat` field 22: when the process started.
+fn start_time(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = stat.rsplit_once(')').unwrap().1;
+    rest.split_whitespace().nth(19).unwrap().parse().unwrap()
+}
+
+/// Regression (issue 12): after `kill -9` of the daemon its commands kept running, and the
+/// next daemon did not end them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_after_kill_9_ends_the_commands_the_dead_daemon_left() {
+    let mut s = setup().await;
+    let escaped = marker();
+    let member = format!("{escaped}1");
+    let command = format!("(setsid sleep 600 {escaped} &); sleep 600 {member}");
+    s.mock.push_stream(sse::shell("t_left", &command));
+    s.start("leave").await;
+    wait_for("the command's processes", || {
+        live_with_marker(&escaped).len() == 2
+    })
+    .await;
+
+    s.daemon
+        .stop_with(nix::sys::signal::Signal::SIGKILL)
+        .await
+        .unwrap();
+    assert_eq!(
+        live_with_marker(&escaped).len(),
+        2,
+        "a killed daemon cannot end them itself"
+    );
+    s.daemon.restart().await.unwrap();
+    // Answered only once the leftovers are ended: that happens before serving.
+    let mut client = s.daemon.client().await.unwrap();
+    client.call("daemon/info", json!({})).await.unwrap();
+    assert_eq!(
+        live_with_marker(&escaped),
+        Vec::<i32>::new(),
+        "the group and the process that left it are gone: {}",
+        s.daemon.log_text()
+    );
+    assert!(
+        s.daemon
+            .log_text()
+            .contains("ended processes a previous agentd left running")
+    );
+}
+
+/// A recorded group whose pid now belongs to another process (its start time differs) is
+/// never signalled; one whose leader is the recorded process is ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_pid_reused_by_another_process_is_left_alone() {
+    use std::os::unix::process::CommandExt;
+    let mut s = setup().await;
+    s.daemon
+        .stop_with(nix::sys::signal::Signal::SIGTERM)
+        .await
+        .unwrap();
+    let spawn = |marker: &str| {
+        std::process::Command::new("sleep")
+            .args(["600", marker])
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    };
+    let (stranger_marker, leftover_marker) = (marker(), marker());
+    let mut stranger = spawn(&stranger_marker);
+    let mut leftover = spawn(&leftover_marker);
+    let groups = json!({
+        "run": "1-1",
+        "groups": [
+            {"pgid": stranger.id(), "start_time": start_time(stranger.id()) + 1},
+            {"pgid": leftover.id(), "start_time": start_time(leftover.id())},
+        ],
+    });
+    let state = s.daemon.sessions_dir().parent().unwrap().to_owned();
+    std::fs::write(state.join("groups.json"), groups.to_string()).unwrap();
+
+    s.daemon.restart().await.unwrap();
+    let mut client = s.daemon.client().await.unwrap();
+    client.call("daemon/info", json!({})).await.unwrap();
+    let ended = tokio::time::timeout(agentd_tests::WAIT, async {
+        tokio::task::spawn_blocking(move || leftover.wait()).await
+    })
+    .await
+    .expect("the recorded group is ended")
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&ended),
+        Some(15)
+    );
+    assert_eq!(
+        stranger.try_wait().unwrap(),
+        None,
+        "the process that reused a recorded pid runs on"
+    );
+    assert_eq!(live_with_marker(&stranger_marker).len(), 1);
+    stranger.kill().unwrap();
+    stranger.wait().unwrap();
 }
