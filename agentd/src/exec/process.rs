@@ -199,12 +199,21 @@ impl Drop for SpawnedChild {
 /// group member until init gets to it) and can still find them. Call before any thread runs
 /// commands; Linux only.
 pub fn become_subreaper() -> std::io::Result<()> {
-    nix::sys::prctl::set_child_subreaper(true).map_err(std::io::Error::from)
+    nix::sys::prctl::set_child_subreaper(true).map_err(std::io::Error::from)?;
+    SUBREAPER.store(true, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
 }
+
+/// Set by [`become_subreaper`]. Without it the process's zombie children are its host's
+/// (a program using agentd as a library, a test harness), never orphans to reap.
+static SUBREAPER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Reaps the zombies among the daemon's children that tokio did not spawn (orphans it
 /// inherited as a subreaper). Never `waitpid(-1)`: that would steal tokio's children.
 pub fn reap_orphans() {
+    if !SUBREAPER.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
     let spawned = spawned();
     let me = std::process::id() as i32;
     for pid in children(me) {
@@ -280,5 +289,27 @@ mod tests {
             ..me
         };
         assert!(!reused.alive(), "a different start time is another process");
+    }
+
+    #[test]
+    fn a_group_of_zombies_is_dead() {
+        use std::os::unix::process::CommandExt;
+        let mut child = std::process::Command::new("true")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pgid = child.id() as i32;
+        // Unreaped, it stays a zombie member of its group.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !stat(pgid).unwrap().zombie() {
+            assert!(std::time::Instant::now() < deadline);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(
+            killpg(Pid::from_raw(pgid), None).is_ok(),
+            "the kernel counts it"
+        );
+        assert!(!group_alive(pgid), "a zombie runs nothing");
+        child.wait().unwrap();
     }
 }

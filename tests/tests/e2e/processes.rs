@@ -203,3 +203,39 @@ async fn a_recorded_pid_reused_by_another_process_is_left_alone() {
     stranger.kill().unwrap();
     stranger.wait().unwrap();
 }
+
+/// The parent pid and state of `pid`, if it exists.
+fn parent_and_state(pid: i32) -> Option<(i32, char)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    Some((fields.next()?.parse().ok()?, state))
+}
+
+/// Regression (issue 12): an orphan of a command (its shell gone) became a zombie waiting for
+/// init, and a zombie counted as a live group member, so the abort waited out the grace
+/// period. The daemon is a child subreaper: orphans become its children, and it reaps them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphans_are_the_daemons_to_reap() {
+    let mut s = setup().await;
+    let orphan = marker();
+    let command = format!("echo PGID=$$; (sleep 600 {orphan} &); sleep 600");
+    s.mock.push_stream(sse::shell("t_orphan", &command));
+    s.start("orphan").await;
+    wait_for("the orphan", || live_with_marker(&orphan).len() == 1).await;
+    let pid = live_with_marker(&orphan)[0];
+    wait_for("the orphan to be reparented", || {
+        parent_and_state(pid).is_some_and(|(ppid, _)| ppid == s.daemon.pid() as i32)
+    })
+    .await;
+
+    let aborted = tokio::time::timeout(Duration::from_secs(10), s.call("session/abort", json!({})))
+        .await
+        .expect("the abort answers");
+    assert_eq!(aborted["state"], "idle");
+    // Not even a zombie is left: the daemon reaped it.
+    wait_for("the orphan to be reaped", || {
+        parent_and_state(pid).is_none()
+    })
+    .await;
+}
