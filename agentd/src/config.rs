@@ -181,6 +181,22 @@ pub struct Config {
     /// (its memory freed; it loads again on its next use). `None`: never (`[daemon]
     /// evict_idle_secs = 0`).
     pub evict_idle_after: Option<Duration>,
+    /// `[tools]`: what commands run with.
+    pub tools: ToolsConfig,
+}
+
+/// `[tools]`: the environment commands run with. Secrets are kept out by default patterns
+/// (`exec::DEFAULT_SECRET_PATTERNS`) and by the names the daemon reads keys from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsConfig {
+    /// More variables to keep out: names or patterns with `*`, case-insensitive.
+    #[serde(default)]
+    pub env_deny: Vec<String>,
+    /// Variables to pass although a pattern matches them: exact names, case-insensitive.
+    /// A provider's key variable is never passed.
+    #[serde(default)]
+    pub env_allow: Vec<String>,
 }
 
 /// A configuration problem; the message names the file and key.
@@ -220,6 +236,8 @@ struct FileConfig {
     pricing: BTreeMap<String, Price>,
     #[serde(default)]
     daemon: FileDaemon,
+    #[serde(default)]
+    tools: ToolsConfig,
 }
 
 #[derive(Deserialize, Default)]
@@ -387,6 +405,16 @@ impl Config {
             };
             providers.insert(name, provider);
         }
+        if let Some(bad) = file.tools.env_allow.iter().find(|n| n.contains('*')) {
+            return Err(Error::Invalid(format!(
+                "tools.env_allow takes exact names, not patterns: {bad:?}"
+            )));
+        }
+        if file.tools.env_deny.iter().any(|p| p.trim().is_empty()) {
+            return Err(Error::Invalid(
+                "tools.env_deny has an empty name".to_owned(),
+            ));
+        }
         let default_provider = file.default_provider.unwrap_or_else(|| "anthropic".into());
         if !providers.contains_key(&default_provider) {
             return Err(Error::Invalid(format!(
@@ -403,6 +431,7 @@ impl Config {
                 Some(0) => None,
                 Some(secs) => Some(Duration::from_secs(secs)),
             },
+            tools: file.tools,
             log_level: env("AGENTD_LOG")
                 .or(file.log_level)
                 .unwrap_or_else(|| "info".into()),
@@ -410,6 +439,11 @@ impl Config {
         };
         config.session_config(&config.default_provider, None)?;
         Ok(config)
+    }
+
+    /// The environment variables the daemon reads API keys from: commands never see them.
+    pub fn key_variables(&self) -> impl Iterator<Item = &str> {
+        self.providers.values().map(|p| p.api_key_env.as_str())
     }
 
     /// The initial config of a new session on `provider` (default: the configured one), with
@@ -579,6 +613,41 @@ mod tests {
         .unwrap();
         assert_eq!(c.providers["openai"].base_url, "https://api.openai.com/v1");
         assert!(c.providers["openai"].is_usable() && c.providers["gemini"].is_usable());
+    }
+
+    #[test]
+    fn tools_env_lists_are_read_and_checked() {
+        let c = build(
+            "[providers.mine]\nkind = \"openai_chat\"\nbase_url = \"http://127.0.0.1:1\"\ndefault_model = \"m\"\napi_key_env = \"MY_LLM_KEY\"\n[tools]\nenv_deny = [\"CORP_*\"]\nenv_allow = [\"TOKENIZERS_PARALLELISM\"]\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            c.tools,
+            ToolsConfig {
+                env_deny: vec!["CORP_*".into()],
+                env_allow: vec!["TOKENIZERS_PARALLELISM".into()],
+            }
+        );
+        let mut keys: Vec<&str> = c.key_variables().collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            [
+                "ANTHROPIC_API_KEY",
+                "GEMINI_API_KEY",
+                "MY_LLM_KEY",
+                "OPENAI_API_KEY"
+            ]
+        );
+        let err = build("[tools]\nenv_allow = [\"A*\"]\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tools.env_allow"), "{err}");
+        let err = build("[tools]\nenv_denied = []\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("env_denied"), "{err}");
     }
 
     #[test]

@@ -179,10 +179,15 @@ impl Registry {
     }
 
     fn environment(&self, cwd: PathBuf, read_only: bool) -> Arc<dyn ExecutionEnvironment> {
+        let tools = &self.config.tools;
         let local = LocalExecutionEnvironment::with_options(
             cwd,
             LocalOptions {
-                env: EnvFilter::new(EnvPolicy::InheritAll),
+                env: EnvFilter::new(EnvPolicy::InheritAll).with(
+                    &tools.env_deny,
+                    &tools.env_allow,
+                    self.config.key_variables(),
+                ),
                 ledger: self.ledger.clone(),
             },
         );

@@ -33,6 +33,7 @@ mod processes;
 mod profiles;
 mod protocol;
 mod provider;
+mod secrets;
 mod session_core;
 mod streams;
 mod subagents;
