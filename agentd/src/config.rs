@@ -183,6 +183,9 @@ pub struct Config {
     pub evict_idle_after: Option<Duration>,
     /// `[tools]`: what commands run with.
     pub tools: ToolsConfig,
+    /// Problems that do not stop the daemon but should be fixed (a config file others can
+    /// write); logged at start and printed by `--check-config`.
+    pub warnings: Vec<String>,
 }
 
 /// `[tools]`: the environment commands run with. Secrets are kept out by default patterns
@@ -323,9 +326,13 @@ impl Config {
             },
             None => (FileConfig::default(), None),
         };
-        Self::build(file, source, &|k| {
+        let mut config = Self::build(file, source, &|k| {
             std::env::var(k).ok().filter(|v| !v.is_empty())
-        })
+        })?;
+        if let Some(path) = &config.source {
+            config.warnings.extend(permission_warning(path));
+        }
+        Ok(config)
     }
 
     fn build(
@@ -432,6 +439,7 @@ impl Config {
                 Some(secs) => Some(Duration::from_secs(secs)),
             },
             tools: file.tools,
+            warnings: Vec::new(),
             log_level: env("AGENTD_LOG")
                 .or(file.log_level)
                 .unwrap_or_else(|| "info".into()),
@@ -493,6 +501,21 @@ pub fn validate_session_config(c: &SessionConfig) -> Result<(), Error> {
         return bad("auto_compact_percent", "must be 0 (off) to 100");
     }
     Ok(())
+}
+
+/// A warning when other users can write the config file: whoever can write it chooses the
+/// endpoints that receive your keys and conversations, and what tools may do.
+fn permission_warning(path: &Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o7777;
+    (mode & 0o002 != 0).then(|| {
+        format!(
+            "config file {} is writable by every user (mode {mode:04o}): anyone on this machine can \
+             point your providers at their own server; fix it with `chmod 600 {}`",
+            path.display(),
+            path.display()
+        )
+    })
 }
 
 fn parse(text: &str, path: &Path) -> Result<FileConfig, Error> {
@@ -648,6 +671,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("env_denied"), "{err}");
+    }
+
+    #[test]
+    fn a_world_writable_file_is_named_with_its_fix() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, "").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(Config::load(Some(&path), true).unwrap().warnings, [""; 0]);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let warnings = Config::load(Some(&path), true).unwrap().warnings;
+        assert_eq!(warnings.len(), 1);
+        assert!(
+            warnings[0].contains(&path.display().to_string())
+                && warnings[0].contains("mode 0666")
+                && warnings[0].contains(&format!("chmod 600 {}", path.display())),
+            "{warnings:?}"
+        );
     }
 
     #[test]

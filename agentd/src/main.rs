@@ -79,6 +79,9 @@ fn main() -> ExitCode {
                 p.display().to_string()
             });
         println!("config ok: {source}");
+        for warning in &config.warnings {
+            println!("  warning: {warning}");
+        }
         for p in config.providers.values() {
             let status = if p.is_usable() { "ready" } else { "no key" };
             println!(
@@ -103,6 +106,9 @@ fn main() -> ExitCode {
         logs.without_time().init();
     } else {
         logs.init();
+    }
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
     }
     // Orphans of the commands (a `setsid` double fork, a shell's background children) become
     // the daemon's children, so it reaps them at once and can find them to kill them.

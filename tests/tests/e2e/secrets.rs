@@ -1,5 +1,6 @@
 //! Secrets stay out of the commands tools run: the names the config reads keys from, the
-//! common credential names, and the configured ones; a configured allowance gets through.
+//! common credential names, and the configured ones; a configured allowance gets through. A
+//! config file others can write is reported with its fix.
 
 use crate::of_kind;
 use agentd_tests::mock::MockAnthropic;
@@ -78,4 +79,34 @@ async fn a_shell_sees_no_secret_but_what_is_allowed() {
             "{name} is missing: {output}"
         );
     }
+}
+
+/// Regression (issue 12): a world-writable config file was accepted without a word.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_world_writable_config_is_named_with_its_fix() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut daemon = TestDaemon::start_with_config(&[], Some("log_level = \"info\"\n"))
+        .await
+        .unwrap();
+    daemon
+        .stop_with(nix::sys::signal::Signal::SIGTERM)
+        .await
+        .unwrap();
+    let path = daemon.root.path().join("config/agentd/config.toml");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    daemon.restart().await.unwrap();
+    let fix = format!("chmod 600 {}", path.display());
+    let log = daemon.log_text();
+    assert!(
+        log.contains("writable by every user") && log.contains(&fix),
+        "{log}"
+    );
+    let check = daemon
+        .command("agentd")
+        .arg("--check-config")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "a warning, not an error: {said}");
+    assert!(said.contains("warning:") && said.contains(&fix), "{said}");
 }
