@@ -239,3 +239,50 @@ async fn orphans_are_the_daemons_to_reap() {
     })
     .await;
 }
+
+/// Starts `command` in a new session of `s`'s daemon and waits until `ready` holds.
+async fn run_in_new_session(s: &mut crate::Setup, command: &str, ready: impl FnMut() -> bool) {
+    let session = s
+        .daemon
+        .create_session(&mut s.client, s.workdir.path(), json!({}))
+        .await
+        .unwrap();
+    s.session = session;
+    s.mock.push_stream(sse::shell("t_run", command));
+    s.start("run").await;
+    wait_for("the command's processes", ready).await;
+}
+
+/// Regression (issue 12): with an escaped process holding the pipes, `abort {close}` took
+/// 30 s and did not close, and a daemon shutdown took 15 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_and_shutdown_with_an_escaped_process_are_prompt() {
+    let mut s = setup().await;
+    let first = marker();
+    let command = format!("(setsid sleep 600 {first} &); sleep 600 {first}1");
+    run_in_new_session(&mut s, &command, || live_with_marker(&first).len() == 2).await;
+    let t = Instant::now();
+    let closed = tokio::time::timeout(
+        Duration::from_secs(10),
+        s.call("session/abort", json!({"close": true})),
+    )
+    .await
+    .expect("abort {close} answers within the grace period plus a little");
+    eprintln!("abort close took {:?}", t.elapsed());
+    assert_eq!(closed["state"], "closed");
+    assert_eq!(live_with_marker(&first), Vec::<i32>::new());
+
+    let second = marker();
+    let command = format!("(setsid sleep 600 {second} &); sleep 600 {second}1");
+    run_in_new_session(&mut s, &command, || live_with_marker(&second).len() == 2).await;
+    let t = Instant::now();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        s.daemon.stop_with(nix::sys::signal::Signal::SIGTERM),
+    )
+    .await
+    .expect("the daemon stops within the grace period plus a little")
+    .unwrap();
+    eprintln!("shutdown took {:?}", t.elapsed());
+    assert_eq!(live_with_marker(&second), Vec::<i32>::new());
+}
