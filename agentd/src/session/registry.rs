@@ -63,20 +63,15 @@ pub struct Registry {
     ledger: Option<Arc<dyn ProcessLedger>>,
 }
 
-/// The store's group records as environments see them. A failed write is logged: the
-/// command runs anyway, only a crash's leftovers could then outlive the daemon.
+/// The store's group records as environments see them.
 struct Ledger(ProcessRecords);
 
 impl ProcessLedger for Ledger {
     fn started(&self, group: ProcessId) {
-        if let Err(e) = self.0.add(recorded(group)) {
-            tracing::warn!("cannot record a process group: {e}");
-        }
+        self.0.add(recorded(group));
     }
     fn ended(&self, group: ProcessId) {
-        if let Err(e) = self.0.remove(recorded(group)) {
-            tracing::warn!("cannot update the process group records: {e}");
-        }
+        self.0.remove(recorded(group));
     }
 }
 

@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use std::fs;
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::path::Path;
+use std::sync::mpsc;
 
 const FILE: &str = "groups.json";
 const FILE_TMP: &str = ".groups.json.tmp";
@@ -37,13 +37,18 @@ pub struct RecordedProcesses {
     pub groups: Vec<RecordedGroup>,
 }
 
-/// The running daemon's `groups.json`. Changes are written in the order they are made.
+/// The running daemon's `groups.json`. Changes are sent to a thread of its own that writes them
+/// in order, coalescing what arrived meanwhile, so a command never waits for the disk (a
+/// hanging disk would otherwise stall the async workers that start commands).
 #[derive(Debug)]
 pub struct ProcessRecords {
-    dir: PathBuf,
-    /// The file's contents; held while it is written, so writes land in order. The file is a
-    /// few hundred bytes in the page cache (no sync), so the lock is held for microseconds.
-    current: Mutex<RecordedProcesses>,
+    changes: mpsc::Sender<Change>,
+}
+
+#[derive(Debug)]
+enum Change {
+    Add(RecordedGroup),
+    Remove(RecordedGroup),
 }
 
 impl Store {
@@ -52,7 +57,7 @@ impl Store {
         self.dir.parent().unwrap_or(&self.dir)
     }
 
-    /// What the previous daemon run recorded (nothing when it stopped cleanly or never ran).
+    /// What the previous daemon run recorded (nothing when it never ran).
     /// Read it before [`Store::process_records`] starts this run's records over it.
     pub fn leftover_processes(&self) -> Result<RecordedProcesses, Error> {
         let path = self.state_dir().join(FILE);
@@ -65,64 +70,87 @@ impl Store {
     }
 
     /// Starts this run's records (marker prefix `run`, no groups yet), replacing the last
-    /// run's.
+    /// run's before it returns, and the thread that writes the changes.
     pub fn process_records(&self, run: &str) -> Result<ProcessRecords, Error> {
-        let records = ProcessRecords {
-            dir: self.state_dir().to_owned(),
-            current: Mutex::new(RecordedProcesses {
-                run: run.to_owned(),
-                groups: Vec::new(),
-            }),
+        let dir = self.state_dir().to_owned();
+        let mut current = RecordedProcesses {
+            run: run.to_owned(),
+            groups: Vec::new(),
         };
-        records.change(|_| true)?;
-        Ok(records)
+        write(&dir, &current)?;
+        let (tx, rx) = mpsc::channel();
+        let thread_dir = dir.clone();
+        std::thread::Builder::new()
+            .name("agentd-groups".into())
+            .spawn(move || {
+                // Ends when the last sender (the registry's) is dropped.
+                while let Ok(first) = rx.recv() {
+                    let mut changed = apply(&mut current, first);
+                    while let Ok(next) = rx.try_recv() {
+                        changed |= apply(&mut current, next);
+                    }
+                    if changed && let Err(e) = write(&thread_dir, &current) {
+                        tracing::warn!("cannot update the process group records: {e}");
+                    }
+                }
+            })
+            .map_err(at(&dir))?;
+        Ok(ProcessRecords { changes: tx })
     }
 }
 
 impl ProcessRecords {
     /// Records a group that started.
-    pub fn add(&self, group: RecordedGroup) -> Result<(), Error> {
-        self.change(|r| {
-            let new = !r.groups.contains(&group);
-            if new {
-                r.groups.push(group);
-            }
-            new
-        })
+    pub fn add(&self, group: RecordedGroup) {
+        self.send(Change::Add(group));
     }
 
     /// Forgets a group that ended.
-    pub fn remove(&self, group: RecordedGroup) -> Result<(), Error> {
-        self.change(|r| {
-            let before = r.groups.len();
-            r.groups.retain(|g| *g != group);
-            r.groups.len() != before
-        })
+    pub fn remove(&self, group: RecordedGroup) {
+        self.send(Change::Remove(group));
     }
 
-    /// Applies `edit` and, when it changed something, writes the file.
-    fn change(&self, edit: impl FnOnce(&mut RecordedProcesses) -> bool) -> Result<(), Error> {
-        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        if !edit(&mut current) {
-            return Ok(());
-        }
-        // Plain data: serializing cannot fail.
-        let json = serde_json::to_vec(&*current).unwrap_or_default();
-        let (tmp, path) = (self.dir.join(FILE_TMP), self.dir.join(FILE));
-        match fs::remove_file(&tmp) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(at(&tmp)(e)),
-            _ => {}
-        }
-        let mut file = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(nix::libc::O_NOFOLLOW)
-            .open(&tmp)
-            .map_err(at(&tmp))?;
-        file.write_all(&json).map_err(at(&tmp))?;
-        fs::rename(&tmp, &path).map_err(at(&path))
+    fn send(&self, change: Change) {
+        // The thread only ends with this sender, so a send cannot fail while it is alive.
+        let _ = self.changes.send(change);
     }
+}
+
+/// Applies one change; whether it changed anything.
+fn apply(records: &mut RecordedProcesses, change: Change) -> bool {
+    match change {
+        Change::Add(group) if !records.groups.contains(&group) => {
+            records.groups.push(group);
+            true
+        }
+        Change::Add(_) => false,
+        Change::Remove(group) => {
+            let before = records.groups.len();
+            records.groups.retain(|g| *g != group);
+            records.groups.len() != before
+        }
+    }
+}
+
+/// Replaces `dir/groups.json` with `records`: a private temporary file (never through a
+/// symlink) renamed over it.
+fn write(dir: &Path, records: &RecordedProcesses) -> Result<(), Error> {
+    // Plain data: serializing cannot fail.
+    let json = serde_json::to_vec(records).unwrap_or_default();
+    let (tmp, path) = (dir.join(FILE_TMP), dir.join(FILE));
+    match fs::remove_file(&tmp) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(at(&tmp)(e)),
+        _ => {}
+    }
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&tmp)
+        .map_err(at(&tmp))?;
+    file.write_all(&json).map_err(at(&tmp))?;
+    fs::rename(&tmp, &path).map_err(at(&path))
 }
 
 #[cfg(test)]
@@ -149,17 +177,20 @@ mod tests {
                 start_time: 6,
             },
         );
-        records.add(a).unwrap();
-        records.add(b).unwrap();
-        records.add(b).unwrap();
-        records.remove(a).unwrap();
-        assert_eq!(
-            store.leftover_processes().unwrap(),
-            RecordedProcesses {
-                run: "1-2".into(),
-                groups: vec![b]
-            }
-        );
+        records.add(a);
+        records.add(b);
+        records.add(b);
+        records.remove(a);
+        let expect = RecordedProcesses {
+            run: "1-2".into(),
+            groups: vec![b],
+        };
+        // Written by the records' thread, soon.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while store.leftover_processes().unwrap() != expect {
+            assert!(std::time::Instant::now() < deadline, "never written");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let mode = fs::metadata(dir.path().join(FILE))
             .unwrap()
             .permissions()
