@@ -1,7 +1,10 @@
 //! Where tools run: the [`ExecutionEnvironment`] trait (spec 4.1) and its local implementation.
 //!
 //! Only this module spawns processes. Every command runs in its own process group so that a
-//! timeout or an abort can signal the command and everything it forked at once.
+//! timeout or an abort can signal the command and everything it forked at once, and its
+//! processes carry [`MARKER_VAR`] so the ones that leave the group are still found
+//! (`process.rs`). The daemon is a child subreaper ([`become_subreaper`]) and records its
+//! groups through a [`ProcessLedger`], so nothing it starts outlives it unnoticed.
 
 mod env_filter;
 mod local;
@@ -124,8 +127,11 @@ pub trait ExecutionEnvironment: Send + Sync {
     async fn file_exists(&self, path: &Path) -> bool;
     /// Lists a directory down to `depth` levels (1 = direct children).
     async fn list_directory(&self, path: &Path, depth: usize) -> Result<Vec<DirEntry>, Error>;
-    /// Runs a command in a new process group. On timeout or cancellation the group gets
-    /// SIGTERM, then SIGKILL two seconds later; the output collected so far is returned.
+    /// Runs a command in a new process group. On timeout or cancellation the group, and the
+    /// processes that left it, get SIGTERM, then SIGKILL two seconds later (at once when all
+    /// are gone sooner); the output collected so far is returned, read for at most a short
+    /// drain after the command exits or is killed, whoever still holds its pipes. Processes
+    /// that left the group are named in a warning at the end of `stderr`.
     async fn exec_command(
         &self,
         request: ExecRequest<'_>,
@@ -133,7 +139,8 @@ pub trait ExecutionEnvironment: Send + Sync {
         cancel: &CancellationToken,
     ) -> Result<ExecResult, Error>;
     /// Terminates every process this environment started that is still alive (commands that
-    /// left background children behind). Called when a session aborts or closes.
+    /// left background children behind, in their groups or out of them), within the grace
+    /// period. Called when a session aborts or closes.
     async fn terminate_all(&self);
     /// Searches file contents; returns the report (spec 4.1 `grep`).
     async fn grep(&self, options: GrepOptions) -> Result<String, Error>;
