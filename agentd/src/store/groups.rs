@@ -52,15 +52,15 @@ enum Change {
 }
 
 impl Store {
-    /// The state directory (the parent of the sessions directory).
-    fn state_dir(&self) -> &Path {
+    /// Where `groups.json` lives: the state directory (the parent of the sessions directory).
+    fn records_dir(&self) -> &Path {
         self.dir.parent().unwrap_or(&self.dir)
     }
 
     /// What the previous daemon run recorded (nothing when it never ran).
     /// Read it before [`Store::process_records`] starts this run's records over it.
     pub fn leftover_processes(&self) -> Result<RecordedProcesses, Error> {
-        let path = self.state_dir().join(FILE);
+        let path = self.records_dir().join(FILE);
         match fs::read(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes)
                 .map_err(|e| at(&path)(io::Error::new(io::ErrorKind::InvalidData, e))),
@@ -72,7 +72,7 @@ impl Store {
     /// Starts this run's records (marker prefix `run`, no groups yet), replacing the last
     /// run's before it returns, and the thread that writes the changes.
     pub fn process_records(&self, run: &str) -> Result<ProcessRecords, Error> {
-        let dir = self.state_dir().to_owned();
+        let dir = self.records_dir().to_owned();
         let mut current = RecordedProcesses {
             run: run.to_owned(),
             groups: Vec::new(),
