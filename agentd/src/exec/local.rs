@@ -563,3 +563,89 @@ fn list_blocking(root: &Path, depth: usize) -> Result<Vec<DirEntry>, Error> {
     entries.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(entries)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `command` in `env` to its end (or `cancel`), with a watchdog against hangs.
+    async fn run(
+        env: &LocalExecutionEnvironment,
+        command: &str,
+        cancel: &CancellationToken,
+    ) -> ExecResult {
+        let request = ExecRequest {
+            command,
+            timeout: Duration::from_secs(300),
+            working_dir: None,
+        };
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            env.exec_command(request, &|_, _| {}, cancel),
+        )
+        .await
+        .expect("the command returns")
+        .unwrap()
+    }
+
+    /// Live processes whose last argument is `marker`.
+    fn with_marker(marker: &str) -> Vec<i32> {
+        process::marked("")
+            .into_iter()
+            .filter(|(_, _, cmd)| cmd.ends_with(marker))
+            .map(|(id, _, _)| id.pid)
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_escaped_process_holding_the_pipes_is_named_and_ended_with_the_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = LocalExecutionEnvironment::new(dir.path().to_owned(), EnvPolicy::InheritCore);
+        let marker = format!("0.{:07}1", std::process::id());
+        let command = format!("(setsid sleep 600 {marker} &); echo done");
+        let result = run(&env, &command, &CancellationToken::new()).await;
+        assert_eq!(
+            (result.stdout.as_str(), result.exit_code),
+            ("done\n", Some(0))
+        );
+        assert!(
+            result
+                .stderr
+                .contains("left the command's process group: pid")
+                && result.stderr.contains("keep running"),
+            "{}",
+            result.stderr
+        );
+        assert_eq!(with_marker(&marker).len(), 1, "it keeps running");
+        env.terminate_all().await;
+        assert_eq!(with_marker(&marker), Vec::<i32>::new());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancel_ends_term_ignoring_processes_that_left_the_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = LocalExecutionEnvironment::new(dir.path().to_owned(), EnvPolicy::InheritCore);
+        let marker = format!("0.{:07}2", std::process::id());
+        let command = format!(
+            "(setsid bash -c \"trap '' TERM; sleep 600 {marker}\" &); trap '' TERM; sleep 600"
+        );
+        let cancel = CancellationToken::new();
+        let stopper = cancel.clone();
+        let (result, ()) = tokio::join!(run(&env, &command, &cancel), async move {
+            while with_marker(&marker).is_empty() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            stopper.cancel();
+        });
+        assert!(result.cancelled);
+        assert!(
+            result.stderr.contains("they were ended with it"),
+            "{}",
+            result.stderr
+        );
+        assert_eq!(
+            with_marker(&format!("0.{:07}2", std::process::id())),
+            Vec::<i32>::new()
+        );
+    }
+}
