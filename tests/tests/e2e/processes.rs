@@ -238,6 +238,20 @@ async fn orphans_are_the_daemons_to_reap() {
         parent_and_state(pid).is_none()
     })
     .await;
+
+    // The issue's own case: the shell's `sleep` may outlive the shell by an instant and become
+    // an orphan; either way none of it is left, not even as a zombie.
+    let sleeper = marker();
+    let command = format!("sh -c 'sleep 30 {sleeper}; echo never'");
+    s.mock.push_stream(sse::shell("t_sh", &command));
+    s.call("session/submit", json!({"text": "sh"})).await;
+    wait_for("the sleep", || live_with_marker(&sleeper).len() == 1).await;
+    let pid = live_with_marker(&sleeper)[0];
+    let aborted = tokio::time::timeout(Duration::from_secs(10), s.call("session/abort", json!({})))
+        .await
+        .expect("the abort answers");
+    assert_eq!(aborted["state"], "idle");
+    wait_for("the sleep to be reaped", || parent_and_state(pid).is_none()).await;
 }
 
 /// Starts `command` in a new session of `s`'s daemon and waits until `ready` holds.
