@@ -186,6 +186,25 @@ pub struct Config {
     /// (its memory freed; it loads again on its next use). `None`: never (`[daemon]
     /// evict_idle_secs = 0`).
     pub evict_idle_after: Option<Duration>,
+    /// `[tools]`: what commands run with.
+    pub tools: ToolsConfig,
+    /// Problems that do not stop the daemon but should be fixed (a config file others can
+    /// write); logged at start and printed by `--check-config`.
+    pub warnings: Vec<String>,
+}
+
+/// `[tools]`: the environment commands run with. Secrets are kept out by default patterns
+/// (`exec::DEFAULT_SECRET_PATTERNS`) and by the names the daemon reads keys from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsConfig {
+    /// More variables to keep out: names or patterns with `*`, case-insensitive.
+    #[serde(default)]
+    pub env_deny: Vec<String>,
+    /// Variables to pass although a pattern matches them: exact names, case-insensitive.
+    /// A provider's key variable is never passed.
+    #[serde(default)]
+    pub env_allow: Vec<String>,
 }
 
 /// A configuration problem; the message names the file and key.
@@ -240,6 +259,7 @@ struct FileConfig {
     daemon: FileDaemon,
     #[serde(default)]
     server: ServerConfig,
+    tools: ToolsConfig,
 }
 
 #[derive(Deserialize, Default)]
@@ -358,9 +378,13 @@ impl Config {
             },
             None => (FileConfig::default(), None),
         };
-        Self::build(file, source, &|k| {
+        let mut config = Self::build(file, source, &|k| {
             std::env::var(k).ok().filter(|v| !v.is_empty())
-        })
+        })?;
+        if let Some(path) = &config.source {
+            config.warnings.extend(permission_warning(path));
+        }
+        Ok(config)
     }
 
     fn build(
@@ -452,6 +476,16 @@ impl Config {
                 "server.max_buffered_input_mb must be at least 1".into(),
             ));
         }
+        if let Some(bad) = file.tools.env_allow.iter().find(|n| n.contains('*')) {
+            return Err(Error::Invalid(format!(
+                "tools.env_allow takes exact names, not patterns: {bad:?}"
+            )));
+        }
+        if file.tools.env_deny.iter().any(|p| p.trim().is_empty()) {
+            return Err(Error::Invalid(
+                "tools.env_deny has an empty name".to_owned(),
+            ));
+        }
         let default_provider = file.default_provider.unwrap_or_else(|| "anthropic".into());
         if !providers.contains_key(&default_provider) {
             return Err(Error::Invalid(format!(
@@ -469,6 +503,8 @@ impl Config {
                 Some(secs) => Some(Duration::from_secs(secs)),
             },
             server: file.server,
+            tools: file.tools,
+            warnings: Vec::new(),
             log_level: env("AGENTD_LOG")
                 .or(file.log_level)
                 .unwrap_or_else(|| "info".into()),
@@ -476,6 +512,11 @@ impl Config {
         };
         config.session_config(&config.default_provider, None)?;
         Ok(config)
+    }
+
+    /// The environment variables the daemon reads API keys from: commands never see them.
+    pub fn key_variables(&self) -> impl Iterator<Item = &str> {
+        self.providers.values().map(|p| p.api_key_env.as_str())
     }
 
     /// The initial config of a new session on `provider` (default: the configured one), with
@@ -525,6 +566,21 @@ pub fn validate_session_config(c: &SessionConfig) -> Result<(), Error> {
         return bad("auto_compact_percent", "must be 0 (off) to 100");
     }
     Ok(())
+}
+
+/// A warning when other users can write the config file: whoever can write it chooses the
+/// endpoints that receive your keys and conversations, and what tools may do.
+fn permission_warning(path: &Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o7777;
+    (mode & 0o002 != 0).then(|| {
+        format!(
+            "config file {} is writable by every user (mode {mode:04o}): anyone on this machine can \
+             point your providers at their own server; fix it with `chmod 600 {}`",
+            path.display(),
+            path.display()
+        )
+    })
 }
 
 fn parse(text: &str, path: &Path) -> Result<FileConfig, Error> {
@@ -683,6 +739,60 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("idle_timeout_secs"), "{err}");
+    }
+
+    #[test]
+    fn tools_env_lists_are_read_and_checked() {
+        let c = build(
+            "[providers.mine]\nkind = \"openai_chat\"\nbase_url = \"http://127.0.0.1:1\"\ndefault_model = \"m\"\napi_key_env = \"MY_LLM_KEY\"\n[tools]\nenv_deny = [\"CORP_*\"]\nenv_allow = [\"TOKENIZERS_PARALLELISM\"]\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            c.tools,
+            ToolsConfig {
+                env_deny: vec!["CORP_*".into()],
+                env_allow: vec!["TOKENIZERS_PARALLELISM".into()],
+            }
+        );
+        let mut keys: Vec<&str> = c.key_variables().collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            [
+                "ANTHROPIC_API_KEY",
+                "GEMINI_API_KEY",
+                "MY_LLM_KEY",
+                "OPENAI_API_KEY"
+            ]
+        );
+        let err = build("[tools]\nenv_allow = [\"A*\"]\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tools.env_allow"), "{err}");
+        let err = build("[tools]\nenv_denied = []\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("env_denied"), "{err}");
+    }
+
+    #[test]
+    fn a_world_writable_file_is_named_with_its_fix() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, "").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(Config::load(Some(&path), true).unwrap().warnings, [""; 0]);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let warnings = Config::load(Some(&path), true).unwrap().warnings;
+        assert_eq!(warnings.len(), 1);
+        assert!(
+            warnings[0].contains(&path.display().to_string())
+                && warnings[0].contains("mode 0666")
+                && warnings[0].contains(&format!("chmod 600 {}", path.display())),
+            "{warnings:?}"
+        );
     }
 
     #[test]

@@ -81,6 +81,9 @@ fn main() -> ExitCode {
                 p.display().to_string()
             });
         println!("config ok: {source}");
+        for warning in &config.warnings {
+            println!("  warning: {warning}");
+        }
         for p in config.providers.values() {
             let status = if p.is_usable() { "ready" } else { "no key" };
             println!(
@@ -105,6 +108,14 @@ fn main() -> ExitCode {
         logs.without_time().init();
     } else {
         logs.init();
+    }
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
+    // Orphans of the commands (a `setsid` double fork, a shell's background children) become
+    // the daemon's children, so it reaps them at once and can find them to kill them.
+    if let Err(e) = agentd::exec::become_subreaper() {
+        tracing::warn!("cannot become a child subreaper: {e}; orphaned processes go to init");
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -162,6 +173,8 @@ async fn serve(
             anyhow::bail!("cannot use the state directory: {e}");
         }
     };
+    end_leftovers(&store).await;
+    tokio::spawn(agentd::exec::reap_orphans_forever());
     let shutdown = CancellationToken::new();
     let daemon = Arc::new(Daemon {
         registry: Registry::new(Arc::new(config), Some(store)),
@@ -232,6 +245,30 @@ fn limits(config: &Config, nofile: u64) -> Limits {
         limits.idle_timeout = (secs > 0).then(|| std::time::Duration::from_secs(secs));
     }
     limits.fit_fd_limit(nofile)
+}
+
+/// Ends the process groups a crashed run left behind (recorded in the state directory), before
+/// this run serves and records its own.
+async fn end_leftovers(store: &Store) {
+    let leftovers = match store.leftover_processes() {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!("cannot read the previous run's process groups: {e}");
+            return;
+        }
+    };
+    let groups: Vec<agentd::exec::ProcessId> = leftovers
+        .groups
+        .iter()
+        .map(|g| agentd::exec::ProcessId {
+            pid: g.pgid,
+            start_time: g.start_time,
+        })
+        .collect();
+    let ended = agentd::exec::end_leftovers(&groups, &leftovers.run).await;
+    if ended > 0 {
+        tracing::warn!(ended, "ended processes a previous agentd left running");
+    }
 }
 
 async fn stop_on_signal(shutdown: CancellationToken) {

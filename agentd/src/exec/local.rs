@@ -1,18 +1,21 @@
 //! [`LocalExecutionEnvironment`]: files on this machine, commands in new process groups.
 
+use super::process::{
+    self, MARKER_VAR, ProcessId, SpawnedChild, group_alive, marked, signal_group,
+};
 use super::utf8::Utf8Decoder;
 use super::{
-    DirEntry, EnvPolicy, Error, ExecRequest, ExecResult, ExecutionEnvironment, GrepOptions,
-    OutputSink, search,
+    DirEntry, EnvFilter, EnvPolicy, Error, ExecRequest, ExecResult, ExecutionEnvironment,
+    GrepOptions, OutputSink, ProcessLedger, search,
 };
 use agentd_proto::OutputStream;
 use async_trait::async_trait;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
@@ -20,64 +23,193 @@ use tokio_util::sync::CancellationToken;
 
 /// Grace period between SIGTERM and SIGKILL (spec 4.2).
 const KILL_GRACE: Duration = Duration::from_secs(2);
-/// How long to keep reading after the command exits while background children still hold its
-/// pipes open. They keep running; the session terminates them on abort or close.
+/// How long to keep reading after the command exits (or is killed) while other processes
+/// still hold its pipes open: background children that keep running, or processes that left
+/// the group and survived the kill. Past it the pipes are dropped unread, so no process can
+/// hold a command (or an abort) open.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(250);
+/// How often a stop looks whether everything is gone, to return before the grace period ends.
+const STOP_POLL: Duration = Duration::from_millis(50);
 /// Output kept per stream; more is counted but dropped, so a runaway command cannot exhaust
 /// the daemon's memory.
 const MAX_RETAINED: usize = 16 * 1024 * 1024;
 
+/// How a [`LocalExecutionEnvironment`] runs commands, beyond its directory.
+#[derive(Clone, Default)]
+pub struct LocalOptions {
+    /// Which variables commands inherit.
+    pub env: EnvFilter,
+    /// Where the process groups it starts are recorded (a daemon ends the leftovers of a
+    /// crashed run at start-up); `None`: nowhere.
+    pub ledger: Option<Arc<dyn ProcessLedger>>,
+}
+
 /// Runs tools on the local machine (spec 4.2).
 pub struct LocalExecutionEnvironment {
     cwd: PathBuf,
-    policy: EnvPolicy,
+    options: LocalOptions,
+    /// `<run>.<environment>.`: the [`MARKER_VAR`] prefix of every command this environment
+    /// starts, so its processes are found wherever they moved.
+    marker: String,
+    /// Commands started so far (the last part of each command's marker).
+    commands: AtomicU64,
     /// Process groups started by this environment that may still be alive.
-    groups: Mutex<HashSet<i32>>,
+    groups: Mutex<HashSet<ProcessId>>,
 }
 
 impl LocalExecutionEnvironment {
-    /// An environment rooted at `cwd` whose commands inherit variables per `policy`.
+    /// An environment rooted at `cwd` whose commands inherit variables per `policy` (secrets
+    /// filtered by the default patterns), recording its processes nowhere.
     pub fn new(cwd: PathBuf, policy: EnvPolicy) -> Self {
+        Self::with_options(
+            cwd,
+            LocalOptions {
+                env: EnvFilter::new(policy),
+                ledger: None,
+            },
+        )
+    }
+
+    /// An environment rooted at `cwd` that runs commands per `options`.
+    pub fn with_options(cwd: PathBuf, options: LocalOptions) -> Self {
+        static ENVIRONMENTS: AtomicU64 = AtomicU64::new(0);
+        let n = ENVIRONMENTS.fetch_add(1, Ordering::Relaxed);
         Self {
             cwd,
-            policy,
+            options,
+            marker: format!("{}.{n}.", process::run_id()),
+            commands: AtomicU64::new(0),
             groups: Mutex::new(HashSet::new()),
         }
     }
 
-    fn track(&self, pgid: i32, alive: bool) {
-        let mut groups = self.groups.lock().unwrap_or_else(|e| e.into_inner());
-        if alive {
-            groups.insert(pgid);
-        } else {
-            groups.remove(&pgid);
+    fn track(&self, group: ProcessId, alive: bool) {
+        let changed = {
+            let mut groups = self.groups.lock().unwrap_or_else(|e| e.into_inner());
+            if alive {
+                groups.insert(group)
+            } else {
+                groups.remove(&group)
+            }
+        };
+        if let (true, Some(ledger)) = (changed, &self.options.ledger) {
+            if alive {
+                ledger.started(group);
+            } else {
+                ledger.ended(group);
+            }
         }
     }
 }
 
-fn group_alive(pgid: i32) -> bool {
-    killpg(Pid::from_raw(pgid), None).is_ok()
+/// A process that left its command's process group, as the warning names it.
+struct Escaped {
+    id: ProcessId,
+    command: String,
 }
 
-fn signal_group(pgid: i32, signal: Signal) {
-    // ESRCH (already gone) is the expected race here.
-    let _ = killpg(Pid::from_raw(pgid), signal);
+/// The processes of some work: whole process groups, and every process carrying a marker
+/// (wherever it moved). Stopping them is SIGTERM to all, up to [`KILL_GRACE`] for them to
+/// go, then SIGKILL to all, looked up again, so nothing forked during the grace survives.
+struct Targets<'a> {
+    groups: Vec<i32>,
+    /// The marker prefix; `None`: the groups only.
+    marker: Option<&'a str>,
 }
 
-/// SIGTERM, up to two seconds for the group to go, then SIGKILL.
-async fn terminate_group(pgid: i32) {
-    if !group_alive(pgid) {
-        return;
+impl Targets<'_> {
+    /// Marked processes outside the groups (members are signalled through their group).
+    fn escaped(&self) -> Vec<Escaped> {
+        let Some(marker) = self.marker else {
+            return Vec::new();
+        };
+        marked(marker)
+            .into_iter()
+            .filter(|(_, stat, _)| !self.groups.contains(&stat.pgrp))
+            .map(|(id, _, command)| Escaped { id, command })
+            .collect()
     }
-    signal_group(pgid, Signal::SIGTERM);
-    let deadline = Instant::now() + KILL_GRACE;
-    while Instant::now() < deadline {
-        if !group_alive(pgid) {
-            return;
+
+    fn signal(&self, escaped: &[Escaped], signal: Signal) {
+        for &pgid in &self.groups {
+            signal_group(pgid, signal);
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        for e in escaped {
+            e.id.signal(signal);
+        }
     }
-    signal_group(pgid, Signal::SIGKILL);
+
+    fn alive(&self, escaped: &[Escaped]) -> bool {
+        self.groups.iter().any(|&g| group_alive(g)) || escaped.iter().any(|e| e.id.alive())
+    }
+
+    /// Stops everything; returns the processes that had left their groups.
+    async fn stop(&self) -> Vec<Escaped> {
+        let mut escaped = self.escaped();
+        if !self.alive(&escaped) {
+            return escaped;
+        }
+        self.signal(&escaped, Signal::SIGTERM);
+        let deadline = tokio::time::Instant::now() + KILL_GRACE;
+        while tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(STOP_POLL).await;
+            if !self.alive(&escaped) {
+                return escaped;
+            }
+        }
+        for e in self.escaped() {
+            if !escaped.iter().any(|k| k.id == e.id) {
+                escaped.push(e);
+            }
+        }
+        self.signal(&escaped, Signal::SIGKILL);
+        escaped
+    }
+}
+
+/// Ends what a crashed daemon run left behind: the recorded `groups` whose leader is still
+/// the recorded process (or that still hold a process marked by that run), and every process
+/// marked with `run`'s prefix wherever it moved. SIGTERM, the grace period, SIGKILL. Returns
+/// how many groups and escaped processes it stopped.
+pub async fn end_leftovers(groups: &[ProcessId], run: &str) -> usize {
+    // An empty run would match every marked process, other daemons' included.
+    let marker = (!run.is_empty()).then(|| format!("{run}."));
+    let members = marker.as_deref().map(marked).unwrap_or_default();
+    let targets = Targets {
+        groups: groups
+            .iter()
+            .filter(|g| g.alive() || members.iter().any(|(_, s, _)| s.pgrp == g.pid))
+            .map(|g| g.pid)
+            .collect(),
+        marker: marker.as_deref(),
+    };
+    let escaped = targets.stop().await;
+    targets.groups.len() + escaped.len()
+}
+
+/// The warning a command's result carries about processes that left its group.
+fn escaped_warning(escaped: &[Escaped], ended: bool) -> String {
+    let list: Vec<String> = escaped
+        .iter()
+        .take(8)
+        .map(|e| format!("pid {} ({})", e.id.pid, e.command))
+        .collect();
+    let more = escaped.len().saturating_sub(list.len());
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    let fate = if ended {
+        "they were ended with it"
+    } else {
+        "they keep running until the session is aborted or closed, and what they print is not shown"
+    };
+    format!(
+        "[warning: {} process(es) left the command's process group: {}{more}; {fate}]\n",
+        escaped.len(),
+        list.join(", ")
+    )
 }
 
 /// Collected output of one stream, capped at [`MAX_RETAINED`].
@@ -185,24 +317,45 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
             .working_dir
             .map(|d| self.resolve(d))
             .unwrap_or_else(|| self.cwd.clone());
-        let mut child = Command::new("/bin/bash")
+        let marker = format!(
+            "{}{}",
+            self.marker,
+            self.commands.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut command = Command::new("/bin/bash");
+        command
             .arg("-c")
             .arg(request.command)
             .current_dir(&cwd)
             .env_clear()
-            .envs(self.policy.filter(std::env::vars_os()))
+            .envs(self.options.env.filter(std::env::vars_os()))
+            .env(MARKER_VAR, &marker)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .map_err(Error::Spawn)?;
-        let pgid = child.id().map(|p| p as i32).ok_or_else(|| {
-            Error::Spawn(std::io::Error::other(
-                "child exited before its pid was read",
-            ))
-        })?;
-        self.track(pgid, true);
+            .process_group(0);
+        let (mut child, spawned_child) = {
+            // Listed before the lock is released, so the orphan reaper never takes its status.
+            let mut spawned = process::spawned();
+            let child = command.spawn().map_err(Error::Spawn)?;
+            let pid = child.id().map(|p| p as i32).ok_or_else(|| {
+                Error::Spawn(std::io::Error::other(
+                    "child exited before its pid was read",
+                ))
+            })?;
+            spawned.get_or_insert_default().insert(pid);
+            (child, SpawnedChild(pid))
+        };
+        let pgid = spawned_child.0;
+        // A leader that already exited has nothing to record: its group is being reaped.
+        let group = process::identify(pgid);
+        if let Some(group) = group {
+            self.track(group, true);
+        }
+        let targets = Targets {
+            groups: vec![pgid],
+            marker: Some(&marker),
+        };
 
         let mut stdout = child.stdout.take();
         let mut stderr = child.stderr.take();
@@ -212,16 +365,19 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         let (mut timed_out, mut cancelled) = (false, false);
         let timeout = tokio::time::sleep(request.timeout);
         tokio::pin!(timeout);
-        // Armed once a kill is under way: SIGKILL when it fires.
-        let mut kill_at: Option<tokio::time::Instant> = None;
-        // Armed once the command exits: stop waiting for background children's output.
+        // Set once a kill starts: SIGTERM, the grace period, SIGKILL. It runs once, however
+        // often the token fires, so a dead group is never signalled again.
+        let mut stopping: Option<futures::future::BoxFuture<'_, Vec<Escaped>>> = None;
+        let mut escaped: Option<Vec<Escaped>> = None;
+        // Armed once the command has exited or been killed: stop waiting for output from
+        // whatever still holds the pipes.
         let mut drain_until: Option<tokio::time::Instant> = None;
 
         loop {
             if status.is_some() && stdout.is_none() && stderr.is_none() {
                 break;
             }
-            let killing = kill_at.is_some();
+            let stop_started = stopping.is_some() || escaped.is_some();
             tokio::select! {
                 n = read_some(&mut stdout, &mut out_buf), if stdout.is_some() => match n {
                     Some(n) => {
@@ -239,42 +395,60 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
                 },
                 s = child.wait(), if status.is_none() => {
                     status = Some(s);
-                    if !killing {
+                    if !stop_started {
                         drain_until = Some(tokio::time::Instant::now() + DRAIN_AFTER_EXIT);
                     }
                 }
-                _ = &mut timeout, if !killing && status.is_none() => {
+                _ = &mut timeout, if !stop_started && status.is_none() => {
                     timed_out = true;
-                    signal_group(pgid, Signal::SIGTERM);
-                    kill_at = Some(tokio::time::Instant::now() + KILL_GRACE);
+                    stopping = Some(Box::pin(targets.stop()));
                 }
-                _ = cancel.cancelled(), if !killing => {
+                _ = cancel.cancelled(), if !stop_started => {
                     cancelled = true;
-                    signal_group(pgid, Signal::SIGTERM);
-                    kill_at = Some(tokio::time::Instant::now() + KILL_GRACE);
+                    stopping = Some(Box::pin(targets.stop()));
                     drain_until = None;
                 }
-                _ = sleep_until(kill_at), if kill_at.is_some() => {
-                    signal_group(pgid, Signal::SIGKILL);
-                    // Pipes close as the group dies; nothing more to wait for after a kill.
-                    kill_at = None;
+                found = poll_stop(&mut stopping), if stopping.is_some() => {
+                    stopping = None;
+                    escaped = Some(found);
+                    // Pipes close as the processes die; whatever still holds them open after
+                    // this (a process in uninterruptible sleep) is not waited for.
                     drain_until = Some(tokio::time::Instant::now() + DRAIN_AFTER_EXIT);
                 }
-                _ = sleep_until(drain_until), if drain_until.is_some() && status.is_some() && !killing => break,
+                _ = sleep_until(drain_until), if drain_until.is_some() && stopping.is_none() => break,
             }
-        }
-        if timed_out || cancelled {
-            // The main process is gone; make sure nothing it forked survives.
-            terminate_group(pgid).await;
         }
         let status = match status {
             Some(s) => Some(s.map_err(Error::Spawn)?),
             None => child.try_wait().ok().flatten(),
         };
-        self.track(pgid, group_alive(pgid));
+        drop(child);
+        let ended = escaped.is_some();
+        // After a normal exit, processes that still hold the pipes may have left the group:
+        // name them, as a kill would have.
+        let escaped = match escaped {
+            Some(e) => e,
+            None if stdout.is_some() || stderr.is_some() => targets.escaped(),
+            None => Vec::new(),
+        };
+        if let Some(group) = group {
+            self.track(group, group_alive(pgid));
+        }
+        let mut stderr = err.finish();
+        if !escaped.is_empty() {
+            tracing::warn!(
+                command = %marker,
+                count = escaped.len(),
+                "processes left the command's process group"
+            );
+            if !stderr.is_empty() && !stderr.ends_with('\n') {
+                stderr.push('\n');
+            }
+            stderr.push_str(&escaped_warning(&escaped, ended));
+        }
         Ok(ExecResult {
             stdout: out.finish(),
-            stderr: err.finish(),
+            stderr,
             exit_code: status.and_then(|s| s.code()),
             timed_out,
             cancelled,
@@ -294,11 +468,31 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
     }
 
     async fn terminate_all(&self) {
-        let groups: Vec<i32> = {
+        let groups: Vec<ProcessId> = {
             let mut g = self.groups.lock().unwrap_or_else(|e| e.into_inner());
             g.drain().collect()
         };
-        futures::future::join_all(groups.into_iter().map(terminate_group)).await;
+        if self.commands.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        // Every command of this environment, wherever its processes moved. A group is
+        // signalled only while its leader is the recorded one or a marked member remains, so
+        // a pgid reused since is left alone.
+        let members = marked(&self.marker);
+        let targets = Targets {
+            groups: groups
+                .iter()
+                .filter(|g| g.alive() || members.iter().any(|(_, s, _)| s.pgrp == g.pid))
+                .map(|g| g.pid)
+                .collect(),
+            marker: Some(&self.marker),
+        };
+        targets.stop().await;
+        if let Some(ledger) = &self.options.ledger {
+            for group in groups {
+                ledger.ended(group);
+            }
+        }
     }
 }
 
@@ -322,6 +516,16 @@ async fn read_some<R: tokio::io::AsyncRead + Unpin>(
     match pipe.read(buf).await {
         Ok(0) | Err(_) => None,
         Ok(n) => Some(n),
+    }
+}
+
+/// Waits for a stop under way (never ready when there is none).
+async fn poll_stop(
+    stopping: &mut Option<futures::future::BoxFuture<'_, Vec<Escaped>>>,
+) -> Vec<Escaped> {
+    match stopping {
+        Some(stop) => stop.await,
+        None => std::future::pending().await,
     }
 }
 
@@ -358,4 +562,90 @@ fn list_blocking(root: &Path, depth: usize) -> Result<Vec<DirEntry>, Error> {
     }
     entries.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `command` in `env` to its end (or `cancel`), with a watchdog against hangs.
+    async fn run(
+        env: &LocalExecutionEnvironment,
+        command: &str,
+        cancel: &CancellationToken,
+    ) -> ExecResult {
+        let request = ExecRequest {
+            command,
+            timeout: Duration::from_secs(300),
+            working_dir: None,
+        };
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            env.exec_command(request, &|_, _| {}, cancel),
+        )
+        .await
+        .expect("the command returns")
+        .unwrap()
+    }
+
+    /// Live processes whose last argument is `marker`.
+    fn with_marker(marker: &str) -> Vec<i32> {
+        process::marked("")
+            .into_iter()
+            .filter(|(_, _, cmd)| cmd.ends_with(marker))
+            .map(|(id, _, _)| id.pid)
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_escaped_process_holding_the_pipes_is_named_and_ended_with_the_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = LocalExecutionEnvironment::new(dir.path().to_owned(), EnvPolicy::InheritCore);
+        let marker = format!("0.{:07}1", std::process::id());
+        let command = format!("(setsid sleep 600 {marker} &); echo done");
+        let result = run(&env, &command, &CancellationToken::new()).await;
+        assert_eq!(
+            (result.stdout.as_str(), result.exit_code),
+            ("done\n", Some(0))
+        );
+        assert!(
+            result
+                .stderr
+                .contains("left the command's process group: pid")
+                && result.stderr.contains("keep running"),
+            "{}",
+            result.stderr
+        );
+        assert_eq!(with_marker(&marker).len(), 1, "it keeps running");
+        env.terminate_all().await;
+        assert_eq!(with_marker(&marker), Vec::<i32>::new());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancel_ends_term_ignoring_processes_that_left_the_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = LocalExecutionEnvironment::new(dir.path().to_owned(), EnvPolicy::InheritCore);
+        let marker = format!("0.{:07}2", std::process::id());
+        let command = format!(
+            "(setsid bash -c \"trap '' TERM; sleep 600 {marker}\" &); trap '' TERM; sleep 600"
+        );
+        let cancel = CancellationToken::new();
+        let stopper = cancel.clone();
+        let (result, ()) = tokio::join!(run(&env, &command, &cancel), async move {
+            while with_marker(&marker).is_empty() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            stopper.cancel();
+        });
+        assert!(result.cancelled);
+        assert!(
+            result.stderr.contains("they were ended with it"),
+            "{}",
+            result.stderr
+        );
+        assert_eq!(
+            with_marker(&format!("0.{:07}2", std::process::id())),
+            Vec::<i32>::new()
+        );
+    }
 }

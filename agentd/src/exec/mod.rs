@@ -1,15 +1,22 @@
 //! Where tools run: the [`ExecutionEnvironment`] trait (spec 4.1) and its local implementation.
 //!
 //! Only this module spawns processes. Every command runs in its own process group so that a
-//! timeout or an abort can signal the command and everything it forked at once.
+//! timeout or an abort can signal the command and everything it forked at once, and its
+//! processes carry [`MARKER_VAR`] so the ones that leave the group are still found
+//! (`process.rs`). The daemon is a child subreaper ([`become_subreaper`]) and records its
+//! groups through a [`ProcessLedger`], so nothing it starts outlives it unnoticed.
 
 mod env_filter;
 mod local;
+mod process;
 mod search;
 mod utf8;
 
-pub use env_filter::EnvPolicy;
-pub use local::LocalExecutionEnvironment;
+pub use env_filter::{DEFAULT_SECRET_PATTERNS, EnvFilter, EnvPolicy};
+pub use local::{LocalExecutionEnvironment, LocalOptions, end_leftovers};
+pub use process::{
+    MARKER_VAR, ProcessId, become_subreaper, identify, reap_orphans, reap_orphans_forever, run_id,
+};
 pub use search::{GrepMode, GrepOptions};
 
 use agentd_proto::OutputStream;
@@ -120,8 +127,11 @@ pub trait ExecutionEnvironment: Send + Sync {
     async fn file_exists(&self, path: &Path) -> bool;
     /// Lists a directory down to `depth` levels (1 = direct children).
     async fn list_directory(&self, path: &Path, depth: usize) -> Result<Vec<DirEntry>, Error>;
-    /// Runs a command in a new process group. On timeout or cancellation the group gets
-    /// SIGTERM, then SIGKILL two seconds later; the output collected so far is returned.
+    /// Runs a command in a new process group. On timeout or cancellation the group, and the
+    /// processes that left it, get SIGTERM, then SIGKILL two seconds later (at once when all
+    /// are gone sooner); the output collected so far is returned, read for at most a short
+    /// drain after the command exits or is killed, whoever still holds its pipes. Processes
+    /// that left the group are named in a warning at the end of `stderr`.
     async fn exec_command(
         &self,
         request: ExecRequest<'_>,
@@ -129,7 +139,8 @@ pub trait ExecutionEnvironment: Send + Sync {
         cancel: &CancellationToken,
     ) -> Result<ExecResult, Error>;
     /// Terminates every process this environment started that is still alive (commands that
-    /// left background children behind). Called when a session aborts or closes.
+    /// left background children behind, in their groups or out of them), within the grace
+    /// period. Called when a session aborts or closes.
     async fn terminate_all(&self);
     /// Searches file contents; returns the report (spec 4.1 `grep`).
     async fn grep(&self, options: GrepOptions) -> Result<String, Error>;
@@ -144,6 +155,15 @@ pub trait ExecutionEnvironment: Send + Sync {
             self.working_directory().join(path)
         }
     }
+}
+
+/// Where an environment records the process groups it starts, so that processes a crashed
+/// daemon left behind can be ended when it starts again (see [`end_leftovers`]).
+pub trait ProcessLedger: Send + Sync {
+    /// A command's process group started.
+    fn started(&self, group: ProcessId);
+    /// The group is gone (or was killed).
+    fn ended(&self, group: ProcessId);
 }
 
 /// An environment that refuses every write and delegates everything else (spec 4.4).

@@ -8,10 +8,13 @@
 
 use super::{Error, History, Restored, Session, SessionSpec, Template};
 use crate::config::{Config, Price, ProviderConfig};
-use crate::exec::{EnvPolicy, ExecutionEnvironment, LocalExecutionEnvironment, ReadOnly};
+use crate::exec::{
+    EnvFilter, EnvPolicy, ExecutionEnvironment, LocalExecutionEnvironment, LocalOptions, ProcessId,
+    ProcessLedger, ReadOnly,
+};
 use crate::llm::{Provider, ProviderSet, RetryPolicy};
 use crate::profile::Profile;
-use crate::store::{ParentLink, SessionFiles, SessionRecord, Store};
+use crate::store::{ParentLink, ProcessRecords, RecordedGroup, SessionFiles, SessionRecord, Store};
 use crate::tools::SpawnRequest;
 use agentd_proto::{
     ConfigPatch, CreateParams, DaemonEvent, EntryId, ForkOrigin, ProviderKind, SessionId,
@@ -55,6 +58,28 @@ pub struct Registry {
     retry: RetryPolicy,
     /// Handed to sessions, which spawn and find their subagents through it.
     me: Weak<Registry>,
+    /// Where every environment records its process groups (the store's `groups.json`), so
+    /// the next start ends what a crash left; `None` without a store.
+    ledger: Option<Arc<dyn ProcessLedger>>,
+}
+
+/// The store's group records as environments see them.
+struct Ledger(ProcessRecords);
+
+impl ProcessLedger for Ledger {
+    fn started(&self, group: ProcessId) {
+        self.0.add(recorded(group));
+    }
+    fn ended(&self, group: ProcessId) {
+        self.0.remove(recorded(group));
+    }
+}
+
+fn recorded(group: ProcessId) -> RecordedGroup {
+    RecordedGroup {
+        pgid: group.pid,
+        start_time: group.start_time,
+    }
 }
 
 /// What a new session is made of besides its id.
@@ -86,9 +111,16 @@ impl Registry {
             let provider: Arc<dyn Provider> = crate::llm::client(http.clone(), p);
             providers.insert(&p.name, provider);
         }
+        let ledger = store.as_ref().and_then(|s| {
+            s.process_records(crate::exec::run_id())
+                .map(|r| Arc::new(Ledger(r)) as Arc<dyn ProcessLedger>)
+                .map_err(|e| tracing::warn!("cannot record process groups: {e}"))
+                .ok()
+        });
         let registry = Arc::new_cyclic(|me| Self {
             sessions: DashMap::new(),
             store,
+            ledger,
             prices: Arc::new(config.pricing.clone()),
             config,
             providers,
@@ -142,7 +174,18 @@ impl Registry {
     }
 
     fn environment(&self, cwd: PathBuf, read_only: bool) -> Arc<dyn ExecutionEnvironment> {
-        let local = LocalExecutionEnvironment::new(cwd, EnvPolicy::InheritAll);
+        let tools = &self.config.tools;
+        let local = LocalExecutionEnvironment::with_options(
+            cwd,
+            LocalOptions {
+                env: EnvFilter::new(EnvPolicy::InheritAll).with(
+                    &tools.env_deny,
+                    &tools.env_allow,
+                    self.config.key_variables(),
+                ),
+                ledger: self.ledger.clone(),
+            },
+        );
         if read_only {
             Arc::new(ReadOnly(local))
         } else {

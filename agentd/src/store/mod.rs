@@ -18,10 +18,12 @@
 //! conversion (as `convert_v1` does for the two-file layout of version 1).
 
 mod files;
+mod groups;
 mod jsonl;
 mod writer;
 
 pub use files::{EventIndex, EventReader, LoadedLog, SessionFiles};
+pub use groups::{ProcessRecords, RecordedGroup, RecordedProcesses};
 pub use writer::{BACKLOG_BYTES, BACKLOG_LINES, Writer, WriterStatus};
 
 use agentd_proto::{
