@@ -259,6 +259,7 @@ struct FileConfig {
     daemon: FileDaemon,
     #[serde(default)]
     server: ServerConfig,
+    #[serde(default)]
     tools: ToolsConfig,
 }
 
