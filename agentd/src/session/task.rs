@@ -147,7 +147,11 @@ impl Core {
     pub(super) fn append(&mut self, turn: Turn) {
         let entry = self.history.push(EntryId(new_id("")), super::now(), turn);
         if let Some(writer) = self.log.writer() {
-            writer.entry(&entry);
+            // A step ends with a model response or a tool round (or a compaction, or a note
+            // closing interrupted work): one sync then covers its events and entries. The
+            // user's input and steering ride with the next step's.
+            let commit = !matches!(entry.turn, Turn::User { .. } | Turn::Steering { .. });
+            writer.entry(&entry, commit);
         }
         let (leaf, branch_len, history_len) = (
             Some(entry.id.clone()),
@@ -539,7 +543,7 @@ pub(super) fn start(
             // A fork's copied history.
             if let Some(writer) = core.log.writer() {
                 for entry in core.history.branch() {
-                    writer.entry(&entry);
+                    writer.entry(&entry, true);
                 }
             }
         }

@@ -57,7 +57,7 @@ async fn the_writer_journals_events_and_entries_and_replays_them() {
     for seq in 1..=3000 {
         writer.event(&event(seq));
         if seq % 1000 == 0 {
-            writer.entry(&entry(&format!("e{seq}")));
+            writer.entry(&entry(&format!("e{seq}")), true);
         }
     }
     let mut r = record("a");

@@ -1,9 +1,9 @@
 //! A session's writer: a task that owns the session's files and writes what the session sends
 //! it, in order, each batch on the blocking pool so no async worker waits for the disk.
 //!
-//! **Group commit.** Event lines are written as they come but not synced; a history entry, or
-//! an explicit [`Writer::sync`], makes the batch it lands in end with one `fdatasync` of the
-//! journal. Whatever arrived while a sync ran shares the next one, so a slow disk means fewer,
+//! **Group commit.** Event lines are written as they come but not synced; a history entry
+//! that ends a step (a model response, a tool round), or an explicit [`Writer::sync`], makes
+//! the batch it lands in end with one `fdatasync` of the journal. Whatever arrived while a sync ran shares the next one, so a slow disk means fewer,
 //! larger syncs, never a slower agent loop. `session.json` is rewritten only when its bytes
 //! change. [`Writer::written`] waits for the kernel only (no sync): replies to clients wait for
 //! it, so what a client was told survives `kill -9`.
@@ -40,7 +40,7 @@ pub enum WriterStatus {
 
 enum Op {
     Event { seq: u64, line: Vec<u8> },
-    Entry(Vec<u8>),
+    Entry { line: Vec<u8>, commit: bool },
     Record(Vec<u8>),
     Sync(oneshot::Sender<Result<(), String>>),
     Written(oneshot::Sender<()>),
@@ -157,11 +157,11 @@ impl Writer {
         size
     }
 
-    /// Queues a history entry: the batch it lands in ends with a sync.
-    pub fn entry(&self, entry: &HistoryEntry) {
+    /// Queues a history entry; with `commit`, the batch it lands in ends with a sync.
+    pub fn entry(&self, entry: &HistoryEntry, commit: bool) {
         let line = entry_line(entry);
         self.backlog.add(line.len());
-        let _ = self.tx.send(Op::Entry(line));
+        let _ = self.tx.send(Op::Entry { line, commit });
     }
 
     /// Queues `session.json`'s new content (written only if it differs from the last).
@@ -297,11 +297,11 @@ fn apply(state: &mut Files, ops: Vec<Op>, written: &AtomicU64, reader: &EventRea
                 applied.lines += 1;
                 state.journal.push(&line, Some(seq));
             }
-            Op::Entry(line) => {
+            Op::Entry { line, commit } => {
                 applied.bytes += line.len();
                 applied.lines += 1;
                 state.journal.push(&line, None);
-                sync = true;
+                sync |= commit;
             }
             Op::Record(json) => state.next_record = Some(json),
             Op::Sync(reply) => {

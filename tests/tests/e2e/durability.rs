@@ -14,10 +14,9 @@ use serde_json::{Value, json};
 /// Tool rounds in the task; with the final answer it is `ROUNDS + 1` LLM turns.
 const ROUNDS: usize = 10;
 
-/// Journal syncs allowed beyond one per LLM turn and per tool round: the user input's history
-/// entry (a commit point of its own, before the first LLM call) and the sync that closes the
-/// session cleanly at shutdown.
-const EXTRA_JOURNAL_SYNCS: usize = 2;
+/// Journal syncs allowed beyond one per LLM turn and per tool round: the sync that closes the
+/// session cleanly at shutdown (the user's input rides with the first turn's).
+const EXTRA_JOURNAL_SYNCS: usize = 1;
 
 /// `session.json` replacements allowed beyond one per state change: the first record, written
 /// when the session is created, and the clean-close record at shutdown.
