@@ -6,9 +6,8 @@ use super::jsonl::{self, Appender};
 use super::{Error, at};
 use agentd_proto::{Event, EventBody, HistoryEntry, QueueContents, SessionState, Usage};
 use serde::{Deserialize, Serialize};
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs;
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -183,17 +182,7 @@ impl SessionFiles {
     pub fn write_record(&self, json: &[u8]) -> Result<(), Error> {
         let tmp = self.dir.join(RECORD_TMP);
         let path = self.dir.join(super::RECORD);
-        match fs::remove_file(&tmp) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(at(&tmp)(e)),
-            _ => {}
-        }
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(nix::libc::O_NOFOLLOW)
-            .open(&tmp)
-            .map_err(at(&tmp))?;
+        let mut file = super::create_replacement(&tmp)?;
         file.write_all(json)
             .and_then(|_| file.sync_data())
             .map_err(at(&tmp))?;

@@ -12,7 +12,6 @@ use super::{Error, Store, at};
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::mpsc;
 
@@ -138,17 +137,7 @@ fn write(dir: &Path, records: &RecordedProcesses) -> Result<(), Error> {
     // Plain data: serializing cannot fail.
     let json = serde_json::to_vec(records).unwrap_or_default();
     let (tmp, path) = (dir.join(FILE_TMP), dir.join(FILE));
-    match fs::remove_file(&tmp) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(at(&tmp)(e)),
-        _ => {}
-    }
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(&tmp)
-        .map_err(at(&tmp))?;
+    let mut file = super::create_replacement(&tmp)?;
     file.write_all(&json).map_err(at(&tmp))?;
     fs::rename(&tmp, &path).map_err(at(&path))
 }

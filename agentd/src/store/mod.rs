@@ -162,6 +162,22 @@ pub struct Loaded {
     pub warnings: Vec<String>,
 }
 
+/// Creates `tmp` afresh, to be renamed over the file it replaces: private to the user, never
+/// through a symlink (a link planted there must not redirect the write), a stale one removed.
+fn create_replacement(tmp: &Path) -> Result<File, Error> {
+    match fs::remove_file(tmp) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(at(tmp)(e)),
+        _ => {}
+    }
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(tmp)
+        .map_err(at(tmp))
+}
+
 /// Creates `dir` (and its parents) private to the user.
 fn create_private_dir(dir: &Path) -> Result<(), Error> {
     fs::DirBuilder::new()
