@@ -281,7 +281,7 @@ impl Renderer {
             EventBody::Usage { call, .. } => {
                 self.usage.get_or_insert_with(Usage::default).add(call);
             }
-            EventBody::ProcessingEnd { reason } => {
+            EventBody::ProcessingEnd { reason, .. } => {
                 self.close_line();
                 if let Some(usage) = self.usage.take() {
                     eprintln!("{}", style.paint("2", &describe_usage(&usage)));

@@ -97,6 +97,11 @@ pub enum EventBody {
     ProcessingEnd {
         /// Why it ended.
         reason: ProcessingEndReason,
+        /// The input that was running when it ended (the last follow-up of the cycle, when
+        /// follow-ups ran after the submitted input); absent when none was (an interrupted
+        /// cycle closed after a restart).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input_id: Option<InputId>,
     },
     /// The model began the text of a response. Every `assistant_text_end` follows exactly one
     /// `assistant_text_start`: it comes before the first `assistant_text_delta`, or, for a

@@ -73,7 +73,7 @@ pub(super) async fn work(
         match &event.body {
             EventBody::UserInput { input_id: id, .. } if *id == input_id => seen_input = true,
             EventBody::TurnLimit { limit: l, .. } => limit = Some(*l),
-            EventBody::ProcessingEnd { reason } if seen_input || interrupted => {
+            EventBody::ProcessingEnd { reason, .. } if seen_input || interrupted => {
                 return match reason {
                     _ if interrupted => Ok(EX_INTERRUPTED),
                     ProcessingEndReason::Completed => Ok(0),

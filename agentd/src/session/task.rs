@@ -74,6 +74,8 @@ pub(super) struct Core {
     submitted_order: VecDeque<String>,
     last_end: Option<ProcessingEndReason>,
     last_error: Option<String>,
+    /// The input being processed, for `processing_end`.
+    current_input: Option<InputId>,
     pub(super) config: Arc<agentd_proto::SessionConfig>,
     pub(super) usage: Usage,
     pub(super) history: History,
@@ -457,6 +459,7 @@ impl Core {
             SessionState::Idle,
             Some(EventBody::ProcessingEnd {
                 reason: ProcessingEndReason::Aborted,
+                input_id: None,
             }),
         );
     }
@@ -522,6 +525,7 @@ pub(super) fn start(
         submitted_order: VecDeque::new(),
         last_end: None,
         last_error: None,
+        current_input: None,
         view: watch::channel(placeholder_view(config.clone())).0,
         config,
         usage: Usage::default(),
@@ -952,6 +956,7 @@ impl Task {
     async fn process(&self, mut input: QueuedInput, mut token: CancellationToken) {
         self.context_ready().await;
         loop {
+            self.core().current_input = Some(input.input_id.clone());
             // A bug in the loop must not take the daemon or other sessions down with it.
             let outcome = match AssertUnwindSafe(self.agent().process_input(input, &token))
                 .catch_unwind()
@@ -997,7 +1002,10 @@ impl Task {
             if outcome == Outcome::Fatal && core.closing.is_none() {
                 core.closing = Some("unrecoverable provider error".into());
             }
-            let end = EventBody::ProcessingEnd { reason };
+            let end = EventBody::ProcessingEnd {
+                reason,
+                input_id: core.current_input.take(),
+            };
             if core.closing.is_none() {
                 core.set_state_after(SessionState::Idle, Some(end));
             } else {
@@ -1082,10 +1090,12 @@ impl Task {
         });
         if core.state == SessionState::Processing {
             core.last_end = Some(ProcessingEndReason::Error);
+            let input_id = core.current_input.take();
             core.set_state_after(
                 SessionState::Idle,
                 Some(EventBody::ProcessingEnd {
                     reason: ProcessingEndReason::Error,
+                    input_id,
                 }),
             );
         }

@@ -537,3 +537,40 @@ async fn one_daemon_per_state_directory() {
         "the refused daemon leaves no socket behind"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processing_end_names_the_input_that_ended() {
+    let mut s = setup().await;
+    let gate = Gate::new();
+    let mut first = vec![sse::message_start(), Chunk::Wait(gate.clone())];
+    first.extend(sse::text_block(0, "first"));
+    first.extend(sse::message_end("end_turn"));
+    s.mock.push_stream(first);
+    s.mock.push_stream(sse::text("second"));
+    s.mock.push_stream(sse::text("alone"));
+    s.client.subscribe(&s.session, Some(0)).await.unwrap();
+    let started = s.call("session/submit", json!({"text": "first"})).await;
+    let queued = s.call("session/submit", json!({"text": "second"})).await;
+    assert_eq!(queued["disposition"], "follow_up");
+    gate.open();
+    // One cycle ran both; its end names the follow-up, the input running when it ended.
+    let events = s.until("processing_end").await;
+    let inputs = data_of(&events, "user_input", "input_id");
+    assert_eq!(
+        inputs,
+        [
+            started["input_id"].as_str().unwrap(),
+            queued["input_id"].as_str().unwrap()
+        ]
+    );
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["input_id"],
+        queued["input_id"]
+    );
+    let alone = s.call("session/submit", json!({"text": "alone"})).await;
+    let events = s.until("processing_end").await;
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["input_id"],
+        alone["input_id"]
+    );
+}
