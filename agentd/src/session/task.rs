@@ -86,8 +86,6 @@ pub(super) struct Core {
     aborts: Vec<(oneshot::Sender<Result<AbortResponse, Error>>, bool)>,
     closes: Vec<oneshot::Sender<()>>,
     view: watch::Sender<View>,
-    /// When a command last came.
-    touched: Instant,
 }
 
 fn new_id(prefix: &str) -> String {
@@ -109,7 +107,7 @@ impl Core {
             history_len: self.history.len(),
             last_end: self.last_end,
             storage_failing: self.storage_error.is_some(),
-            active: self.touched.max(Instant::now()),
+            active: Instant::now(),
         }
     }
 
@@ -534,7 +532,6 @@ pub(super) fn start(
         storage_error: None,
         aborts: Vec::new(),
         closes: Vec::new(),
-        touched: Instant::now(),
     };
     match restored {
         None => {
@@ -740,7 +737,8 @@ impl Task {
     /// the work ends.
     fn handle(&self, command: Command) {
         let mut core = self.core();
-        core.touched = Instant::now();
+        // Any command is use: an unloaded session would only have to load again.
+        core.view.send_modify(|v| v.active = Instant::now());
         match command {
             Command::Submit {
                 text,
