@@ -50,18 +50,7 @@ async fn a_shell_sees_no_secret_but_what_is_allowed() {
         .unwrap();
     mock.push_stream(sse::shell("t_env", "env"));
     mock.push_stream(sse::text("done"));
-    client.subscribe(&session, Some(0)).await.unwrap();
-    client
-        .call(
-            "session/submit",
-            json!({"session_id": session, "text": "show the environment"}),
-        )
-        .await
-        .unwrap();
-    let events = client
-        .events_until("processing_end", |_| true)
-        .await
-        .unwrap();
+    let events = client.run(&session, "show the environment").await.unwrap();
     let end = of_kind(&events, "tool_call_end")[0];
     let output = end["data"]["output"].as_str().expect("env succeeds");
     for (name, value) in secrets

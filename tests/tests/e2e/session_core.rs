@@ -371,17 +371,7 @@ async fn an_idle_session_is_unloaded_and_comes_back_with_its_whole_log() {
     let info = client.call("daemon/info", json!({})).await.unwrap();
     assert_eq!(info["sessions_loaded"], 1);
     mock.push_stream(sse::text("again"));
-    client
-        .call(
-            "session/submit",
-            json!({"session_id": session, "text": "more"}),
-        )
-        .await
-        .unwrap();
-    let events = client
-        .events_until("processing_end", |_| true)
-        .await
-        .unwrap();
+    let events = client.run(&session, "more").await.unwrap();
     assert_eq!(events[0]["seq"].as_u64().unwrap(), last + 1);
 }
 
