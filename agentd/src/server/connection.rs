@@ -85,7 +85,16 @@ pub struct Peer {
 #[derive(Clone)]
 pub(super) struct Outbox {
     queue: mpsc::WeakSender<Box<RawValue>>,
-    accepting: Arc<AtomicUsize>,
+    accepting: Arc<Acceptances>,
+}
+
+/// A connection's subscription acceptances: how many are under way, and how many have
+/// finished. An unsubscribe that finds nothing retries if either says one may have
+/// registered meanwhile.
+#[derive(Default)]
+struct Acceptances {
+    under_way: AtomicUsize,
+    finished: AtomicU64,
 }
 
 impl Outbox {
@@ -97,9 +106,10 @@ impl Outbox {
         &self,
         pending: PendingSubscriptionSink,
     ) -> Result<SubscriptionSink, PendingSubscriptionAcceptError> {
-        self.accepting.fetch_add(1, Ordering::SeqCst);
+        self.accepting.under_way.fetch_add(1, Ordering::SeqCst);
         let accepted = pending.accept().await;
-        self.accepting.fetch_sub(1, Ordering::SeqCst);
+        self.accepting.finished.fetch_add(1, Ordering::SeqCst);
+        self.accepting.under_way.fetch_sub(1, Ordering::SeqCst);
         accepted
     }
 
@@ -125,7 +135,7 @@ struct Ctx {
     /// Source of the stand-in ids used for request ids jsonrpsee cannot represent.
     next_alias: AtomicU64,
     /// Subscriptions being accepted (see [`Outbox::accept`]).
-    accepting: Arc<AtomicUsize>,
+    accepting: Arc<Acceptances>,
 }
 
 impl Ctx {
@@ -170,7 +180,7 @@ pub(super) async fn serve(
     let writer = tokio::spawn(write_loop(write, rx, framing, read_closed.clone()));
     let mut extensions = Extensions::new();
     extensions.insert(peer);
-    let accepting = Arc::new(AtomicUsize::new(0));
+    let accepting = Arc::new(Acceptances::default());
     extensions.insert(Outbox {
         queue: queue.clone(),
         accepting: accepting.clone(),
@@ -1038,6 +1048,8 @@ async fn unsubscribe(
     extensions: Extensions,
 ) -> MethodResponse {
     let max = ctx.limits.max_response_size as usize;
+    let acceptances = &ctx.accepting;
+    let finished_before = acceptances.finished.load(Ordering::SeqCst);
     let first = cb(
         id.clone(),
         params.clone(),
@@ -1046,13 +1058,16 @@ async fn unsubscribe(
         extensions.clone(),
     );
     let found = first.as_json().get().ends_with(",\"result\":true}");
-    if found || ctx.accepting.load(Ordering::SeqCst) == 0 {
+    // One that finished after the lookup may have registered just after it, too.
+    let maybe_meanwhile = acceptances.under_way.load(Ordering::SeqCst) > 0
+        || acceptances.finished.load(Ordering::SeqCst) != finished_before;
+    if found || !maybe_meanwhile {
         return first;
     }
     // An acceptance is a send to this connection's queue and a map insert: bounded by the
     // queue's send timeout, so this wait is too.
     let deadline = Instant::now() + Duration::from_secs(15);
-    while ctx.accepting.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+    while acceptances.under_way.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     cb(id, params, ctx.conn_id, max, extensions)
