@@ -156,6 +156,8 @@ This bounds `agentd-send-file' and `agentd-send-region'."
   "One connection to the daemon."
   process socket
   (partial "")
+  (queue nil)
+  (draining nil)
   (next-id 0)
   (pending (make-hash-table))
   (subs (make-hash-table :test #'equal))
@@ -234,6 +236,9 @@ This bounds `agentd-send-file' and `agentd-send-region'."
 (defun agentd--connection (&optional no-autostart)
   "The live connection, connecting (and starting the daemon) if needed.
 With NO-AUTOSTART, return nil instead of starting a daemon."
+  (when agentd--conn
+    ;; Notice a connection the daemon has closed (a restart) before using it.
+    (accept-process-output (agentd--conn-process agentd--conn) 0 nil t))
   (if (and agentd--conn (process-live-p (agentd--conn-process agentd--conn)))
       agentd--conn
     (let* ((path (agentd--socket-path))
@@ -272,7 +277,9 @@ With NO-AUTOSTART, return nil instead of starting a daemon."
 (defun agentd--feed (conn string)
   "Split what CONN has read, plus STRING, into lines and dispatch each.
 A line may arrive in pieces, even inside a UTF-8 sequence: bytes after
-the last newline wait for the rest."
+the last newline wait for the rest.  Lines are handled one at a time in
+the order they came; a handler that reads more output (a call waiting
+for its answer) only queues the lines that arrive meanwhile."
   (let* ((data (concat (agentd--conn-partial conn) string))
          (start 0)
          lines nl)
@@ -280,23 +287,30 @@ the last newline wait for the rest."
       (push (substring data start nl) lines)
       (setq start (1+ nl)))
     (setf (agentd--conn-partial conn) (substring data start))
+    (setf (agentd--conn-queue conn) (nconc (agentd--conn-queue conn) (nreverse lines)))
     (when (> (length (agentd--conn-partial conn)) agentd--max-line-bytes)
       (setf (agentd--conn-partial conn) "")
       (message "agentd: a message from the daemon exceeded %d bytes; reconnecting"
                agentd--max-line-bytes)
       (delete-process (agentd--conn-process conn)))
-    ;; The partial line is stored before dispatching, so a handler that
-    ;; reads more output (a synchronous call) sees a consistent state.
-    (dolist (line (nreverse lines))
-      (unless (string-empty-p line)
-        (condition-case err
-            (agentd--dispatch conn (json-parse-string
-                                    (decode-coding-string line 'utf-8)
-                                    :object-type 'alist :array-type 'list
-                                    :null-object nil :false-object nil))
-          (json-error (message "agentd: unreadable message from the daemon: %s"
-                               (error-message-string err)))
-          (error (message "agentd: %s" (error-message-string err))))))))
+    (unless (agentd--conn-draining conn)
+      (setf (agentd--conn-draining conn) t)
+      (unwind-protect
+          (while (agentd--conn-queue conn)
+            (agentd--handle-line conn (pop (agentd--conn-queue conn))))
+        (setf (agentd--conn-draining conn) nil)))))
+
+(defun agentd--handle-line (conn line)
+  "Parse LINE, read on CONN, and dispatch it, reporting any failure."
+  (unless (string-empty-p line)
+    (condition-case err
+        (agentd--dispatch conn (json-parse-string
+                                (decode-coding-string line 'utf-8)
+                                :object-type 'alist :array-type 'list
+                                :null-object nil :false-object nil))
+      (json-error (message "agentd: unreadable message from the daemon: %s"
+                           (error-message-string err)))
+      (error (message "agentd: %s" (error-message-string err))))))
 
 (defun agentd--dispatch (conn msg)
   "Route MSG, read on CONN: a response to its caller, a notification to its view."
@@ -367,17 +381,28 @@ Fail the calls waiting on it, and reconnect if a transcript needs it."
       (agentd--schedule-reconnect))))
 
 (defun agentd--send (conn method params &optional callback)
-  "Send METHOD with PARAMS (a plist) on CONN; CALLBACK gets the response."
-  (let ((id (cl-incf (agentd--conn-next-id conn))))
+  "Send METHOD with PARAMS (a plist) on CONN; CALLBACK gets the response.
+Signal `agentd-error' if the connection is closed."
+  (let ((proc (agentd--conn-process conn))
+        (id (cl-incf (agentd--conn-next-id conn))))
+    ;; Notice a connection the daemon closed before writing to it: in
+    ;; batch mode a write to it would raise SIGPIPE and end Emacs.
+    (accept-process-output proc 0 nil t)
+    (unless (process-live-p proc)
+      (agentd--fail "The connection to agentd closed; try again"))
+    (condition-case err
+        (process-send-string
+         proc
+         (encode-coding-string
+          (concat (json-serialize (list :jsonrpc "2.0" :id id :method method
+                                        :params (or params (make-hash-table))))
+                  "\n")
+          'utf-8 t))
+      (error
+       (delete-process proc)
+       (agentd--fail "Sending %s to agentd failed: %s" method (error-message-string err))))
     (when callback
       (puthash id callback (agentd--conn-pending conn)))
-    (process-send-string
-     (agentd--conn-process conn)
-     (encode-coding-string
-      (concat (json-serialize (list :jsonrpc "2.0" :id id :method method
-                                    :params (or params (make-hash-table))))
-              "\n")
-      'utf-8 t))
     id))
 
 (defun agentd--error-text (err)
@@ -471,7 +496,8 @@ Signal `agentd-error' with the daemon's message when it fails."
                ((stringp sub)))
       (remhash sub (agentd--conn-subs conn))
       (when (process-live-p (agentd--conn-process conn))
-        (agentd--send conn "session/unsubscribe" (list :subscription sub))))))
+        (ignore-error agentd-error
+          (agentd--send conn "session/unsubscribe" (list :subscription sub)))))))
 
 (defun agentd--subscribe (view)
   "Subscribe VIEW to its session's events after the last one it showed."
@@ -479,25 +505,33 @@ Signal `agentd-error' with the daemon's message when it fails."
     (when (and conn (not (agentd--view-sub view)))
       ;; Marked at once, so a second call before the answer does not subscribe twice.
       (setf (agentd--view-sub view) 'pending)
-      (agentd--send
-       conn "session/subscribe"
-       (list :session_id (agentd--view-id view) :since_seq (agentd--view-last-seq view))
-       (lambda (msg)
-         (let ((sub (alist-get 'result msg)))
-           (if (not sub)
-               (progn
-                 (setf (agentd--view-sub view) nil)
-                 ;; A closed connection is retried by the reconnection.
-                 (unless (eql (alist-get 'code (alist-get 'error msg)) -32099)
-                   (agentd--note view 'agentd-error "could not follow the session: %s"
-                                 (agentd--error-text (alist-get 'error msg)))))
-             (setf (agentd--view-sub view) sub)
-             (puthash sub view (agentd--conn-subs conn))
-             (let ((early (nreverse (gethash sub (agentd--conn-orphans conn)))))
-               (remhash sub (agentd--conn-orphans conn))
-               (dolist (item early)
-                 (agentd--on-item view item))))
-           (agentd--refresh-status view)))))))
+      (condition-case err
+          (agentd--subscribe-on conn view)
+        (agentd-error
+         (setf (agentd--view-sub view) nil)
+         (message "agentd: %s" (error-message-string err)))))))
+
+(defun agentd--subscribe-on (conn view)
+  "Send VIEW's subscription on CONN and route the events that answer it."
+  (agentd--send
+   conn "session/subscribe"
+   (list :session_id (agentd--view-id view) :since_seq (agentd--view-last-seq view))
+   (lambda (msg)
+     (let ((sub (alist-get 'result msg)))
+       (if (not sub)
+           (progn
+             (setf (agentd--view-sub view) nil)
+             ;; A closed connection is retried by the reconnection.
+             (unless (eql (alist-get 'code (alist-get 'error msg)) -32099)
+               (agentd--note view 'agentd-error "could not follow the session: %s"
+                             (agentd--error-text (alist-get 'error msg)))))
+         (setf (agentd--view-sub view) sub)
+         (puthash sub view (agentd--conn-subs conn))
+         (let ((early (nreverse (gethash sub (agentd--conn-orphans conn)))))
+           (remhash sub (agentd--conn-orphans conn))
+           (dolist (item early)
+             (agentd--on-item view item))))
+       (agentd--refresh-status view)))))
 
 (defun agentd--on-item (view item)
   "Show the stream ITEM of VIEW's subscription: an event, or the end."
@@ -617,8 +651,8 @@ Windows (and point) at the end stay at the end, so output is followed."
 (defun agentd--note (view face format-string &rest args)
   "Add a line from FORMAT-STRING and ARGS in FACE to VIEW's transcript."
   (agentd--at-end view
-    (agentd--close-streams view)
-    (apply #'agentd--line face format-string args)))
+		  (agentd--close-streams view)
+		  (apply #'agentd--line face format-string args)))
 
 (defun agentd--close-streams (view)
   "End VIEW's open reasoning and text.
@@ -666,7 +700,7 @@ What follows then begins on a line of its own."
   (let ((pos (previous-single-property-change (line-beginning-position) 'agentd-item)))
     (when pos
       (goto-char (if (get-text-property pos 'agentd-item) pos
-                     (or (previous-single-property-change pos 'agentd-item) pos)))
+                   (or (previous-single-property-change pos 'agentd-item) pos)))
       (goto-char (line-beginning-position)))))
 
 (defun agentd--json (value)
@@ -698,26 +732,26 @@ What follows then begins on a line of its own."
   (pcase kind
     ("assistant_text_delta"
      (agentd--at-end view
-       (when (agentd--view-reasoning view)
-         (agentd--close-streams view))
-       (unless (agentd--view-text-open view)
-         (agentd--fresh-line)
-         (setf (agentd--view-text-open view) t))
-       (insert (alist-get 'delta data))))
+		     (when (agentd--view-reasoning view)
+		       (agentd--close-streams view))
+		     (unless (agentd--view-text-open view)
+		       (agentd--fresh-line)
+		       (setf (agentd--view-text-open view) t))
+		     (insert (alist-get 'delta data))))
     ("assistant_reasoning_delta"
      (agentd--at-end view
-       (let ((ov (agentd--view-reasoning view))
-             (start (point)))
-         (unless ov
-           (agentd--close-streams view)
-           (setq start (point)))
-         (insert (propertize (alist-get 'delta data) 'face 'agentd-reasoning))
-         (if ov
-             (move-overlay ov (overlay-start ov) (point))
-           (setf (agentd--view-reasoning view)
-                 (agentd--fold start (point)
-                               (propertize "▸ thinking… (TAB shows it)\n"
-                                           'face 'agentd-reasoning 'agentd-item t)))))))
+		     (let ((ov (agentd--view-reasoning view))
+			   (start (point)))
+		       (unless ov
+			 (agentd--close-streams view)
+			 (setq start (point)))
+		       (insert (propertize (alist-get 'delta data) 'face 'agentd-reasoning))
+		       (if ov
+			   (move-overlay ov (overlay-start ov) (point))
+			 (setf (agentd--view-reasoning view)
+			       (agentd--fold start (point)
+					     (propertize "▸ thinking… (TAB shows it)\n"
+							 'face 'agentd-reasoning 'agentd-item t)))))))
     ("tool_call_output_delta"
      (agentd--tool-output view (alist-get 'call_id data) (alist-get 'delta data)))
     ("tool_call_start" (agentd--tool-start view data))
@@ -730,8 +764,8 @@ What follows then begins on a line of its own."
      (agentd--refresh-status view))
     (_
      (agentd--at-end view
-       (agentd--close-streams view)
-       (agentd--render-line view kind data live)))))
+		     (agentd--close-streams view)
+		     (agentd--render-line view kind data live)))))
 
 (defun agentd--render-line (view kind data live)
   "Insert the lines of the event KIND with DATA in VIEW.
@@ -809,32 +843,32 @@ LIVE is as in `agentd--render'."
 (defun agentd--tool-start (view data)
   "Show the start of the tool call in DATA in VIEW."
   (agentd--at-end view
-    (agentd--close-streams view)
-    (let ((name (alist-get 'tool_name data))
-          (args (alist-get 'arguments data))
-          status-start status-end out-start)
-      (insert (propertize (format "⚙ %s " name) 'face 'agentd-tool 'agentd-item t)
-              (propertize (agentd--args-summary name args) 'face 'agentd-tool-args)
-              " ")
-      (setq status-start (point-marker))
-      (insert (propertize "[running]" 'face 'agentd-running))
-      (setq status-end (point-marker))
-      (insert "\n")
-      (setq out-start (point-marker))
-      (puthash (alist-get 'call_id data)
-               (list :name name :args args :status-start status-start
-                     :status-end status-end :out-start out-start
-                     :out-end (copy-marker out-start))
-               (agentd--view-tools view)))))
+		  (agentd--close-streams view)
+		  (let ((name (alist-get 'tool_name data))
+			(args (alist-get 'arguments data))
+			status-start status-end out-start)
+		    (insert (propertize (format "⚙ %s " name) 'face 'agentd-tool 'agentd-item t)
+			    (propertize (agentd--args-summary name args) 'face 'agentd-tool-args)
+			    " ")
+		    (setq status-start (point-marker))
+		    (insert (propertize "[running]" 'face 'agentd-running))
+		    (setq status-end (point-marker))
+		    (insert "\n")
+		    (setq out-start (point-marker))
+		    (puthash (alist-get 'call_id data)
+			     (list :name name :args args :status-start status-start
+				   :status-end status-end :out-start out-start
+				   :out-end (copy-marker out-start))
+			     (agentd--view-tools view)))))
 
 (defun agentd--tool-output (view call-id text)
   "Add TEXT to the output of the tool call CALL-ID in VIEW."
   (when-let ((call (gethash call-id (agentd--view-tools view))))
     (agentd--at-end view
-      (let ((end (plist-get call :out-end)))
-        (goto-char end)
-        (insert (propertize text 'face 'agentd-tool-output))
-        (set-marker end (point))))))
+		    (let ((end (plist-get call :out-end)))
+		      (goto-char end)
+		      (insert (propertize text 'face 'agentd-tool-output))
+		      (set-marker end (point))))))
 
 (defun agentd--tool-end (view data live)
   "Show the end of the tool call in DATA in VIEW; LIVE as in `agentd--render'."
@@ -845,31 +879,31 @@ LIVE is as in `agentd--render'."
     (when call
       (remhash id (agentd--view-tools view))
       (agentd--at-end view
-        (let ((start (plist-get call :out-start))
-              (end (plist-get call :out-end)))
-          (goto-char (plist-get call :status-start))
-          (delete-region (point) (plist-get call :status-end))
-          (insert (if err
-                      (propertize "[failed]" 'face 'agentd-error)
-                    (propertize (format "[done, %s ms]" (alist-get 'duration_ms data))
-                                'face 'agentd-ok)))
-          ;; The end event has the full output; what streamed before may be partial.
-          (delete-region start end)
-          (goto-char start)
-          (insert (propertize output 'face (if err 'agentd-error 'agentd-tool-output)))
-          (unless (or (string-empty-p output) (bolp)) (insert "\n"))
-          (set-marker end (point))
-          (let ((lines (count-lines start end)))
-            (when (> lines agentd-tool-output-max-lines)
-              (goto-char start)
-              (forward-line agentd-tool-output-max-lines)
-              (agentd--fold (point) end
-                            (propertize (format "  … %d more lines (TAB shows them)\n"
-                                                (- lines agentd-tool-output-max-lines))
-                                        'face 'agentd-dim))))
-          (dolist (m (list start end (plist-get call :status-start)
-                           (plist-get call :status-end)))
-            (set-marker m nil))))
+		      (let ((start (plist-get call :out-start))
+			    (end (plist-get call :out-end)))
+			(goto-char (plist-get call :status-start))
+			(delete-region (point) (plist-get call :status-end))
+			(insert (if err
+				    (propertize "[failed]" 'face 'agentd-error)
+				  (propertize (format "[done, %s ms]" (alist-get 'duration_ms data))
+					      'face 'agentd-ok)))
+			;; The end event has the full output; what streamed before may be partial.
+			(delete-region start end)
+			(goto-char start)
+			(insert (propertize output 'face (if err 'agentd-error 'agentd-tool-output)))
+			(unless (or (string-empty-p output) (bolp)) (insert "\n"))
+			(set-marker end (point))
+			(let ((lines (count-lines start end)))
+			  (when (> lines agentd-tool-output-max-lines)
+			    (goto-char start)
+			    (forward-line agentd-tool-output-max-lines)
+			    (agentd--fold (point) end
+					  (propertize (format "  … %d more lines (TAB shows them)\n"
+							      (- lines agentd-tool-output-max-lines))
+						      'face 'agentd-dim))))
+			(dolist (m (list start end (plist-get call :status-start)
+					 (plist-get call :status-end)))
+			  (set-marker m nil))))
       (unless err
         (agentd--edited view (plist-get call :name) (plist-get call :args) live)))))
 
@@ -901,6 +935,12 @@ LIVE is as in `agentd--render'."
       (delete-file a)
       (delete-file b))))
 
+(defun agentd--line-ended (text)
+  "TEXT (a string, or nil for none) ending with a newline unless empty."
+  (cond ((or (null text) (string-empty-p text)) "")
+        ((string-suffix-p "\n" text) text)
+        (t (concat text "\n"))))
+
 (defun agentd--edited (view tool args live)
   "Record the edit the call of TOOL with ARGS made in VIEW; show it when LIVE."
   (let* ((path (alist-get 'file_path args))
@@ -909,8 +949,8 @@ LIVE is as in `agentd--render'."
          (diff
           (pcase tool
             ("edit_file"
-             (agentd--unified-diff (or (alist-get 'old_string args) "")
-                                   (or (alist-get 'new_string args) "")
+             (agentd--unified-diff (agentd--line-ended (alist-get 'old_string args))
+                                   (agentd--line-ended (alist-get 'new_string args))
                                    path))
             ("write_file"
              ;; The file's earlier text is known only from a buffer visiting
@@ -1276,9 +1316,11 @@ METHOD is \"session/submit\" (the default), \"session/steer\" or
 (defun agentd--watch-daemon (conn)
   "Subscribe CONN to daemon-wide events, for the session list."
   (unless (agentd--conn-daemon-sub conn)
-    (agentd--send conn "daemon/subscribe" nil
-                  (lambda (msg)
-                    (setf (agentd--conn-daemon-sub conn) (alist-get 'result msg))))))
+    (condition-case err
+        (agentd--send conn "daemon/subscribe" nil
+                      (lambda (msg)
+                        (setf (agentd--conn-daemon-sub conn) (alist-get 'result msg))))
+      (agentd-error (message "agentd: %s" (error-message-string err))))))
 
 (defun agentd--sessions-changed ()
   "Refresh the session list soon, once for a burst of events."
