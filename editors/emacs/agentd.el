@@ -85,6 +85,14 @@ else $TMPDIR/agentd-UID/agentd.sock."
   "Model of new sessions, or nil for the provider's default."
   :type '(choice (const :tag "The provider's default" nil) string))
 
+(defcustom agentd-approval-mode nil
+  "Whether new sessions ask before calls that write files or run commands.
+nil keeps the daemon's configured default; \"ask\" makes each such call
+wait for `agentd-respond'; \"auto\" runs them without asking."
+  :type '(choice (const :tag "The daemon's default" nil)
+                 (const :tag "Ask first" "ask")
+                 (const :tag "Run without asking" "auto")))
+
 (defcustom agentd-request-timeout 30
   "Seconds to wait for the daemon to answer a command."
   :type 'number)
@@ -138,6 +146,9 @@ This bounds `agentd-send-file' and `agentd-send-region'."
 
 (defface agentd-error '((t :inherit error))
   "Face of errors.")
+
+(defface agentd-request '((t :inherit warning :weight bold))
+  "Face of a request waiting for your answer.")
 
 (defface agentd-dim '((t :inherit shadow))
   "Face of usage figures and other notes.")
@@ -571,6 +582,7 @@ Signal `agentd-error' with the daemon's message when it fails."
     (define-key map (kbd "f") #'agentd-follow-up)
     (define-key map (kbd "C-c C-c") #'agentd-abort)
     (define-key map (kbd "a") #'agentd-abort)
+    (define-key map (kbd "r") #'agentd-respond)
     (define-key map (kbd "F") #'agentd-fork)
     (define-key map (kbd "Q") #'agentd-queue)
     (define-key map (kbd "K") #'agentd-queue-clear)
@@ -756,6 +768,10 @@ What follows then begins on a line of its own."
      (agentd--tool-output view (alist-get 'call_id data) (alist-get 'delta data)))
     ("tool_call_start" (agentd--tool-start view data))
     ("tool_call_end" (agentd--tool-end view data live))
+    ((or "approval_requested" "question_requested" "client_tool_requested")
+     (agentd--request view kind data live))
+    ((or "approval_resolved" "question_resolved" "client_tool_resolved")
+     (agentd--resolved view kind data))
     ("state_changed"
      (setf (agentd--view-state view) (agentd--state (alist-get 'state data)))
      (agentd--refresh-status view))
@@ -982,6 +998,182 @@ LIVE is as in `agentd--render'."
     (unless view (agentd--fail "Session %s is not attached" session))
     (pop-to-buffer (agentd--diff-buffer view))))
 
+;;;; Requests: approvals, questions, client tools
+
+(defun agentd--edit-preview (view tool args)
+  "The diff the call of TOOL with ARGS would make in VIEW's directory, or nil."
+  (let* ((path (alist-get 'file_path args))
+         (file (and path (expand-file-name path (agentd--view-cwd view)))))
+    (pcase tool
+      ("edit_file"
+       (agentd--unified-diff (agentd--line-ended (alist-get 'old_string args))
+                             (agentd--line-ended (alist-get 'new_string args))
+                             path))
+      ("write_file"
+       ;; The call waits for the answer, so the file still holds its old text.
+       (agentd--unified-diff (if (and file (file-readable-p file))
+                                 (with-temp-buffer
+                                   (insert-file-contents file)
+                                   (buffer-string))
+                               "")
+                             (or (alist-get 'content args) "")
+                             path))
+      ("apply_patch" (alist-get 'patch args)))))
+
+(defun agentd--insert-diff (diff)
+  "Insert DIFF, its added and removed lines in diff faces."
+  (dolist (line (split-string (string-trim-right diff "\n") "\n"))
+    (insert (propertize (concat "  " line "\n")
+                        'face (cond ((string-prefix-p "+++" line) 'diff-file-header)
+                                    ((string-prefix-p "---" line) 'diff-file-header)
+                                    ((string-prefix-p "+" line) 'diff-added)
+                                    ((string-prefix-p "-" line) 'diff-removed)
+                                    ((string-prefix-p "@@" line) 'diff-hunk-header)
+                                    (t 'agentd-tool-output))))))
+
+(defun agentd--request-label (request)
+  "What REQUEST (a pending request or its event's data) asks, in one line."
+  (pcase (alist-get 'type request)
+    ("question"
+     (concat (alist-get 'question request)
+             (let ((options (alist-get 'options request)))
+               (if options (format " [%s]" (string-join options " / ")) ""))))
+    ("client_tool"
+     (format "run the client tool %s %s" (alist-get 'tool request)
+             (agentd--json (alist-get 'arguments request))))
+    (_ (format "approve %s: %s" (alist-get 'tool request)
+               (let ((summary (alist-get 'summary request)))
+                 (if (and summary (not (string-empty-p summary)))
+                     summary
+                   (agentd--args-summary (alist-get 'tool request)
+                                         (alist-get 'arguments request))))))))
+
+(defun agentd--request (view kind data live)
+  "Show the request of KIND with DATA in VIEW; LIVE as in `agentd--render'."
+  (let ((request (cons (cons 'type (string-remove-suffix "_requested" kind)) data)))
+    (setf (agentd--view-pending view) (append (agentd--view-pending view) (list request)))
+    (agentd--at-end view
+		    (agentd--close-streams view)
+		    (agentd--line 'agentd-request "? %s" (agentd--request-label request))
+		    (when (equal kind "approval_requested")
+		      (when-let ((diff (agentd--edit-preview view (alist-get 'tool data)
+							     (alist-get 'arguments data))))
+			(agentd--insert-diff diff)))
+		    (agentd--line 'agentd-dim "  answer with %s"
+				  (substitute-command-keys "\\<agentd-transcript-mode-map>\\[agentd-respond]")))
+    (agentd--refresh-status view)
+    (when live
+      (message "agentd: session %s asks: %s (M-x agentd-respond)"
+               (or (agentd--view-title view) (agentd--short (agentd--view-id view)))
+               (agentd--request-label request)))))
+
+(defun agentd--resolved (view kind data)
+  "Show the settling of a request (event KIND with DATA) in VIEW."
+  (let ((id (alist-get 'request_id data)))
+    (setf (agentd--view-pending view)
+          (seq-remove (lambda (r) (equal (alist-get 'request_id r) id))
+                      (agentd--view-pending view)))
+    (agentd--at-end view
+		    (agentd--close-streams view)
+		    (let ((by (alist-get 'by data)))
+		      (pcase kind
+			("approval_resolved"
+			 (let ((decision (alist-get 'decision data)))
+			   (agentd--line (if (equal decision "deny") 'agentd-warning 'agentd-ok)
+					 "  %s %s (%s)%s"
+					 (pcase decision
+					   ("allow" "allowed")
+					   ("allow_always" "allowed always")
+					   (_ "denied"))
+					 (alist-get 'tool data) by
+					 (let ((msg (alist-get 'message data)))
+					   (if msg (concat ": " msg) "")))))
+			("question_resolved"
+			 (let ((answer (alist-get 'answer data)))
+			   (agentd--line (if answer 'agentd-ok 'agentd-warning) "  %s (%s)"
+					 (if answer (format "answered: %s" answer) "unanswered") by)))
+			(_ (agentd--line (if (alist-get 'is_error data) 'agentd-warning 'agentd-ok)
+					 "  client tool %s (%s)"
+					 (if (alist-get 'is_error data) "failed" "answered") by)))))
+    (agentd--refresh-status view)))
+
+(defun agentd--pending (session)
+  "The requests of SESSION waiting for an answer, oldest first, from the daemon."
+  (alist-get 'pending (agentd--call "session/get" (list :session_id session))))
+
+(defun agentd--read-response ()
+  "Read the arguments of `agentd-respond': show the request, ask for the answer."
+  (let* ((session (agentd--session-arg))
+         (pending (agentd--pending session))
+         (request
+          (cond
+           ((null pending)
+            (agentd--fail "Session %s has no request waiting for an answer"
+                          (agentd--short session)))
+           ((cdr pending)
+            (let ((table (mapcar (lambda (r) (cons (agentd--request-label r) r)) pending)))
+              (cdr (assoc (completing-read "Answer which request: " table nil t) table))))
+           (t (car pending)))))
+    (list (pcase (alist-get 'type request)
+            ("approval"
+             (pcase (car (read-multiple-choice
+                          (agentd--request-label request)
+                          '((?a "allow" "Run this call")
+                            (?A "always" "Run it, and never ask again for this call")
+                            (?d "deny" "Refuse it; the model is told"))))
+               (?a 'allow)
+               (?A 'always)
+               (_ 'deny)))
+            ("question"
+             (completing-read (concat (alist-get 'question request) " ")
+                              (alist-get 'options request)))
+            (_ (read-string (format "Output of %s: " (alist-get 'tool request)))))
+          session
+          (alist-get 'request_id request))))
+
+;;;###autoload
+(defun agentd-respond (answer &optional session request-id)
+  "Answer the request REQUEST-ID (the oldest) of SESSION with ANSWER.
+For an approval, ANSWER is `allow', `always' (allow, and never ask
+again for the same call) or `deny'; for a question, the answer text;
+for a client tool, its output.  Interactively, show the request and ask
+for the answer.  Return the daemon's response."
+  (interactive (agentd--read-response))
+  (let* ((session (or session (agentd--session-arg)))
+         (pending (agentd--pending session))
+         (request (if request-id
+                      (or (seq-find (lambda (r) (equal (alist-get 'request_id r) request-id))
+                                    pending)
+                          (agentd--fail "Request %s of session %s no longer waits"
+                                        request-id (agentd--short session)))
+                    (or (car pending)
+                        (agentd--fail "Session %s has no request waiting for an answer"
+                                      (agentd--short session)))))
+         (answer-params
+          (pcase (alist-get 'type request)
+            ("approval"
+             (list :decision (pcase answer
+                               ('allow "allow")
+                               ('always "allow_always")
+                               ('deny "deny")
+                               (_ (agentd--fail "Answer an approval with allow, always or deny")))))
+            ("question"
+             (unless (stringp answer) (agentd--fail "Answer a question with text"))
+             (list :answer answer))
+            (_
+             (unless (stringp answer) (agentd--fail "Answer a client tool with its output"))
+             (list :output answer))))
+         (result (agentd--call "session/respond"
+                               (append (list :session_id session
+                                             :request_id (alist-get 'request_id request))
+                                       answer-params)))
+         (left (alist-get 'pending result)))
+    (agentd--use session)
+    (message "agentd: answered%s" (if (and left (> left 0))
+                                      (format "; %d more waiting" left)
+                                    ""))
+    result))
+
 ;;;; Picking a session
 
 (defun agentd--list ()
@@ -1041,7 +1233,11 @@ session's id."
                                  (append (list :cwd (directory-file-name (expand-file-name dir)))
                                          (and title (list :title title))
                                          (and agentd-provider (list :provider agentd-provider))
-                                         (and agentd-model (list :model agentd-model)))))
+                                         (and agentd-model (list :model agentd-model))
+                                         (and agentd-approval-mode
+                                              (list :config
+                                                    (list :approval
+                                                          (list :mode agentd-approval-mode)))))))
          (id (alist-get 'session_id snapshot)))
     (agentd--show (agentd--view-for snapshot))
     (agentd--use id)))
@@ -1392,6 +1588,7 @@ METHOD is \"session/submit\" (the default), \"session/steer\" or
     (define-key map (kbd "k") #'agentd-close)
     (define-key map (kbd "l") #'agentd-sessions)
     (define-key map (kbd "o") #'agentd-attach)
+    (define-key map (kbd "r") #'agentd-respond)
     (define-key map (kbd "F") #'agentd-fork)
     (define-key map (kbd "q") #'agentd-queue)
     (define-key map (kbd "Q") #'agentd-queue-clear)

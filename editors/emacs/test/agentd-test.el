@@ -12,7 +12,8 @@
 ;; sessions) and AGENTD_TEST_AGENTCTL (the built agentctl) set.  The
 ;; mock answers by the prompt: "PLEASE-RUN CMD" calls the shell with CMD,
 ;; "PLEASE-THINK" reasons before answering, "PLEASE-EDIT FILE" edits
-;; FILE ("old line" becomes "new line"); after a tool round it answers
+;; FILE ("old line" becomes "new line"), "PLEASE-ASK" asks the user
+;; which database (postgres or sqlite); after a tool round it answers
 ;; "The tool said: OUTPUT", adding "Heard: TEXT" for steering it got;
 ;; anything else is answered "Echo: PROMPT".  A test asks the harness
 ;; for what Emacs cannot do itself (restarting the daemon) by printing
@@ -21,6 +22,7 @@
 ;;; Code:
 
 (require 'agentd)
+(require 'cl-lib)
 (require 'ert)
 
 (defconst agentd-test--wait 60
@@ -325,6 +327,52 @@
     (agentd-close id)
     (let ((err (should-error (agentd-submit "too late" id) :type 'user-error)))
       (should (string-search "session_closed" (error-message-string err))))))
+
+(ert-deftest agentd-test-approvals-and-questions-are-answered ()
+  "Approvals (a command, an edit shown as a diff) and a question are answered."
+  (let* ((agentd-approval-mode "ask")
+         (dir (agentd-test--dir "approvals"))
+         (out (expand-file-name "out.txt" dir))
+         (hello (expand-file-name "hello.txt" dir))
+         (id (agentd-new dir)))
+    ;; A command waits until it is allowed.
+    (agentd-submit "PLEASE-RUN echo approved > out.txt" id)
+    (agentd-test--contains id "? approve shell: $ echo approved > out.txt")
+    (agentd-test--wait-for "awaiting input" (lambda () (equal (agentd-status id) "awaiting input")))
+    (should (= 1 (length (agentd--view-pending (agentd-test--view id)))))
+    (should-not (file-exists-p out))
+    (let ((answered (agentd-respond 'allow id)))
+      (should (equal (alist-get 'pending answered) 0)))
+    (agentd-test--wait-for "the end of the command" (lambda () (= (agentd-test--ends id) 1)))
+    (should (equal (with-temp-buffer (insert-file-contents out) (buffer-string)) "approved\n"))
+    (should (string-search "  allowed shell (client)" (agentd-test--text id)))
+    (should (null (agentd--view-pending (agentd-test--view id))))
+    ;; An edit shows its diff before it runs, and a denied one is not made.
+    (with-temp-file hello (insert "first\nold line\nlast\n"))
+    (agentd-submit "PLEASE-EDIT hello.txt" id)
+    (agentd-test--contains id "? approve edit_file")
+    (agentd-test--contains id "  -old line\n  +new line\n")
+    ;; Interactively, the request is shown and the answer read as one key.
+    (with-current-buffer (agentd--view-buffer (agentd-test--view id))
+      (cl-letf (((symbol-function 'read-multiple-choice)
+                 (lambda (prompt _choices)
+                   (should (string-search "approve edit_file" prompt))
+                   '(?d "deny"))))
+        (call-interactively #'agentd-respond)))
+    (agentd-test--wait-for "the end of the edit" (lambda () (= (agentd-test--ends id) 2)))
+    (should (string-search "  denied edit_file (client)" (agentd-test--text id)))
+    (should (equal (with-temp-buffer (insert-file-contents hello) (buffer-string))
+                   "first\nold line\nlast\n"))
+    ;; A question is answered with text.
+    (agentd-submit "PLEASE-ASK" id)
+    (agentd-test--contains id "? Which database? [postgres / sqlite]")
+    (should-error (agentd-respond 'allow id) :type 'user-error)
+    (agentd-respond "sqlite" id)
+    (agentd-test--contains id "The tool said: The user answered: sqlite")
+    (should (string-search "  answered: sqlite (client)" (agentd-test--text id)))
+    ;; Nothing waits now.
+    (let ((err (should-error (agentd-respond 'allow id) :type 'user-error)))
+      (should (string-search "no request waiting" (error-message-string err))))))
 
 (ert-deftest agentd-test-autostart-through-agentctl ()
   "With no daemon answering, the first command starts one through agentctl."

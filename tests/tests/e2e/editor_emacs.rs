@@ -1,6 +1,7 @@
 //! The Emacs package (`editors/emacs`) in real Emacs, headless, against the real daemon and the
 //! mock provider: the ERT suite of `editors/emacs/test/agentd-test.el` (create, a tool round
-//! trip, the transcript, steer, abort, attach, reconnect after a restart), its autostart test
+//! trip, the transcript, steer, abort, attach, reconnect after a restart, approvals and
+//! questions answered), its autostart test
 //! on a socket where nothing answers, and the package's byte-compilation, checkdoc and
 //! package-lint.
 
@@ -105,6 +106,16 @@ fn scripted(body: &Value) -> Reply {
                 &call,
                 "edit_file",
                 json!({"file_path": file, "old_string": "old line", "new_string": "new line"}),
+            )],
+        ));
+    }
+    if prompt == "PLEASE-ASK" {
+        return Reply::Stream(sse::tools(
+            "",
+            &[(
+                &call,
+                "ask_user",
+                json!({"question": "Which database?", "options": ["postgres", "sqlite"]}),
             )],
         ));
     }
@@ -239,6 +250,7 @@ async fn the_emacs_package_passes_its_suite_against_the_daemon() {
         "context-from-a-region-and-a-file",
         "fork-and-close",
         "daemon-errors-are-user-errors",
+        "approvals-and-questions-are-answered",
     ] {
         assert!(
             passed(&run.output, &format!("agentd-test-{scenario}")),
