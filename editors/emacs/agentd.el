@@ -172,7 +172,6 @@ This bounds `agentd-send-file' and `agentd-send-region'."
   (next-id 0)
   (pending (make-hash-table))
   (subs (make-hash-table :test #'equal))
-  (orphans (make-hash-table :test #'equal))
   daemon-sub)
 
 (cl-defstruct (agentd--view (:constructor agentd--view-make) (:copier nil))
@@ -201,9 +200,6 @@ This bounds `agentd-send-file' and `agentd-send-region'."
 
 (defconst agentd--max-line-bytes (* 64 1024 1024)
   "Longest message accepted from the daemon; the daemon caps its own.")
-
-(defconst agentd--max-orphans 10000
-  "Most notifications kept for subscriptions not yet known.")
 
 (defun agentd--socket-path ()
   "The socket to connect to, by the daemon's own rule."
@@ -340,11 +336,11 @@ for its answer) only queues the lines that arrive meanwhile."
         (item (alist-get 'result params)))
     (pcase method
       ("session/event"
+       ;; The daemon answers a subscribe before it sends the subscription's
+       ;; first item, so an unknown subscription is one this client ended.
        (let ((view (gethash sub (agentd--conn-subs conn))))
-         (cond
-          (view (agentd--on-item view item))
-          ((< (hash-table-count (agentd--conn-orphans conn)) agentd--max-orphans)
-           (push item (gethash sub (agentd--conn-orphans conn)))))))
+         (when view
+           (agentd--on-item view item))))
       ("daemon/event" (agentd--sessions-changed)))))
 
 (defun agentd--sentinel (proc _event)
@@ -429,6 +425,9 @@ Signal `agentd-error' with the daemon's message when it fails."
          (proc (agentd--conn-process conn))
          (deadline (+ (float-time) agentd-request-timeout))
          response)
+    (when (agentd--conn-draining conn)
+      ;; The answer would wait behind the message being handled.
+      (error "Cannot wait for %s inside a handler of agentd messages" method))
     (agentd--send conn method params (lambda (msg) (setq response msg)))
     (while (and (not response) (< (float-time) deadline))
       (accept-process-output proc 0.05 nil t))
@@ -537,11 +536,7 @@ Signal `agentd-error' with the daemon's message when it fails."
                (agentd--note view 'agentd-error "could not follow the session: %s"
                              (agentd--error-text (alist-get 'error msg)))))
          (setf (agentd--view-sub view) sub)
-         (puthash sub view (agentd--conn-subs conn))
-         (let ((early (nreverse (gethash sub (agentd--conn-orphans conn)))))
-           (remhash sub (agentd--conn-orphans conn))
-           (dolist (item early)
-             (agentd--on-item view item))))
+         (puthash sub view (agentd--conn-subs conn)))
        (agentd--refresh-status view)))))
 
 (defun agentd--on-item (view item)

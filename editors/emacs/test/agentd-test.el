@@ -140,6 +140,9 @@
       (should (string-match-p "usage: in [0-9]+, out [0-9]+" text))
       (should (string-search "── completed ──" text)))
     (should (equal (agentd-status id) "idle"))
+    (agentd-status-mode 1)
+    (should (equal (agentd--global-status) " agentd[idle]"))
+    (agentd-status-mode -1)
     (with-current-buffer (agentd--view-buffer (agentd-test--view id))
       ;; What the mode line shows (batch Emacs formats no :eval, so call it).
       (should (equal mode-line-process '(:eval (agentd--mode-line-process))))
@@ -263,7 +266,13 @@
       (goto-char (point-min))
       (should (search-forward "from agentctl" nil t))
       (should (equal (tabulated-list-get-id) id))
-      (should (equal (aref (tabulated-list-get-entry) 1) "idle")))))
+      (should (equal (aref (tabulated-list-get-entry) 1) "idle"))
+      ;; The list follows the daemon's changes.
+      (agentd-test--agentctl "new" "--cwd" dir "--title" "made later")
+      (agentd-test--wait-for "the new session in the list"
+                             (lambda ()
+                               (goto-char (point-min))
+                               (search-forward "made later" nil t))))))
 
 (ert-deftest agentd-test-reconnect-after-a-restart-loses-nothing ()
   "After a daemon restart, the transcript resumes: nothing lost, nothing twice."
@@ -299,6 +308,10 @@
       (agentd-send-file file "and the whole file" id)
       (agentd-test--contains id "Echo: and the whole file")
       (kill-buffer))
+    (agentd-compose id)
+    (insert "a longer\nprompt")
+    (agentd-compose-send)
+    (agentd-test--contains id "Echo: a longer\nprompt")
     (let ((text (agentd-test--text id)))
       (should (string-search "Lines 1-2 of notes.txt:\n```\nalpha\nbeta\n```" text))
       (should (string-search "The file notes.txt:\n```\nalpha\nbeta\ngamma\n```" text)))))
