@@ -995,26 +995,6 @@ LIVE is as in `agentd--render'."
 
 ;;;; Requests: approvals, questions, client tools
 
-(defun agentd--edit-preview (view tool args)
-  "The diff the call of TOOL with ARGS would make in VIEW's directory, or nil."
-  (let* ((path (alist-get 'file_path args))
-         (file (and path (expand-file-name path (agentd--view-cwd view)))))
-    (pcase tool
-      ("edit_file"
-       (agentd--unified-diff (agentd--line-ended (alist-get 'old_string args))
-                             (agentd--line-ended (alist-get 'new_string args))
-                             path))
-      ("write_file"
-       ;; The call waits for the answer, so the file still holds its old text.
-       (agentd--unified-diff (if (and file (file-readable-p file))
-                                 (with-temp-buffer
-                                   (insert-file-contents file)
-                                   (buffer-string))
-                               "")
-                             (or (alist-get 'content args) "")
-                             path))
-      ("apply_patch" (alist-get 'patch args)))))
-
 (defun agentd--insert-diff (diff)
   "Insert DIFF, its added and removed lines in diff faces."
   (dolist (line (split-string (string-trim-right diff "\n") "\n"))
@@ -1026,6 +1006,10 @@ LIVE is as in `agentd--render'."
                                     ((string-prefix-p "@@" line) 'diff-hunk-header)
                                     (t 'agentd-tool-output))))))
 
+(defun agentd--multi-line-p (text)
+  "Whether TEXT is a string of more than one line."
+  (and (stringp text) (string-search "\n" (string-trim-right text)) t))
+
 (defun agentd--request-label (request)
   "What REQUEST (a pending request or its event's data) asks, in one line."
   (pcase (alist-get 'type request)
@@ -1036,26 +1020,50 @@ LIVE is as in `agentd--render'."
     ("client_tool"
      (format "run the client tool %s %s" (alist-get 'tool request)
              (agentd--json (alist-get 'arguments request))))
-    (_ (format "approve %s: %s" (alist-get 'tool request)
-               (let ((summary (alist-get 'summary request)))
-                 (if (and summary (not (string-empty-p summary)))
-                     summary
-                   (agentd--args-summary (alist-get 'tool request)
-                                         (alist-get 'arguments request))))))))
+    (_
+     (let ((tool (alist-get 'tool request))
+           (summary (alist-get 'summary request)))
+       (cond
+        ;; An edit's summary is its diff, shown below the line.
+        ((agentd--multi-line-p summary)
+         (string-trim-right (format "approve %s %s" tool
+                                    (or (alist-get 'file_path (alist-get 'arguments request))
+                                        ""))))
+        ((and summary (not (string-empty-p summary)))
+         (format "approve %s: %s" tool summary))
+        (t (format "approve %s: %s" tool
+                   (agentd--args-summary tool (alist-get 'arguments request)))))))))
+
+(defun agentd--in-call (view call-id insert)
+  "Call INSERT at the place of requests in the tool call CALL-ID of VIEW.
+That is under the call's header line, before its output; without such a
+call, at the end of the transcript."
+  (let ((call (gethash call-id (agentd--view-tools view))))
+    (agentd--at-end view
+		    (agentd--close-streams view)
+		    (if (not call)
+			(funcall insert)
+		      (let* ((start (plist-get call :out-start))
+			     (end (plist-get call :out-end))
+			     (empty (= start end)))
+			(goto-char start)
+			(funcall insert)
+			(set-marker start (point))
+			(when empty (set-marker end (point))))))))
 
 (defun agentd--request (view kind data live)
   "Show the request of KIND with DATA in VIEW; LIVE as in `agentd--render'."
-  (let ((request (cons (cons 'type (string-remove-suffix "_requested" kind)) data)))
+  (let* ((request (cons (cons 'type (string-remove-suffix "_requested" kind)) data))
+         (summary (alist-get 'summary data)))
     (setf (agentd--view-pending view) (append (agentd--view-pending view) (list request)))
-    (agentd--at-end view
-		    (agentd--close-streams view)
-		    (agentd--line 'agentd-request "? %s" (agentd--request-label request))
-		    (when (equal kind "approval_requested")
-		      (when-let ((diff (agentd--edit-preview view (alist-get 'tool data)
-							     (alist-get 'arguments data))))
-			(agentd--insert-diff diff)))
-		    (agentd--line 'agentd-dim "  answer with %s"
-				  (substitute-command-keys "\\<agentd-transcript-mode-map>\\[agentd-respond]")))
+    (agentd--in-call
+     view (alist-get 'call_id data)
+     (lambda ()
+       (agentd--line 'agentd-request "? %s  (%s answers)" (agentd--request-label request)
+                     (substitute-command-keys
+                      "\\<agentd-transcript-mode-map>\\[agentd-respond]"))
+       (when (agentd--multi-line-p summary)
+         (agentd--insert-diff summary))))
     (agentd--refresh-status view)
     (when live
       (message "agentd: session %s asks: %s (M-x agentd-respond)"
@@ -1064,32 +1072,33 @@ LIVE is as in `agentd--render'."
 
 (defun agentd--resolved (view kind data)
   "Show the settling of a request (event KIND with DATA) in VIEW."
-  (let ((id (alist-get 'request_id data)))
+  (let ((id (alist-get 'request_id data))
+        (by (alist-get 'by data)))
     (setf (agentd--view-pending view)
           (seq-remove (lambda (r) (equal (alist-get 'request_id r) id))
                       (agentd--view-pending view)))
-    (agentd--at-end view
-		    (agentd--close-streams view)
-		    (let ((by (alist-get 'by data)))
-		      (pcase kind
-			("approval_resolved"
-			 (let ((decision (alist-get 'decision data)))
-			   (agentd--line (if (equal decision "deny") 'agentd-warning 'agentd-ok)
-					 "  %s %s (%s)%s"
-					 (pcase decision
-					   ("allow" "allowed")
-					   ("allow_always" "allowed always")
-					   (_ "denied"))
-					 (alist-get 'tool data) by
-					 (let ((msg (alist-get 'message data)))
-					   (if msg (concat ": " msg) "")))))
-			("question_resolved"
-			 (let ((answer (alist-get 'answer data)))
-			   (agentd--line (if answer 'agentd-ok 'agentd-warning) "  %s (%s)"
-					 (if answer (format "answered: %s" answer) "unanswered") by)))
-			(_ (agentd--line (if (alist-get 'is_error data) 'agentd-warning 'agentd-ok)
-					 "  client tool %s (%s)"
-					 (if (alist-get 'is_error data) "failed" "answered") by)))))
+    (agentd--in-call
+     view (alist-get 'call_id data)
+     (lambda ()
+       (pcase kind
+         ("approval_resolved"
+          (let ((decision (alist-get 'decision data)))
+            (agentd--line (if (equal decision "deny") 'agentd-warning 'agentd-ok)
+                          "  %s %s (%s)%s"
+                          (pcase decision
+                            ("allow" "allowed")
+                            ("allow_always" "allowed always")
+                            (_ "denied"))
+                          (alist-get 'tool data) by
+                          (let ((msg (alist-get 'message data)))
+                            (if msg (concat ": " msg) "")))))
+         ("question_resolved"
+          (let ((answer (alist-get 'answer data)))
+            (agentd--line (if answer 'agentd-ok 'agentd-warning) "  %s (%s)"
+                          (if answer (format "answered: %s" answer) "unanswered") by)))
+         (_ (agentd--line (if (alist-get 'is_error data) 'agentd-warning 'agentd-ok)
+                          "  client tool %s (%s)"
+                          (if (alist-get 'is_error data) "failed" "answered") by)))))
     (agentd--refresh-status view)))
 
 (defun agentd--pending (session)
@@ -1109,6 +1118,14 @@ LIVE is as in `agentd--render'."
             (let ((table (mapcar (lambda (r) (cons (agentd--request-label r) r)) pending)))
               (cdr (assoc (completing-read "Answer which request: " table nil t) table))))
            (t (car pending)))))
+    (when (agentd--multi-line-p (alist-get 'summary request))
+      (with-current-buffer (get-buffer-create "*agentd request*")
+        (let ((inhibit-read-only t))
+          (erase-buffer)
+          (insert (alist-get 'summary request))
+          (diff-mode)
+          (setq buffer-read-only t)
+          (display-buffer (current-buffer)))))
     (list (pcase (alist-get 'type request)
             ("approval"
              (pcase (car (read-multiple-choice

@@ -350,7 +350,7 @@
          (id (agentd-new dir)))
     ;; A command waits until it is allowed.
     (agentd-submit "PLEASE-RUN echo approved > out.txt" id)
-    (agentd-test--contains id "? approve shell: $ echo approved > out.txt")
+    (agentd-test--contains id "? approve shell: $ echo approved > out.txt  (r answers)")
     (agentd-test--wait-for "awaiting input" (lambda () (equal (agentd-status id) "awaiting input")))
     (should (= 1 (length (agentd--view-pending (agentd-test--view id)))))
     (should-not (file-exists-p out))
@@ -358,18 +358,26 @@
       (should (equal (alist-get 'pending answered) 0)))
     (agentd-test--wait-for "the end of the command" (lambda () (= (agentd-test--ends id) 1)))
     (should (equal (with-temp-buffer (insert-file-contents out) (buffer-string)) "approved\n"))
-    (should (string-search "  allowed shell (client)" (agentd-test--text id)))
+    ;; The request and its answer show under the call, before its output.
+    (should (string-match-p (concat "⚙ shell echo approved > out.txt \\[done, [0-9]+ ms\\]\n"
+                                    "\\? approve shell: \\$ echo approved > out.txt  (r answers)\n"
+                                    "  allowed shell (client)\n"
+                                    "\\[exit code: 0")
+                            (agentd-test--text id)))
     (should (null (agentd--view-pending (agentd-test--view id))))
     ;; An edit shows its diff before it runs, and a denied one is not made.
     (with-temp-file hello (insert "first\nold line\nlast\n"))
     (agentd-submit "PLEASE-EDIT hello.txt" id)
-    (agentd-test--contains id "? approve edit_file")
+    (agentd-test--contains id "? approve edit_file hello.txt  (r answers)\n")
     (agentd-test--contains id "  -old line\n  +new line\n")
     ;; Interactively, the request is shown and the answer read as one key.
     (with-current-buffer (agentd--view-buffer (agentd-test--view id))
       (cl-letf (((symbol-function 'read-multiple-choice)
                  (lambda (prompt _choices)
-                   (should (string-search "approve edit_file" prompt))
+                   (should (equal prompt "approve edit_file hello.txt"))
+                   (with-current-buffer "*agentd request*"
+                     (should (derived-mode-p 'diff-mode))
+                     (should (string-search "-old line\n+new line" (buffer-string))))
                    '(?d "deny"))))
         (call-interactively #'agentd-respond)))
     (agentd-test--wait-for "the end of the edit" (lambda () (= (agentd-test--ends id) 2)))
