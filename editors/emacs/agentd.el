@@ -579,6 +579,7 @@ Signal `agentd-error' with the daemon's message when it fails."
     (define-key map (kbd "a") #'agentd-abort)
     (define-key map (kbd "r") #'agentd-respond)
     (define-key map (kbd "F") #'agentd-fork)
+    (define-key map (kbd "U") #'agentd-rollback)
     (define-key map (kbd "Q") #'agentd-queue)
     (define-key map (kbd "K") #'agentd-queue-clear)
     (define-key map (kbd "C") #'agentd-close)
@@ -1346,6 +1347,18 @@ Return the new session's id."
     (agentd--show (agentd--view-for snapshot))
     (agentd--use id)))
 
+;;;###autoload
+(defun agentd-rollback (session &optional turns)
+  "Undo the last user inputs of SESSION (idle), with what followed them.
+TURNS says how many (default 1; interactively, the prefix argument).
+Nothing is deleted: `agentd-fork' still reaches the entries taken off."
+  (interactive (list (agentd--session-arg) (prefix-numeric-value current-prefix-arg)))
+  (let ((result (agentd--call "session/rollback"
+                              (list :session_id session :turns (or turns 1)))))
+    (message "agentd: took %s entries off the branch; %s remain"
+             (alist-get 'removed result) (alist-get 'entries result))
+    result))
+
 (defun agentd--queue-text (queue)
   "The items of QUEUE, one per line."
   (string-join
@@ -1602,6 +1615,7 @@ METHOD is \"session/submit\" (the default), \"session/steer\" or
     (define-key map (kbd "o") #'agentd-attach)
     (define-key map (kbd "r") #'agentd-respond)
     (define-key map (kbd "F") #'agentd-fork)
+    (define-key map (kbd "u") #'agentd-rollback)
     (define-key map (kbd "q") #'agentd-queue)
     (define-key map (kbd "Q") #'agentd-queue-clear)
     (define-key map (kbd "c") #'agentd-send-region)

@@ -316,11 +316,14 @@
       (should (string-search "Lines 1-2 of notes.txt:\n```\nalpha\nbeta\n```" text))
       (should (string-search "The file notes.txt:\n```\nalpha\nbeta\ngamma\n```" text)))))
 
-(ert-deftest agentd-test-fork-and-close ()
-  "A fork is a new session with the conversation; a closed session says so."
+(ert-deftest agentd-test-fork-rollback-and-close ()
+  "A fork is a new session with the conversation; rollback and close show."
   (let* ((id (agentd-new (agentd-test--dir "fork")))
          fork)
     (agentd-test--run id "before the fork")
+    (agentd-test--run id "to be undone")
+    (should (> (alist-get 'removed (agentd-rollback id 1)) 0))
+    (agentd-test--contains id "rolled back")
     (setq fork (agentd-fork id "the fork"))
     (should-not (equal fork id))
     (let ((snapshot (agentd--call "session/get" (list :session_id fork))))

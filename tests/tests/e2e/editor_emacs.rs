@@ -248,7 +248,7 @@ async fn the_emacs_package_passes_its_suite_against_the_daemon() {
         "attach-to-a-session-started-by-agentctl",
         "reconnect-after-a-restart-loses-nothing",
         "context-from-a-region-and-a-file",
-        "fork-and-close",
+        "fork-rollback-and-close",
         "daemon-errors-are-user-errors",
         "approvals-and-questions-are-answered",
     ] {
