@@ -8,7 +8,7 @@ use super::{
     DirEntry, EnvFilter, EnvPolicy, Error, ExecRequest, ExecResult, ExecutionEnvironment,
     GrepOptions, OutputSink, ProcessLedger, search,
 };
-use agentd_proto::OutputStream;
+use agentd_proto::{OutputStream, ProcessInfo};
 use async_trait::async_trait;
 use nix::sys::signal::Signal;
 use std::collections::HashSet;
@@ -33,6 +33,8 @@ const STOP_POLL: Duration = Duration::from_millis(50);
 /// Output kept per stream; more is counted but dropped, so a runaway command cannot exhaust
 /// the daemon's memory.
 const MAX_RETAINED: usize = 16 * 1024 * 1024;
+/// How much of an escaped process's command line is reported.
+const MAX_COMMAND_CHARS: usize = 200;
 
 /// How a [`LocalExecutionEnvironment`] runs commands, beyond its directory.
 #[derive(Clone, Default)]
@@ -187,12 +189,13 @@ pub async fn end_leftovers(groups: &[ProcessId], run: &str) -> usize {
     targets.groups.len() + escaped.len()
 }
 
-/// The warning a command's result carries about processes that left its group.
-fn escaped_warning(escaped: &[Escaped], ended: bool) -> String {
+/// What to tell the model and the user about processes that left a command's process group,
+/// `ended` with it or not.
+pub fn describe_escaped(escaped: &[ProcessInfo], ended: bool) -> String {
     let list: Vec<String> = escaped
         .iter()
         .take(8)
-        .map(|e| format!("pid {} ({})", e.id.pid, e.command))
+        .map(|e| format!("pid {} ({})", e.pid, e.command))
         .collect();
     let more = escaped.len().saturating_sub(list.len());
     let more = if more > 0 {
@@ -206,7 +209,7 @@ fn escaped_warning(escaped: &[Escaped], ended: bool) -> String {
         "they keep running until the session is aborted or closed, and what they print is not shown"
     };
     format!(
-        "[warning: {} process(es) left the command's process group: {}{more}; {fate}]\n",
+        "{} process(es) left the command's process group: {}{more}; {fate}",
         escaped.len(),
         list.join(", ")
     )
@@ -426,11 +429,17 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         let ended = escaped.is_some();
         // After a normal exit, processes that still hold the pipes may have left the group:
         // name them, as a kill would have.
-        let escaped = match escaped {
+        let escaped: Vec<ProcessInfo> = match escaped {
             Some(e) => e,
             None if stdout.is_some() || stderr.is_some() => targets.escaped(),
             None => Vec::new(),
-        };
+        }
+        .into_iter()
+        .map(|e| ProcessInfo {
+            pid: e.id.pid.unsigned_abs(),
+            command: e.command.chars().take(MAX_COMMAND_CHARS).collect(),
+        })
+        .collect();
         if let Some(group) = group {
             self.track(group, group_alive(pgid));
         }
@@ -444,7 +453,10 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
             if !stderr.is_empty() && !stderr.ends_with('\n') {
                 stderr.push('\n');
             }
-            stderr.push_str(&escaped_warning(&escaped, ended));
+            stderr.push_str(&format!(
+                "[warning: {}]\n",
+                describe_escaped(&escaped, ended)
+            ));
         }
         Ok(ExecResult {
             stdout: out.finish(),
@@ -453,6 +465,7 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
             timed_out,
             cancelled,
             duration: started.elapsed(),
+            escaped,
         })
     }
 

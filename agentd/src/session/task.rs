@@ -448,11 +448,9 @@ impl Core {
         self.append(Turn::System {
             text: "[The daemon restarted while this input was being processed; the work was interrupted.]".into(),
         });
-        self.emit(EventBody::Warning {
-            message:
-                "the daemon restarted while this session was processing; its work was interrupted"
-                    .into(),
-        });
+        self.emit(EventBody::warning(
+            "the daemon restarted while this session was processing; its work was interrupted",
+        ));
         self.set_state_after(
             SessionState::Idle,
             Some(EventBody::ProcessingEnd {
@@ -561,7 +559,7 @@ pub(super) fn start(
                 core.log.skip(MISSING_SEQS);
             }
             for message in r.warnings {
-                core.emit(EventBody::Warning { message });
+                core.emit(EventBody::warning(message));
             }
             if core.state == SessionState::Processing {
                 core.recover_interrupted();

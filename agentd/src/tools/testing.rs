@@ -22,6 +22,7 @@ pub(crate) fn run(
         output: &sink,
         accepts_images: false,
         attach_image: &|_| {},
+        report_escaped: &|_, _| {},
         subagents: None,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
