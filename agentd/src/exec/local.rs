@@ -377,7 +377,9 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         let mut drain_until: Option<tokio::time::Instant> = None;
 
         loop {
-            if status.is_some() && stdout.is_none() && stderr.is_none() {
+            // A stop under way is awaited (at most the grace period): it names the processes
+            // that left the group, even when everything died at once and closed the pipes.
+            if status.is_some() && stdout.is_none() && stderr.is_none() && stopping.is_none() {
                 break;
             }
             let stop_started = stopping.is_some() || escaped.is_some();
@@ -660,5 +662,47 @@ mod tests {
             with_marker(&format!("0.{:07}2", std::process::id())),
             Vec::<i32>::new()
         );
+    }
+
+    /// Everything dies at the first SIGTERM and the pipes close at once: the stop's list of
+    /// escaped processes still reaches the result (it was dropped when the loop ended on the
+    /// closed pipes first).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancel_names_escaped_processes_that_die_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = LocalExecutionEnvironment::new(dir.path().to_owned(), EnvPolicy::InheritCore);
+        let marker = format!("0.{:07}3", std::process::id());
+        let command = format!("(setsid sleep 600 {marker} &); sleep 600 {marker}1");
+        let escaped = || {
+            process::marked("")
+                .into_iter()
+                .find(|(_, _, cmd)| *cmd == format!("sleep 600 {marker}"))
+                .map(|(id, _, _)| id.pid)
+        };
+        let cancel = CancellationToken::new();
+        let stopper = cancel.clone();
+        let (result, pid) = tokio::join!(run(&env, &command, &cancel), async {
+            loop {
+                if let Some(pid) = escaped() {
+                    stopper.cancel();
+                    return pid;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+        assert!(result.cancelled);
+        assert_eq!(
+            result.escaped,
+            [ProcessInfo {
+                pid: pid.unsigned_abs(),
+                command: format!("sleep 600 {marker}"),
+            }]
+        );
+        assert!(
+            result.stderr.contains(&format!("pid {pid}")),
+            "{}",
+            result.stderr
+        );
+        assert_eq!(escaped(), None);
     }
 }
