@@ -826,3 +826,136 @@ async fn damaged_session_records_are_listed_with_the_reason_while_the_others_loa
     assert_eq!(still, expected, "{list}");
     assert_eq!(list["sessions"].as_array().unwrap().len(), 2, "{list}");
 }
+
+/// Regression (issue 12): session files (tool output, file contents) were written 0644 in
+/// 0755 directories, and a `.session.json.tmp` symlink planted in a session's directory made
+/// the next record write overwrite its target. Under umask 000 every directory is 0700 and
+/// every file 0600, and a planted link is replaced, never written through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_files_are_private_under_any_umask_and_links_are_not_followed() {
+    let mock = agentd_tests::mock::MockAnthropic::start().await.unwrap();
+    let daemon = agentd_tests::TestDaemon::builder()
+        .env("ANTHROPIC_BASE_URL", &mock.url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .wrap("sh", ["-c", "umask 000; exec \"$0\""])
+        .start()
+        .await
+        .unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    let mut client = daemon.client().await.unwrap();
+    let session = daemon
+        .create_session(&mut client, workdir.path(), json!({}))
+        .await
+        .unwrap();
+    mock.push_stream(sse::shell("t_private", "echo private"));
+    mock.push_stream(sse::text("done"));
+    client.run(&session, "write something").await.unwrap();
+
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| {
+        std::fs::symlink_metadata(p)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    let sessions = daemon.sessions_dir();
+    let state = sessions.parent().unwrap().to_owned();
+    let dir = sessions.join(&session);
+    for d in [&state, &sessions, &dir] {
+        assert_eq!(mode(d), 0o700, "{}", d.display());
+    }
+    for f in [
+        dir.join("session.json"),
+        dir.join("log.jsonl"),
+        state.join("lock"),
+        state.join("groups.json"),
+    ] {
+        assert_eq!(mode(&f), 0o600, "{}", f.display());
+    }
+
+    // Once a change the record alone holds is stored, no write of the record is under way.
+    client
+        .call(
+            "session/set_config",
+            json!({"session_id": session, "config": {"max_turns": 6}}),
+        )
+        .await
+        .unwrap();
+    // A link where the record's temporary file goes, pointing at a file of the user's.
+    let target = workdir.path().join("precious.txt");
+    std::fs::write(&target, "precious").unwrap();
+    std::os::unix::fs::symlink(&target, dir.join(".session.json.tmp")).unwrap();
+    client
+        .call(
+            "session/set_config",
+            json!({"session_id": session, "config": {"max_turns": 7}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious");
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("session.json")).unwrap()).unwrap();
+    assert_eq!(record["config"]["max_turns"], 7, "{record}");
+    assert_eq!(mode(&dir.join("session.json")), 0o600);
+}
+
+/// Regression (issue 12): an event line that could not be read was skipped on load with only
+/// a log line, leaving a gap in the seqs that no event explained. The restarted session says
+/// which line was skipped and which seqs are missing, in `warning` events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_event_line_is_reported_in_a_warning_event() {
+    let mut s = setup().await;
+    s.mock.push_stream(sse::text("first"));
+    s.run("one").await;
+    s.mock.push_stream(sse::text("second"));
+    s.run("two").await;
+    s.daemon.stop_with(Signal::SIGTERM).await.unwrap();
+    let path = session_dir(&s).join("log.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    // An event in the middle (not the last line, which would be a torn tail) turns to garbage.
+    let (victim, _) = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.starts_with("{\"entry\""))
+        .nth(4)
+        .unwrap();
+    let lost: Value = serde_json::from_str(text.lines().nth(victim).unwrap()).unwrap();
+    let lost_seq = lost["seq"].as_u64().unwrap();
+    let damaged: Vec<String> = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            if i == victim {
+                "{\"session_id\": garbage".to_owned()
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect();
+    std::fs::write(&path, damaged.join("\n") + "\n").unwrap();
+
+    s.daemon.restart().await.unwrap();
+    s.client = s.daemon.client().await.unwrap();
+    let now = s.call("session/get", json!({})).await["last_seq"]
+        .as_u64()
+        .unwrap();
+    let all = replay(&mut s.client, &s.session, 0, now).await;
+    assert!(
+        all.iter().all(|e| e["seq"] != lost_seq),
+        "the lost event is not replayed"
+    );
+    let warnings = data_of(&all, "warning", "message");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains(&format!("line {} skipped", victim + 1))),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains(&format!("events {lost_seq}..{lost_seq} are missing"))),
+        "{warnings:?}"
+    );
+}
