@@ -74,7 +74,7 @@ complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l socket -d 'Soc
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l read-only -d 'Refuse file writes and deletes (commands still run)'
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l json -d 'Print machine-readable NDJSON instead of text'
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -s h -l help -d 'Print help'
-complete -c agentctl -n "__fish_agentctl_using_subcommand ls" -l state -d 'Only sessions in this state (idle, processing, closed)' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand ls" -l state -d 'Only sessions in this state (idle, processing, awaiting_input, closed, or damaged: stored sessions whose record cannot be read)' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand ls" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand ls" -l tree -d 'Show subagents indented under the session that spawned them'
 complete -c agentctl -n "__fish_agentctl_using_subcommand ls" -l json -d 'Print machine-readable NDJSON instead of text'
