@@ -148,6 +148,42 @@ async fn a_restart_after_kill_9_ends_the_commands_the_dead_daemon_left() {
             .log_text()
             .contains("ended processes a previous agentd left running")
     );
+
+    // Nothing of the session is lost: the log says the running call's work was interrupted,
+    // the call gets a result, and the session answers again.
+    s.client = client;
+    let snapshot = s.call("session/get", json!({})).await;
+    assert_eq!(snapshot["state"], "idle", "{snapshot}");
+    s.client.subscribe(&s.session, Some(0)).await.unwrap();
+    let replayed = s
+        .client
+        .events_until("processing_end", |e| e["data"]["reason"] == "aborted")
+        .await
+        .unwrap();
+    assert_eq!(
+        of_kind(&replayed, "tool_call_start")[0]["data"]["call_id"],
+        "t_left"
+    );
+    assert!(
+        of_kind(&replayed, "warning")
+            .iter()
+            .any(|w| w["data"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("interrupted")),
+        "{replayed:?}"
+    );
+    s.mock.push_stream(sse::text("recovered"));
+    let events = s.run("go on").await;
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "completed"
+    );
+    let sent = s.mock.requests().last().unwrap().body.to_string();
+    assert!(
+        sent.contains(r#""tool_use_id":"t_left""#),
+        "the interrupted call has its result: {sent}"
+    );
 }
 
 /// A recorded group whose pid now belongs to another process (its start time differs) is
