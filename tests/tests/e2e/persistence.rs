@@ -673,7 +673,7 @@ async fn damaged_session_records_are_listed_with_the_reason_while_the_others_loa
         ] {
             let answer = s.client.request(method, params).await.unwrap();
             let error = &answer["error"];
-            assert_eq!(error["code"], -32013, "{method}: {answer}");
+            assert_eq!(error["code"], -32014, "{method}: {answer}");
             assert_eq!(error["data"]["kind"], "session_damaged");
             assert_eq!(error["data"]["damaged"], *entry);
             let message = error["message"].as_str().unwrap();
