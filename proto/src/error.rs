@@ -119,3 +119,22 @@ pub struct ErrorData {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub damaged: Option<crate::DamagedSession>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ErrorKind;
+
+    /// Clients tell errors apart by code and by kind: two kinds added on separate branches
+    /// must not share either.
+    #[test]
+    fn codes_and_kinds_are_unique() {
+        let mut codes: Vec<i32> = ErrorKind::ALL.iter().map(|k| k.code()).collect();
+        let mut names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(codes.len(), ErrorKind::ALL.len());
+        assert_eq!(names.len(), ErrorKind::ALL.len());
+    }
+}
