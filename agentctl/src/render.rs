@@ -343,7 +343,7 @@ impl Renderer {
             EventBody::LoopDetection { message } => {
                 eprintln!("{}", style.paint("33", &format!("⚠ {message}")))
             }
-            EventBody::Warning { message } => {
+            EventBody::Warning { message, .. } => {
                 self.close_line();
                 eprintln!("{}", style.paint("33", &format!("⚠ {message}")));
             }

@@ -20,6 +20,9 @@ pub enum ErrorKind {
     SessionBusy,
     /// The session is closed and takes no more input.
     SessionClosed,
+    /// The session's stored record cannot be read, so the session cannot be loaded; the
+    /// message and `data.damaged` say why. `session/delete` removes it.
+    SessionDamaged,
     /// A configuration value is invalid; the message names the key.
     InvalidConfig,
     /// The requested provider has no key or endpoint configured; the message says what to set.
@@ -50,6 +53,7 @@ impl ErrorKind {
             Self::SessionNotFound => -32010,
             Self::SessionBusy => -32011,
             Self::SessionClosed => -32012,
+            Self::SessionDamaged => -32014,
             Self::InvalidConfig => -32020,
             Self::ProviderNotConfigured => -32021,
             Self::StorageFailed => -32030,
@@ -68,6 +72,7 @@ impl ErrorKind {
             Self::SessionNotFound => "session_not_found",
             Self::SessionBusy => "session_busy",
             Self::SessionClosed => "session_closed",
+            Self::SessionDamaged => "session_damaged",
             Self::InvalidConfig => "invalid_config",
             Self::ProviderNotConfigured => "provider_not_configured",
             Self::StorageFailed => "storage_failed",
@@ -83,13 +88,14 @@ impl ErrorKind {
     }
 
     /// Every kind, for documentation and schema export.
-    pub const ALL: [ErrorKind; 12] = [
+    pub const ALL: [ErrorKind; 13] = [
         Self::Overloaded,
         Self::Unauthorized,
         Self::ShuttingDown,
         Self::SessionNotFound,
         Self::SessionBusy,
         Self::SessionClosed,
+        Self::SessionDamaged,
         Self::RequestNotFound,
         Self::InvalidConfig,
         Self::ProviderNotConfigured,
@@ -109,4 +115,26 @@ pub struct ErrorData {
     /// The session the error concerns, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<crate::SessionId>,
+    /// For `session_damaged`: what is wrong with the session's record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damaged: Option<crate::DamagedSession>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ErrorKind;
+
+    /// Clients tell errors apart by code and by kind: two kinds added on separate branches
+    /// must not share either.
+    #[test]
+    fn codes_and_kinds_are_unique() {
+        let mut codes: Vec<i32> = ErrorKind::ALL.iter().map(|k| k.code()).collect();
+        let mut names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(codes.len(), ErrorKind::ALL.len());
+        assert_eq!(names.len(), ErrorKind::ALL.len());
+    }
 }

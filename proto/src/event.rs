@@ -306,10 +306,14 @@ pub enum EventBody {
         /// Who settled it.
         by: ResolvedBy,
     },
-    /// A non-fatal problem (context usage, retries, interrupted work).
+    /// A non-fatal problem (context usage, retries, interrupted work, processes that left a
+    /// tool call's process group).
     Warning {
         /// What happened.
         message: String,
+        /// When the warning is about processes that left a tool call's process group: which.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        escaped: Option<EscapedProcesses>,
     },
     /// An error; processing stops, and the session closes if it cannot continue.
     Error {
@@ -368,6 +372,40 @@ impl EventBody {
             Self::QueueChanged { .. } => "queue_changed",
         }
     }
+}
+
+impl EventBody {
+    /// A `warning` with a message only.
+    pub fn warning(message: impl Into<String>) -> Self {
+        Self::Warning {
+            message: message.into(),
+            escaped: None,
+        }
+    }
+}
+
+/// Processes a tool call started that left its process group (`setsid`, a double fork), found
+/// when the call ended, timed out or was aborted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EscapedProcesses {
+    /// The tool call that started them.
+    pub call_id: ToolCallId,
+    /// The processes, as found (at most 64; `count` says how many there were).
+    pub processes: Vec<ProcessInfo>,
+    /// How many processes had left the group.
+    pub count: usize,
+    /// Whether they were ended with the call (a timeout or an abort). Otherwise they keep
+    /// running until the session is aborted or closed.
+    pub ended: bool,
+}
+
+/// One process, as `/proc` names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ProcessInfo {
+    /// Its process id.
+    pub pid: u32,
+    /// Its command line (or name), shortened.
+    pub command: String,
 }
 
 /// Why a subscription's stream ended.

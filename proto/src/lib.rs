@@ -31,8 +31,8 @@ pub mod socket;
 pub use config::{ConfigPatch, ReasoningEffort, SessionConfig};
 pub use error::{ErrorData, ErrorKind};
 pub use event::{
-    DaemonEvent, Event, EventBody, LimitKind, OutputStream, ProcessingEndReason, StreamEnd,
-    StreamEndReason, StreamItem,
+    DaemonEvent, EscapedProcesses, Event, EventBody, LimitKind, OutputStream, ProcessInfo,
+    ProcessingEndReason, StreamEnd, StreamEndReason, StreamItem,
 };
 pub use history::{
     HistoryEntry, ImageData, ProviderKind, ReasoningBlock, ToolCall, ToolResult, Turn, Usage,

@@ -272,6 +272,39 @@ pub struct ListParams {
 pub struct ListResponse {
     /// The sessions.
     pub sessions: Vec<SessionSummary>,
+    /// Stored sessions whose record cannot be read, so they cannot be loaded. Listed only
+    /// when no filter is given (their state and directory are unknown). Every method but
+    /// `session/delete` answers `session_damaged` for them; `session/delete` removes them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub damaged: Vec<DamagedSession>,
+}
+
+/// What is wrong with a stored session's record (`session.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DamageKind {
+    /// The file cannot be read (permissions, an I/O error).
+    Unreadable,
+    /// The file is not a session record: corrupt or truncated JSON, a missing field or a
+    /// field of the wrong type.
+    Invalid,
+    /// The record was written by a newer agentd, in a format this one does not read.
+    NewerFormat,
+    /// The record names another session than its directory does.
+    WrongId,
+}
+
+/// A stored session that cannot be loaded, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DamagedSession {
+    /// Its id (its directory's name).
+    pub session_id: SessionId,
+    /// What is wrong.
+    pub damage: DamageKind,
+    /// The details: what the OS or the JSON parser said, or the format or id found.
+    pub reason: String,
+    /// The file at fault.
+    pub path: String,
 }
 
 /// Parameters of `session/submit`.

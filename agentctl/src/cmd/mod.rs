@@ -112,16 +112,19 @@ pub(crate) async fn resolve(conn: &Connection, id: &str) -> Result<SessionId> {
 /// The session `id` names, in full or by a unique prefix; `None` when none matches.
 pub(crate) async fn find(conn: &Connection, id: &str) -> Result<Option<SessionId>> {
     let list = conn.call::<m::SessionList>(ListParams::default()).await?;
-    if list.sessions.iter().any(|s| s.session_id.as_str() == id) {
+    // Damaged sessions too: `rm` removes them, and the others say why they cannot be used.
+    let ids = || {
+        list.sessions
+            .iter()
+            .map(|s| &s.session_id)
+            .chain(list.damaged.iter().map(|d| &d.session_id))
+    };
+    if ids().any(|s| s.as_str() == id) {
         return Ok(Some(SessionId::from(id)));
     }
-    let matches: Vec<_> = list
-        .sessions
-        .iter()
-        .filter(|s| s.session_id.as_str().starts_with(id))
-        .collect();
+    let matches: Vec<&SessionId> = ids().filter(|s| s.as_str().starts_with(id)).collect();
     match matches.as_slice() {
-        [one] => Ok(Some(one.session_id.clone())),
+        [one] => Ok(Some((*one).clone())),
         [] => Ok(None),
         _ => Err(Failure::usage(format!(
             "session prefix {id:?} is ambiguous ({} sessions match)",

@@ -162,14 +162,12 @@ impl Agent<'_> {
             max_output_tokens: config.max_output_tokens,
         };
         let mut on_retry = |n: llm::RetryNotice<'_>| {
-            host.emit(EventBody::Warning {
-                message: format!(
-                    "compaction: {}; retrying in {:.1}s (attempt {})",
-                    n.error,
-                    n.delay.as_secs_f64(),
-                    n.attempt
-                ),
-            })
+            host.emit(EventBody::warning(format!(
+                "compaction: {}; retrying in {:.1}s (attempt {})",
+                n.error,
+                n.delay.as_secs_f64(),
+                n.attempt
+            )))
         };
         let mut on_delta = |_: llm::Delta| {};
         let result = tokio::select! {
@@ -191,12 +189,10 @@ impl Agent<'_> {
         };
         let tokens_after = turn_chars(&summary) as u64 / 4 + estimate_tokens(&context[cut..]);
         if tokens_after >= tokens_before {
-            host.emit(EventBody::Warning {
-                message: format!(
-                    "compaction discarded: the summary would leave ~{tokens_after} tokens of context, \
+            host.emit(EventBody::warning(format!(
+                "compaction discarded: the summary would leave ~{tokens_after} tokens of context, \
                      no fewer than the ~{tokens_before} before"
-                ),
-            });
+            )));
             return Err(CompactError::NothingToCompact(NOT_SMALLER));
         }
         host.append(summary);

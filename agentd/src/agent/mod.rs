@@ -147,9 +147,9 @@ impl Agent<'_> {
                     }
                     Err(e) => {
                         auto_compact = false;
-                        host.emit(EventBody::Warning {
-                            message: format!("automatic compaction failed: {e}"),
-                        });
+                        host.emit(EventBody::warning(format!(
+                            "automatic compaction failed: {e}"
+                        )));
                     }
                 }
             }
@@ -196,14 +196,12 @@ impl Agent<'_> {
                     }
                 };
                 let mut on_retry = |n: llm::RetryNotice<'_>| {
-                    host.emit(EventBody::Warning {
-                        message: format!(
-                            "{}; retrying in {:.1}s (attempt {})",
-                            n.error,
-                            n.delay.as_secs_f64(),
-                            n.attempt
-                        ),
-                    })
+                    host.emit(EventBody::warning(format!(
+                        "{}; retrying in {:.1}s (attempt {})",
+                        n.error,
+                        n.delay.as_secs_f64(),
+                        n.attempt
+                    )))
                 };
                 tokio::select! {
                     r = llm::complete(provider.as_ref(), &request, self.retry, &mut on_retry, &mut on_delta) => Some(r),
@@ -266,13 +264,11 @@ impl Agent<'_> {
                         config.max_output_tokens
                     ),
                 });
-                host.emit(EventBody::Warning {
-                    message: format!(
-                        "the response was cut off at the output token limit (max_output_tokens = {}); \
+                host.emit(EventBody::warning(format!(
+                    "the response was cut off at the output token limit (max_output_tokens = {}); \
                          raise it with session/set_config or ask for a shorter answer",
-                        config.max_output_tokens
-                    ),
-                });
+                    config.max_output_tokens
+                )));
                 return Outcome::MaxTokens;
             }
             if calls.is_empty() {
@@ -355,9 +351,9 @@ impl Agent<'_> {
         let window = config.context_window_tokens.max(1);
         if approx_tokens * 10 > window * 8 {
             let percent = approx_tokens * 100 / window;
-            self.host.emit(EventBody::Warning {
-                message: format!("Context usage at ~{percent}% of context window"),
-            });
+            self.host.emit(EventBody::warning(format!(
+                "Context usage at ~{percent}% of context window"
+            )));
             return true;
         }
         false
@@ -404,9 +400,8 @@ impl Agent<'_> {
                 Outcome::Fatal
             }
             ErrorKind::ContextLength => {
-                self.host.emit(EventBody::Warning {
-                    message: format!("context window exceeded: {e}"),
-                });
+                self.host
+                    .emit(EventBody::warning(format!("context window exceeded: {e}")));
                 Outcome::Failed
             }
             _ => {

@@ -9,13 +9,17 @@ use crate::tools::{
     truncate::truncate_tool_output,
 };
 use agentd_proto::{
-    Decision, EventBody, ImageData, RequestBody, ResolvedBy, SessionConfig, ToolCall, ToolResult,
+    Decision, EscapedProcesses, EventBody, ImageData, ProcessInfo, RequestBody, ResolvedBy,
+    SessionConfig, ToolCall, ToolCallId, ToolResult,
 };
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
+
+/// How many escaped processes a warning event lists.
+const MAX_ESCAPED_LISTED: usize = 64;
 
 /// What every call of one round shares.
 pub(super) struct Round<'a> {
@@ -121,6 +125,9 @@ impl Agent<'_> {
         };
         let attach =
             |image: ImageData| images.lock().unwrap_or_else(|e| e.into_inner()).push(image);
+        let report_escaped = |processes: Vec<ProcessInfo>, ended: bool| {
+            host.emit(escaped_warning(&call.id, processes, ended))
+        };
         let ctx = ToolContext {
             env: self.env,
             config: round.config,
@@ -131,6 +138,7 @@ impl Agent<'_> {
             output: &output,
             accepts_images: round.accepts_images,
             attach_image: &attach,
+            report_escaped: &report_escaped,
             subagents: self.host.subagents(),
             call_id: &call.id,
             requests: self.host.requests(),
@@ -208,5 +216,29 @@ impl Agent<'_> {
             )),
             Settled::Aborted => Err("Tool call skipped: the user aborted the work.".into()),
         }
+    }
+}
+
+/// The `warning` naming the processes tool call `call_id` started that left its process group
+/// (at most [`MAX_ESCAPED_LISTED`] of them; the event counts them all).
+fn escaped_warning(
+    call_id: &ToolCallId,
+    mut processes: Vec<ProcessInfo>,
+    ended: bool,
+) -> EventBody {
+    let message = format!(
+        "tool call {call_id}: {}",
+        crate::exec::describe_escaped(&processes, ended)
+    );
+    let count = processes.len();
+    processes.truncate(MAX_ESCAPED_LISTED);
+    EventBody::Warning {
+        message,
+        escaped: Some(EscapedProcesses {
+            call_id: call_id.clone(),
+            processes,
+            count,
+            ended,
+        }),
     }
 }

@@ -8,7 +8,7 @@ use super::{
     DirEntry, EnvFilter, EnvPolicy, Error, ExecRequest, ExecResult, ExecutionEnvironment,
     GrepOptions, OutputSink, ProcessLedger, search,
 };
-use agentd_proto::OutputStream;
+use agentd_proto::{OutputStream, ProcessInfo};
 use async_trait::async_trait;
 use nix::sys::signal::Signal;
 use std::collections::HashSet;
@@ -33,6 +33,8 @@ const STOP_POLL: Duration = Duration::from_millis(50);
 /// Output kept per stream; more is counted but dropped, so a runaway command cannot exhaust
 /// the daemon's memory.
 const MAX_RETAINED: usize = 16 * 1024 * 1024;
+/// How much of an escaped process's command line is reported.
+const MAX_COMMAND_CHARS: usize = 200;
 
 /// How a [`LocalExecutionEnvironment`] runs commands, beyond its directory.
 #[derive(Clone, Default)]
@@ -187,12 +189,13 @@ pub async fn end_leftovers(groups: &[ProcessId], run: &str) -> usize {
     targets.groups.len() + escaped.len()
 }
 
-/// The warning a command's result carries about processes that left its group.
-fn escaped_warning(escaped: &[Escaped], ended: bool) -> String {
+/// What to tell the model and the user about processes that left a command's process group,
+/// `ended` with it or not.
+pub fn describe_escaped(escaped: &[ProcessInfo], ended: bool) -> String {
     let list: Vec<String> = escaped
         .iter()
         .take(8)
-        .map(|e| format!("pid {} ({})", e.id.pid, e.command))
+        .map(|e| format!("pid {} ({})", e.pid, e.command))
         .collect();
     let more = escaped.len().saturating_sub(list.len());
     let more = if more > 0 {
@@ -206,7 +209,7 @@ fn escaped_warning(escaped: &[Escaped], ended: bool) -> String {
         "they keep running until the session is aborted or closed, and what they print is not shown"
     };
     format!(
-        "[warning: {} process(es) left the command's process group: {}{more}; {fate}]\n",
+        "{} process(es) left the command's process group: {}{more}; {fate}",
         escaped.len(),
         list.join(", ")
     )
@@ -374,7 +377,9 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         let mut drain_until: Option<tokio::time::Instant> = None;
 
         loop {
-            if status.is_some() && stdout.is_none() && stderr.is_none() {
+            // A stop under way is awaited (at most the grace period): it names the processes
+            // that left the group, even when everything died at once and closed the pipes.
+            if status.is_some() && stdout.is_none() && stderr.is_none() && stopping.is_none() {
                 break;
             }
             let stop_started = stopping.is_some() || escaped.is_some();
@@ -426,11 +431,17 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         let ended = escaped.is_some();
         // After a normal exit, processes that still hold the pipes may have left the group:
         // name them, as a kill would have.
-        let escaped = match escaped {
+        let escaped: Vec<ProcessInfo> = match escaped {
             Some(e) => e,
             None if stdout.is_some() || stderr.is_some() => targets.escaped(),
             None => Vec::new(),
-        };
+        }
+        .into_iter()
+        .map(|e| ProcessInfo {
+            pid: e.id.pid.unsigned_abs(),
+            command: e.command.chars().take(MAX_COMMAND_CHARS).collect(),
+        })
+        .collect();
         if let Some(group) = group {
             self.track(group, group_alive(pgid));
         }
@@ -444,7 +455,10 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
             if !stderr.is_empty() && !stderr.ends_with('\n') {
                 stderr.push('\n');
             }
-            stderr.push_str(&escaped_warning(&escaped, ended));
+            stderr.push_str(&format!(
+                "[warning: {}]\n",
+                describe_escaped(&escaped, ended)
+            ));
         }
         Ok(ExecResult {
             stdout: out.finish(),
@@ -453,6 +467,7 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
             timed_out,
             cancelled,
             duration: started.elapsed(),
+            escaped,
         })
     }
 
@@ -647,5 +662,47 @@ mod tests {
             with_marker(&format!("0.{:07}2", std::process::id())),
             Vec::<i32>::new()
         );
+    }
+
+    /// Everything dies at the first SIGTERM and the pipes close at once: the stop's list of
+    /// escaped processes still reaches the result (it was dropped when the loop ended on the
+    /// closed pipes first).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancel_names_escaped_processes_that_die_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = LocalExecutionEnvironment::new(dir.path().to_owned(), EnvPolicy::InheritCore);
+        let marker = format!("0.{:07}3", std::process::id());
+        let command = format!("(setsid sleep 600 {marker} &); sleep 600 {marker}1");
+        let escaped = || {
+            process::marked("")
+                .into_iter()
+                .find(|(_, _, cmd)| *cmd == format!("sleep 600 {marker}"))
+                .map(|(id, _, _)| id.pid)
+        };
+        let cancel = CancellationToken::new();
+        let stopper = cancel.clone();
+        let (result, pid) = tokio::join!(run(&env, &command, &cancel), async {
+            loop {
+                if let Some(pid) = escaped() {
+                    stopper.cancel();
+                    return pid;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+        assert!(result.cancelled);
+        assert_eq!(
+            result.escaped,
+            [ProcessInfo {
+                pid: pid.unsigned_abs(),
+                command: format!("sleep 600 {marker}"),
+            }]
+        );
+        assert!(
+            result.stderr.contains(&format!("pid {pid}")),
+            "{}",
+            result.stderr
+        );
+        assert_eq!(escaped(), None);
     }
 }

@@ -13,13 +13,13 @@ mod search;
 mod utf8;
 
 pub use env_filter::{DEFAULT_SECRET_PATTERNS, EnvFilter, EnvPolicy};
-pub use local::{LocalExecutionEnvironment, LocalOptions, end_leftovers};
+pub use local::{LocalExecutionEnvironment, LocalOptions, describe_escaped, end_leftovers};
 pub use process::{
     MARKER_VAR, ProcessId, become_subreaper, identify, reap_orphans, reap_orphans_forever, run_id,
 };
 pub use search::{GrepMode, GrepOptions};
 
-use agentd_proto::OutputStream;
+use agentd_proto::{OutputStream, ProcessInfo};
 use async_trait::async_trait;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -79,6 +79,9 @@ pub struct ExecResult {
     pub cancelled: bool,
     /// Wall-clock duration.
     pub duration: Duration,
+    /// Processes the command started that had left its process group when it ended, timed
+    /// out or was cancelled (ended with it in the last two cases; `stderr` names them too).
+    pub escaped: Vec<ProcessInfo>,
 }
 
 /// One command to run.

@@ -34,6 +34,7 @@ fn app_error(
         kind,
         retryable: kind.is_retryable(),
         session_id,
+        damaged: None,
     };
     ErrorObjectOwned::owned(kind.code(), message, Some(data))
 }
@@ -47,6 +48,16 @@ impl From<session::Error> for ErrorObjectOwned {
             }
             session::Error::Busy(id) => app_error(ErrorKind::SessionBusy, message, Some(id)),
             session::Error::Closed(id) => app_error(ErrorKind::SessionClosed, message, Some(id)),
+            session::Error::Damaged(damaged) => {
+                let kind = ErrorKind::SessionDamaged;
+                let data = ErrorData {
+                    kind,
+                    retryable: kind.is_retryable(),
+                    session_id: Some(damaged.session_id.clone()),
+                    damaged: Some(*damaged),
+                };
+                ErrorObjectOwned::owned(kind.code(), message, Some(data))
+            }
             session::Error::InvalidConfig(_) => app_error(ErrorKind::InvalidConfig, message, None),
             session::Error::ProviderNotConfigured(_) => {
                 app_error(ErrorKind::ProviderNotConfigured, message, None)
@@ -207,7 +218,13 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
                 p.state.is_none_or(|st| st == s.state) && p.cwd.as_ref().is_none_or(|c| *c == s.cwd)
             })
             .collect();
-        Ok(ListResponse { sessions })
+        // A damaged session's state and directory are unknown: no filter selects it.
+        let damaged = if p.state.is_none() && p.cwd.is_none() {
+            d.registry.damaged()
+        } else {
+            Vec::new()
+        };
+        Ok(ListResponse { sessions, damaged })
     });
     register::<m::SessionGet, _, _>(&mut module, |d, p| async move {
         Ok(d.registry.get(&p.session_id).await?.snapshot())

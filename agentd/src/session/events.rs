@@ -199,9 +199,7 @@ mod tests {
     use super::*;
 
     fn warn(n: usize) -> EventBody {
-        EventBody::Warning {
-            message: n.to_string(),
-        }
+        EventBody::warning(n.to_string())
     }
 
     #[test]
@@ -227,9 +225,7 @@ mod tests {
         assert_eq!(log.tail.len(), TAIL_EVENTS);
         let big = "x".repeat(TAIL_BYTES / 2);
         for _ in 0..3 {
-            log.emit(EventBody::Warning {
-                message: big.clone(),
-            });
+            log.emit(EventBody::warning(big.clone()));
         }
         assert!(log.tail_bytes <= TAIL_BYTES, "{}", log.tail_bytes);
         assert_eq!(log.last_seq(), TAIL_EVENTS as u64 + 13);

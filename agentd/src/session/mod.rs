@@ -55,6 +55,14 @@ pub enum Error {
     /// The session is closed.
     #[error("session {0} is closed")]
     Closed(SessionId),
+    /// The session's record cannot be read, so it cannot be loaded.
+    #[error(
+        "session {} is damaged: {}: {}; `agentctl rm` (session/delete) removes it",
+        .0.session_id,
+        .0.path,
+        .0.reason
+    )]
+    Damaged(Box<agentd_proto::DamagedSession>),
     /// A configuration value is invalid.
     #[error("{0}")]
     InvalidConfig(String),

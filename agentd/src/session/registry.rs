@@ -5,6 +5,10 @@
 //!
 //! Loading and unloading happen outside the map's locks: the slot is marked busy, the disk
 //! work runs in its own task, and lookups of a busy slot wait for it.
+//!
+//! A stored session whose record cannot be read stays in the map as *damaged*: listed with
+//! the reason, refused with `session_damaged` by every lookup, never loaded or written, and
+//! removed only by [`Registry::delete`].
 
 use super::{Error, History, Restored, Session, SessionSpec, Template};
 use crate::config::{Config, Price, ProviderConfig};
@@ -17,8 +21,8 @@ use crate::profile::Profile;
 use crate::store::{ParentLink, ProcessRecords, RecordedGroup, SessionFiles, SessionRecord, Store};
 use crate::tools::SpawnRequest;
 use agentd_proto::{
-    ConfigPatch, CreateParams, DaemonEvent, EntryId, ForkOrigin, ProviderKind, SessionId,
-    SessionSnapshot, SessionState, SessionSummary,
+    ConfigPatch, CreateParams, DaemonEvent, DamagedSession, EntryId, ForkOrigin, ProviderKind,
+    SessionId, SessionSnapshot, SessionState, SessionSummary,
 };
 use dashmap::DashMap;
 use std::collections::BTreeMap;
@@ -40,6 +44,8 @@ enum Slot {
     Busy(Box<SessionRecord>, Done),
     /// Loaded and running.
     Live(Arc<Session>),
+    /// Stored with a record that cannot be read: nothing but a delete touches it.
+    Damaged(Box<DamagedSession>),
 }
 
 /// The daemon's sessions.
@@ -159,8 +165,15 @@ impl Registry {
                 return Vec::new();
             }
         };
-        for warning in loaded.warnings {
-            tracing::warn!("{warning}");
+        for damaged in loaded.damaged {
+            tracing::warn!(
+                session = %damaged.session_id,
+                "{}: {}; the session cannot be loaded (session/delete removes it)",
+                damaged.path,
+                damaged.reason
+            );
+            self.sessions
+                .insert(damaged.session_id.clone(), Slot::Damaged(Box::new(damaged)));
         }
         let mut interrupted = Vec::new();
         for record in loaded.records {
@@ -493,8 +506,12 @@ impl Registry {
         .await
     }
 
-    /// Closes a session if it is open and deletes it with everything stored about it.
+    /// Closes a session if it is open and deletes it with everything stored about it. A
+    /// damaged session's directory is removed as it is.
     pub async fn delete(&self, id: &SessionId) -> Result<(), Error> {
+        if matches!(self.sessions.get(id).as_deref(), Some(Slot::Damaged(_))) {
+            return self.remove(id).await;
+        }
         let session = self.get(id).await?;
         session.close("deleted").await;
         // Nothing may be written into the directory while it is removed: an unloaded session
@@ -504,6 +521,11 @@ impl Registry {
             session.saved().await;
         }
         drop(session);
+        self.remove(id).await
+    }
+
+    /// Removes the session's directory, then its slot, and says so on the daemon's stream.
+    async fn remove(&self, id: &SessionId) -> Result<(), Error> {
         if let Some(store) = &self.store {
             let (store, id) = (store.clone(), id.clone());
             tokio::task::spawn_blocking(move || store.delete(&id))
@@ -562,6 +584,7 @@ impl Registry {
                     .ok_or_else(|| Error::NotFound(id.clone()))?;
                 match &*slot {
                     Slot::Live(s) => return Ok(s.clone()),
+                    Slot::Damaged(d) => return Err(Error::Damaged(d.clone())),
                     Slot::Busy(_, done) => done.clone(),
                     Slot::Stored(record) => {
                         let record = record.clone();
@@ -638,12 +661,27 @@ impl Registry {
         let mut all: Vec<SessionSummary> = self
             .sessions
             .iter()
-            .map(|slot| match slot.value() {
-                Slot::Live(s) => s.summary(),
-                Slot::Stored(r) | Slot::Busy(r, _) => r.summary(),
+            .filter_map(|slot| match slot.value() {
+                Slot::Live(s) => Some(s.summary()),
+                Slot::Stored(r) | Slot::Busy(r, _) => Some(r.summary()),
+                Slot::Damaged(_) => None,
             })
             .collect();
         all.sort_by(|a, b| b.created.cmp(&a.created));
+        all
+    }
+
+    /// Every damaged session, by id.
+    pub fn damaged(&self) -> Vec<DamagedSession> {
+        let mut all: Vec<DamagedSession> = self
+            .sessions
+            .iter()
+            .filter_map(|slot| match slot.value() {
+                Slot::Damaged(d) => Some((**d).clone()),
+                _ => None,
+            })
+            .collect();
+        all.sort_by(|a, b| a.session_id.cmp(&b.session_id));
         all
     }
 
@@ -652,7 +690,7 @@ impl Registry {
             .iter()
             .filter_map(|slot| match slot.value() {
                 Slot::Live(s) => Some(s.clone()),
-                Slot::Stored(_) | Slot::Busy(..) => None,
+                Slot::Stored(_) | Slot::Busy(..) | Slot::Damaged(_) => None,
             })
             .collect()
     }

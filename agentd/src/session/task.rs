@@ -713,11 +713,9 @@ impl Core {
         self.append(Turn::System {
             text: "[The daemon restarted while this input was being processed; the work was interrupted.]".into(),
         });
-        self.emit(EventBody::Warning {
-            message:
-                "the daemon restarted while this session was processing; its work was interrupted"
-                    .into(),
-        });
+        self.emit(EventBody::warning(
+            "the daemon restarted while this session was processing; its work was interrupted",
+        ));
         self.set_state_after(
             SessionState::Idle,
             Some(EventBody::ProcessingEnd {
@@ -810,7 +808,7 @@ pub(super) fn start(
         settled: VecDeque::new(),
     };
     if let Some(message) = tools_warning {
-        core.emit(EventBody::Warning { message });
+        core.emit(EventBody::warning(message));
     }
     match restored {
         None => {
@@ -840,7 +838,7 @@ pub(super) fn start(
                 core.log.skip(MISSING_SEQS);
             }
             for message in r.warnings {
-                core.emit(EventBody::Warning { message });
+                core.emit(EventBody::warning(message));
             }
             if core.state == SessionState::Processing {
                 core.recover_interrupted();

@@ -27,8 +27,8 @@ pub use groups::{ProcessRecords, RecordedGroup, RecordedProcesses};
 pub use writer::{BACKLOG_BYTES, BACKLOG_LINES, Writer, WriterStatus};
 
 use agentd_proto::{
-    EntryId, ForkOrigin, QueueContents, SessionConfig, SessionId, SessionState, SessionSummary,
-    Usage,
+    DamageKind, DamagedSession, EntryId, ForkOrigin, QueueContents, SessionConfig, SessionId,
+    SessionState, SessionSummary, Usage,
 };
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File};
@@ -154,12 +154,12 @@ fn at(path: &Path) -> impl FnOnce(io::Error) -> Error + '_ {
     }
 }
 
-/// What [`Store::load`] found: the records, and a warning per directory it skipped.
+/// What [`Store::load`] found: the records, and the sessions whose record cannot be read.
 pub struct Loaded {
     /// Every readable session record.
     pub records: Vec<SessionRecord>,
-    /// One line per unreadable session directory.
-    pub warnings: Vec<String>,
+    /// Every session directory whose record cannot be read, and why.
+    pub damaged: Vec<DamagedSession>,
 }
 
 /// Creates `tmp` afresh, to be renamed over the file it replaces: private to the user, never
@@ -232,11 +232,12 @@ impl Store {
         &self.dir
     }
 
-    /// Reads every session's record (not its journal, which loads on first use).
+    /// Reads every session's record (not its journal, which loads on first use). A record
+    /// that cannot be read is reported as damaged, never skipped in silence.
     pub fn load(&self) -> Result<Loaded, Error> {
         let mut loaded = Loaded {
             records: Vec::new(),
-            warnings: Vec::new(),
+            damaged: Vec::new(),
         };
         let entries = match fs::read_dir(&self.dir) {
             Ok(e) => e,
@@ -244,28 +245,48 @@ impl Store {
             Err(e) => return Err(at(&self.dir)(e)),
         };
         for entry in entries {
-            let dir = entry.map_err(at(&self.dir))?.path();
+            let entry = entry.map_err(at(&self.dir))?;
+            // Only directories are sessions; the store writes nothing else here.
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let dir = entry.path();
             let path = dir.join(RECORD);
-            let record = fs::read(&path).map_err(|e| e.to_string()).and_then(|b| {
-                serde_json::from_slice::<SessionRecord>(&b).map_err(|e| e.to_string())
-            });
-            match record {
-                Ok(r) if r.format_version > FORMAT_VERSION => loaded.warnings.push(format!(
-                    "{}: written by a newer agentd (format {}; this one reads up to {FORMAT_VERSION}); skipped",
-                    path.display(),
-                    r.format_version
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let damaged = |damage, reason: String| DamagedSession {
+                session_id: SessionId(name.clone()),
+                damage,
+                reason,
+                path: path.display().to_string(),
+            };
+            let bytes = match fs::read(&path) {
+                Ok(b) => b,
+                // A directory without a record is a creation that did not finish: the
+                // client was never told about it.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    loaded
+                        .damaged
+                        .push(damaged(DamageKind::Unreadable, e.to_string()));
+                    continue;
+                }
+            };
+            match serde_json::from_slice::<SessionRecord>(&bytes) {
+                Ok(r) if r.format_version > FORMAT_VERSION => loaded.damaged.push(damaged(
+                    DamageKind::NewerFormat,
+                    format!(
+                        "written by a newer agentd (format {}; this one reads up to {FORMAT_VERSION})",
+                        r.format_version
+                    ),
                 )),
-                Ok(r) if dir.file_name() == Some(r.id.0.as_ref()) => loaded.records.push(r),
-                Ok(r) => loaded.warnings.push(format!(
-                    "{}: holds session {}; skipped",
-                    path.display(),
-                    r.id
+                Ok(r) if r.id.0 == name => loaded.records.push(r),
+                Ok(r) => loaded.damaged.push(damaged(
+                    DamageKind::WrongId,
+                    format!("the record holds session {}", r.id),
                 )),
-                // A directory without a record is a creation that did not finish.
-                Err(_) if !path.exists() => {}
                 Err(e) => loaded
-                    .warnings
-                    .push(format!("{}: {e}; skipped", path.display())),
+                    .damaged
+                    .push(damaged(DamageKind::Invalid, e.to_string())),
             }
         }
         Ok(loaded)

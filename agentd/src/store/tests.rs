@@ -31,9 +31,7 @@ fn event(seq: u64) -> Event {
         session_id: SessionId::from("a"),
         seq,
         ts: "2026-01-01T00:00:00.000Z".into(),
-        body: EventBody::Warning {
-            message: seq.to_string(),
-        },
+        body: EventBody::warning(seq.to_string()),
     }
 }
 
@@ -80,7 +78,9 @@ async fn the_writer_journals_events_and_entries_and_replays_them() {
     fs::write(store.dir().join("broken").join(RECORD), "{").unwrap();
     let listed = store.load().unwrap();
     assert_eq!(listed.records, [r]);
-    assert_eq!(listed.warnings.len(), 1, "{:?}", listed.warnings);
+    assert_eq!(listed.damaged.len(), 1, "{:?}", listed.damaged);
+    assert_eq!(listed.damaged[0].session_id, SessionId::from("broken"));
+    assert_eq!(listed.damaged[0].damage, DamageKind::Invalid);
 
     let loaded = store.files(&SessionId::from("a")).load().unwrap();
     assert_eq!(loaded.last_seq, 3000);
@@ -155,7 +155,7 @@ fn a_version_1_session_is_converted() {
 }
 
 #[test]
-fn a_record_from_a_newer_daemon_is_skipped_with_a_reason() {
+fn a_record_from_a_newer_daemon_is_damaged_with_a_reason() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::unlocked(dir.path());
     let mut r = record("a");
@@ -167,10 +167,12 @@ fn a_record_from_a_newer_daemon_is_skipped_with_a_reason() {
         .unwrap();
     let loaded = store.load().unwrap();
     assert!(loaded.records.is_empty());
+    assert_eq!(loaded.damaged.len(), 1);
+    assert_eq!(loaded.damaged[0].damage, DamageKind::NewerFormat);
     assert!(
-        loaded.warnings[0].contains("newer agentd"),
+        loaded.damaged[0].reason.contains("newer agentd"),
         "{:?}",
-        loaded.warnings
+        loaded.damaged
     );
 }
 

@@ -72,6 +72,9 @@ pub struct ToolContext<'a> {
     pub accepts_images: bool,
     /// Attaches an image to the call's result (when `accepts_images`).
     pub attach_image: &'a (dyn Fn(agentd_proto::ImageData) + Send + Sync),
+    /// Reports processes a command started that left its process group, and whether they
+    /// were ended with it (the session names them in a `warning` event).
+    pub report_escaped: &'a (dyn Fn(Vec<agentd_proto::ProcessInfo>, bool) + Send + Sync),
     /// The session's child sessions, when the host supports subagents.
     pub subagents: Option<&'a dyn Subagents>,
     /// The call being run.

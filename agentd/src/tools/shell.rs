@@ -66,10 +66,16 @@ impl Tool for Shell {
             timeout: Duration::from_millis(timeout_ms),
             working_dir: None,
         };
-        let result = ctx
+        let mut result = ctx
             .env
             .exec_command(request, ctx.output, ctx.cancel)
             .await?;
+        if !result.escaped.is_empty() {
+            (ctx.report_escaped)(
+                std::mem::take(&mut result.escaped),
+                result.timed_out || result.cancelled,
+            );
+        }
 
         let mut text = result.stdout;
         if !result.stderr.is_empty() {

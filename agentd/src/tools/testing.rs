@@ -22,6 +22,7 @@ pub(crate) fn run(
         output: &sink,
         accepts_images: false,
         attach_image: &|_| {},
+        report_escaped: &|_, _| {},
         subagents: None,
         call_id: &agentd_proto::ToolCallId::from("call-test"),
         requests: None,

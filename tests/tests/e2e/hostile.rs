@@ -3,7 +3,8 @@
 //! serving afterwards and its memory back near where it started. Bounded in time: the mix is
 //! fixed, and every wait has the suite's upper bound.
 
-use agentd_tests::{RawClient, TestDaemon, WAIT};
+use agentd_tests::mock::MockAnthropic;
+use agentd_tests::{RawClient, TestDaemon, WAIT, sse};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -296,5 +297,105 @@ async fn a_hundred_thousand_malformed_messages_over_many_connections() {
     assert!(
         after <= before + 8 * 1024,
         "RSS grew from {before} KiB to {after} KiB"
+    );
+}
+
+/// A subscriber that never reads while a tool prints 100 MB: the daemon's memory stays
+/// bounded (the live ring, the connection's queue and the tail are fixed; the journal's
+/// backlog is capped), a second client is answered all along, and the stuck subscriber is
+/// dropped with `lagged` (ARCHITECTURE.md: a slow subscriber never grows the daemon's
+/// memory), to resubscribe from its last seq.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_that_never_reads_while_a_session_streams_100_mb() {
+    const FLOOD: u64 = 100_000_000;
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = TestDaemon::start(&mock.url).await.unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    let mut other = daemon.client().await.unwrap();
+    let session = daemon
+        .create_session(&mut other, workdir.path(), json!({}))
+        .await
+        .unwrap();
+    let line = "0123456789abcdefghijklmnopqrstuvwxyz".repeat(3);
+    mock.push_stream(sse::shell(
+        "t_flood",
+        &format!("yes {line} | head -c {FLOOD}"),
+    ));
+    mock.push_stream(sse::text("printed"));
+    let before = daemon.rss_kib().unwrap();
+
+    // Subscribed, then never read again.
+    let mut stuck = daemon.client().await.unwrap();
+    stuck.subscribe(&session, None).await.unwrap();
+    other
+        .call(
+            "session/submit",
+            json!({"session_id": session, "text": "print a lot"}),
+        )
+        .await
+        .unwrap();
+
+    // Served during the flood: each answer comes while the session is still processing
+    // (at least one), and the memory is sampled between them.
+    let (mut peak, mut answered_while_processing) = (before, 0);
+    let started = Instant::now();
+    loop {
+        other.call("daemon/info", json!({})).await.unwrap();
+        let snapshot = other
+            .call("session/get", json!({"session_id": session}))
+            .await
+            .unwrap();
+        peak = peak.max(daemon.rss_kib().unwrap());
+        if snapshot["state"] != "processing" {
+            assert_eq!(snapshot["state"], "idle", "{snapshot}");
+            break;
+        }
+        answered_while_processing += 1;
+        assert!(
+            started.elapsed() < WAIT,
+            "the flood did not end: {snapshot}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let elapsed = started.elapsed();
+    assert!(
+        answered_while_processing > 0,
+        "another client was answered while the session streamed"
+    );
+    let history = other
+        .call("session/history", json!({"session_id": session}))
+        .await
+        .unwrap();
+    assert!(
+        history.to_string().contains("printed"),
+        "the work went to its end: {history}"
+    );
+
+    // The stuck subscriber finds what its queue held, then the end of its stream.
+    let end = loop {
+        let item = stuck.item().await.unwrap();
+        if item["type"] == "end" {
+            break item;
+        }
+    };
+    assert_eq!(end["reason"], "lagged", "{end}");
+    let after = daemon.rss_kib().unwrap();
+    eprintln!(
+        "100 MB of tool output to a subscriber that never reads: {:.1} s, {answered_while_processing} \
+         answers to another client meanwhile; daemon RSS {:.1} MiB before, {:.1} MiB at the peak, \
+         {:.1} MiB after",
+        elapsed.as_secs_f64(),
+        before as f64 / 1024.0,
+        peak as f64 / 1024.0,
+        after as f64 / 1024.0
+    );
+    // What the flood may legitimately hold at once is fixed, about 85 MB: the live ring
+    // (1,024 events of 16 KiB), the tail (4 MB), the journal's backlog (16 MB), the retained
+    // output (16 MiB), and the `tool_call_end` event carrying it in full with its journal
+    // line; up to 92 MiB was measured. Holding the stream for the stuck subscriber would add
+    // the 100 MB on top.
+    assert!(
+        peak <= before + 144 * 1024,
+        "RSS grew from {before} KiB to {peak} KiB for a subscriber that never reads"
     );
 }

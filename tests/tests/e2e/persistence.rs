@@ -593,3 +593,369 @@ async fn a_full_disk_stops_the_work_and_loses_nothing_once_it_recovers() {
     assert!(texts.contains(&"during".to_owned()), "{texts:?}");
     assert!(texts.contains(&"after answer".to_owned()), "{texts:?}");
 }
+
+/// Regression (issue 12): a session whose `session.json` could not be read vanished from
+/// `session/list` and `session/get` (only a log line said why). Now it is listed as damaged
+/// with the reason, every call on it answers `session_damaged` naming the reason, nothing
+/// writes to it, every other session loads and works, and `agentctl rm` removes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn damaged_session_records_are_listed_with_the_reason_while_the_others_load() {
+    let mut s = setup().await;
+    s.mock.push_stream(sse::text("kept answer"));
+    s.run("kept question").await;
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        ids.push(
+            s.daemon
+                .create_session(&mut s.client, s.workdir.path(), json!({}))
+                .await
+                .unwrap(),
+        );
+    }
+    s.daemon.stop_with(Signal::SIGTERM).await.unwrap();
+
+    let sessions = s.daemon.sessions_dir();
+    let record = |id: &str| sessions.join(id).join("session.json");
+    let good = std::fs::read(record(&s.session)).unwrap();
+    let mut wrong_types: Value = serde_json::from_slice(&good).unwrap();
+    wrong_types["state"] = json!(42);
+    wrong_types["cwd"] = json!(["not", "a", "path"]);
+    let damage: [(&str, Option<Vec<u8>>); 5] = [
+        ("invalid", Some(b"{ this is not json".to_vec())),
+        ("invalid", Some(good[..good.len() / 2].to_vec())),
+        ("invalid", Some(wrong_types.to_string().into_bytes())),
+        // What cannot be read at all (the tests run as root, whom permissions do not stop).
+        ("unreadable", None),
+        // A directory copied under another name.
+        ("wrong_id", Some(good.clone())),
+    ];
+    for (id, (_, bytes)) in ids.iter().zip(&damage) {
+        match bytes {
+            Some(bytes) => std::fs::write(record(id), bytes).unwrap(),
+            None => {
+                std::fs::remove_file(record(id)).unwrap();
+                std::fs::create_dir(record(id)).unwrap();
+            }
+        }
+    }
+    s.daemon.restart().await.unwrap();
+    s.client = s.daemon.client().await.unwrap();
+
+    let list = s.client.call("session/list", json!({})).await.unwrap();
+    let listed: Vec<&str> = list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["session_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, [s.session.as_str()], "{list}");
+    let damaged = list["damaged"].as_array().unwrap();
+    assert_eq!(damaged.len(), ids.len(), "{list}");
+    for (id, (kind, _)) in ids.iter().zip(&damage) {
+        let entry = damaged
+            .iter()
+            .find(|d| d["session_id"] == id.as_str())
+            .unwrap_or_else(|| panic!("{id} is not listed as damaged: {list}"));
+        assert_eq!(entry["damage"], *kind, "{entry}");
+        assert_eq!(entry["path"], record(id).display().to_string());
+        let reason = entry["reason"].as_str().unwrap();
+        assert!(!reason.is_empty(), "{entry}");
+
+        // Every call on it says what is wrong, with the same details.
+        for (method, params) in [
+            ("session/get", json!({"session_id": id})),
+            ("session/submit", json!({"session_id": id, "text": "x"})),
+            (
+                "session/subscribe",
+                json!({"session_id": id, "since_seq": 0}),
+            ),
+            ("session/fork", json!({"session_id": id})),
+        ] {
+            let answer = s.client.request(method, params).await.unwrap();
+            let error = &answer["error"];
+            assert_eq!(error["code"], -32014, "{method}: {answer}");
+            assert_eq!(error["data"]["kind"], "session_damaged");
+            assert_eq!(error["data"]["damaged"], *entry);
+            let message = error["message"].as_str().unwrap();
+            assert!(
+                message.contains(reason) && message.contains("session.json"),
+                "{message}"
+            );
+        }
+    }
+    let reasons: Vec<&str> = damaged
+        .iter()
+        .map(|d| d["reason"].as_str().unwrap())
+        .collect();
+    assert!(
+        reasons.iter().any(|r| r.contains("EOF")),
+        "the truncated file says so: {reasons:?}"
+    );
+    assert!(
+        reasons.iter().any(|r| r.contains("invalid type")),
+        "the wrong types are named: {reasons:?}"
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains(&format!("holds session {}", s.session))),
+        "{reasons:?}"
+    );
+    // A filter selects by what a damaged session does not have.
+    let idle = s
+        .client
+        .call("session/list", json!({"state": "idle"}))
+        .await
+        .unwrap();
+    assert!(idle.get("damaged").is_none(), "{idle}");
+
+    // The intact session loads and works.
+    let snapshot = s.call("session/get", json!({})).await;
+    assert_eq!(snapshot["state"], "idle");
+    s.mock.push_stream(sse::text("still working"));
+    let events = s.run("after the restart").await;
+    assert_eq!(
+        data_of(&events, "assistant_text_delta", "delta").concat(),
+        "still working"
+    );
+    // A new session never takes a damaged one's place, and nothing touched the damaged files.
+    let fresh = s
+        .daemon
+        .create_session(&mut s.client, s.workdir.path(), json!({}))
+        .await
+        .unwrap();
+    assert!(!ids.contains(&fresh));
+    for (id, (_, bytes)) in ids.iter().zip(&damage) {
+        if let Some(bytes) = bytes {
+            assert_eq!(
+                &std::fs::read(record(id)).unwrap(),
+                bytes,
+                "{id} was rewritten"
+            );
+        }
+    }
+
+    // agentctl shows them and removes them.
+    let ls = s.daemon.agentctl(&["ls"], None).await.unwrap();
+    let ls_text = String::from_utf8_lossy(&ls.stdout);
+    assert!(
+        ls.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ls.stderr)
+    );
+    for (id, entry) in ids.iter().map(|id| {
+        (
+            id,
+            damaged
+                .iter()
+                .find(|d| d["session_id"] == id.as_str())
+                .unwrap(),
+        )
+    }) {
+        let line = ls_text
+            .lines()
+            .find(|l| l.starts_with(id.as_str()))
+            .unwrap_or_else(|| panic!("{id} missing from agentctl ls:\n{ls_text}"));
+        assert!(
+            line.contains("damaged") && line.contains(entry["reason"].as_str().unwrap()),
+            "{line}"
+        );
+    }
+    let only = s
+        .daemon
+        .agentctl(&["ls", "--state", "damaged"], None)
+        .await
+        .unwrap();
+    let only_text = String::from_utf8_lossy(&only.stdout);
+    assert_eq!(only_text.lines().count(), ids.len(), "{only_text}");
+    let show = s
+        .daemon
+        .agentctl(&["show", &ids[0][..8]], None)
+        .await
+        .unwrap();
+    let show_err = String::from_utf8_lossy(&show.stderr);
+    assert_eq!(show.status.code(), Some(1), "{show_err}");
+    let first = damaged
+        .iter()
+        .find(|d| d["session_id"] == ids[0].as_str())
+        .unwrap();
+    assert!(
+        show_err.contains(&format!("session {} is damaged", ids[0]))
+            && show_err.contains(first["reason"].as_str().unwrap())
+            && show_err.contains("agentctl rm")
+            && show_err.contains("session_damaged"),
+        "{show_err}"
+    );
+    let rm = s
+        .daemon
+        .agentctl(&["rm", &ids[0][..8]], None)
+        .await
+        .unwrap();
+    assert!(
+        rm.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rm.stderr)
+    );
+    assert!(!sessions.join(&ids[0]).exists());
+    let gone = s
+        .client
+        .request("session/get", json!({"session_id": ids[0]}))
+        .await
+        .unwrap();
+    assert_eq!(gone["error"]["data"]["kind"], "session_not_found", "{gone}");
+    s.client
+        .call("session/delete", json!({"session_id": ids[3]}))
+        .await
+        .unwrap();
+    assert!(!sessions.join(&ids[3]).exists());
+
+    // The others stay visible across another restart.
+    s.daemon.stop_with(Signal::SIGTERM).await.unwrap();
+    s.daemon.restart().await.unwrap();
+    s.client = s.daemon.client().await.unwrap();
+    let list = s.client.call("session/list", json!({})).await.unwrap();
+    let mut still: Vec<&str> = list["damaged"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["session_id"].as_str().unwrap())
+        .collect();
+    still.sort_unstable();
+    let mut expected = vec![ids[1].as_str(), ids[2].as_str(), ids[4].as_str()];
+    expected.sort_unstable();
+    assert_eq!(still, expected, "{list}");
+    assert_eq!(list["sessions"].as_array().unwrap().len(), 2, "{list}");
+}
+
+/// Regression (issue 12): session files (tool output, file contents) were written 0644 in
+/// 0755 directories, and a `.session.json.tmp` symlink planted in a session's directory made
+/// the next record write overwrite its target. Under umask 000 every directory is 0700 and
+/// every file 0600, and a planted link is replaced, never written through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_files_are_private_under_any_umask_and_links_are_not_followed() {
+    let mock = agentd_tests::mock::MockAnthropic::start().await.unwrap();
+    let daemon = agentd_tests::TestDaemon::builder()
+        .env("ANTHROPIC_BASE_URL", &mock.url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .wrap("sh", ["-c", "umask 000; exec \"$0\""])
+        .start()
+        .await
+        .unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    let mut client = daemon.client().await.unwrap();
+    let session = daemon
+        .create_session(&mut client, workdir.path(), json!({}))
+        .await
+        .unwrap();
+    mock.push_stream(sse::shell("t_private", "echo private"));
+    mock.push_stream(sse::text("done"));
+    client.run(&session, "write something").await.unwrap();
+
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| {
+        std::fs::symlink_metadata(p)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    let sessions = daemon.sessions_dir();
+    let state = sessions.parent().unwrap().to_owned();
+    let dir = sessions.join(&session);
+    for d in [&state, &sessions, &dir] {
+        assert_eq!(mode(d), 0o700, "{}", d.display());
+    }
+    for f in [
+        dir.join("session.json"),
+        dir.join("log.jsonl"),
+        state.join("lock"),
+        state.join("groups.json"),
+    ] {
+        assert_eq!(mode(&f), 0o600, "{}", f.display());
+    }
+
+    // Once a change the record alone holds is stored, no write of the record is under way.
+    client
+        .call(
+            "session/set_config",
+            json!({"session_id": session, "config": {"max_turns": 6}}),
+        )
+        .await
+        .unwrap();
+    // A link where the record's temporary file goes, pointing at a file of the user's.
+    let target = workdir.path().join("precious.txt");
+    std::fs::write(&target, "precious").unwrap();
+    std::os::unix::fs::symlink(&target, dir.join(".session.json.tmp")).unwrap();
+    client
+        .call(
+            "session/set_config",
+            json!({"session_id": session, "config": {"max_turns": 7}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious");
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("session.json")).unwrap()).unwrap();
+    assert_eq!(record["config"]["max_turns"], 7, "{record}");
+    assert_eq!(mode(&dir.join("session.json")), 0o600);
+}
+
+/// Regression (issue 12): an event line that could not be read was skipped on load with only
+/// a log line, leaving a gap in the seqs that no event explained. The restarted session says
+/// which line was skipped and which seqs are missing, in `warning` events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_event_line_is_reported_in_a_warning_event() {
+    let mut s = setup().await;
+    s.mock.push_stream(sse::text("first"));
+    s.run("one").await;
+    s.mock.push_stream(sse::text("second"));
+    s.run("two").await;
+    s.daemon.stop_with(Signal::SIGTERM).await.unwrap();
+    let path = session_dir(&s).join("log.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    // An event in the middle (not the last line, which would be a torn tail) turns to garbage.
+    let (victim, _) = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.starts_with("{\"entry\""))
+        .nth(4)
+        .unwrap();
+    let lost: Value = serde_json::from_str(text.lines().nth(victim).unwrap()).unwrap();
+    let lost_seq = lost["seq"].as_u64().unwrap();
+    let damaged: Vec<String> = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            if i == victim {
+                "{\"session_id\": garbage".to_owned()
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect();
+    std::fs::write(&path, damaged.join("\n") + "\n").unwrap();
+
+    s.daemon.restart().await.unwrap();
+    s.client = s.daemon.client().await.unwrap();
+    let now = s.call("session/get", json!({})).await["last_seq"]
+        .as_u64()
+        .unwrap();
+    let all = replay(&mut s.client, &s.session, 0, now).await;
+    assert!(
+        all.iter().all(|e| e["seq"] != lost_seq),
+        "the lost event is not replayed"
+    );
+    let warnings = data_of(&all, "warning", "message");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains(&format!("line {} skipped", victim + 1))),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains(&format!("events {lost_seq}..{lost_seq} are missing"))),
+        "{warnings:?}"
+    );
+}

@@ -148,6 +148,42 @@ async fn a_restart_after_kill_9_ends_the_commands_the_dead_daemon_left() {
             .log_text()
             .contains("ended processes a previous agentd left running")
     );
+
+    // Nothing of the session is lost: the log says the running call's work was interrupted,
+    // the call gets a result, and the session answers again.
+    s.client = client;
+    let snapshot = s.call("session/get", json!({})).await;
+    assert_eq!(snapshot["state"], "idle", "{snapshot}");
+    s.client.subscribe(&s.session, Some(0)).await.unwrap();
+    let replayed = s
+        .client
+        .events_until("processing_end", |e| e["data"]["reason"] == "aborted")
+        .await
+        .unwrap();
+    assert_eq!(
+        of_kind(&replayed, "tool_call_start")[0]["data"]["call_id"],
+        "t_left"
+    );
+    assert!(
+        of_kind(&replayed, "warning")
+            .iter()
+            .any(|w| w["data"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("interrupted")),
+        "{replayed:?}"
+    );
+    s.mock.push_stream(sse::text("recovered"));
+    let events = s.run("go on").await;
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "completed"
+    );
+    let sent = s.mock.requests().last().unwrap().body.to_string();
+    assert!(
+        sent.contains(r#""tool_use_id":"t_left""#),
+        "the interrupted call has its result: {sent}"
+    );
 }
 
 /// A recorded group whose pid now belongs to another process (its start time differs) is
@@ -299,4 +335,60 @@ async fn close_and_shutdown_with_an_escaped_process_are_prompt() {
     .unwrap();
     eprintln!("shutdown took {:?}", t.elapsed());
     assert_eq!(live_with_marker(&second), Vec::<i32>::new());
+}
+
+/// Regression (issue 12): processes that left an aborted tool's process group were named only
+/// at the end of the tool's stderr. The session now names them in a `warning` event with
+/// typed fields (call, pids, commands, whether they were ended), before the call's end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abort_names_the_escaped_processes_in_a_warning_event() {
+    let mut s = setup().await;
+    let escaped = marker();
+    let command = format!("(setsid sleep 600 {escaped} &); sleep 600 {escaped}1");
+    s.mock.push_stream(sse::shell("t_escaped", &command));
+    s.start("escape").await;
+    // `setsid` leaves the group, then becomes `sleep`: wait for the `sleep`.
+    let escaped_cmdline = format!("sleep\0600\0{escaped}\0");
+    let setsid_pid = || {
+        live_with_marker(&escaped).into_iter().find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c == escaped_cmdline.as_bytes())
+        })
+    };
+    wait_for("the command's processes", || {
+        live_with_marker(&escaped).len() == 2 && setsid_pid().is_some()
+    })
+    .await;
+    let setsid_pid = setsid_pid().expect("the process that left the group");
+
+    let aborted = s.call("session/abort", json!({})).await;
+    assert_eq!(aborted["state"], "idle");
+    assert_eq!(live_with_marker(&escaped), Vec::<i32>::new());
+    let events = s.until("processing_end").await;
+    let warnings: Vec<&serde_json::Value> = of_kind(&events, "warning")
+        .into_iter()
+        .filter(|w| w["data"].get("escaped").is_some())
+        .collect();
+    assert_eq!(warnings.len(), 1, "{events:?}");
+    let data = &warnings[0]["data"];
+    assert_eq!(
+        data["escaped"],
+        json!({
+            "call_id": "t_escaped",
+            "processes": [{"pid": setsid_pid, "command": format!("sleep 600 {escaped}")}],
+            "count": 1,
+            "ended": true,
+        })
+    );
+    let message = data["message"].as_str().unwrap();
+    assert!(
+        message.contains("t_escaped") && message.contains(&format!("pid {setsid_pid}")),
+        "{message}"
+    );
+    let position = |kind: &str| events.iter().position(|e| e["kind"] == kind).unwrap();
+    let warning_at = events
+        .iter()
+        .position(|e| e["data"].get("escaped").is_some())
+        .unwrap();
+    assert!(warning_at < position("tool_call_end"), "{events:?}");
 }
