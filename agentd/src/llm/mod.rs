@@ -318,6 +318,32 @@ impl ProviderSet {
     }
 }
 
+/// Builds a config's providers, every one sharing one HTTP client (one connection pool), as
+/// often as the config or its keys change.
+#[derive(Clone)]
+pub struct ProviderFactory {
+    http: reqwest::Client,
+}
+
+impl Default for ProviderFactory {
+    fn default() -> Self {
+        Self {
+            http: http_client(),
+        }
+    }
+}
+
+impl ProviderFactory {
+    /// A client for every provider of `config` that can be used.
+    pub fn build(&self, config: &crate::config::Config) -> ProviderSet {
+        let mut set = ProviderSet::default();
+        for p in config.providers.values().filter(|p| p.is_usable()) {
+            set.insert(&p.name, client(self.http.clone(), p));
+        }
+        set
+    }
+}
+
 /// A retry about to happen, for a `warning` event.
 #[derive(Debug, Clone)]
 pub struct RetryNotice<'a> {

@@ -273,7 +273,7 @@ async fn a_missing_key_is_a_clear_error_at_create() {
         r["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("set ANTHROPIC_API_KEY"),
+            .contains("run `agentctl login anthropic`"),
         "{r}"
     );
     let info = c.call("daemon/info", json!({})).await.unwrap();
