@@ -643,6 +643,7 @@ impl Registry {
         mut patch: ConfigPatch,
     ) -> Result<SessionSnapshot, Error> {
         let session = self.get(id).await?;
+        let mut provider = None;
         if let Some(name) = &patch.provider {
             let current = self.current_with_credentials().await?;
             let p = usable(&current.config, name)?;
@@ -650,8 +651,9 @@ impl Registry {
             patch
                 .context_window_tokens
                 .get_or_insert(p.context_window_tokens);
+            provider = current.providers.get(name).map(|c| (name.clone(), c));
         }
-        session.set_config(patch).await?;
+        session.set_config(patch, provider).await?;
         Ok(session.snapshot())
     }
 

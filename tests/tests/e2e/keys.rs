@@ -335,6 +335,21 @@ async fn reload_applies_to_new_sessions_and_refuses_a_bad_file() {
         kept["config"]["max_turns"], 3,
         "a running session keeps its config"
     );
+    // It can still switch to the provider added since it was made, and use it.
+    let (code, _, err) = run(&daemon, &["config", id, "provider=local"], None).await;
+    assert_eq!(code, 0, "{err}");
+    mock.push_stream(agentd_tests::family::Family::Chat.text("from local"));
+    let events = client.run(id, "hi").await.unwrap();
+    let end = events.last().unwrap();
+    assert_eq!(end["data"]["reason"], "completed", "{events:?}");
+    assert!(
+        mock.requests()
+            .last()
+            .unwrap()
+            .path
+            .ends_with("/chat/completions"),
+        "the switched session called the new provider"
+    );
 
     // A bad file is refused in --check-config's words, and the config in use stays.
     write_config(&daemon, "[session]\nmax_turnz = 9\n");
