@@ -321,7 +321,7 @@ mod tests {
     fn every_method_and_subscription_is_described() {
         let schema = super::protocol_schema();
         let methods: Vec<&String> = schema["methods"].as_object().unwrap().keys().collect();
-        assert_eq!(methods.len(), 19);
+        assert_eq!(methods.len(), 20);
         for m in schema["methods"].as_object().unwrap().values() {
             assert!(
                 m["params"].is_object() && m["result"].is_object() && m["description"].is_string()
@@ -331,6 +331,6 @@ mod tests {
             schema["subscriptions"]["session/subscribe"]["notification"],
             "session/event"
         );
-        assert_eq!(schema["errors"]["codes"].as_array().unwrap().len(), 11);
+        assert_eq!(schema["errors"]["codes"].as_array().unwrap().len(), 12);
     }
 }

@@ -185,7 +185,7 @@ impl Registry {
         }
         let mut interrupted = Vec::new();
         for record in loaded.records {
-            if record.state == SessionState::Processing || record.open {
+            if record.state.is_working() || record.open {
                 interrupted.push(record.id.clone());
             }
             self.sessions
@@ -324,8 +324,8 @@ impl Registry {
             record.queue = queue;
         }
         let interrupted = match loaded.state {
-            Some(state) => state == SessionState::Processing,
-            None => record.state == SessionState::Processing,
+            Some(state) => state.is_working(),
+            None => record.state.is_working(),
         };
         let template = Template {
             cwd: record.cwd.clone(),
@@ -478,6 +478,7 @@ impl Registry {
             crate::config::validate_session_config(&config)
                 .map_err(|e| Error::InvalidConfig(e.to_string()))?;
         }
+        crate::tools::session_tools(&profile.tools, &config).map_err(Error::InvalidConfig)?;
         self.start(
             &current,
             NewSession {
@@ -518,7 +519,7 @@ impl Registry {
         let working = self
             .children_of(parent)
             .iter()
-            .filter(|c| c.state() == SessionState::Processing)
+            .filter(|c| c.state().is_working())
             .count();
         if working >= config.max_concurrent_subagents as usize {
             return Err(Error::InvalidParams(format!(
@@ -767,7 +768,7 @@ impl Registry {
         let processing = self
             .live()
             .iter()
-            .filter(|s| s.state() == SessionState::Processing)
+            .filter(|s| s.state().is_working())
             .count();
         (self.sessions.len(), processing)
     }

@@ -20,6 +20,7 @@ macro_rules! each_family {
     )*};
 }
 
+mod approvals;
 mod cli;
 mod compaction;
 mod connections;
@@ -27,6 +28,7 @@ mod control;
 mod conversation;
 mod daemon;
 mod durability;
+mod editor_emacs;
 mod examples;
 mod families;
 mod hostile;
