@@ -53,7 +53,13 @@ pub(crate) enum Offline {
     /// Check the setup: socket, daemon, config, providers (never prints keys; never starts
     /// the daemon).
     Doctor,
-    /// The daemon itself: status, stop, restart.
+    /// Store a provider's API key for the daemon (read from stdin, or typed at a prompt that
+    /// does not echo; never an argument). New sessions use it at once; it wins over the
+    /// provider's environment variable.
+    Login(cmd::login::Provider),
+    /// Remove a provider's stored API key.
+    Logout(cmd::login::Provider),
+    /// The daemon itself: status, stop, restart, reload.
     Daemon {
         #[command(subcommand)]
         command: cmd::daemon::DaemonCommand,

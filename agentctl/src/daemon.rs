@@ -62,6 +62,7 @@ pub(crate) fn start(socket: &Path) -> io::Result<Started> {
     let file = OpenOptions::new().create(true).append(true).open(&log)?;
     let offset = file.metadata()?.len();
     let child = Command::new(agentd_binary())
+        .env(agentd_proto::socket::STARTED_BY_ENV, "agentctl")
         .arg("--socket")
         .arg(socket)
         .stdin(Stdio::null())

@@ -97,6 +97,12 @@ async fn run(cli: Cli) -> Result<u8> {
         }
         Command::Offline(Offline::Man { dir }) => return cmd::man::run(dir.as_deref()),
         Command::Offline(Offline::Doctor) => return cmd::doctor::run(socket, cli.json).await,
+        Command::Offline(Offline::Login(provider)) => {
+            return provider.login(socket, cli.json).await;
+        }
+        Command::Offline(Offline::Logout(provider)) => {
+            return provider.logout(socket, cli.json).await;
+        }
         Command::Offline(Offline::Daemon { command }) => {
             return command.run(socket, cli.json).await;
         }

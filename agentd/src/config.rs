@@ -1,7 +1,10 @@
 //! The daemon's configuration: built-in defaults, then `~/.config/agentd/config.toml`, then
-//! environment variables. A bad file is an error that names the key, never a panic.
+//! environment variables, then the keys of the credentials file (`agentctl login`). A bad
+//! file is an error that names the key, never a panic. Errors about keys, providers and the
+//! config say what to do in the terms of how the daemon was started ([`StartedBy`]).
 
-use agentd_proto::{ConfigPatch, ProviderInfo, ProviderKind, SessionConfig};
+use agentd_proto::credentials::{self, Credentials};
+use agentd_proto::{ConfigPatch, KeySource, ProviderInfo, ProviderKind, SessionConfig, StartedBy};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -37,8 +40,13 @@ pub struct ProviderConfig {
     pub kind: ProviderKind,
     /// Base URL, without the `/v1/...` path.
     pub base_url: String,
-    /// The key, when one is configured.
+    /// The key in use, when there is one: the credentials file's, else the environment's.
     pub api_key: Option<ApiKey>,
+    /// Where `api_key` comes from.
+    pub key_source: Option<KeySource>,
+    /// The key the environment gave when the daemon started (used when the credentials file
+    /// has none for this provider).
+    env_key: Option<ApiKey>,
     /// Where the key is read from, for error messages.
     pub api_key_env: String,
     /// Whether the base URL was set explicitly (a gateway or local server may need no key).
@@ -109,25 +117,40 @@ impl ProviderConfig {
         self.api_key.is_some() || self.custom_base_url
     }
 
-    /// What a user must set to make this provider usable.
-    pub fn setup_hint(&self) -> String {
+    /// What a user must do to make this provider usable, for a daemon started by
+    /// `started_by`: `agentctl login` works at once whatever started it; the environment
+    /// variable needs a restart, done the way that daemon is restarted.
+    pub fn setup_hint(&self, started_by: StartedBy) -> String {
+        let variable = match started_by {
+            StartedBy::Systemd => format!(
+                "or put {}=... in ~/.config/agentd/env (the unit's EnvironmentFile) and run \
+                 `systemctl --user restart agentd.service`",
+                self.api_key_env
+            ),
+            StartedBy::Agentctl | StartedBy::Hand => format!(
+                "or export {} and run `agentctl daemon restart`, which starts agentd again with \
+                 your shell's environment",
+                self.api_key_env
+            ),
+        };
         format!(
-            "provider {:?} has no API key: set {} (or point {}_BASE_URL at a server that needs none), \
-             or configure [providers.{}] in the config file",
-            self.name,
-            self.api_key_env,
-            family(self.kind).env_prefix,
-            self.name
+            "provider {:?} has no API key: run `agentctl login {}` (it applies to the next \
+             session, no restart needed), {variable}",
+            self.name, self.name
         )
     }
 
     /// The provider as listed by `daemon/info`.
-    pub fn info(&self) -> ProviderInfo {
+    pub fn info(&self, started_by: StartedBy) -> ProviderInfo {
         ProviderInfo {
             name: self.name.clone(),
             kind: self.kind,
             base_url: self.base_url.clone(),
             has_key: self.api_key.is_some(),
+            key_source: self.key_source,
+            key_env: self.api_key_env.clone(),
+            ready: self.is_usable(),
+            not_ready: (!self.is_usable()).then(|| self.setup_hint(started_by)),
             default_model: self.default_model.clone(),
             models: self.models.clone(),
         }
@@ -191,6 +214,16 @@ pub struct Config {
     /// Problems that do not stop the daemon but should be fixed (a config file others can
     /// write); logged at start and printed by `--check-config`.
     pub warnings: Vec<String>,
+    /// The file asked for (`--config`, `AGENTD_CONFIG` or the default), read again by a reload.
+    pub requested: Option<PathBuf>,
+    /// Whether `requested` was named explicitly (then it must exist).
+    pub explicit: bool,
+    /// The credentials file read when sessions are created (`None`: no home directory).
+    pub credentials_path: Option<PathBuf>,
+    /// The credentials applied to `providers`.
+    pub credentials: Credentials,
+    /// How the daemon was started, for the hints in errors.
+    pub started_by: StartedBy,
 }
 
 /// `[tools]`: the environment commands run with. Secrets are kept out by default patterns
@@ -229,10 +262,18 @@ pub enum Error {
     /// A value is out of range or refers to something that does not exist.
     #[error("invalid config: {0}")]
     Invalid(String),
+    /// The credentials file cannot be used; the message never holds a key.
+    #[error("credentials file {path}: {message}")]
+    Credentials {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong and what to do.
+        message: String,
+    },
 }
 
 /// The `[server]` table: what clients may hold. Absent keys keep the server's defaults.
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
     /// Connections served at once (lowered to fit the file descriptor limit).
@@ -351,6 +392,61 @@ pub fn default_config_path() -> Option<PathBuf> {
     directories::ProjectDirs::from("", "", "agentd").map(|d| d.config_dir().join("config.toml"))
 }
 
+/// The credentials file: `$AGENTD_CREDENTIALS`, else `credentials.json` beside the default
+/// config file.
+pub fn default_credentials_path() -> Option<PathBuf> {
+    directories::ProjectDirs::from("", "", "agentd")
+        .map(|d| credentials::credentials_path(d.config_dir()))
+}
+
+/// Reads the credentials file at `path`; a missing file holds no keys. The file must be the
+/// user's alone (like ssh, a key others can read is refused rather than used), at most
+/// [`credentials::MAX_CREDENTIALS_BYTES`], and every key must pass [`credentials::check_key`].
+pub fn read_credentials(path: &Path) -> Result<Credentials, Error> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    let bad = |message: String| Error::Credentials {
+        path: path.to_owned(),
+        message,
+    };
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Credentials::default()),
+        Err(e) => return Err(bad(format!("cannot read it: {e}"))),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| bad(format!("cannot read it: {e}")))?;
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(bad(format!(
+            "other users can read or write it (mode {mode:04o}); fix it with `chmod 600 {}`",
+            path.display()
+        )));
+    }
+    let mut text = String::new();
+    file.take(credentials::MAX_CREDENTIALS_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| bad(format!("cannot read it: {e}")))?;
+    if text.len() as u64 > credentials::MAX_CREDENTIALS_BYTES {
+        return Err(bad(format!(
+            "it is larger than {} bytes; `agentctl logout PROVIDER` or delete it",
+            credentials::MAX_CREDENTIALS_BYTES
+        )));
+    }
+    // serde_json's messages quote no string values, so no key leaks through them.
+    let creds: Credentials = serde_json::from_str(&text).map_err(|e| {
+        bad(format!(
+            "it is not what `agentctl login` writes ({e}); delete it and log in again"
+        ))
+    })?;
+    for (name, key) in &creds.api_keys {
+        credentials::check_key(key)
+            .map_err(|why| bad(format!("the key for {name:?} is unusable: {why}")))?;
+    }
+    Ok(creds)
+}
+
 /// Where sessions are stored by default: `$XDG_STATE_HOME/agentd` (`~/.local/state/agentd`),
 /// or the platform's local data directory where there is no state directory (macOS).
 pub fn default_state_dir() -> Option<PathBuf> {
@@ -387,7 +483,47 @@ impl Config {
         if let Some(path) = &config.source {
             config.warnings.extend(permission_warning(path));
         }
+        config.requested = path.map(Path::to_owned);
+        config.explicit = explicit;
+        config.credentials_path = default_credentials_path();
+        if let Some(path) = &config.credentials_path {
+            let creds = read_credentials(path)?;
+            config = config.with_credentials(creds);
+        }
         Ok(config)
+    }
+
+    /// The config as its files say now, for a reload: the same files, environment and
+    /// start-up facts as this one.
+    pub fn reload(&self) -> Result<Self, Error> {
+        let mut config = Self::load(self.requested.as_deref(), self.explicit)?;
+        config.started_by = self.started_by;
+        Ok(config)
+    }
+
+    /// This config with `creds` as the credentials file's keys: a provider's key there wins
+    /// over its environment variable; without one, the variable's key (if any) is used.
+    pub fn with_credentials(&self, creds: Credentials) -> Self {
+        let mut config = self.clone();
+        for p in config.providers.values_mut() {
+            (p.api_key, p.key_source) = match creds.api_keys.get(&p.name) {
+                Some(key) => (Some(ApiKey(key.clone())), Some(KeySource::Credentials)),
+                None => (
+                    p.env_key.clone(),
+                    p.env_key.as_ref().map(|_| KeySource::Environment),
+                ),
+            };
+        }
+        config.credentials = creds;
+        config
+    }
+
+    /// The file a user edits to configure this daemon: the one read, else the one looked for.
+    pub fn file_to_edit(&self) -> String {
+        self.source
+            .as_ref()
+            .or(self.requested.as_ref())
+            .map_or("the config file".into(), |p| p.display().to_string())
     }
 
     fn build(
@@ -448,12 +584,15 @@ impl Config {
                 )));
             }
             let limits = limits(&name, p.as_ref())?;
+            let env_key = env(&api_key_env).map(ApiKey);
             let provider = ProviderConfig {
                 name: name.clone(),
                 limits,
                 kind,
                 base_url: base_url.trim_end_matches('/').to_owned(),
-                api_key: env(&api_key_env).map(ApiKey),
+                api_key: env_key.clone(),
+                key_source: env_key.as_ref().map(|_| KeySource::Environment),
+                env_key,
                 api_key_env,
                 custom_base_url,
                 default_model,
@@ -508,6 +647,11 @@ impl Config {
             server: file.server,
             tools: file.tools,
             warnings: Vec::new(),
+            requested: None,
+            explicit: false,
+            credentials_path: None,
+            credentials: Credentials::default(),
+            started_by: StartedBy::Hand,
             log_level: env("AGENTD_LOG")
                 .or(file.log_level)
                 .unwrap_or_else(|| "info".into()),
@@ -515,6 +659,18 @@ impl Config {
         };
         config.session_config(&config.default_provider, None)?;
         Ok(config)
+    }
+
+    /// What to say about a provider name that is not configured: the ones that are, and how
+    /// to add it without a restart.
+    pub fn unknown_provider(&self, name: &str) -> String {
+        let known: Vec<&str> = self.providers.keys().map(String::as_str).collect();
+        format!(
+            "unknown provider {name:?}; configured: {}; to add it, write [providers.{name}] in {} \
+             and run `agentctl daemon reload`",
+            known.join(", "),
+            self.file_to_edit()
+        )
     }
 
     /// The environment variables the daemon reads API keys from: commands never see them.
@@ -529,13 +685,10 @@ impl Config {
         provider: &str,
         model: Option<&str>,
     ) -> Result<SessionConfig, Error> {
-        let p = self.providers.get(provider).ok_or_else(|| {
-            let known: Vec<&str> = self.providers.keys().map(String::as_str).collect();
-            Error::Invalid(format!(
-                "unknown provider {provider:?}; configured: {}",
-                known.join(", ")
-            ))
-        })?;
+        let p = self
+            .providers
+            .get(provider)
+            .ok_or_else(|| Error::Invalid(self.unknown_provider(provider)))?;
         let mut config = default_session_config(provider, model.unwrap_or(&p.default_model));
         config.context_window_tokens = p.context_window_tokens;
         config.apply(&self.session_defaults);
@@ -631,7 +784,7 @@ mod tests {
         assert!(!unusable.providers["anthropic"].is_usable());
         assert!(
             unusable.providers["anthropic"]
-                .setup_hint()
+                .setup_hint(StartedBy::Hand)
                 .contains("ANTHROPIC_API_KEY")
         );
     }
@@ -800,6 +953,79 @@ mod tests {
                 && warnings[0].contains(&format!("chmod 600 {}", path.display())),
             "{warnings:?}"
         );
+    }
+
+    #[test]
+    fn a_stored_key_wins_over_the_environment_and_logout_falls_back() {
+        let c = build("", &[("ANTHROPIC_API_KEY", "env")]).unwrap();
+        let creds = Credentials {
+            api_keys: [
+                ("anthropic".to_owned(), "file".to_owned()),
+                ("gemini".to_owned(), "g".to_owned()),
+            ]
+            .into(),
+        };
+        let logged_in = c.with_credentials(creds);
+        let key = |c: &Config, name: &str| {
+            let p = &c.providers[name];
+            (
+                p.api_key.as_ref().map(|k| k.expose().to_owned()),
+                p.key_source,
+            )
+        };
+        assert_eq!(
+            key(&logged_in, "anthropic"),
+            (Some("file".into()), Some(KeySource::Credentials))
+        );
+        assert_eq!(
+            key(&logged_in, "gemini"),
+            (Some("g".into()), Some(KeySource::Credentials))
+        );
+        assert_eq!(key(&logged_in, "openai"), (None, None));
+        let logged_out = logged_in.with_credentials(Credentials::default());
+        assert_eq!(
+            key(&logged_out, "anthropic"),
+            (Some("env".into()), Some(KeySource::Environment))
+        );
+        assert_eq!(key(&logged_out, "gemini"), (None, None));
+    }
+
+    #[test]
+    fn a_credentials_file_is_read_only_when_private_small_and_well_formed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("credentials.json");
+        assert_eq!(read_credentials(&path).unwrap(), Credentials::default());
+        let write = |text: &str, mode: u32| {
+            std::fs::write(&path, text).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        write(r#"{"api_keys": {"anthropic": "sk-1"}}"#, 0o600);
+        assert_eq!(
+            read_credentials(&path).unwrap().api_keys["anthropic"],
+            "sk-1"
+        );
+        write(r#"{"api_keys": {"anthropic": "sk-1"}}"#, 0o640);
+        let err = read_credentials(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("mode 0640") && err.contains("chmod 600"),
+            "{err}"
+        );
+        write(r#"{"api_keys": {"anthropic": "sk secret"}}"#, 0o600);
+        let err = read_credentials(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("\"anthropic\"") && !err.contains("secret"),
+            "{err}"
+        );
+        write(r#"{"api_keys": {"anthropic": 5}}"#, 0o600);
+        let err = read_credentials(&path).unwrap_err().to_string();
+        assert!(err.contains("log in again"), "{err}");
+        write(
+            &" ".repeat(credentials::MAX_CREDENTIALS_BYTES as usize + 1),
+            0o600,
+        );
+        let err = read_credentials(&path).unwrap_err().to_string();
+        assert!(err.contains("larger than"), "{err}");
     }
 
     #[test]

@@ -1,10 +1,13 @@
 //! The `agentd` binary: parses arguments, loads the configuration, binds (or adopts) the
-//! socket, and runs the server until SIGTERM, SIGINT or `daemon/shutdown`.
+//! socket, and runs the server until SIGTERM, SIGINT or `daemon/shutdown`. SIGHUP reloads the
+//! config for new sessions, as `daemon/reload` does.
 
 use agentd::config::{Config, default_config_path, default_state_dir};
 use agentd::server::{self, Daemon, Limits, Listener};
 use agentd::session::Registry;
 use agentd::store::Store;
+use agentd_proto::StartedBy;
+use agentd_proto::socket::STARTED_BY_ENV;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -66,13 +69,14 @@ fn main() -> ExitCode {
     }
     let explicit = args.config.is_some();
     let config_path = args.config.clone().or_else(default_config_path);
-    let config = match Config::load(config_path.as_deref(), explicit) {
+    let mut config = match Config::load(config_path.as_deref(), explicit) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("agentd: {e}");
             return ExitCode::from(EX_CONFIG);
         }
     };
+    config.started_by = started_by(systemd_fd.is_some());
     if args.check_config {
         let source = config
             .source
@@ -84,11 +88,15 @@ fn main() -> ExitCode {
         for warning in &config.warnings {
             println!("  warning: {warning}");
         }
+        if let Some(path) = &config.credentials_path {
+            println!("credentials: {}", path.display());
+        }
         for p in config.providers.values() {
-            let status = if p.is_usable() { "ready" } else { "no key" };
+            let info = p.info(config.started_by);
             println!(
-                "  provider {}: {} {} ({status}, default model {})",
+                "  provider {}: {}; {} {}, default model {}",
                 p.name,
+                info.status(),
                 p.kind.as_str(),
                 p.base_url,
                 p.default_model
@@ -177,7 +185,7 @@ async fn serve(
     tokio::spawn(agentd::exec::reap_orphans_forever());
     let shutdown = CancellationToken::new();
     let daemon = Arc::new(Daemon {
-        registry: Registry::new(Arc::new(config), Some(store)),
+        registry: Registry::new(config, Some(store)),
         started: Instant::now(),
         socket: listener.path.clone(),
         shutdown: shutdown.clone(),
@@ -185,6 +193,7 @@ async fn serve(
         connections: Default::default(),
     });
     tokio::spawn(stop_on_signal(shutdown));
+    tokio::spawn(reload_on_hangup(daemon.registry.clone()));
     let socket_display = listener.path.display().to_string();
     server::run(listener, daemon, limits, || {
         tracing::info!(socket = %socket_display, pid = std::process::id(), "agentd ready");
@@ -268,6 +277,33 @@ async fn end_leftovers(store: &Store) {
     let ended = agentd::exec::end_leftovers(&groups, &leftovers.run).await;
     if ended > 0 {
         tracing::warn!(ended, "ended processes a previous agentd left running");
+    }
+}
+
+/// How this daemon was started: by systemd (it passed a socket, or set `INVOCATION_ID`), by
+/// agentctl (which sets `AGENTD_STARTED_BY=agentctl`), or by hand.
+fn started_by(systemd_socket: bool) -> StartedBy {
+    let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+    if systemd_socket || set("INVOCATION_ID") {
+        StartedBy::Systemd
+    } else if std::env::var_os(STARTED_BY_ENV).is_some_and(|v| v == "agentctl") {
+        StartedBy::Agentctl
+    } else {
+        StartedBy::Hand
+    }
+}
+
+/// Reloads the config on every SIGHUP; a bad file is logged and the config in use stays.
+async fn reload_on_hangup(registry: Arc<Registry>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        tracing::error!("cannot install the SIGHUP handler: reload with `agentctl daemon reload`");
+        return;
+    };
+    while hup.recv().await.is_some() {
+        tracing::info!("SIGHUP: reloading the config");
+        // `reload` logs the outcome, a refusal included.
+        let _ = server::reload(&registry).await;
     }
 }
 

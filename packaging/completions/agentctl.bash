@@ -55,6 +55,12 @@ _agentctl() {
             agentctl,history)
                 cmd="agentctl__subcmd__history"
                 ;;
+            agentctl,login)
+                cmd="agentctl__subcmd__login"
+                ;;
+            agentctl,logout)
+                cmd="agentctl__subcmd__logout"
+                ;;
             agentctl,ls)
                 cmd="agentctl__subcmd__ls"
                 ;;
@@ -97,6 +103,9 @@ _agentctl() {
             agentctl__subcmd__daemon,help)
                 cmd="agentctl__subcmd__daemon__subcmd__help"
                 ;;
+            agentctl__subcmd__daemon,reload)
+                cmd="agentctl__subcmd__daemon__subcmd__reload"
+                ;;
             agentctl__subcmd__daemon,restart)
                 cmd="agentctl__subcmd__daemon__subcmd__restart"
                 ;;
@@ -108,6 +117,9 @@ _agentctl() {
                 ;;
             agentctl__subcmd__daemon__subcmd__help,help)
                 cmd="agentctl__subcmd__daemon__subcmd__help__subcmd__help"
+                ;;
+            agentctl__subcmd__daemon__subcmd__help,reload)
+                cmd="agentctl__subcmd__daemon__subcmd__help__subcmd__reload"
                 ;;
             agentctl__subcmd__daemon__subcmd__help,restart)
                 cmd="agentctl__subcmd__daemon__subcmd__help__subcmd__restart"
@@ -157,6 +169,12 @@ _agentctl() {
             agentctl__subcmd__help,history)
                 cmd="agentctl__subcmd__help__subcmd__history"
                 ;;
+            agentctl__subcmd__help,login)
+                cmd="agentctl__subcmd__help__subcmd__login"
+                ;;
+            agentctl__subcmd__help,logout)
+                cmd="agentctl__subcmd__help__subcmd__logout"
+                ;;
             agentctl__subcmd__help,ls)
                 cmd="agentctl__subcmd__help__subcmd__ls"
                 ;;
@@ -196,6 +214,9 @@ _agentctl() {
             agentctl__subcmd__help,submit)
                 cmd="agentctl__subcmd__help__subcmd__submit"
                 ;;
+            agentctl__subcmd__help__subcmd__daemon,reload)
+                cmd="agentctl__subcmd__help__subcmd__daemon__subcmd__reload"
+                ;;
             agentctl__subcmd__help__subcmd__daemon,restart)
                 cmd="agentctl__subcmd__help__subcmd__daemon__subcmd__restart"
                 ;;
@@ -212,7 +233,7 @@ _agentctl() {
 
     case "${cmd}" in
         agentctl)
-            opts="-h -V --socket --json --help --version status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config pending respond doctor daemon completions man help"
+            opts="-h -V --socket --json --help --version status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config pending respond doctor login logout daemon completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -320,7 +341,7 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__daemon)
-            opts="-h --socket --json --help status stop restart help"
+            opts="-h --socket --json --help status stop restart reload help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -338,7 +359,7 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__daemon__subcmd__help)
-            opts="status stop restart help"
+            opts="status stop restart reload help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -352,6 +373,20 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__daemon__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__daemon__subcmd__help__subcmd__reload)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -400,6 +435,24 @@ _agentctl() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__daemon__subcmd__reload)
+            opts="-h --socket --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -568,7 +621,7 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__help)
-            opts="status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config pending respond doctor daemon completions man help"
+            opts="status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config pending respond doctor login logout daemon completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -652,8 +705,22 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__help__subcmd__daemon)
-            opts="status stop restart"
+            opts="status stop restart reload"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__help__subcmd__daemon__subcmd__reload)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -792,6 +859,34 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__help__subcmd__history)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__help__subcmd__login)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__help__subcmd__logout)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1002,6 +1097,42 @@ _agentctl() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__login)
+            opts="-h --socket --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__logout)
+            opts="-h --socket --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --socket)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

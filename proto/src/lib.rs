@@ -18,6 +18,7 @@
 #![deny(missing_docs)]
 
 mod config;
+pub mod credentials;
 mod error;
 mod event;
 mod history;

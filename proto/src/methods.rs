@@ -69,6 +69,10 @@ pub trait MethodVisitor {
 methods! {
     /// Version, pid, uptime, socket, session counts and configured providers.
     DaemonInfoMethod = "daemon/info" (Empty) -> DaemonInfo;
+    /// Read the config file (and the credentials file) again: new sessions get the new
+    /// config, running ones keep theirs. A file that does not load is refused with
+    /// `invalid_config`, and the old config stays. SIGHUP does the same.
+    DaemonReload = "daemon/reload" (Empty) -> ReloadResponse;
     /// Graceful stop: abort running work, flush, remove the socket, exit.
     DaemonShutdown = "daemon/shutdown" (Empty) -> ShutdownResponse;
     /// Create a session in a working directory with a provider, model and profile.

@@ -87,10 +87,47 @@ pub struct ProviderInfo {
     pub base_url: String,
     /// Whether a key is configured (the key itself is never sent).
     pub has_key: bool,
+    /// Where the key comes from, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_source: Option<KeySource>,
+    /// The environment variable the daemon reads this provider's key from.
+    #[serde(default)]
+    pub key_env: String,
+    /// Whether sessions can use it now: it has a key, or its base URL is not the vendor's
+    /// (a gateway or a local server, which may need none).
+    #[serde(default)]
+    pub ready: bool,
+    /// When it is not ready: why, and what to do about it, for the way this daemon was
+    /// started (the same words as the `provider_not_configured` error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_ready: Option<String>,
     /// The model used when a session names none.
     pub default_model: String,
     /// Models listed in the configuration (informational; any model name may be used).
     pub models: Vec<String>,
+}
+
+/// Where a provider's key comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum KeySource {
+    /// The credentials file `agentctl login` writes (it wins over the environment).
+    Credentials,
+    /// The daemon's environment (`key_env`), as it was when the daemon started.
+    Environment,
+}
+
+impl ProviderInfo {
+    /// Its readiness in words, as `agentd --check-config`, `agentctl doctor` and
+    /// `agentctl models` print it.
+    pub fn status(&self) -> String {
+        match (self.ready, self.key_source) {
+            (true, Some(KeySource::Credentials)) => "ready (key from agentctl login)".into(),
+            (true, Some(KeySource::Environment)) => format!("ready (key from {})", self.key_env),
+            (true, None) => "ready (no key needed)".into(),
+            (false, _) => "no key".into(),
+        }
+    }
 }
 
 /// Everything about a session except its history and events.
@@ -204,6 +241,39 @@ pub struct DaemonInfo {
     /// Where sessions are stored (`None`: in memory only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_dir: Option<String>,
+    /// How the daemon was started, which decides how it is restarted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_by: Option<StartedBy>,
+}
+
+/// How the daemon was started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StartedBy {
+    /// A systemd unit (socket activation or the service): `systemctl --user` owns its life.
+    Systemd,
+    /// `agentctl`, because nothing answered on the socket (or `agentctl daemon restart`).
+    Agentctl,
+    /// Anything else: by hand from a shell, a script, another supervisor.
+    Hand,
+}
+
+/// Result of `daemon/reload`: the config now used for new sessions. A file that does not
+/// load is an `invalid_config` error instead, and the daemon keeps the config it had.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ReloadResponse {
+    /// The config file read, if any (none: built-in defaults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_file: Option<String>,
+    /// The providers new sessions can choose from.
+    pub providers: Vec<ProviderInfo>,
+    /// Problems worth fixing that did not stop the reload (a world-writable file).
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    /// Keys whose new values apply only when the daemon starts again (`server.*`,
+    /// `log_level`, `daemon.evict_idle_secs`); empty when none changed.
+    #[serde(default)]
+    pub restart_needed: Vec<String>,
 }
 
 /// Result of `daemon/shutdown`.

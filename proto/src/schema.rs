@@ -90,8 +90,10 @@ pub fn protocol_markdown() -> String {
          JSON-RPC 2.0 over a Unix socket (`$XDG_RUNTIME_DIR/agentd/agentd.sock`), one JSON message per line or \
          LSP-style `Content-Length` framing, chosen by the first byte. Params are always an object; \
          `null` for an optional field means the field is absent. Request ids are strings, integers \
-         (of any size, echoed exactly) or null.\n\n## Methods\n",
+         (of any size, echoed exactly) or null.\n\n",
     );
+    out.push_str(&conversation());
+    out.push_str("\n## Methods\n");
     for (name, method) in schema["methods"].as_object().into_iter().flatten() {
         out.push_str(&format!(
             "\n### `{name}`\n\n{}\n\n",
@@ -142,6 +144,38 @@ pub fn protocol_markdown() -> String {
         }
         describe(def, &mut out);
     }
+    out
+}
+
+/// The "Conversation" section: the guide, every recorded exchange, and the short client.
+/// The exchanges are checked against the daemon by `tests/tests/e2e/conversation.rs`.
+fn conversation() -> String {
+    let mut out = String::from(include_str!("../conversation/guide.md"));
+    let steps: Value =
+        serde_json::from_str(include_str!("../conversation/transcript.json")).unwrap_or_default();
+    for step in steps.as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "\n### {}\n\n{}\n\n```\n",
+            text(&step["title"]),
+            text(&step["text"])
+        ));
+        for m in step["messages"].as_array().into_iter().flatten() {
+            let (arrow, message) = match m.get("send") {
+                Some(sent) => ("→", sent),
+                None => ("←", &m["receive"]),
+            };
+            out.push_str(&format!("{arrow} {message}\n"));
+        }
+        out.push_str("```\n");
+    }
+    out.push_str(&format!(
+        "\n### A client in 40 lines\n\nCreates a session in the current directory, subscribes \
+         from the start, submits a prompt, prints the answer as it streams and exits when the \
+         work ends (`examples/minimal_client.py`; a test runs it). It reads through a read-only \
+         file and writes to the socket itself: Python's `makefile(\"rw\")` drops buffered input \
+         at every write.\n\n```python\n{}```\n",
+        include_str!("../conversation/client.py")
+    ));
     out
 }
 
@@ -287,7 +321,7 @@ mod tests {
     fn every_method_and_subscription_is_described() {
         let schema = super::protocol_schema();
         let methods: Vec<&String> = schema["methods"].as_object().unwrap().keys().collect();
-        assert_eq!(methods.len(), 19);
+        assert_eq!(methods.len(), 20);
         for m in schema["methods"].as_object().unwrap().values() {
             assert!(
                 m["params"].is_object() && m["result"].is_object() && m["description"].is_string()

@@ -2,6 +2,10 @@
 
 use std::path::PathBuf;
 
+/// Set to `agentctl` in the environment of a daemon agentctl starts, so the daemon knows how
+/// it was started (and so how it is restarted).
+pub const STARTED_BY_ENV: &str = "AGENTD_STARTED_BY";
+
 /// Environment variable that overrides the socket path.
 pub const SOCKET_ENV: &str = "AGENTD_SOCKET";
 

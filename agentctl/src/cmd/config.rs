@@ -2,7 +2,7 @@
 //! LLM call (`session/set_config`). Keys are the flags of `agentctl new` without their dashes
 //! (`max-turns=5`), plus the settings that have no flag; protocol field names are accepted too.
 
-use super::{Context, daemon_hint, resolve, table};
+use super::{Context, resolve, table};
 use crate::error::{Failure, Result};
 use agentd_proto::methods as m;
 use agentd_proto::{ConfigPatch, SessionConfig, SessionParams, SetConfigParams};
@@ -367,7 +367,7 @@ impl Config {
                     Err(e) => {
                         let mut f = Failure::from(e);
                         f.message = in_our_words(&f.message, false);
-                        return Err(daemon_hint(&ctx.conn, f).await);
+                        return Err(f);
                     }
                 };
                 (snapshot, Some(changed))

@@ -1,7 +1,8 @@
-//! `agentctl daemon status|stop|restart`: the daemon's own life, through `daemon/info` and
-//! `daemon/shutdown`. These never start a daemon, except `restart`, which starts one in this
-//! environment (so keys and config changed since are picked up). Under systemd,
-//! `systemctl --user` owns the daemon and `restart` says so instead.
+//! `agentctl daemon status|stop|restart|reload`: the daemon's own life, through `daemon/info`,
+//! `daemon/shutdown` and `daemon/reload`. These never start a daemon, except `restart`, which
+//! starts one in this environment (so keys and config changed since are picked up). Under
+//! systemd, `systemctl --user` owns the daemon and `restart` says so instead. `reload` needs
+//! no restart at all: new sessions get the config file as it is now.
 
 use super::status;
 use crate::client::Connection;
@@ -20,6 +21,9 @@ pub(crate) enum DaemonCommand {
     Stop,
     /// Stop agentd and start it again from this shell, with this shell's environment.
     Restart,
+    /// Read config.toml again (as SIGHUP does): new sessions get the new config, running ones
+    /// keep theirs; a file that does not load is refused and the old config stays.
+    Reload,
 }
 
 /// Whether `pid` has exited: it no longer exists, or it is a zombie its parent has not
@@ -76,6 +80,39 @@ impl DaemonCommand {
         let conn = daemon::connect(socket, false).await;
         match (self, conn) {
             (DaemonCommand::Status, Ok(conn)) => status::run(&super::Context { conn, json }).await,
+            (DaemonCommand::Reload, Err(_)) => Err(Failure::unavailable(format!(
+                "agentd is not running (nothing answers at {}); a daemon reads the config when it starts",
+                daemon::socket_path(socket).display()
+            ))),
+            (DaemonCommand::Reload, Ok(conn)) => {
+                let r = conn.call::<m::DaemonReload>(Empty {}).await?;
+                super::print(json, &r, |r| {
+                    println!(
+                        "reloaded {}; new sessions use it, running sessions keep their settings",
+                        r.config_file
+                            .as_deref()
+                            .unwrap_or("the built-in defaults (no config file)")
+                    );
+                    for w in &r.warnings {
+                        println!("warning  {w}");
+                    }
+                    if !r.restart_needed.is_empty() {
+                        println!(
+                            "note     changed, but applied only when agentd starts again: {}",
+                            r.restart_needed.join(", ")
+                        );
+                    }
+                    let rows: Vec<Vec<String>> = r
+                        .providers
+                        .iter()
+                        .map(|p| vec![p.name.clone(), p.kind.to_string(), p.status()])
+                        .collect();
+                    for line in super::table(&rows) {
+                        println!("provider {line}");
+                    }
+                });
+                Ok(0)
+            }
             (DaemonCommand::Status | DaemonCommand::Stop, Err(_)) => {
                 if json {
                     println!("{{\"running\":false}}");

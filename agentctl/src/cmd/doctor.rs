@@ -2,7 +2,6 @@
 //! daemon). Without a daemon it still checks the config, with `agentd --check-config` run in
 //! this environment: the one a daemon started from here would get.
 
-use super::models::readiness;
 use super::table;
 use crate::daemon;
 use crate::error::{EX_FAILURE, EX_UNAVAILABLE, Result};
@@ -55,7 +54,7 @@ pub(crate) async fn run(flag: Option<&std::path::Path>, json: bool) -> Result<u8
         let providers: Vec<_> = info
             .iter()
             .flat_map(|i| &i.providers)
-            .map(|p| json!({"name": p.name, "kind": p.kind, "base_url": p.base_url, "status": readiness(p), "default_model": p.default_model}))
+            .map(|p| json!({"name": p.name, "kind": p.kind, "base_url": p.base_url, "status": p.status(), "ready": p.ready, "key_source": p.key_source, "not_ready": p.not_ready, "default_model": p.default_model}))
             .collect();
         let report = json!({
             "agentctl": env!("CARGO_PKG_VERSION"),
@@ -124,13 +123,18 @@ pub(crate) async fn run(flag: Option<&std::path::Path>, json: bool) -> Result<u8
             vec![
                 p.name.clone(),
                 p.kind.to_string(),
-                readiness(p).to_owned(),
+                p.status(),
                 p.base_url.clone(),
             ]
         })
         .collect();
     for line in table(&rows) {
         println!("provider {line}");
+    }
+    // What to do about each provider that is not ready, in the daemon's words: it knows how
+    // it was started, and so which fix works.
+    for hint in info.providers.iter().filter_map(|p| p.not_ready.as_deref()) {
+        println!("hint     {hint}");
     }
     Ok(code)
 }

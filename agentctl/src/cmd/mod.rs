@@ -11,6 +11,7 @@ pub(crate) mod events;
 pub(crate) mod fork;
 pub(crate) mod gc;
 pub(crate) mod history;
+pub(crate) mod login;
 pub(crate) mod ls;
 pub(crate) mod man;
 pub(crate) mod models;
@@ -159,53 +160,4 @@ pub(crate) fn table(rows: &[Vec<String>]) -> Vec<String> {
             line.trim_end().to_owned()
         })
         .collect()
-}
-
-/// Adds to a provider or config error what will work given how the daemon runs: it read its
-/// keys and config file when it started, so setting a key or writing the file afterwards
-/// changes nothing until it starts again.
-pub(crate) async fn daemon_hint(conn: &Connection, mut failure: Failure) -> Failure {
-    let about_setup = failure.kind == "provider_not_configured"
-        || (failure.kind == "invalid_config" && failure.message.contains("unknown provider"));
-    if !about_setup {
-        return failure;
-    }
-    let Ok(info) = conn
-        .call::<m::DaemonInfoMethod>(agentd_proto::Empty {})
-        .await
-    else {
-        return failure;
-    };
-    let started = info.uptime_ms / 1000;
-    if failure.kind == "invalid_config" {
-        // An unknown provider is most often a typo; it is the daemon's doing only when the
-        // config file changed after it started.
-        failure.message += &format!(
-            "\nif you added it to the config file since agentd started (pid {}, {started}s ago), \
-             {}",
-            info.pid,
-            if crate::daemon::under_systemd(info.pid) {
-                "`systemctl --user restart agentd.service` loads it"
-            } else {
-                "`agentctl daemon restart` loads it"
-            }
-        );
-        return failure;
-    }
-    failure.message += &if crate::daemon::under_systemd(info.pid) {
-        format!(
-            "\nagentd runs under systemd (pid {}, started {started}s ago) and reads keys and \
-             the config file only when it starts: put the key in ~/.config/agentd/env or fix \
-             the config, then `systemctl --user restart agentd.service`",
-            info.pid
-        )
-    } else {
-        format!(
-            "\nagentd (pid {}, started {started}s ago) reads keys and the config file only when \
-             it starts: export the key (or fix the config) in this shell, then \
-             `agentctl daemon restart` starts it again with this environment",
-            info.pid
-        )
-    };
-    failure
 }

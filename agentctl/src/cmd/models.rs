@@ -2,27 +2,8 @@
 
 use super::{Context, print, table};
 use crate::error::Result;
+use agentd_proto::Empty;
 use agentd_proto::methods as m;
-use agentd_proto::{Empty, ProviderInfo};
-
-/// The official endpoints; a provider pointed anywhere else (a gateway, a local server) needs
-/// no key, as `agentd --check-config` judges it.
-const OFFICIAL: [&str; 3] = [
-    "https://api.anthropic.com",
-    "https://api.openai.com/v1",
-    "https://generativelanguage.googleapis.com",
-];
-
-/// Whether sessions can use `p`, in the words `agentd --check-config` uses.
-pub(crate) fn readiness(p: &ProviderInfo) -> &'static str {
-    if p.has_key {
-        "ready (key set)"
-    } else if !OFFICIAL.contains(&p.base_url.trim_end_matches('/')) {
-        "ready (no key needed)"
-    } else {
-        "no key"
-    }
-}
 
 pub(crate) async fn run(ctx: &Context) -> Result<u8> {
     let info = ctx.conn.call::<m::DaemonInfoMethod>(Empty {}).await?;
@@ -49,7 +30,7 @@ pub(crate) async fn run(ctx: &Context) -> Result<u8> {
         rows.push(vec![
             p.name.clone(),
             p.kind.to_string(),
-            readiness(p).to_owned(),
+            p.status(),
             p.base_url.clone(),
             models.join(", "),
         ]);

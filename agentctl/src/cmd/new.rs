@@ -3,7 +3,7 @@
 //! `agentctl config` takes.
 
 use super::config::{in_our_words, parse_duration};
-use super::{Context, daemon_hint, print};
+use super::{Context, print};
 use crate::client::Connection;
 use crate::error::{Failure, Result};
 use agentd_proto::methods as m;
@@ -147,7 +147,7 @@ pub(crate) async fn create(conn: &Connection, params: CreateParams) -> Result<Se
             if f.message.starts_with("cwd ") {
                 f.message = format!("--{}", f.message);
             }
-            return Err(daemon_hint(conn, f).await);
+            return Err(f);
         }
     };
     let c = &snapshot.config;

@@ -26,7 +26,7 @@ pub(crate) async fn run(ctx: &Context) -> Result<u8> {
                 p.name,
                 p.kind,
                 p.base_url,
-                super::models::readiness(p),
+                p.status(),
                 p.default_model
             );
         }

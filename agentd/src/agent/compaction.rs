@@ -39,7 +39,10 @@ pub enum CompactError {
     #[error("nothing to compact: {0}")]
     NothingToCompact(&'static str),
     /// The session's provider is not configured.
-    #[error("provider {0:?} is not configured in this daemon")]
+    #[error(
+        "provider {0:?} had no key or was not configured when this session was made; compact in \
+         a new session (`agentctl fork SESSION`), which uses the keys and config as they are now"
+    )]
     NotConfigured(String),
     /// The provider failed.
     #[error("the summary request failed: {0}")]
@@ -142,7 +145,6 @@ impl Agent<'_> {
         let provider = self
             .providers
             .get(&config.provider)
-            .cloned()
             .ok_or_else(|| CompactError::NotConfigured(config.provider.clone()))?;
         let older: Vec<&Turn> = context[..cut].iter().map(|e| &e.turn).collect();
         let instruction = Turn::User {

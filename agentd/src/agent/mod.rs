@@ -157,10 +157,15 @@ impl Agent<'_> {
                 context_warned = self.check_context_usage(&entries, &config);
             }
 
-            let Some(provider) = self.providers.get(&config.provider).cloned() else {
+            let Some(provider) = self.providers.get(&config.provider) else {
+                // A session keeps the providers it was made with; one usable only since then
+                // (a key stored, a reload) is for new sessions.
                 host.emit(EventBody::Error {
                     message: format!(
-                        "provider {:?} is not configured in this daemon",
+                        "provider {:?} had no key or was not configured when this session was \
+                         made; switch back with `agentctl config SESSION provider=NAME`, or \
+                         continue in a new session (`agentctl fork SESSION`), which uses the \
+                         keys and config as they are now",
                         config.provider
                     ),
                     fatal: false,
@@ -391,9 +396,14 @@ impl Agent<'_> {
         }
         match e.kind {
             ErrorKind::Authentication => {
+                // A new session reads the credentials file when it is created, so a key
+                // stored now works there; `fork` keeps the conversation.
+                let provider = self.host.config().provider;
                 self.host.emit(EventBody::Error {
                     message: format!(
-                        "{e}. The session is closed; check the API key and create a new session."
+                        "{e}. The session is closed; store a valid key with `agentctl login \
+                         {provider}` and continue in a new session (`agentctl fork SESSION` \
+                         keeps this conversation)."
                     ),
                     fatal: true,
                 });

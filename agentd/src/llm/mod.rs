@@ -300,21 +300,66 @@ pub trait Provider: Send + Sync {
     ) -> Result<Response, Error>;
 }
 
-/// The providers a session may use, by configured name.
-#[derive(Clone, Default)]
+/// The providers a session may use, by configured name. A session's set can gain a provider
+/// while it works (`session/set_config` switching to one made usable since the session began),
+/// so it changes through `&self`; the lock is held only to look up or insert, never across an
+/// `.await`. A clone is an independent copy: each session owns its set.
+#[derive(Default)]
 pub struct ProviderSet {
-    providers: BTreeMap<String, Arc<dyn Provider>>,
+    providers: std::sync::RwLock<BTreeMap<String, Arc<dyn Provider>>>,
+}
+
+impl Clone for ProviderSet {
+    fn clone(&self) -> Self {
+        let providers = self.providers.read().unwrap_or_else(|e| e.into_inner());
+        Self {
+            providers: std::sync::RwLock::new(providers.clone()),
+        }
+    }
 }
 
 impl ProviderSet {
     /// Adds (or replaces) the provider called `name`.
-    pub fn insert(&mut self, name: &str, provider: Arc<dyn Provider>) {
-        self.providers.insert(name.to_owned(), provider);
+    pub fn insert(&self, name: &str, provider: Arc<dyn Provider>) {
+        self.providers
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_owned(), provider);
     }
 
     /// The provider called `name`.
-    pub fn get(&self, name: &str) -> Option<&Arc<dyn Provider>> {
-        self.providers.get(name)
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Provider>> {
+        self.providers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+}
+
+/// Builds a config's providers, every one sharing one HTTP client (one connection pool), as
+/// often as the config or its keys change.
+#[derive(Clone)]
+pub struct ProviderFactory {
+    http: reqwest::Client,
+}
+
+impl Default for ProviderFactory {
+    fn default() -> Self {
+        Self {
+            http: http_client(),
+        }
+    }
+}
+
+impl ProviderFactory {
+    /// A client for every provider of `config` that can be used.
+    pub fn build(&self, config: &crate::config::Config) -> ProviderSet {
+        let set = ProviderSet::default();
+        for p in config.providers.values().filter(|p| p.is_usable()) {
+            set.insert(&p.name, client(self.http.clone(), p));
+        }
+        set
     }
 }
 

@@ -7,7 +7,8 @@ use crate::session::{self, LIVE_BUFFER};
 use agentd_proto::methods::{self as m, Method, Subscription};
 use agentd_proto::{
     CloseResponse, DaemonEvent, DaemonInfo, DeleteResponse, ErrorData, ErrorKind, HistoryResponse,
-    ListResponse, SessionState, ShutdownResponse, StreamEnd, StreamEndReason, StreamItem,
+    ListResponse, ReloadResponse, SessionState, ShutdownResponse, StreamEnd, StreamEndReason,
+    StreamItem,
 };
 use jsonrpsee::core::server::{
     Extensions, Methods, PendingSubscriptionSink, RpcModule, SubscriptionMessage, SubscriptionSink,
@@ -162,12 +163,51 @@ where
     }
 }
 
+/// Reloads the config for new sessions (`daemon/reload` and SIGHUP). A file that does not
+/// load is refused with the words of `agentd --check-config`, and the config in use stays.
+pub async fn reload(
+    registry: &session::Registry,
+) -> Result<(Arc<crate::config::Config>, Vec<String>), session::Error> {
+    match registry.reload().await {
+        Ok((config, restart_needed)) => {
+            tracing::info!(
+                file = %config.file_to_edit(),
+                "config reloaded; new sessions use it, running ones keep theirs"
+            );
+            for warning in &config.warnings {
+                tracing::warn!("{warning}");
+            }
+            if !restart_needed.is_empty() {
+                tracing::warn!(
+                    "changed keys that apply only at the next start: {}",
+                    restart_needed.join(", ")
+                );
+            }
+            Ok((config, restart_needed))
+        }
+        Err(e) => {
+            let message = format!(
+                "{e}; the daemon keeps the config it had (fix the file, then run \
+                 `agentctl daemon reload` again)"
+            );
+            tracing::error!("reload refused: {message}");
+            Err(session::Error::InvalidConfig(message))
+        }
+    }
+}
+
 /// Builds the method table.
 pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
     let mut module = RpcModule::from_arc(daemon);
 
     register::<m::DaemonInfoMethod, _, _>(&mut module, |d, _| async move {
         let (sessions, sessions_processing) = d.registry.counts();
+        // As a new session would see it: with a key stored by `agentctl login` since. A bad
+        // credentials file fails the next create with its reason; `--check-config` names it.
+        let config = match d.registry.current_with_credentials().await {
+            Ok(current) => current.config.clone(),
+            Err(_) => d.registry.config(),
+        };
         Ok(DaemonInfo {
             version: env!("CARGO_PKG_VERSION").into(),
             protocol: agentd_proto::PROTOCOL_VERSION,
@@ -178,20 +218,27 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
             sessions_processing,
             sessions_loaded: d.registry.loaded(),
             connections: d.connections.load(Ordering::Relaxed),
-            providers: d
-                .registry
-                .config()
+            providers: config
                 .providers
                 .values()
-                .map(|p| p.info())
+                .map(|p| p.info(config.started_by))
                 .collect(),
-            config_file: d
-                .registry
-                .config()
-                .source
-                .as_ref()
-                .map(|p| p.display().to_string()),
+            config_file: config.source.as_ref().map(|p| p.display().to_string()),
             state_dir: d.registry.store_dir().map(|p| p.display().to_string()),
+            started_by: Some(config.started_by),
+        })
+    });
+    register::<m::DaemonReload, _, _>(&mut module, |d, _| async move {
+        let (config, restart_needed) = reload(&d.registry).await?;
+        Ok(ReloadResponse {
+            config_file: config.source.as_ref().map(|p| p.display().to_string()),
+            providers: config
+                .providers
+                .values()
+                .map(|p| p.info(config.started_by))
+                .collect(),
+            warnings: config.warnings.clone(),
+            restart_needed,
         })
     });
     register::<m::DaemonShutdown, _, _>(&mut module, |d, _| async move {

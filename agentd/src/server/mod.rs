@@ -12,6 +12,7 @@ mod methods;
 mod socket;
 
 pub use connection::Peer;
+pub use methods::reload;
 pub use socket::{Error as SocketError, Listener, take_systemd_fd};
 
 use crate::session::Registry;

@@ -192,7 +192,9 @@ enum Command {
     },
     QueueClear(oneshot::Sender<QueueContents>),
     SetConfig {
-        patch: ConfigPatch,
+        patch: Box<ConfigPatch>,
+        /// A provider to add to the session's set first (one switched to).
+        provider: Option<(String, Arc<dyn crate::llm::Provider>)>,
         reply: oneshot::Sender<Result<SessionConfig, Error>>,
     },
     Rollback {
@@ -402,10 +404,20 @@ impl Session {
         self.call(Command::QueueClear).await
     }
 
-    /// Applies `patch` from the next LLM call on.
-    pub async fn set_config(&self, patch: ConfigPatch) -> Result<SessionConfig, Error> {
-        self.call(|reply| Command::SetConfig { patch, reply })
-            .await?
+    /// Applies `patch` from the next LLM call on, adding `provider` (its name and client) to
+    /// the providers the session may use: a session keeps the set it was made with, so a
+    /// switch to a provider usable only since then brings its client along.
+    pub async fn set_config(
+        &self,
+        patch: ConfigPatch,
+        provider: Option<(String, Arc<dyn crate::llm::Provider>)>,
+    ) -> Result<SessionConfig, Error> {
+        self.call(|reply| Command::SetConfig {
+            patch: Box::new(patch),
+            provider,
+            reply,
+        })
+        .await?
     }
 
     /// Moves the current branch back before the `turns`-th newest user input (an idle

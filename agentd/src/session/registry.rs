@@ -9,6 +9,11 @@
 //! A stored session whose record cannot be read stays in the map as *damaged*: listed with
 //! the reason, refused with `session_damaged` by every lookup, never loaded or written, and
 //! removed only by [`Registry::delete`].
+//!
+//! The config new sessions are made from ([`Current`]) can change while the daemon runs: a
+//! reload (`daemon/reload`, SIGHUP) replaces it, and every create looks at the credentials
+//! file first, so a key stored by `agentctl login` applies from the next session on. A running
+//! session keeps the config and providers it was made with.
 
 use super::{Error, History, Restored, Session, SessionSpec, Template};
 use crate::config::{Config, Price, ProviderConfig};
@@ -16,7 +21,7 @@ use crate::exec::{
     EnvFilter, EnvPolicy, ExecutionEnvironment, LocalExecutionEnvironment, LocalOptions, ProcessId,
     ProcessLedger, ReadOnly,
 };
-use crate::llm::{Provider, ProviderSet, RetryPolicy};
+use crate::llm::{ProviderFactory, ProviderSet, RetryPolicy};
 use crate::profile::Profile;
 use crate::store::{ParentLink, ProcessRecords, RecordedGroup, SessionFiles, SessionRecord, Store};
 use crate::tools::SpawnRequest;
@@ -27,7 +32,7 @@ use agentd_proto::{
 use dashmap::DashMap;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
@@ -48,14 +53,34 @@ enum Slot {
     Damaged(Box<DamagedSession>),
 }
 
+/// What new sessions are made from: the config (with the credentials file's keys applied),
+/// a client for every usable provider, and the prices. Replaced whole, never changed.
+pub struct Current {
+    /// The config.
+    pub config: Arc<Config>,
+    providers: ProviderSet,
+    prices: Arc<BTreeMap<String, Price>>,
+}
+
+impl Current {
+    fn new(factory: &ProviderFactory, config: Config) -> Self {
+        let providers = factory.build(&config);
+        Self {
+            prices: Arc::new(config.pricing.clone()),
+            config: Arc::new(config),
+            providers,
+        }
+    }
+}
+
 /// The daemon's sessions.
 pub struct Registry {
     sessions: DashMap<SessionId, Slot>,
     store: Option<Store>,
-    config: Arc<Config>,
-    /// Every usable provider, built once and shared by all sessions.
-    providers: ProviderSet,
-    prices: Arc<BTreeMap<String, Price>>,
+    /// The config for new sessions; the lock is held only to clone or swap the `Arc`.
+    current: RwLock<Arc<Current>>,
+    /// Builds providers; they share its HTTP client (one connection pool).
+    factory: ProviderFactory,
     daemon_events: broadcast::Sender<DaemonEvent>,
     /// Session tasks and the registry's own background work, awaited at shutdown.
     tasks: TaskTracker,
@@ -110,13 +135,10 @@ impl Registry {
     /// sessions live in memory only). Must be called inside a tokio runtime: it starts the
     /// recovery of sessions that were processing when the daemon stopped, and the unloading
     /// of idle ones.
-    pub fn new(config: Arc<Config>, store: Option<Store>) -> Arc<Self> {
-        let http = crate::llm::http_client();
-        let mut providers = ProviderSet::default();
-        for p in config.providers.values().filter(|p| p.is_usable()) {
-            let provider: Arc<dyn Provider> = crate::llm::client(http.clone(), p);
-            providers.insert(&p.name, provider);
-        }
+    pub fn new(config: Config, store: Option<Store>) -> Arc<Self> {
+        let factory = ProviderFactory::default();
+        let evict_idle_after = config.evict_idle_after;
+        let current = RwLock::new(Arc::new(Current::new(&factory, config)));
         let ledger = store.as_ref().and_then(|s| {
             s.process_records(crate::exec::run_id())
                 .map(|r| Arc::new(Ledger(r)) as Arc<dyn ProcessLedger>)
@@ -127,9 +149,8 @@ impl Registry {
             sessions: DashMap::new(),
             store,
             ledger,
-            prices: Arc::new(config.pricing.clone()),
-            config,
-            providers,
+            current,
+            factory,
             daemon_events: broadcast::channel(256).0,
             tasks: TaskTracker::new(),
             cancel: CancellationToken::new(),
@@ -145,7 +166,7 @@ impl Registry {
                 }
             }
         });
-        if let Some(after) = registry.config.evict_idle_after {
+        if let Some(after) = evict_idle_after {
             registry
                 .tasks
                 .spawn(evict_idle(Arc::downgrade(&registry), after));
@@ -186,15 +207,20 @@ impl Registry {
         interrupted
     }
 
-    fn environment(&self, cwd: PathBuf, read_only: bool) -> Arc<dyn ExecutionEnvironment> {
-        let tools = &self.config.tools;
+    fn environment(
+        &self,
+        config: &Config,
+        cwd: PathBuf,
+        read_only: bool,
+    ) -> Arc<dyn ExecutionEnvironment> {
+        let tools = &config.tools;
         let local = LocalExecutionEnvironment::with_options(
             cwd,
             LocalOptions {
                 env: EnvFilter::new(EnvPolicy::InheritAll).with(
                     &tools.env_deny,
                     &tools.env_allow,
-                    self.config.key_variables(),
+                    config.key_variables(),
                 ),
                 ledger: self.ledger.clone(),
             },
@@ -206,8 +232,14 @@ impl Registry {
         }
     }
 
-    /// A spec for session `id` from its parts.
-    fn spec(&self, id: SessionId, new: NewSession, files: Option<SessionFiles>) -> SessionSpec {
+    /// A spec for session `id` from its parts, with the providers of `current`.
+    fn spec(
+        &self,
+        current: &Current,
+        id: SessionId,
+        new: NewSession,
+        files: Option<SessionFiles>,
+    ) -> SessionSpec {
         let NewSession {
             template,
             title,
@@ -217,15 +249,15 @@ impl Registry {
         } = new;
         SessionSpec {
             id,
-            env: self.environment(template.cwd.clone(), template.read_only),
+            env: self.environment(&current.config, template.cwd.clone(), template.read_only),
             cwd: template.cwd,
             title,
             profile: template.profile,
-            providers: self.providers.clone(),
+            providers: current.providers.clone(),
             config: template.config,
             instructions: template.instructions,
             retry: self.retry.clone(),
-            prices: self.prices.clone(),
+            prices: current.prices.clone(),
             read_only: template.read_only,
             files,
             history,
@@ -237,8 +269,9 @@ impl Registry {
         }
     }
 
-    /// Creates the session's directory (when the registry has a store) and starts it.
-    async fn start(&self, new: NewSession) -> Result<Arc<Session>, Error> {
+    /// Creates the session's directory (when the registry has a store) and starts it with
+    /// the providers of `current`.
+    async fn start(&self, current: &Current, new: NewSession) -> Result<Arc<Session>, Error> {
         if self.cancel.is_cancelled() {
             return Err(Error::ShuttingDown);
         }
@@ -255,7 +288,7 @@ impl Registry {
             }
             None => None,
         };
-        let spec = self.spec(id.clone(), new, files);
+        let spec = self.spec(current, id.clone(), new, files);
         let session = Session::spawn(spec, Some(self.daemon_events.clone()), &self.tasks);
         // A session the client is told about is stored, record and all.
         session.saved().await;
@@ -283,9 +316,10 @@ impl Registry {
         let loaded = loaded.map_err(storage)?;
         let id = record.id.clone();
         let mut warnings = loaded.warnings;
+        let current = self.current();
         let profile = Profile::named(&record.profile).unwrap_or_else(|e| {
             warnings.push(format!("{e}; using the provider's profile"));
-            let kind = self
+            let kind = current
                 .config
                 .providers
                 .get(&record.config.provider)
@@ -320,7 +354,7 @@ impl Registry {
             forked_from: record.forked_from.clone(),
             parent: record.parent.clone(),
         };
-        let mut spec = self.spec(id, new, Some(files));
+        let mut spec = self.spec(&current, id, new, Some(files));
         spec.restored = Some(Restored {
             last_seq: loaded.last_seq,
             unclean: record.open || loaded.repaired,
@@ -341,9 +375,81 @@ impl Registry {
         self.store.as_ref().map(Store::dir)
     }
 
-    /// The daemon configuration.
-    pub fn config(&self) -> &Config {
-        &self.config
+    /// The config new sessions are made from now.
+    pub fn current(&self) -> Arc<Current> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The daemon configuration now.
+    pub fn config(&self) -> Arc<Config> {
+        self.current().config.clone()
+    }
+
+    /// Replaces `seen` with `next` unless something else replaced it first; `false` then.
+    fn swap(&self, seen: &Arc<Current>, next: Arc<Current>) -> bool {
+        let mut slot = self.current.write().unwrap_or_else(|e| e.into_inner());
+        if !Arc::ptr_eq(&slot, seen) {
+            return false;
+        }
+        *slot = next;
+        true
+    }
+
+    /// The config for a new session, with the credentials file as it is now: a key stored or
+    /// removed by `agentctl login`/`logout` since the last look applies from here on. The file
+    /// is read off the async workers, and no lock is held while it is.
+    pub async fn current_with_credentials(&self) -> Result<Arc<Current>, Error> {
+        let Some(path) = self.current().config.credentials_path.clone() else {
+            return Ok(self.current());
+        };
+        let creds = tokio::task::spawn_blocking(move || crate::config::read_credentials(&path))
+            .await
+            .map_err(crashed)?
+            .map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        loop {
+            let seen = self.current();
+            if seen.config.credentials == creds {
+                return Ok(seen);
+            }
+            let next = Arc::new(Current::new(
+                &self.factory,
+                seen.config.with_credentials(creds.clone()),
+            ));
+            if self.swap(&seen, next.clone()) {
+                tracing::info!("the credentials file changed; new sessions use its keys");
+                return Ok(next);
+            }
+        }
+    }
+
+    /// Reads the config and credentials files again; new sessions get the result, running
+    /// ones keep what they have. On an error the config in use stays. Returns the new config
+    /// and the keys that changed but apply only at the next start.
+    pub async fn reload(&self) -> Result<(Arc<Config>, Vec<String>), crate::config::Error> {
+        let old = self.current().config.clone();
+        let loaded = {
+            let old = old.clone();
+            tokio::task::spawn_blocking(move || old.reload())
+                .await
+                .map_err(|e| crate::config::Error::Invalid(format!("the reload crashed: {e}")))?
+        }?;
+        let mut restart_needed = Vec::new();
+        if loaded.server != old.server {
+            restart_needed.push("server".to_owned());
+        }
+        if loaded.log_level != old.log_level {
+            restart_needed.push("log_level".to_owned());
+        }
+        if loaded.evict_idle_after != old.evict_idle_after {
+            restart_needed.push("daemon.evict_idle_secs".to_owned());
+        }
+        let next = Arc::new(Current::new(&self.factory, loaded));
+        // A reload wins over whatever replaced the config meanwhile: it read every file last.
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = next.clone();
+        Ok((next.config.clone(), restart_needed))
     }
 
     /// Daemon-wide notifications (session created, state changed).
@@ -353,6 +459,8 @@ impl Registry {
 
     /// Creates and starts a session.
     pub async fn create(&self, params: CreateParams) -> Result<Arc<Session>, Error> {
+        let current = self.current_with_credentials().await?;
+        let config = &current.config;
         let cwd = PathBuf::from(&params.cwd);
         if !cwd.is_absolute() {
             return Err(Error::InvalidConfig(format!(
@@ -369,10 +477,13 @@ impl Registry {
         let provider_name = params
             .provider
             .as_deref()
-            .unwrap_or(&self.config.default_provider);
-        self.usable(provider_name)?;
-        let mut config = self
-            .config
+            .unwrap_or(&config.default_provider);
+        usable(config, provider_name)?;
+        let profile = match params.profile.as_deref() {
+            Some(name) => Profile::named(name).map_err(|e| Error::InvalidConfig(e.to_string()))?,
+            None => Profile::for_provider(config.providers[provider_name].kind),
+        };
+        let mut config = config
             .session_config(provider_name, params.model.as_deref())
             .map_err(|e| Error::InvalidConfig(e.to_string()))?;
         if let Some(patch) = &params.config {
@@ -380,24 +491,23 @@ impl Registry {
             crate::config::validate_session_config(&config)
                 .map_err(|e| Error::InvalidConfig(e.to_string()))?;
         }
-        let profile = match params.profile.as_deref() {
-            Some(name) => Profile::named(name).map_err(|e| Error::InvalidConfig(e.to_string()))?,
-            None => Profile::for_provider(self.config.providers[provider_name].kind),
-        };
         crate::tools::session_tools(&profile.tools, &config).map_err(Error::InvalidConfig)?;
-        self.start(NewSession {
-            template: Template {
-                cwd,
-                profile,
-                config,
-                instructions: params.instructions,
-                read_only: params.read_only,
+        self.start(
+            &current,
+            NewSession {
+                template: Template {
+                    cwd,
+                    profile,
+                    config,
+                    instructions: params.instructions,
+                    read_only: params.read_only,
+                },
+                title: params.title,
+                history: History::default(),
+                forked_from: None,
+                parent: None,
             },
-            title: params.title,
-            history: History::default(),
-            forked_from: None,
-            parent: None,
-        })
+        )
         .await
     }
 
@@ -452,16 +562,20 @@ impl Registry {
         }
         template.config.max_turns = request.max_turns.unwrap_or(0);
         let title: String = request.task.chars().take(60).collect();
-        self.start(NewSession {
-            template,
-            title: Some(format!("subagent: {title}")),
-            history: History::default(),
-            forked_from: None,
-            parent: Some(ParentLink {
-                session_id: parent.clone(),
-                depth: depth + 1,
-            }),
-        })
+        let current = self.current_with_credentials().await?;
+        self.start(
+            &current,
+            NewSession {
+                template,
+                title: Some(format!("subagent: {title}")),
+                history: History::default(),
+                forked_from: None,
+                parent: Some(ParentLink {
+                    session_id: parent.clone(),
+                    depth: depth + 1,
+                }),
+            },
+        )
         .await
     }
 
@@ -493,16 +607,20 @@ impl Registry {
         let leaf = branch.last().map(|e| e.id.clone());
         let len = branch.len();
         let copied = branch.iter().map(|e| (**e).clone()).collect();
-        self.start(NewSession {
-            template: source.template(),
-            title: title.or_else(|| source.title().map(str::to_owned)),
-            history: History::restore(copied, leaf.clone(), len),
-            forked_from: Some(ForkOrigin {
-                session_id: id.clone(),
-                entry_id: leaf,
-            }),
-            parent: None,
-        })
+        let current = self.current_with_credentials().await?;
+        self.start(
+            &current,
+            NewSession {
+                template: source.template(),
+                title: title.or_else(|| source.title().map(str::to_owned)),
+                history: History::restore(copied, leaf.clone(), len),
+                forked_from: Some(ForkOrigin {
+                    session_id: id.clone(),
+                    entry_id: leaf,
+                }),
+                parent: None,
+            },
+        )
         .await
     }
 
@@ -540,21 +658,6 @@ impl Registry {
         Ok(())
     }
 
-    /// The provider called `name`, if it exists and can be used.
-    fn usable(&self, name: &str) -> Result<&ProviderConfig, Error> {
-        let p = self.config.providers.get(name).ok_or_else(|| {
-            let known: Vec<&str> = self.config.providers.keys().map(String::as_str).collect();
-            Error::InvalidConfig(format!(
-                "unknown provider {name:?}; configured: {}",
-                known.join(", ")
-            ))
-        })?;
-        if !p.is_usable() {
-            return Err(Error::ProviderNotConfigured(p.setup_hint()));
-        }
-        Ok(p)
-    }
-
     /// Applies `patch` to a session from its next LLM call. Switching provider without naming
     /// a model selects that provider's default model and context window.
     pub async fn set_config(
@@ -563,14 +666,17 @@ impl Registry {
         mut patch: ConfigPatch,
     ) -> Result<SessionSnapshot, Error> {
         let session = self.get(id).await?;
+        let mut provider = None;
         if let Some(name) = &patch.provider {
-            let p = self.usable(name)?;
+            let current = self.current_with_credentials().await?;
+            let p = usable(&current.config, name)?;
             patch.model.get_or_insert_with(|| p.default_model.clone());
             patch
                 .context_window_tokens
                 .get_or_insert(p.context_window_tokens);
+            provider = current.providers.get(name).map(|c| (name.clone(), c));
         }
-        session.set_config(patch).await?;
+        session.set_config(patch, provider).await?;
         Ok(session.snapshot())
     }
 
@@ -742,6 +848,21 @@ impl Registry {
             })
             .collect()
     }
+}
+
+/// The provider of `config` called `name`, if it exists and can be used; else an error saying
+/// how to configure it.
+fn usable<'a>(config: &'a Config, name: &str) -> Result<&'a ProviderConfig, Error> {
+    let p = config
+        .providers
+        .get(name)
+        .ok_or_else(|| Error::InvalidConfig(config.unknown_provider(name)))?;
+    if !p.is_usable() {
+        return Err(Error::ProviderNotConfigured(
+            p.setup_hint(config.started_by),
+        ));
+    }
+    Ok(p)
 }
 
 /// Unloads sessions idle for `after`, checking a few times per period, until shutdown.

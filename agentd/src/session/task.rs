@@ -1035,8 +1035,15 @@ impl Task {
                 let result = core.queue_clear();
                 core.reply_when_written(reply, result);
             }
-            Command::SetConfig { patch, reply } => {
+            Command::SetConfig {
+                patch,
+                provider,
+                reply,
+            } => {
                 let result = core.set_config(&patch);
+                if let (Ok(_), Some((name, client))) = (&result, provider) {
+                    self.providers.insert(&name, client);
+                }
                 core.reply_when_saved(reply, result);
             }
             Command::Rollback { turns, reply } => {

@@ -144,7 +144,7 @@ async fn a_host_runs_a_session_with_its_own_tools() {
             ..Response::default()
         },
     ];
-    let mut providers = ProviderSet::default();
+    let providers = ProviderSet::default();
     providers.insert(
         "scripted",
         Arc::new(Scripted(std::sync::Mutex::new(script))),
@@ -248,7 +248,7 @@ async fn run(session: &Session, text: &str) -> Vec<EventBody> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panic_in_the_loop_or_a_compaction_is_an_error_and_the_session_goes_on() {
     let dir = tempfile::tempdir().unwrap();
-    let mut providers = ProviderSet::default();
+    let providers = ProviderSet::default();
     providers.insert(
         "scripted",
         Arc::new(Panicky(std::sync::atomic::AtomicUsize::new(0))),

@@ -4,6 +4,7 @@ use crate::setup;
 use agentd_tests::mock::{Chunk, Gate};
 use agentd_tests::{RawClient, sse};
 use serde_json::{Value, json};
+use std::path::Path;
 use std::process::Stdio;
 
 /// Runs agentctl and asserts it succeeded.
@@ -290,9 +291,8 @@ async fn doctor_reports_without_starting_anything() {
         "{report}"
     );
     assert!(
-        report
-            .lines()
-            .any(|l| l.starts_with("provider anthropic") && l.contains("key set")),
+        report.lines().any(|l| l.starts_with("provider anthropic")
+            && l.contains("ready (key from ANTHROPIC_API_KEY)")),
         "{report}"
     );
     assert!(
@@ -1028,8 +1028,12 @@ async fn doctor_agrees_with_check_config_and_checks_the_config_without_a_daemon(
             .lines()
             .find(|l| l.contains(&format!("provider {name}:")))
             .unwrap();
-        let ready = p["status"].as_str().unwrap().starts_with("ready");
-        assert_eq!(ready, line.contains("(ready,"), "{name}: {p} vs {line}");
+        let status = p["status"].as_str().unwrap();
+        assert!(
+            line.contains(&format!("provider {name}: {status};")),
+            "{name}: {p} vs {line}"
+        );
+        assert_eq!(p["ready"], status.starts_with("ready"), "{p}");
     }
     let statuses: Vec<(&str, &str)> = report["providers"]
         .as_array()
@@ -1043,7 +1047,7 @@ async fn doctor_agrees_with_check_config_and_checks_the_config_without_a_daemon(
     );
     assert!(statuses.contains(&("gemini", "no key")), "{statuses:?}");
     assert!(
-        statuses.contains(&("anthropic", "ready (key set)")),
+        statuses.contains(&("anthropic", "ready (key from ANTHROPIC_API_KEY)")),
         "{statuses:?}"
     );
 
@@ -1223,8 +1227,8 @@ async fn a_missing_key_error_says_how_to_fix_it_and_restart_does() {
     assert_eq!(code, 1);
     assert!(
         err.contains("(provider_not_configured)")
-            && err.contains(&format!("agentd (pid {}, started", s.daemon.pid()))
-            && err.contains("then `agentctl daemon restart` starts it again with this environment"),
+            && err.contains("run `agentctl login gemini`")
+            && err.contains("or export GEMINI_API_KEY and run `agentctl daemon restart`"),
         "{err}"
     );
     // Doing just that works: the restarted daemon has the key exported here.
@@ -1285,5 +1289,62 @@ async fn every_command_speaks_json() {
                 "{args:?}: not JSON: {line}"
             );
         }
+    }
+    // The key commands read stdin; reload answers with the providers.
+    for (args, stdin) in [
+        (vec!["--json", "login", "gemini"], Some("gem-key")),
+        (vec!["--json", "logout", "gemini"], None),
+        (vec!["--json", "daemon", "reload"], None),
+    ] {
+        let out = s.daemon.agentctl(&args, stdin).await.unwrap();
+        let (stdout, err) = (text(&out.stdout), text(&out.stderr));
+        assert!(out.status.success(), "{args:?}: {err}");
+        assert_eq!(err, "", "{args:?}");
+        let lines: Vec<&str> = stdout.lines().collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {stdout}");
+        assert!(serde_json::from_str::<Value>(lines[0]).is_ok(), "{stdout}");
+    }
+}
+
+/// Every command and `daemon` subcommand `agentctl --help` lists is shown in the README.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_shows_every_command() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .unwrap();
+    let commands = |args: &[&str]| -> Vec<String> {
+        let out = std::process::Command::new(agentd_tests::bin_dir().join("agentctl"))
+            .args(args)
+            .output()
+            .unwrap();
+        text(&out.stdout)
+            .split("Commands:")
+            .nth(1)
+            .unwrap_or_default()
+            .split("\n\n")
+            .next()
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+            .filter(|c| c != "help")
+            .collect()
+    };
+    let top = commands(&["--help"]);
+    assert!(top.contains(&"login".to_owned()), "{top:?}");
+    for c in &top {
+        assert!(
+            readme.contains(&format!("agentctl {c}")),
+            "README.md never shows `agentctl {c}`"
+        );
+    }
+    let daemon_lines: Vec<&str> = readme
+        .lines()
+        .filter(|l| l.starts_with("agentctl daemon "))
+        .collect();
+    for c in commands(&["daemon", "--help"]) {
+        assert!(
+            daemon_lines.iter().any(|l| l.contains(&c)),
+            "README.md never shows `agentctl daemon {c}`: {daemon_lines:?}"
+        );
     }
 }

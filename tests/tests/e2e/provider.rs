@@ -180,6 +180,13 @@ async fn authentication_failure_closes_the_session() {
             .unwrap()
             .starts_with("Anthropic API error 401 authentication_error: invalid x-api-key")
     );
+    assert!(
+        error["data"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("store a valid key with `agentctl login anthropic`"),
+        "{error}"
+    );
     assert_eq!(s.mock.requests().len(), 1, "401 is not retried");
     assert_eq!(s.call("session/get", json!({})).await["state"], "closed");
 }
@@ -273,7 +280,7 @@ async fn a_missing_key_is_a_clear_error_at_create() {
         r["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("set ANTHROPIC_API_KEY"),
+            .contains("run `agentctl login anthropic`"),
         "{r}"
     );
     let info = c.call("daemon/info", json!({})).await.unwrap();
