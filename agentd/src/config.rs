@@ -1,7 +1,7 @@
 //! The daemon's configuration: built-in defaults, then `~/.config/agentd/config.toml`, then
 //! environment variables. A bad file is an error that names the key, never a panic.
 
-use agentd_proto::{ConfigPatch, ProviderInfo, ProviderKind, SessionConfig};
+use agentd_proto::{ConfigPatch, ProviderInfo, ProviderKind, SandboxMode, SessionConfig};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -338,6 +338,9 @@ pub fn default_session_config(provider: &str, model: &str) -> SessionConfig {
         auto_compact_percent: 80,
         max_subagent_depth: 1,
         max_concurrent_subagents: 4,
+        sandbox: SandboxMode::WorkspaceWrite,
+        sandbox_writable_roots: Vec::new(),
+        sandbox_network: false,
     }
 }
 
@@ -542,6 +545,9 @@ impl Config {
     }
 }
 
+/// Most extra writable roots a session may list: each is opened for every sandboxed command.
+const MAX_WRITABLE_ROOTS: usize = 64;
+
 /// Checks the values a session config may not take.
 pub fn validate_session_config(c: &SessionConfig) -> Result<(), Error> {
     let bad = |key: &str, why: &str| Err(Error::Invalid(format!("{key} {why}")));
@@ -565,6 +571,18 @@ pub fn validate_session_config(c: &SessionConfig) -> Result<(), Error> {
     }
     if c.auto_compact_percent > 100 {
         return bad("auto_compact_percent", "must be 0 (off) to 100");
+    }
+    if c.sandbox_writable_roots.len() > MAX_WRITABLE_ROOTS {
+        return bad(
+            "sandbox_writable_roots",
+            &format!("may list at most {MAX_WRITABLE_ROOTS} directories"),
+        );
+    }
+    if let Some(root) = c.sandbox_writable_roots.iter().find(|r| !r.is_absolute()) {
+        return bad(
+            "sandbox_writable_roots",
+            &format!("must hold absolute paths, got {:?}", root.display().to_string()),
+        );
     }
     Ok(())
 }

@@ -27,7 +27,7 @@ mod params;
 pub mod schema;
 pub mod socket;
 
-pub use config::{ConfigPatch, ReasoningEffort, SessionConfig};
+pub use config::{ConfigPatch, ReasoningEffort, SandboxMode, SessionConfig};
 pub use error::{ErrorData, ErrorKind};
 pub use event::{
     DaemonEvent, Event, EventBody, LimitKind, OutputStream, ProcessingEndReason, StreamEnd,

@@ -2,6 +2,7 @@
 //! execute, truncate, emit. Every failure becomes an error result for the model.
 
 use super::Agent;
+use crate::exec::{SandboxPolicy, Sandboxed};
 use crate::tools::{ToolContext, truncate::truncate_tool_output};
 use agentd_proto::{EventBody, ImageData, SessionConfig, ToolCall, ToolResult};
 use futures::FutureExt;
@@ -101,6 +102,12 @@ impl Agent<'_> {
                 call.name
             ));
         }
+        // The seam for running a call outside the sandbox (an approval that says so): a
+        // policy of `None` here runs this call unrestricted.
+        let policy = SandboxPolicy::new(round.config, self.env).map_err(|e| {
+            format!("Tool error ({}): {e}", call.name)
+        })?;
+        let env = Sandboxed::new(self.env, policy.as_ref());
         let host = self.host;
         let output = |stream, delta: &str| {
             host.emit(EventBody::ToolCallOutputDelta {
@@ -112,7 +119,8 @@ impl Agent<'_> {
         let attach =
             |image: ImageData| images.lock().unwrap_or_else(|e| e.into_inner()).push(image);
         let ctx = ToolContext {
-            env: self.env,
+            env: &env,
+            sandbox: policy.as_ref(),
             config: round.config,
             default_command_timeout: self.profile.shell_timeout.unwrap_or(Duration::from_millis(
                 round.config.default_command_timeout_ms,
@@ -134,3 +142,4 @@ impl Agent<'_> {
         }
     }
 }
+

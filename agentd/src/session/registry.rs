@@ -17,7 +17,7 @@ use crate::profile::Profile;
 use crate::store::{ParentLink, ProcessRecords, RecordedGroup, SessionFiles, SessionRecord, Store};
 use crate::tools::SpawnRequest;
 use agentd_proto::{
-    ConfigPatch, CreateParams, DaemonEvent, EntryId, ForkOrigin, ProviderKind, SessionId,
+    ConfigPatch, CreateParams, DaemonEvent, EntryId, ForkOrigin, ProviderKind, SandboxMode, SessionId,
     SessionSnapshot, SessionState, SessionSummary,
 };
 use dashmap::DashMap;
@@ -363,6 +363,11 @@ impl Registry {
             .session_config(provider_name, params.model.as_deref())
             .map_err(|e| Error::InvalidConfig(e.to_string()))?;
         if let Some(patch) = &params.config {
+            if params.read_only && patch.sandbox.is_some_and(|m| m != SandboxMode::ReadOnly) {
+                return Err(Error::InvalidConfig(
+                    "sandbox: a read-only session's sandbox is always read_only".into(),
+                ));
+            }
             config.apply(patch);
             crate::config::validate_session_config(&config)
                 .map_err(|e| Error::InvalidConfig(e.to_string()))?;
@@ -431,7 +436,9 @@ impl Registry {
                     template.cwd.display()
                 )));
             }
-            template.cwd = cwd;
+            // The child works in a part of its parent's tree and may write where it may.
+            let parent_cwd = std::mem::replace(&mut template.cwd, cwd);
+            template.config.sandbox_writable_roots.push(parent_cwd);
         }
         if let Some(model) = request.model {
             template.config.model = model;

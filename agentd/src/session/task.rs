@@ -359,6 +359,15 @@ impl Core {
         &mut self,
         patch: &agentd_proto::ConfigPatch,
     ) -> Result<agentd_proto::SessionConfig, Error> {
+        if self.info.read_only
+            && patch
+                .sandbox
+                .is_some_and(|m| m != agentd_proto::SandboxMode::ReadOnly)
+        {
+            return Err(Error::InvalidConfig(
+                "sandbox: a read-only session's sandbox is always read_only".into(),
+            ));
+        }
         let mut next = (*self.config).clone();
         next.apply(patch);
         crate::config::validate_session_config(&next)
@@ -509,7 +518,13 @@ pub(super) fn start(
         Writer::start(files, reader, last_seq)
     });
     let log = EventLog::new(spec.id, writer, last_seq, updated);
-    let config = Arc::new(spec.config);
+    let mut config = spec.config;
+    // A read-only session's commands write nowhere either (records from before sandboxes
+    // existed included).
+    if spec.read_only {
+        config.sandbox = agentd_proto::SandboxMode::ReadOnly;
+    }
+    let config = Arc::new(config);
     let mut core = Core {
         info: info.clone(),
         daemon_events,

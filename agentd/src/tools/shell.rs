@@ -54,6 +54,7 @@ impl Tool for Shell {
             command: &args.command,
             timeout: Duration::from_millis(timeout_ms),
             working_dir: None,
+            sandbox: ctx.sandbox,
         };
         let result = ctx
             .env
@@ -81,6 +82,13 @@ impl Tool for Shell {
         if result.cancelled {
             text.push_str("[Command aborted by the user.]");
             return Err(ToolError(text));
+        }
+        // The model cannot tell a sandbox's refusal from other failures without knowing it.
+        if let (Some(policy), false) = (ctx.sandbox, result.exit_code == Some(0)) {
+            text.push_str(&format!(
+                "[{}; a write or connection outside it fails with \"Permission denied\"]\n",
+                policy.describe()
+            ));
         }
         match result.exit_code {
             Some(0) => {
