@@ -17,7 +17,10 @@ Keys (as the flags of `agentctl new`):
   max-turns, max-rounds    0 is unlimited
   timeout, max-timeout     shell command time limits: 30s, 5m, 1h
   max-output-tokens, loop-detection (true/false), loop-window, context-window,
-  auto-compact (percent; 0 is off), max-subagent-depth, max-subagents";
+  auto-compact (percent; 0 is off), max-subagent-depth, max-subagents
+  sandbox                  read_only, workspace_write or off (what commands and file tools may write)
+  writable-roots           more absolute directories workspace_write may write, comma-separated
+  sandbox-network          whether sandboxed commands may use TCP (true/false)";
 
 #[derive(clap::Args)]
 #[command(after_help = KEYS_HELP)]
@@ -40,6 +43,10 @@ enum Kind {
     /// A duration (`30s`, `5m`), sent in milliseconds.
     Millis,
     Bool,
+    /// `read_only`, `workspace_write` or `off`.
+    Sandbox,
+    /// Absolute paths, comma-separated; empty for none.
+    Paths,
 }
 
 /// One setting: the name people use, the protocol field, how its value is written, and what
@@ -138,6 +145,24 @@ const SETTINGS: &[Setting] = &[
         kind: Kind::Count(U32),
         what: "most subagents working at once",
     },
+    Setting {
+        key: "sandbox",
+        field: "sandbox",
+        kind: Kind::Sandbox,
+        what: "what commands and file tools may write: read_only, workspace_write or off",
+    },
+    Setting {
+        key: "writable-roots",
+        field: "sandbox_writable_roots",
+        kind: Kind::Paths,
+        what: "more directories workspace_write may write (comma-separated)",
+    },
+    Setting {
+        key: "sandbox-network",
+        field: "sandbox_network",
+        kind: Kind::Bool,
+        what: "whether sandboxed commands may use TCP",
+    },
 ];
 
 fn known_keys() -> String {
@@ -158,13 +183,16 @@ fn setting(name: &str) -> Option<&'static Setting> {
 /// in the words people typed: the `config` keys, or with `flags` the `new` flags
 /// (`--max-rounds`) where there is one.
 pub(crate) fn in_our_words(message: &str, flags: bool) -> String {
-    const FLAGS: [&str; 6] = [
+    const FLAGS: [&str; 9] = [
         "provider",
         "model",
         "effort",
         "max-turns",
         "max-rounds",
         "timeout",
+        "sandbox",
+        "writable-roots",
+        "sandbox-network",
     ];
     let mut settings: Vec<&Setting> = SETTINGS.iter().collect();
     // Longest first, so no field is replaced inside a longer one.
@@ -221,6 +249,17 @@ fn parse_value(s: &Setting, value: &str) -> std::result::Result<Value, String> {
             "false" | "off" | "no" | "0" => Ok(json!(false)),
             _ => Err("use true or false".into()),
         },
+        Kind::Sandbox => match value.replace('-', "_").as_str() {
+            v @ ("read_only" | "workspace_write" | "off") => Ok(json!(v)),
+            _ => Err("use read_only, workspace_write or off".into()),
+        },
+        Kind::Paths => {
+            let paths: Vec<&str> = value.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
+            match paths.iter().find(|p| !p.starts_with('/')) {
+                Some(p) => Err(format!("{p:?} is not an absolute path")),
+                None => Ok(json!(paths)),
+            }
+        }
     }
 }
 
@@ -253,6 +292,13 @@ fn shown(s: &Setting, config: &Value) -> String {
     let v = &config[s.field];
     match s.kind {
         Kind::Effort if v.is_null() => "default".into(),
+        Kind::Paths => v
+            .as_array()
+            .map(|a| {
+                let paths: Vec<&str> = a.iter().filter_map(Value::as_str).collect();
+                paths.join(",")
+            })
+            .unwrap_or_default(),
         Kind::Millis => v
             .as_u64()
             .map(|ms| humantime::format_duration(Duration::from_millis(ms)).to_string())
@@ -410,6 +456,15 @@ mod tests {
             check(&["max_tool_rounds_per_input=1"]),
             Ok(json!({"max_tool_rounds_per_input": 1}))
         );
+        assert_eq!(
+            check(&["sandbox=read-only", "writable-roots=/a, /b", "sandbox-network=on"]),
+            Ok(json!({"sandbox": "read_only", "sandbox_writable_roots": ["/a", "/b"],
+                "sandbox_network": true}))
+        );
+        assert_eq!(
+            check(&["writable-roots="]),
+            Ok(json!({"sandbox_writable_roots": []}))
+        );
     }
 
     #[test]
@@ -438,6 +493,14 @@ mod tests {
             check(&["timeout=30"])
                 .unwrap_err()
                 .starts_with("bad value for timeout: \"30\": ")
+        );
+        assert_eq!(
+            check(&["sandbox=none"]),
+            Err("bad value for sandbox: \"none\": use read_only, workspace_write or off".into())
+        );
+        assert_eq!(
+            check(&["writable-roots=/a,b"]),
+            Err("bad value for writable-roots: \"/a,b\": \"b\" is not an absolute path".into())
         );
         assert_eq!(
             check(&["effort=max"]),
