@@ -581,7 +581,10 @@ pub fn validate_session_config(c: &SessionConfig) -> Result<(), Error> {
     if let Some(root) = c.sandbox_writable_roots.iter().find(|r| !r.is_absolute()) {
         return bad(
             "sandbox_writable_roots",
-            &format!("must hold absolute paths, got {:?}", root.display().to_string()),
+            &format!(
+                "must hold absolute paths, got {:?}",
+                root.display().to_string()
+            ),
         );
     }
     Ok(())

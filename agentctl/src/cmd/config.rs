@@ -254,7 +254,11 @@ fn parse_value(s: &Setting, value: &str) -> std::result::Result<Value, String> {
             _ => Err("use read_only, workspace_write or off".into()),
         },
         Kind::Paths => {
-            let paths: Vec<&str> = value.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
+            let paths: Vec<&str> = value
+                .split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .collect();
             match paths.iter().find(|p| !p.starts_with('/')) {
                 Some(p) => Err(format!("{p:?} is not an absolute path")),
                 None => Ok(json!(paths)),
@@ -457,9 +461,15 @@ mod tests {
             Ok(json!({"max_tool_rounds_per_input": 1}))
         );
         assert_eq!(
-            check(&["sandbox=read-only", "writable-roots=/a, /b", "sandbox-network=on"]),
-            Ok(json!({"sandbox": "read_only", "sandbox_writable_roots": ["/a", "/b"],
-                "sandbox_network": true}))
+            check(&[
+                "sandbox=read-only",
+                "writable-roots=/a, /b",
+                "sandbox-network=on"
+            ]),
+            Ok(
+                json!({"sandbox": "read_only", "sandbox_writable_roots": ["/a", "/b"],
+                "sandbox_network": true})
+            )
         );
         assert_eq!(
             check(&["writable-roots="]),

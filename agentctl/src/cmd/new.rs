@@ -119,7 +119,7 @@ impl NewArgs {
                 .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
             sandbox: self.sandbox.map(Into::into),
             sandbox_writable_roots: (!self.writable_roots.is_empty())
-                .then(|| self.writable_roots.iter().map(|r| absolute(r)).collect())
+                .then(|| self.writable_roots.iter().map(absolute).collect())
                 .transpose()?,
             sandbox_network: self.sandbox_network.then_some(true),
             ..ConfigPatch::default()

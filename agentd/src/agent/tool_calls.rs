@@ -104,9 +104,8 @@ impl Agent<'_> {
         }
         // The seam for running a call outside the sandbox (an approval that says so): a
         // policy of `None` here runs this call unrestricted.
-        let policy = SandboxPolicy::new(round.config, self.env).map_err(|e| {
-            format!("Tool error ({}): {e}", call.name)
-        })?;
+        let policy = SandboxPolicy::new(round.config, self.env)
+            .map_err(|e| format!("Tool error ({}): {e}", call.name))?;
         let env = Sandboxed::new(self.env, policy.as_ref());
         let host = self.host;
         let output = |stream, delta: &str| {
@@ -142,4 +141,3 @@ impl Agent<'_> {
         }
     }
 }
-

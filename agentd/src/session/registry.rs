@@ -17,8 +17,8 @@ use crate::profile::Profile;
 use crate::store::{ParentLink, ProcessRecords, RecordedGroup, SessionFiles, SessionRecord, Store};
 use crate::tools::SpawnRequest;
 use agentd_proto::{
-    ConfigPatch, CreateParams, DaemonEvent, EntryId, ForkOrigin, ProviderKind, SandboxMode, SessionId,
-    SessionSnapshot, SessionState, SessionSummary,
+    ConfigPatch, CreateParams, DaemonEvent, EntryId, ForkOrigin, ProviderKind, SandboxMode,
+    SessionId, SessionSnapshot, SessionState, SessionSummary,
 };
 use dashmap::DashMap;
 use std::collections::BTreeMap;

@@ -81,7 +81,10 @@ fn workspace_write_allows_writes_beneath_its_roots_only() {
     ok("new/dir/./b.txt", f.ws.join("new/dir/b.txt"));
     ok("sub/../c.txt", f.ws.join("c.txt"));
     ok("to-sub/d.txt", f.ws.join("sub/d.txt"));
-    ok(&f.extra.join("e.txt").display().to_string(), f.extra.join("e.txt"));
+    ok(
+        &f.extra.join("e.txt").display().to_string(),
+        f.extra.join("e.txt"),
+    );
     ok(
         &f.env.temp_dir().unwrap().join("t").display().to_string(),
         std::fs::canonicalize(f.env.temp_dir().unwrap())
@@ -100,7 +103,10 @@ fn workspace_write_allows_writes_beneath_its_roots_only() {
     refused("/etc/agentd-sandbox-test", outside);
     refused("to-outside/x", "(it resolves to");
     refused("secret-link", "(it resolves to");
-    refused("dangling", "is a symbolic link to a path that does not exist");
+    refused(
+        "dangling",
+        "is a symbolic link to a path that does not exist",
+    );
     refused("nope/../../outside/x", "`..` after");
     refused("nope/../x", "`..` after");
 }
@@ -113,7 +119,10 @@ fn read_only_allows_only_the_temp_dir() {
         let e = f.write(&p, path).unwrap_err();
         assert!(e.contains("sandbox read_only: writes only under"), "{e}");
     }
-    assert!(f.write(&p, &f.extra.join("x").display().to_string()).is_err());
+    assert!(
+        f.write(&p, &f.extra.join("x").display().to_string())
+            .is_err()
+    );
     let temp = f.env.temp_dir().unwrap();
     assert!(f.write(&p, &temp.join("x").display().to_string()).is_ok());
 }
@@ -129,4 +138,3 @@ fn a_removal_acts_on_the_link_not_its_target() {
     assert!(remove("../outside/secret").is_err());
     assert!(remove("sub/..").is_err(), "names no file");
 }
-
