@@ -1036,7 +1036,7 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__new)
-            opts="-h --cwd --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --socket --json --help"
+            opts="-h --cwd --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --sandbox --writable-roots --sandbox-network --socket --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1079,6 +1079,14 @@ _agentctl() {
                     return 0
                     ;;
                 --instructions)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sandbox)
+                    COMPREPLY=($(compgen -W "read-only workspace-write off" -- "${cur}"))
+                    return 0
+                    ;;
+                --writable-roots)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1206,7 +1214,7 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__submit)
-            opts="-f -h --new --follow --when-busy --client-input-id --cwd --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --socket --json --help"
+            opts="-f -h --new --follow --when-busy --client-input-id --cwd --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --sandbox --writable-roots --sandbox-network --socket --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1257,6 +1265,14 @@ _agentctl() {
                     return 0
                     ;;
                 --instructions)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sandbox)
+                    COMPREPLY=($(compgen -W "read-only workspace-write off" -- "${cur}"))
+                    return 0
+                    ;;
+                --writable-roots)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -70,8 +70,13 @@ complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l timeout -d 'Ti
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l profile -d 'Tool profile' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l title -d 'Title shown in lists' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l instructions -d 'Extra instructions appended to the system prompt' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l sandbox -d 'What commands and file tools may write: read-only (only their temp dir), workspace-write (the working directory, the temp dir and --writable-roots) or off [default: the configured one, workspace-write unless changed]' -r -f -a "read-only\t''
+workspace-write\t''
+off\t''"
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l writable-roots -d 'More directories the workspace-write sandbox may write under (absolute; repeat or separate with commas)' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
-complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l read-only -d 'Refuse file writes and deletes (commands still run)'
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l read-only -d 'Refuse file writes and deletes; commands run in the read_only sandbox'
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l sandbox-network -d 'Let sandboxed commands open TCP connections and listen'
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l json -d 'Print machine-readable NDJSON instead of text'
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -s h -l help -d 'Print help'
 complete -c agentctl -n "__fish_agentctl_using_subcommand ls" -l state -d 'Only sessions in this state (idle, processing, closed)' -r
@@ -98,10 +103,15 @@ complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l timeout -d 
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l profile -d 'Tool profile' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l title -d 'Title shown in lists' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l instructions -d 'Extra instructions appended to the system prompt' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l sandbox -d 'What commands and file tools may write: read-only (only their temp dir), workspace-write (the working directory, the temp dir and --writable-roots) or off [default: the configured one, workspace-write unless changed]' -r -f -a "read-only\t''
+workspace-write\t''
+off\t''"
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l writable-roots -d 'More directories the workspace-write sandbox may write under (absolute; repeat or separate with commas)' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l new -d 'Create a new session for this prompt (the options below apply to it)'
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -s f -l follow -d 'Stream the work until it ends; Ctrl-C aborts it'
-complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l read-only -d 'Refuse file writes and deletes (commands still run)'
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l read-only -d 'Refuse file writes and deletes; commands run in the read_only sandbox'
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l sandbox-network -d 'Let sandboxed commands open TCP connections and listen'
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l json -d 'Print machine-readable NDJSON instead of text'
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -s h -l help -d 'Print help'
 complete -c agentctl -n "__fish_agentctl_using_subcommand steer" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F

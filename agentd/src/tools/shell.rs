@@ -83,8 +83,11 @@ impl Tool for Shell {
             text.push_str("[Command aborted by the user.]");
             return Err(ToolError(text));
         }
-        // The model cannot tell a sandbox's refusal from other failures without knowing it.
-        if let (Some(policy), false) = (ctx.sandbox, result.exit_code == Some(0)) {
+        // A sandbox's refusal is an EACCES like any other; the model needs to know there is
+        // a sandbox to tell them apart.
+        if let (Some(policy), false) = (ctx.sandbox, result.exit_code == Some(0))
+            && text.contains("Permission denied")
+        {
             text.push_str(&format!(
                 "[{}; a write or connection outside it fails with \"Permission denied\"]\n",
                 policy.describe()
