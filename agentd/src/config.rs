@@ -4,7 +4,9 @@
 //! config say what to do in the terms of how the daemon was started ([`StartedBy`]).
 
 use agentd_proto::credentials::{self, Credentials};
-use agentd_proto::{ConfigPatch, KeySource, ProviderInfo, ProviderKind, SessionConfig, StartedBy};
+use agentd_proto::{
+    ConfigPatch, KeySource, ProviderInfo, ProviderKind, SandboxMode, SessionConfig, StartedBy,
+};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -381,6 +383,9 @@ pub fn default_session_config(provider: &str, model: &str) -> SessionConfig {
         max_concurrent_subagents: 4,
         approval: agentd_proto::ApprovalConfig::default(),
         client_tools: Vec::new(),
+        sandbox: SandboxMode::WorkspaceWrite,
+        sandbox_writable_roots: Vec::new(),
+        sandbox_network: false,
     }
 }
 
@@ -697,6 +702,9 @@ impl Config {
     }
 }
 
+/// Most extra writable roots a session may list: each is opened for every sandboxed command.
+const MAX_WRITABLE_ROOTS: usize = 64;
+
 /// Checks the values a session config may not take.
 pub fn validate_session_config(c: &SessionConfig) -> Result<(), Error> {
     let bad = |key: &str, why: &str| Err(Error::Invalid(format!("{key} {why}")));
@@ -725,6 +733,21 @@ pub fn validate_session_config(c: &SessionConfig) -> Result<(), Error> {
         return bad("approval.timeout_ms", "must be at least 1");
     }
     crate::agent::approval::validate(&c.approval).map_err(Error::Invalid)?;
+    if c.sandbox_writable_roots.len() > MAX_WRITABLE_ROOTS {
+        return bad(
+            "sandbox_writable_roots",
+            &format!("may list at most {MAX_WRITABLE_ROOTS} directories"),
+        );
+    }
+    if let Some(root) = c.sandbox_writable_roots.iter().find(|r| !r.is_absolute()) {
+        return bad(
+            "sandbox_writable_roots",
+            &format!(
+                "must hold absolute paths, got {:?}",
+                root.display().to_string()
+            ),
+        );
+    }
     Ok(())
 }
 

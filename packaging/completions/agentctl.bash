@@ -1207,7 +1207,7 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__new)
-            opts="-h --cwd --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --approval --allow --deny --socket --json --help"
+            opts="-h --cwd --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --approval --allow --deny --sandbox --writable-roots --sandbox-network --socket --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1262,6 +1262,14 @@ _agentctl() {
                     return 0
                     ;;
                 --deny)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sandbox)
+                    COMPREPLY=($(compgen -W "read-only workspace-write off" -- "${cur}"))
+                    return 0
+                    ;;
+                --writable-roots)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1433,7 +1441,7 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__submit)
-            opts="-f -h --new --follow --when-busy --client-input-id --cwd --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --approval --allow --deny --socket --json --help"
+            opts="-f -h --new --follow --when-busy --client-input-id --cwd --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --approval --allow --deny --sandbox --writable-roots --sandbox-network --socket --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1496,6 +1504,14 @@ _agentctl() {
                     return 0
                     ;;
                 --deny)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sandbox)
+                    COMPREPLY=($(compgen -W "read-only workspace-write off" -- "${cur}"))
+                    return 0
+                    ;;
+                --writable-roots)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -78,11 +78,16 @@ complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l approval -d '`
 ask\t''"
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l allow -d 'A call that runs without asking, as `tool` or `tool(pattern)`: `--allow \'shell(git status*)\'`. Repeatable' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l deny -d 'A call that is refused without asking, in every mode: `--deny \'shell(rm *)\'`. Repeatable; deny wins over allow' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l sandbox -d 'What commands and file tools may write: read-only (only their temp dir), workspace-write (the working directory, the temp dir and --writable-roots) or off [default: the configured one, workspace-write unless changed]' -r -f -a "read-only\t''
+workspace-write\t''
+off\t''"
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l writable-roots -d 'More directories the workspace-write sandbox may write under (absolute; repeat or separate with commas)' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
-complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l read-only -d 'Refuse file writes and deletes (commands still run)'
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l read-only -d 'Refuse file writes and deletes; commands run in the read_only sandbox'
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l sandbox-network -d 'Let sandboxed commands open TCP connections and listen'
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l json -d 'Print machine-readable NDJSON instead of text'
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -s h -l help -d 'Print help'
-complete -c agentctl -n "__fish_agentctl_using_subcommand ls" -l state -d 'Only sessions in this state (idle, processing, closed)' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand ls" -l state -d 'Only sessions in this state (idle, processing, awaiting_input, closed, or damaged: stored sessions whose record cannot be read)' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand ls" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand ls" -l tree -d 'Show subagents indented under the session that spawned them'
 complete -c agentctl -n "__fish_agentctl_using_subcommand ls" -l json -d 'Print machine-readable NDJSON instead of text'
@@ -110,10 +115,15 @@ complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l approval -d
 ask\t''"
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l allow -d 'A call that runs without asking, as `tool` or `tool(pattern)`: `--allow \'shell(git status*)\'`. Repeatable' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l deny -d 'A call that is refused without asking, in every mode: `--deny \'shell(rm *)\'`. Repeatable; deny wins over allow' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l sandbox -d 'What commands and file tools may write: read-only (only their temp dir), workspace-write (the working directory, the temp dir and --writable-roots) or off [default: the configured one, workspace-write unless changed]' -r -f -a "read-only\t''
+workspace-write\t''
+off\t''"
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l writable-roots -d 'More directories the workspace-write sandbox may write under (absolute; repeat or separate with commas)' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l new -d 'Create a new session for this prompt (the options below apply to it)'
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -s f -l follow -d 'Stream the work until it ends; Ctrl-C aborts it'
-complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l read-only -d 'Refuse file writes and deletes (commands still run)'
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l read-only -d 'Refuse file writes and deletes; commands run in the read_only sandbox'
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l sandbox-network -d 'Let sandboxed commands open TCP connections and listen'
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l json -d 'Print machine-readable NDJSON instead of text'
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -s h -l help -d 'Print help'
 complete -c agentctl -n "__fish_agentctl_using_subcommand steer" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F

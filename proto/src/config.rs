@@ -5,6 +5,7 @@ use crate::requests::{ApprovalConfig, ApprovalPatch, ClientToolDefinition};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 /// How much the model should reason before answering (spec 2.7). `None` means the provider's
 /// default.
@@ -17,6 +18,31 @@ pub enum ReasoningEffort {
     Medium,
     /// Deep reasoning.
     High,
+}
+
+/// What a session's commands and file tools may write (see the README's Sandbox section).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxMode {
+    /// Read everywhere; write only in the session's temp dir. Read-only sessions always use it.
+    ReadOnly,
+    /// Read everywhere; write only under the session's cwd, its temp dir and
+    /// `sandbox_writable_roots`.
+    #[default]
+    WorkspaceWrite,
+    /// No restriction beyond the user's own permissions.
+    Off,
+}
+
+impl SandboxMode {
+    /// The name used on the wire and in the config file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadOnly => "read_only",
+            Self::WorkspaceWrite => "workspace_write",
+            Self::Off => "off",
+        }
+    }
 }
 
 /// The settings a session runs with (spec 2.2). Every field has a default; limits of 0 mean
@@ -63,6 +89,17 @@ pub struct SessionConfig {
     /// Tools that a client executes (see `client_tool_requested`).
     #[serde(default)]
     pub client_tools: Vec<ClientToolDefinition>,
+    /// What commands and file tools may write; records from before sandboxes existed get the
+    /// default.
+    #[serde(default)]
+    pub sandbox: SandboxMode,
+    /// Absolute directories a `workspace_write` sandbox may also write under.
+    #[serde(default)]
+    pub sandbox_writable_roots: Vec<PathBuf>,
+    /// Whether sandboxed commands may open TCP connections and listen (`read_only` and
+    /// `workspace_write` only; `off` never restricts).
+    #[serde(default)]
+    pub sandbox_network: bool,
 }
 
 /// A partial [`SessionConfig`]: every field that is present replaces the current value.
@@ -129,6 +166,15 @@ pub struct ConfigPatch {
     /// Replaces [`SessionConfig::client_tools`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_tools: Option<Vec<ClientToolDefinition>>,
+    /// See [`SessionConfig::sandbox`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxMode>,
+    /// Replaces [`SessionConfig::sandbox_writable_roots`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_writable_roots: Option<Vec<PathBuf>>,
+    /// See [`SessionConfig::sandbox_network`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_network: Option<bool>,
 }
 
 impl SessionConfig {
@@ -158,7 +204,10 @@ impl SessionConfig {
             context_window_tokens,
             auto_compact_percent,
             max_subagent_depth,
-            max_concurrent_subagents
+            max_concurrent_subagents,
+            sandbox,
+            sandbox_writable_roots,
+            sandbox_network
         );
         if let Some(m) = p.tool_output_limits {
             self.tool_output_limits.extend(m);

@@ -29,7 +29,7 @@ mod requests;
 pub mod schema;
 pub mod socket;
 
-pub use config::{ConfigPatch, ReasoningEffort, SessionConfig};
+pub use config::{ConfigPatch, ReasoningEffort, SandboxMode, SessionConfig};
 pub use error::{ErrorData, ErrorKind};
 pub use event::{
     DaemonEvent, EscapedProcesses, Event, EventBody, LimitKind, OutputStream, ProcessInfo,

@@ -19,7 +19,10 @@ Keys (as the flags of `agentctl new`):
   max-output-tokens, loop-detection (true/false), loop-window, context-window,
   auto-compact (percent; 0 is off), max-subagent-depth, max-subagents
   approval                 auto, or ask (commands and file changes wait for an answer)
-  approval-timeout, ask-user (true/false: offer the model the ask_user tool)";
+  approval-timeout, ask-user (true/false: offer the model the ask_user tool)
+  sandbox                  read_only, workspace_write or off (what commands and file tools may write)
+  writable-roots           more absolute directories workspace_write may write, comma-separated
+  sandbox-network          whether sandboxed commands may use TCP (true/false)";
 
 #[derive(clap::Args)]
 #[command(after_help = KEYS_HELP)]
@@ -44,6 +47,10 @@ enum Kind {
     Bool,
     /// One of these words.
     Choice(&'static [&'static str]),
+    /// `read_only`, `workspace_write` or `off`.
+    Sandbox,
+    /// Absolute paths, comma-separated; empty for none.
+    Paths,
 }
 
 /// One setting: the name people use, the protocol field, how its value is written, and what
@@ -160,6 +167,24 @@ const SETTINGS: &[Setting] = &[
         kind: Kind::Bool,
         what: "offer the model the ask_user tool (always offered with approval=ask)",
     },
+    Setting {
+        key: "sandbox",
+        field: "sandbox",
+        kind: Kind::Sandbox,
+        what: "what commands and file tools may write: read_only, workspace_write or off",
+    },
+    Setting {
+        key: "writable-roots",
+        field: "sandbox_writable_roots",
+        kind: Kind::Paths,
+        what: "more directories workspace_write may write (comma-separated)",
+    },
+    Setting {
+        key: "sandbox-network",
+        field: "sandbox_network",
+        kind: Kind::Bool,
+        what: "whether sandboxed commands may use TCP",
+    },
 ];
 
 fn known_keys() -> String {
@@ -180,13 +205,16 @@ fn setting(name: &str) -> Option<&'static Setting> {
 /// in the words people typed: the `config` keys, or with `flags` the `new` flags
 /// (`--max-rounds`) where there is one.
 pub(crate) fn in_our_words(message: &str, flags: bool) -> String {
-    const FLAGS: [&str; 6] = [
+    const FLAGS: [&str; 9] = [
         "provider",
         "model",
         "effort",
         "max-turns",
         "max-rounds",
         "timeout",
+        "sandbox",
+        "writable-roots",
+        "sandbox-network",
     ];
     let mut settings: Vec<&Setting> = SETTINGS.iter().collect();
     // Longest first, so no field is replaced inside a longer one.
@@ -245,6 +273,21 @@ fn parse_value(s: &Setting, value: &str) -> std::result::Result<Value, String> {
         },
         Kind::Choice(words) if words.contains(&value) => Ok(json!(value)),
         Kind::Choice(words) => Err(format!("use {}", words.join(" or "))),
+        Kind::Sandbox => match value.replace('-', "_").as_str() {
+            v @ ("read_only" | "workspace_write" | "off") => Ok(json!(v)),
+            _ => Err("use read_only, workspace_write or off".into()),
+        },
+        Kind::Paths => {
+            let paths: Vec<&str> = value
+                .split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .collect();
+            match paths.iter().find(|p| !p.starts_with('/')) {
+                Some(p) => Err(format!("{p:?} is not an absolute path")),
+                None => Ok(json!(paths)),
+            }
+        }
     }
 }
 
@@ -292,6 +335,13 @@ fn shown(s: &Setting, config: &Value) -> String {
     let v = s.field.split('.').fold(config, |v, name| &v[name]);
     match s.kind {
         Kind::Effort if v.is_null() => "default".into(),
+        Kind::Paths => v
+            .as_array()
+            .map(|a| {
+                let paths: Vec<&str> = a.iter().filter_map(Value::as_str).collect();
+                paths.join(",")
+            })
+            .unwrap_or_default(),
         Kind::Millis => v
             .as_u64()
             .map(|ms| humantime::format_duration(Duration::from_millis(ms)).to_string())
@@ -452,6 +502,21 @@ mod tests {
             check(&["max_tool_rounds_per_input=1"]),
             Ok(json!({"max_tool_rounds_per_input": 1}))
         );
+        assert_eq!(
+            check(&[
+                "sandbox=read-only",
+                "writable-roots=/a, /b",
+                "sandbox-network=on"
+            ]),
+            Ok(
+                json!({"sandbox": "read_only", "sandbox_writable_roots": ["/a", "/b"],
+                "sandbox_network": true})
+            )
+        );
+        assert_eq!(
+            check(&["writable-roots="]),
+            Ok(json!({"sandbox_writable_roots": []}))
+        );
     }
 
     #[test]
@@ -480,6 +545,14 @@ mod tests {
             check(&["timeout=30"])
                 .unwrap_err()
                 .starts_with("bad value for timeout: \"30\": ")
+        );
+        assert_eq!(
+            check(&["sandbox=none"]),
+            Err("bad value for sandbox: \"none\": use read_only, workspace_write or off".into())
+        );
+        assert_eq!(
+            check(&["writable-roots=/a,b"]),
+            Err("bad value for writable-roots: \"/a,b\": \"b\" is not an absolute path".into())
         );
         assert_eq!(
             check(&["effort=max"]),

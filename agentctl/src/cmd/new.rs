@@ -9,9 +9,27 @@ use crate::error::{Failure, Result};
 use agentd_proto::methods as m;
 use agentd_proto::{
     ApprovalMode, ApprovalPatch, ApprovalRule, ConfigPatch, CreateParams, ReasoningEffort,
-    SessionSnapshot, SetConfigParams,
+    SandboxMode, SessionSnapshot, SetConfigParams,
 };
 use std::path::PathBuf;
+
+/// `--sandbox`: the values of [`SandboxMode`].
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub(crate) enum Sandbox {
+    ReadOnly,
+    WorkspaceWrite,
+    Off,
+}
+
+impl From<Sandbox> for SandboxMode {
+    fn from(s: Sandbox) -> Self {
+        match s {
+            Sandbox::ReadOnly => SandboxMode::ReadOnly,
+            Sandbox::WorkspaceWrite => SandboxMode::WorkspaceWrite,
+            Sandbox::Off => SandboxMode::Off,
+        }
+    }
+}
 
 /// `--effort`: the values of [`ReasoningEffort`].
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -64,7 +82,7 @@ pub(crate) struct NewArgs {
     /// Extra instructions appended to the system prompt.
     #[arg(long)]
     instructions: Option<String>,
-    /// Refuse file writes and deletes (commands still run).
+    /// Refuse file writes and deletes; commands run in the read_only sandbox.
     #[arg(long)]
     read_only: bool,
     /// `ask`: every command and file change waits for approval (answered at the terminal
@@ -79,6 +97,18 @@ pub(crate) struct NewArgs {
     /// Repeatable; deny wins over allow.
     #[arg(long, value_name = "RULE")]
     deny: Vec<String>,
+    /// What commands and file tools may write: read-only (only their temp dir),
+    /// workspace-write (the working directory, the temp dir and --writable-roots) or off
+    /// [default: the configured one, workspace-write unless changed]
+    #[arg(long, value_enum, value_name = "MODE")]
+    sandbox: Option<Sandbox>,
+    /// More directories the workspace-write sandbox may write under (absolute; repeat or
+    /// separate with commas).
+    #[arg(long, value_name = "DIR", value_delimiter = ',')]
+    writable_roots: Vec<PathBuf>,
+    /// Let sandboxed commands open TCP connections and listen.
+    #[arg(long)]
+    sandbox_network: bool,
 }
 
 /// `--approval`: the values of [`ApprovalMode`].
@@ -100,11 +130,15 @@ impl From<ApprovalArg> for ApprovalMode {
 impl NewArgs {
     /// The `session/create` params these options ask for.
     pub(crate) fn params(self) -> Result<CreateParams> {
-        let cwd = match self.cwd {
+        let cwd = match &self.cwd {
             Some(c) => std::path::absolute(c),
             None => std::env::current_dir(),
         }
         .map_err(|e| Failure::failed(format!("cannot resolve the working directory: {e}")))?;
+        let absolute = |p: &PathBuf| {
+            std::path::absolute(p)
+                .map_err(|e| Failure::failed(format!("cannot resolve {}: {e}", p.display())))
+        };
         let rules =
             |r: Vec<String>| (!r.is_empty()).then(|| r.into_iter().map(ApprovalRule).collect());
         let approval = ApprovalPatch {
@@ -121,6 +155,11 @@ impl NewArgs {
             default_command_timeout_ms: self
                 .timeout
                 .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+            sandbox: self.sandbox.map(Into::into),
+            sandbox_writable_roots: (!self.writable_roots.is_empty())
+                .then(|| self.writable_roots.iter().map(absolute).collect())
+                .transpose()?,
+            sandbox_network: self.sandbox_network.then_some(true),
             ..ConfigPatch::default()
         };
         Ok(CreateParams {

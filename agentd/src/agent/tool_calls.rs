@@ -4,6 +4,7 @@
 
 use super::Agent;
 use super::approval::{self, Verdict};
+use crate::exec::{SandboxPolicy, Sandboxed};
 use crate::tools::{
     Answer, ApprovalSubject, RegisteredTool, Settled, ToolContext, ToolRegistry,
     truncate::truncate_tool_output,
@@ -115,6 +116,11 @@ impl Agent<'_> {
             ));
         }
         self.approve(call, registered, round).await?;
+        // The seam for running a call outside the sandbox (an approval that says so): a
+        // policy of `None` here runs this call unrestricted.
+        let policy = SandboxPolicy::new(round.config, self.env)
+            .map_err(|e| format!("Tool error ({}): {e}", call.name))?;
+        let env = Sandboxed::new(self.env, policy.as_ref());
         let host = self.host;
         let output = |stream, delta: &str| {
             host.emit(EventBody::ToolCallOutputDelta {
@@ -129,7 +135,8 @@ impl Agent<'_> {
             host.emit(escaped_warning(&call.id, processes, ended))
         };
         let ctx = ToolContext {
-            env: self.env,
+            env: &env,
+            sandbox: policy.as_ref(),
             config: round.config,
             default_command_timeout: self.profile.shell_timeout.unwrap_or(Duration::from_millis(
                 round.config.default_command_timeout_ms,

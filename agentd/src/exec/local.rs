@@ -15,7 +15,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
@@ -57,6 +57,9 @@ pub struct LocalExecutionEnvironment {
     commands: AtomicU64,
     /// Process groups started by this environment that may still be alive.
     groups: Mutex<HashSet<ProcessId>>,
+    /// Sandboxed commands' temp dir, made on first use; removed when the environment is
+    /// dropped (the session is unloaded or closed).
+    temp: OnceLock<Result<tempfile::TempDir, String>>,
 }
 
 impl LocalExecutionEnvironment {
@@ -82,6 +85,7 @@ impl LocalExecutionEnvironment {
             marker: format!("{}.{n}.", process::run_id()),
             commands: AtomicU64::new(0),
             groups: Mutex::new(HashSet::new()),
+            temp: OnceLock::new(),
         }
     }
 
@@ -272,6 +276,22 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         }
     }
 
+    fn temp_dir(&self) -> Result<PathBuf, Error> {
+        let made = self.temp.get_or_init(|| {
+            tempfile::Builder::new()
+                .prefix("agentd-session-")
+                .tempdir()
+                .map_err(|e| e.to_string())
+        });
+        match made {
+            Ok(dir) => Ok(dir.path().to_owned()),
+            Err(e) => Err(Error::NotAllowed(format!(
+                "cannot make the temp dir for sandboxed commands in {}: {e}",
+                std::env::temp_dir().display()
+            ))),
+        }
+    }
+
     async fn read_file(&self, path: &Path) -> Result<Vec<u8>, Error> {
         let path = self.resolve(path);
         tokio::fs::read(&path)
@@ -337,10 +357,19 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
+        if let Some(policy) = request.sandbox {
+            sandbox(&mut command, policy)?;
+        }
         let (mut child, spawned_child) = {
             // Listed before the lock is released, so the orphan reaper never takes its status.
             let mut spawned = process::spawned();
-            let child = command.spawn().map_err(Error::Spawn)?;
+            let child = command.spawn().map_err(|e| match request.sandbox {
+                Some(_) => Error::Spawn(std::io::Error::new(
+                    e.kind(),
+                    format!("in its sandbox: {e}"),
+                )),
+                None => Error::Spawn(e),
+            })?;
             let pid = child.id().map(|p| p as i32).ok_or_else(|| {
                 Error::Spawn(std::io::Error::other(
                     "child exited before its pid was read",
@@ -511,6 +540,35 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
     }
 }
 
+/// Makes `command` run under `policy`: its temp dir as `TMPDIR`, and the Landlock ruleset,
+/// built here and applied in the child before `exec`.
+#[cfg(target_os = "linux")]
+fn sandbox(command: &mut Command, policy: &super::SandboxPolicy) -> Result<(), Error> {
+    let mut ruleset = Some(super::sandbox::ruleset(policy)?);
+    for var in ["TMPDIR", "TMP", "TEMP", "TEMPDIR"] {
+        command.env(var, policy.temp_dir());
+    }
+    // SAFETY: the closure runs in the forked child and makes only system calls (prctl and
+    // landlock_restrict_self); the ruleset was allocated before the fork.
+    unsafe {
+        command.pre_exec(move || match ruleset.take() {
+            Some(ruleset) => super::sandbox::restrict_child(ruleset),
+            None => Err(std::io::Error::from_raw_os_error(libc::EINVAL)),
+        });
+    }
+    Ok(())
+}
+
+/// Without Landlock nothing can enforce a policy, so a sandboxed command is refused.
+#[cfg(not(target_os = "linux"))]
+fn sandbox(_command: &mut Command, _policy: &super::SandboxPolicy) -> Result<(), Error> {
+    Err(Error::NotAllowed(
+        "cannot sandbox the command: sandboxes need Landlock, which only Linux has; the command \
+         was not run (set sandbox = \"off\" to run commands unrestricted)"
+            .into(),
+    ))
+}
+
 /// Runs filesystem work off the async threads.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Error> + Send + 'static,
@@ -593,6 +651,7 @@ mod tests {
             command,
             timeout: Duration::from_secs(300),
             working_dir: None,
+            sandbox: None,
         };
         tokio::time::timeout(
             Duration::from_secs(60),

@@ -4,11 +4,14 @@
 //! timeout or an abort can signal the command and everything it forked at once, and its
 //! processes carry [`MARKER_VAR`] so the ones that leave the group are still found
 //! (`process.rs`). The daemon is a child subreaper ([`become_subreaper`]) and records its
-//! groups through a [`ProcessLedger`], so nothing it starts outlives it unnoticed.
+//! groups through a [`ProcessLedger`], so nothing it starts outlives it unnoticed. What a
+//! tool call may write and reach is its [`SandboxPolicy`], applied by [`Sandboxed`]
+//! (`sandbox.rs`: Landlock for commands, path rules for file tools).
 
 mod env_filter;
 mod local;
 mod process;
+mod sandbox;
 mod search;
 mod utf8;
 
@@ -17,6 +20,7 @@ pub use local::{LocalExecutionEnvironment, LocalOptions, describe_escaped, end_l
 pub use process::{
     MARKER_VAR, ProcessId, become_subreaper, identify, reap_orphans, reap_orphans_forever, run_id,
 };
+pub use sandbox::{SandboxPolicy, Sandboxed};
 pub use search::{GrepMode, GrepOptions};
 
 use agentd_proto::{OutputStream, ProcessInfo};
@@ -93,6 +97,9 @@ pub struct ExecRequest<'a> {
     pub timeout: Duration,
     /// Working directory; the environment's own if `None`.
     pub working_dir: Option<&'a Path>,
+    /// What the command may write and reach; `None` runs it unrestricted. An environment
+    /// that cannot enforce a policy refuses the command.
+    pub sandbox: Option<&'a SandboxPolicy>,
 }
 
 /// Receives command output as it arrives.
@@ -120,6 +127,14 @@ pub trait ExecutionEnvironment: Send + Sync {
     fn platform(&self) -> &str;
     /// A human-readable OS version.
     fn os_version(&self) -> String;
+    /// The directory sandboxed commands get as their own temp dir (`TMPDIR`), created on
+    /// first use and removed with the environment.
+    fn temp_dir(&self) -> Result<PathBuf, Error> {
+        Err(Error::NotAllowed(
+            "this environment has no temp dir for sandboxed commands, so it cannot sandbox them"
+                .into(),
+        ))
+    }
     /// Reads a whole file.
     async fn read_file(&self, path: &Path) -> Result<Vec<u8>, Error>;
     /// Writes a whole file, creating parent directories.
@@ -182,6 +197,9 @@ impl<E: ExecutionEnvironment> ExecutionEnvironment for ReadOnly<E> {
     }
     fn os_version(&self) -> String {
         self.0.os_version()
+    }
+    fn temp_dir(&self) -> Result<PathBuf, Error> {
+        self.0.temp_dir()
     }
     async fn read_file(&self, path: &Path) -> Result<Vec<u8>, Error> {
         self.0.read_file(path).await

@@ -48,6 +48,7 @@ async fn git_snapshot(env: &dyn ExecutionEnvironment) -> Option<GitSnapshot> {
         command: GIT_SNAPSHOT,
         timeout: Duration::from_secs(5),
         working_dir: None,
+        sandbox: None,
     };
     let result = env
         .exec_command(request, &|_, _| {}, &CancellationToken::new())

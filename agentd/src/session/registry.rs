@@ -27,7 +27,7 @@ use crate::store::{ParentLink, ProcessRecords, RecordedGroup, SessionFiles, Sess
 use crate::tools::SpawnRequest;
 use agentd_proto::{
     ConfigPatch, CreateParams, DaemonEvent, DamagedSession, EntryId, ForkOrigin, ProviderKind,
-    SessionId, SessionSnapshot, SessionState, SessionSummary,
+    SandboxMode, SessionId, SessionSnapshot, SessionState, SessionSummary,
 };
 use dashmap::DashMap;
 use std::collections::BTreeMap;
@@ -487,6 +487,11 @@ impl Registry {
             .session_config(provider_name, params.model.as_deref())
             .map_err(|e| Error::InvalidConfig(e.to_string()))?;
         if let Some(patch) = &params.config {
+            if params.read_only && patch.sandbox.is_some_and(|m| m != SandboxMode::ReadOnly) {
+                return Err(Error::InvalidConfig(
+                    "sandbox: a read-only session's sandbox is always read_only".into(),
+                ));
+            }
             config.apply(patch);
             crate::config::validate_session_config(&config)
                 .map_err(|e| Error::InvalidConfig(e.to_string()))?;
@@ -555,7 +560,9 @@ impl Registry {
                     template.cwd.display()
                 )));
             }
-            template.cwd = cwd;
+            // The child works in a part of its parent's tree and may write where it may.
+            let parent_cwd = std::mem::replace(&mut template.cwd, cwd);
+            template.config.sandbox_writable_roots.push(parent_cwd);
         }
         if let Some(model) = request.model {
             template.config.model = model;

@@ -439,6 +439,15 @@ impl Core {
         &mut self,
         patch: &agentd_proto::ConfigPatch,
     ) -> Result<agentd_proto::SessionConfig, Error> {
+        if self.info.read_only
+            && patch
+                .sandbox
+                .is_some_and(|m| m != agentd_proto::SandboxMode::ReadOnly)
+        {
+            return Err(Error::InvalidConfig(
+                "sandbox: a read-only session's sandbox is always read_only".into(),
+            ));
+        }
         let mut next = (*self.config).clone();
         next.apply(patch);
         crate::config::validate_session_config(&next)
@@ -772,15 +781,21 @@ pub(super) fn start(
         Writer::start(files, reader, last_seq)
     });
     let log = EventLog::new(spec.id, writer, last_seq, updated);
+    let mut config = spec.config;
+    // A read-only session's commands write nowhere either (records from before sandboxes
+    // existed included).
+    if spec.read_only {
+        config.sandbox = agentd_proto::SandboxMode::ReadOnly;
+    }
     // A config validated at creation; only a record edited by hand can fail here.
-    let (tools, tools_warning) = match session_tools(&info.profile.tools, &spec.config) {
+    let (tools, tools_warning) = match session_tools(&info.profile.tools, &config) {
         Ok(tools) => (tools, None),
         Err(e) => (
             info.profile.tools.clone(),
             Some(format!("the session's client tools are not offered: {e}")),
         ),
     };
-    let config = Arc::new(spec.config);
+    let config = Arc::new(config);
     let mut core = Core {
         info: info.clone(),
         daemon_events,

@@ -226,3 +226,15 @@ fn the_format_is_pinned() {
         "the on-disk format changed (see this test's doc)"
     );
 }
+
+/// Records written before sessions had sandboxes load with the default sandbox.
+#[test]
+fn a_record_from_before_sandboxes_loads() {
+    let mut value: serde_json::Value = serde_json::from_slice(&record("a").to_json()).unwrap();
+    let config = value["config"].as_object_mut().unwrap();
+    for key in ["sandbox", "sandbox_writable_roots", "sandbox_network"] {
+        assert!(config.remove(key).is_some(), "{key}");
+    }
+    let old: SessionRecord = serde_json::from_value(value).unwrap();
+    assert_eq!(old.config, record("a").config);
+}

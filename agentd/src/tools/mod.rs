@@ -38,7 +38,7 @@ pub use subagents::{
 };
 pub use write_file::WriteFile;
 
-use crate::exec::{ExecutionEnvironment, OutputSink};
+use crate::exec::{ExecutionEnvironment, OutputSink, SandboxPolicy};
 use agentd_proto::{SessionConfig, ToolCallId};
 use async_trait::async_trait;
 use serde::Serialize;
@@ -58,8 +58,10 @@ pub struct ToolDefinition {
 
 /// Everything a tool may use while it runs.
 pub struct ToolContext<'a> {
-    /// Where to read, write and run.
+    /// Where to read, write and run: the session's environment under this call's sandbox.
     pub env: &'a dyn ExecutionEnvironment,
+    /// The sandbox this call runs under (already applied by `env`); `None`: unrestricted.
+    pub sandbox: Option<&'a SandboxPolicy>,
     /// The session's settings at the time of the call.
     pub config: &'a SessionConfig,
     /// The profile's shell timeout when the call sets none (spec 3.5: 120 s for Anthropic).

@@ -65,6 +65,7 @@ impl Tool for Shell {
             command: &args.command,
             timeout: Duration::from_millis(timeout_ms),
             working_dir: None,
+            sandbox: ctx.sandbox,
         };
         let mut result = ctx
             .env
@@ -98,6 +99,16 @@ impl Tool for Shell {
         if result.cancelled {
             text.push_str("[Command aborted by the user.]");
             return Err(ToolError(text));
+        }
+        // A sandbox's refusal is an EACCES like any other; the model needs to know there is
+        // a sandbox to tell them apart.
+        if let (Some(policy), false) = (ctx.sandbox, result.exit_code == Some(0))
+            && text.contains("Permission denied")
+        {
+            text.push_str(&format!(
+                "[{}; a write or connection outside it fails with \"Permission denied\"]\n",
+                policy.describe()
+            ));
         }
         match result.exit_code {
             Some(0) => {

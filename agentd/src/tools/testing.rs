@@ -16,6 +16,7 @@ pub(crate) fn run(
     let sink = |_, _: &str| {};
     let ctx = ToolContext {
         env,
+        sandbox: None,
         config: &config,
         default_command_timeout: Duration::from_secs(5),
         cancel: &cancel,

@@ -42,6 +42,7 @@ mod protocol;
 mod protocol_edges;
 mod provider;
 mod provider_limits;
+mod sandbox;
 mod secrets;
 mod session_core;
 mod streams;

@@ -211,9 +211,15 @@ async fn a_read_only_session_refuses_writes() {
     ));
     s.mock.push_stream(Family::Anthropic.text("ok"));
     let events = s.run("write").await;
-    assert_eq!(
-        of_kind(&events, "tool_call_end")[0]["data"]["error"],
-        "Tool error (write_file): write operations are disabled in read-only mode"
+    // The session's read_only sandbox refuses it before the read-only environment would.
+    let error = of_kind(&events, "tool_call_end")[0]["data"]["error"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        error.starts_with("Tool error (write_file): refused by the sandbox: ")
+            && error.contains("x.txt is outside the writable roots (sandbox read_only: "),
+        "{error}"
     );
     assert!(!s.workdir.path().join("x.txt").exists());
 }

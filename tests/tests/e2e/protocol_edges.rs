@@ -408,6 +408,7 @@ async fn null_means_absent_for_every_optional_field_of_every_method() {
                 "session_id" => json!(s.session),
                 "cwd" => json!(workdir),
                 "text" => json!("hello"),
+                "request_id" => json!("req_none"),
                 // The patch's own fields are all optional: every one of them null too.
                 "config" if required.contains(&"config") => {
                     let patch = resolve(field_schema);
