@@ -35,6 +35,10 @@ pub enum ErrorKind {
     /// A bug in the daemon stopped the request (a crashed task); the session and the daemon
     /// go on, and the message says what failed.
     Internal,
+    /// The session's execution environment cannot be reached (an SSH host that refuses the
+    /// connection, fails host key verification, or lacks the working directory); the message
+    /// carries the reason.
+    EnvironmentUnavailable,
 }
 
 impl ErrorKind {
@@ -52,6 +56,7 @@ impl ErrorKind {
             Self::StorageFailed => -32030,
             Self::ProviderFailed => -32022,
             Self::Internal => -32040,
+            Self::EnvironmentUnavailable => -32024,
         }
     }
 
@@ -69,6 +74,7 @@ impl ErrorKind {
             Self::StorageFailed => "storage_failed",
             Self::ProviderFailed => "provider_failed",
             Self::Internal => "internal",
+            Self::EnvironmentUnavailable => "environment_unavailable",
         }
     }
 
@@ -78,7 +84,7 @@ impl ErrorKind {
     }
 
     /// Every kind, for documentation and schema export.
-    pub const ALL: [ErrorKind; 11] = [
+    pub const ALL: [ErrorKind; 12] = [
         Self::Overloaded,
         Self::Unauthorized,
         Self::ShuttingDown,
@@ -90,6 +96,7 @@ impl ErrorKind {
         Self::StorageFailed,
         Self::ProviderFailed,
         Self::Internal,
+        Self::EnvironmentUnavailable,
     ];
 }
 

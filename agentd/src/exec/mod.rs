@@ -1,4 +1,6 @@
-//! Where tools run: the [`ExecutionEnvironment`] trait (spec 4.1) and its local implementation.
+//! Where tools run: the [`ExecutionEnvironment`] trait (spec 4.1), its local implementation,
+//! and the SSH one ([`SshExecutionEnvironment`], `ssh/`) that runs the same tools on another
+//! machine over one multiplexed OpenSSH connection.
 //!
 //! Only this module spawns processes. Every command runs in its own process group so that a
 //! timeout or an abort can signal the command and everything it forked at once, and its
@@ -10,6 +12,7 @@ mod env_filter;
 mod local;
 mod process;
 mod search;
+mod ssh;
 mod utf8;
 
 pub use env_filter::{DEFAULT_SECRET_PATTERNS, EnvFilter, EnvPolicy};
@@ -18,6 +21,7 @@ pub use process::{
     MARKER_VAR, ProcessId, become_subreaper, identify, reap_orphans, reap_orphans_forever, run_id,
 };
 pub use search::{GrepMode, GrepOptions};
+pub use ssh::{SshConnections, SshExecutionEnvironment, SshTarget};
 
 use agentd_proto::OutputStream;
 use async_trait::async_trait;
@@ -49,6 +53,10 @@ pub enum Error {
     /// The environment does not allow this operation (for example a write when read-only).
     #[error("{0}")]
     NotAllowed(String),
+    /// The environment cannot be reached (an SSH host that refuses the connection or fails
+    /// host key verification); the message says which and why.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 impl Error {

@@ -58,6 +58,9 @@ impl From<session::Error> for ErrorObjectOwned {
                 ErrorObjectOwned::owned(INVALID_PARAMS_CODE, message, None::<()>)
             }
             session::Error::Internal(_) => app_error(ErrorKind::Internal, message, None),
+            session::Error::EnvironmentUnavailable(_) => {
+                app_error(ErrorKind::EnvironmentUnavailable, message, None)
+            }
         }
     }
 }

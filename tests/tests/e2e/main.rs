@@ -40,6 +40,7 @@ mod provider;
 mod provider_limits;
 mod secrets;
 mod session_core;
+mod ssh;
 mod streams;
 mod subagents;
 mod tidy;
