@@ -212,7 +212,12 @@ pub struct CreateParams {
     /// Working directory (absolute) the session's tools run in. Required for a local
     /// environment; an ssh environment names its remote directory in `environment.cwd`, and
     /// this, when given, must be the same path.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "String::is_empty"
+    )]
+    #[schemars(with = "Option<String>")]
     pub cwd: String,
     /// Where the session's tools run: this machine (the default) or a host over SSH.
     #[serde(

@@ -297,6 +297,6 @@ mod tests {
             schema["subscriptions"]["session/subscribe"]["notification"],
             "session/event"
         );
-        assert_eq!(schema["errors"]["codes"].as_array().unwrap().len(), 11);
+        assert_eq!(schema["errors"]["codes"].as_array().unwrap().len(), 12);
     }
 }

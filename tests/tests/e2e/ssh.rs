@@ -436,3 +436,60 @@ async fn overhead_per_tool_round_is_printed() {
         measured[1] - measured[0]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagent_of_a_remote_session_works_on_the_same_remote() {
+    use agentd_tests::mock::Reply;
+    let Some(server) = server() else { return };
+    let mut s = remote_setup(&server).await;
+    s.mock.respond_with(|body| {
+        let text = body.to_string();
+        let results = text.matches("\"tool_result\"").count();
+        let child = body["messages"][0]["content"]
+            .to_string()
+            .contains("child-task");
+        Reply::Stream(match (child, results) {
+            (true, 0) => sse::shell("c1", "echo \"child sees $AGENTD_TEST_VISIBLE in $PWD\""),
+            (true, _) => sse::text("child done"),
+            (false, 0) => sse::tools(
+                "",
+                &[(
+                    "p1",
+                    "spawn_agent",
+                    json!({"task": "child-task: look around"}),
+                )],
+            ),
+            (false, 1) => {
+                let start = text.find("spawned agent ").expect("spawned") + "spawned agent ".len();
+                let id = &text[start..start + 36];
+                sse::tools("", &[("p2", "wait", json!({"agent_id": id}))])
+            }
+            (false, _) => sse::text("parent done"),
+        })
+    });
+    let events = s.run("delegate").await;
+    let waited = tool_outputs(&events);
+    assert!(
+        waited[1].contains("child done"),
+        "the parent gets the child's answer: {waited:?}"
+    );
+    let spawned = of_kind(&events, "subagent_spawned")[0]["data"]["agent_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let child = s
+        .client
+        .call("session/get", json!({"session_id": spawned}))
+        .await
+        .unwrap();
+    assert_eq!(child["environment"]["kind"], "ssh", "{child}");
+    assert_eq!(child["environment"]["host"], "box", "{child}");
+    let history = s
+        .client
+        .call("session/history", json!({"session_id": spawned}))
+        .await
+        .unwrap()
+        .to_string();
+    let expected = format!("child sees remote-only in {}", s.workdir.path().display());
+    assert!(history.contains(&expected), "{history}");
+}

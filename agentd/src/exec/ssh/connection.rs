@@ -114,6 +114,30 @@ fn ssh_marker() -> String {
     format!("{}.ssh", process::run_id())
 }
 
+/// The file operations' server: one long-lived bash on the remote that runs each request's
+/// script in a subshell, so an operation costs a round trip and a fork instead of a new
+/// channel and a login shell (whose startup files may do slow work). A request is
+/// `ARGS CAP INPUT\n`, then each argument as `LENGTH\nBYTES` (the script first), then INPUT
+/// bytes of stdin; the answer is `CODE OUT ERR\n` then OUT bytes of stdout (`-1`: more than
+/// CAP, not sent) and ERR bytes of stderr (at most 64 KiB). `SSH_CLIENT` is unset so no bash
+/// it starts takes itself for an ssh login and reads `~/.bashrc`.
+const WORKER: &str = r#"export LC_ALL=C; unset SSH_CLIENT SSH2_CLIENT
+t=$(mktemp -d) || exit 1; trap 'rm -rf "$t"' EXIT
+while read -r n cap len; do
+  a=(); i=0
+  while [ "$i" -lt "$n" ]; do read -r l || exit 0; v=; [ "$l" -gt 0 ] && { IFS= read -r -N "$l" v || exit 0; }; a+=("$v"); i=$((i+1)); done
+  if [ "$len" -gt 0 ]; then head -c "$len" >"$t/in"; else : >"$t/in"; fi
+  ( set -- "${a[@]:1}"; eval "${a[0]}" ) <"$t/in" >"$t/out" 2>"$t/err"; c=$?
+  z=$(stat -c %s "$t/out" "$t/err"); o=${z%%$'
+'*}; e=${z##*$'
+'}
+  [ "$e" -gt 65536 ] && e=65536
+  if [ "$o" -gt "$cap" ]; then printf '%s -1 %s
+' "$c" "$e"; head -c "$e" "$t/err"
+  else printf '%s %s %s
+' "$c" "$o" "$e"; cat "$t/out"; head -c "$e" "$t/err"; fi
+done"#;
+
 /// A request to the master's task: make sure the master runs, then answer.
 type Ensure = oneshot::Sender<Result<(), String>>;
 
@@ -122,6 +146,7 @@ pub(crate) struct Connection {
     target: SshTarget,
     control: PathBuf,
     ensure: mpsc::Sender<Ensure>,
+    worker: mpsc::Sender<Request>,
     facts: OnceLock<Facts>,
 }
 
@@ -129,10 +154,13 @@ impl Connection {
     fn new(target: SshTarget, control: PathBuf) -> Arc<Self> {
         let (ensure, requests) = mpsc::channel(64);
         tokio::spawn(master_task(target.clone(), control.clone(), requests));
+        let (worker, requests) = mpsc::channel(64);
+        tokio::spawn(worker_task(target.clone(), control.clone(), requests));
         Arc::new(Self {
             target,
             control,
             ensure,
+            worker,
             facts: OnceLock::new(),
         })
     }
@@ -167,7 +195,8 @@ impl Connection {
         if let Some(facts) = self.facts.get() {
             return Ok(facts);
         }
-        let out = self.run(PROBE, &[], None, 1024 * 1024).await?;
+        // Over a channel of its own: the environment it reads is the login's, not the worker's.
+        let out = self.run_alone(PROBE, &[], None, 1024 * 1024).await?;
         if out.code != Some(0) {
             return Err(Error::Unavailable(format!(
                 "ssh host {}: {}",
@@ -187,28 +216,69 @@ impl Connection {
     /// An `ssh` mux client running `script` (bash) with `args` as `$1...` on the remote.
     /// stdin, stdout and stderr are pipes; the client is killed when dropped.
     pub(super) fn command(&self, script: &str, args: &[&str]) -> Command {
-        let mut remote = format!("exec /bin/bash -c {} agentd", quote(script));
-        for arg in args {
-            remote.push(' ');
-            remote.push_str(&quote(arg));
-        }
-        let mut command = Command::new("ssh");
-        command
-            .args(self.target.options(&self.control))
-            .args(["-T", "-o", "ControlMaster=no", "--"])
-            .arg(&self.target.destination)
-            .arg(remote)
-            .env(MARKER_VAR, ssh_marker())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        command
+        mux_command(&self.target, &self.control, script, args)
     }
 
     /// Runs `script` to its end with `input` on stdin; keeps at most `cap` bytes of stdout
-    /// (more is an error) and 64 KiB of stderr.
+    /// (more is an error) and 64 KiB of stderr. It goes to the remote worker (one round
+    /// trip); when the worker cannot be reached it runs over a channel of its own.
     pub(super) async fn run(
+        &self,
+        script: &str,
+        args: &[&str],
+        input: Option<&[u8]>,
+        cap: usize,
+    ) -> Result<Output, Error> {
+        let (reply, answer) = oneshot::channel();
+        let request = Request {
+            parts: std::iter::once(script)
+                .chain(args.iter().copied())
+                .map(str::to_owned)
+                .collect(),
+            input: input.map(<[u8]>::to_vec).unwrap_or_default(),
+            cap,
+            reply,
+        };
+        if self.worker.send(request).await.is_ok()
+            && let Ok(Some(result)) = answer.await
+        {
+            return result.map_err(|e| match e {
+                WorkerError::TooLarge => too_large(cap),
+                WorkerError::Timeout => Error::Unavailable(format!(
+                    "ssh host {}: a file operation took more than {} s",
+                    self.target.label,
+                    WORKER_TIMEOUT.as_secs()
+                )),
+            });
+        }
+        self.run_alone(script, args, input, cap).await
+    }
+}
+
+/// `ssh` running `script` with `args` over the connection's master.
+fn mux_command(target: &SshTarget, control: &Path, script: &str, args: &[&str]) -> Command {
+    let mut remote = format!("exec /bin/bash -c {} agentd", quote(script));
+    for arg in args {
+        remote.push(' ');
+        remote.push_str(&quote(arg));
+    }
+    let mut command = Command::new("ssh");
+    command
+        .args(target.options(control))
+        .args(["-T", "-o", "ControlMaster=no", "--"])
+        .arg(&target.destination)
+        .arg(remote)
+        .env(MARKER_VAR, ssh_marker())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    command
+}
+
+impl Connection {
+    /// Like [`Connection::run`], over a channel of its own.
+    async fn run_alone(
         &self,
         script: &str,
         args: &[&str],
@@ -242,9 +312,7 @@ impl Connection {
         r_out.map_err(Error::Spawn)?;
         r_err.map_err(Error::Spawn)?;
         if out.len() > cap {
-            return Err(Error::NotAllowed(format!(
-                "the remote output is larger than {cap} bytes"
-            )));
+            return Err(too_large(cap));
         }
         let status = child.wait().await.map_err(Error::Spawn)?;
         let stderr = String::from_utf8_lossy(&err).into_owned();
@@ -270,6 +338,131 @@ impl Connection {
                 reason
             }
         ))
+    }
+}
+
+fn too_large(cap: usize) -> Error {
+    Error::NotAllowed(format!("the remote output is larger than {cap} bytes"))
+}
+
+/// How long one file operation may take on the worker before the worker is given up.
+const WORKER_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A file operation for the worker.
+struct Request {
+    /// The script, then its arguments.
+    parts: Vec<String>,
+    input: Vec<u8>,
+    cap: usize,
+    /// `None`: the worker could not be reached; run it some other way.
+    reply: oneshot::Sender<Option<Result<Output, WorkerError>>>,
+}
+
+enum WorkerError {
+    TooLarge,
+    Timeout,
+}
+
+/// The running worker: its channel's pipes.
+struct Worker {
+    _child: Child,
+    _spawned: SpawnedChild,
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::io::BufReader<tokio::process::ChildStdout>,
+}
+
+impl Worker {
+    fn start(target: &SshTarget, control: &Path) -> Option<Self> {
+        let mut command = mux_command(target, control, WORKER, &[]);
+        command.stderr(Stdio::null());
+        let (mut child, spawned) = process::spawn(&mut command).ok()?;
+        Some(Self {
+            stdin: child.stdin.take()?,
+            stdout: tokio::io::BufReader::new(child.stdout.take()?),
+            _child: child,
+            _spawned: spawned,
+        })
+    }
+
+    async fn exchange(
+        &mut self,
+        request: &Request,
+    ) -> std::io::Result<Result<Output, WorkerError>> {
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+        let mut message = format!(
+            "{} {} {}\n",
+            request.parts.len(),
+            request.cap,
+            request.input.len()
+        )
+        .into_bytes();
+        for part in &request.parts {
+            message.extend_from_slice(format!("{}\n", part.len()).as_bytes());
+            message.extend_from_slice(part.as_bytes());
+        }
+        message.extend_from_slice(&request.input);
+        self.stdin.write_all(&message).await?;
+        self.stdin.flush().await?;
+        let mut header = String::new();
+        (&mut self.stdout).take(64).read_line(&mut header).await?;
+        let broken = || std::io::Error::other(format!("bad answer from the worker: {header:?}"));
+        let mut fields = header.split_whitespace().map(str::parse::<i64>);
+        let (Some(Ok(code)), Some(Ok(out)), Some(Ok(err))) =
+            (fields.next(), fields.next(), fields.next())
+        else {
+            return Err(broken());
+        };
+        let mut stdout = Vec::new();
+        if out >= 0 {
+            (&mut self.stdout)
+                .take(out as u64)
+                .read_to_end(&mut stdout)
+                .await?;
+        }
+        let mut stderr = Vec::new();
+        (&mut self.stdout)
+            .take(err.max(0) as u64)
+            .read_to_end(&mut stderr)
+            .await?;
+        if out < 0 {
+            return Ok(Err(WorkerError::TooLarge));
+        }
+        if stdout.len() as i64 != out || stderr.len() as i64 != err {
+            return Err(broken());
+        }
+        Ok(Ok(Output {
+            code: i32::try_from(code).ok(),
+            stdout,
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        }))
+    }
+}
+
+/// Owns the worker: starts it on the first request and again after it failed (the
+/// connection dropped), and answers requests one at a time.
+async fn worker_task(target: SshTarget, control: PathBuf, mut requests: mpsc::Receiver<Request>) {
+    let mut worker: Option<Worker> = None;
+    while let Some(request) = requests.recv().await {
+        if worker.is_none() {
+            worker = Worker::start(&target, &control);
+        }
+        let Some(w) = worker.as_mut() else {
+            let _ = request.reply.send(None);
+            continue;
+        };
+        let answer = match tokio::time::timeout(WORKER_TIMEOUT, w.exchange(&request)).await {
+            Ok(Ok(result)) => Some(result),
+            Ok(Err(e)) => {
+                tracing::debug!(host = %target.label, "the ssh worker failed: {e}");
+                worker = None;
+                None
+            }
+            Err(_) => {
+                worker = None;
+                Some(Err(WorkerError::Timeout))
+            }
+        };
+        let _ = request.reply.send(answer);
     }
 }
 
