@@ -297,6 +297,6 @@ mod tests {
             schema["subscriptions"]["session/subscribe"]["notification"],
             "session/event"
         );
-        assert_eq!(schema["errors"]["codes"].as_array().unwrap().len(), 12);
+        assert_eq!(schema["errors"]["codes"].as_array().unwrap().len(), 13);
     }
 }

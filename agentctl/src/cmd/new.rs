@@ -8,8 +8,8 @@ use crate::client::Connection;
 use crate::error::{Failure, Result};
 use agentd_proto::methods as m;
 use agentd_proto::{
-    ConfigPatch, CreateParams, Environment, ReasoningEffort, SessionSnapshot, SetConfigParams,
-    SshEnvironment,
+    ApprovalMode, ApprovalPatch, ApprovalRule, ConfigPatch, CreateParams, Environment,
+    ReasoningEffort, SessionSnapshot, SetConfigParams, SshEnvironment,
 };
 use std::path::PathBuf;
 
@@ -79,6 +79,34 @@ pub(crate) struct NewArgs {
     /// Refuse file writes and deletes (commands still run).
     #[arg(long)]
     read_only: bool,
+    /// `ask`: every command and file change waits for approval (answered at the terminal
+    /// with --follow, or with `agentctl respond`); `auto` runs them.
+    #[arg(long, value_enum, value_name = "MODE")]
+    approval: Option<ApprovalArg>,
+    /// A call that runs without asking, as `tool` or `tool(pattern)`: `--allow 'shell(git
+    /// status*)'`. Repeatable.
+    #[arg(long, value_name = "RULE")]
+    allow: Vec<String>,
+    /// A call that is refused without asking, in every mode: `--deny 'shell(rm *)'`.
+    /// Repeatable; deny wins over allow.
+    #[arg(long, value_name = "RULE")]
+    deny: Vec<String>,
+}
+
+/// `--approval`: the values of [`ApprovalMode`].
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub(crate) enum ApprovalArg {
+    Auto,
+    Ask,
+}
+
+impl From<ApprovalArg> for ApprovalMode {
+    fn from(a: ApprovalArg) -> Self {
+        match a {
+            ApprovalArg::Auto => ApprovalMode::Auto,
+            ApprovalArg::Ask => ApprovalMode::Ask,
+        }
+    }
 }
 
 impl NewArgs {
@@ -119,7 +147,16 @@ impl NewArgs {
                 (cwd.display().to_string(), Environment::Local)
             }
         };
+        let rules =
+            |r: Vec<String>| (!r.is_empty()).then(|| r.into_iter().map(ApprovalRule).collect());
+        let approval = ApprovalPatch {
+            mode: self.approval.map(Into::into),
+            allow: rules(self.allow),
+            deny: rules(self.deny),
+            ..ApprovalPatch::default()
+        };
         let patch = ConfigPatch {
+            approval: (approval != ApprovalPatch::default()).then_some(approval),
             reasoning_effort: self.effort.map(|e| Some(e.into())),
             max_turns: self.max_turns,
             max_tool_rounds_per_input: self.max_rounds,
