@@ -1,7 +1,7 @@
 //! [`SshExecutionEnvironment`]: the session's tools on another machine, over one multiplexed
-//! OpenSSH connection (`connection.rs`). Every operation is one mux client (one round trip on
-//! the open connection) running a small bash script on the remote; files travel on its
-//! stdin and stdout.
+//! OpenSSH connection (`connection.rs`). Every operation is a small bash script run on the
+//! remote: file operations, grep and glob by the connection's long-lived worker (one round
+//! trip), commands each on a channel of their own; files travel on stdin and stdout.
 //!
 //! A command runs under `setsid` on the remote, so it leads a process group of its own whose
 //! id is the first line the script prints. A timeout or an abort sends that group SIGTERM,
