@@ -546,3 +546,58 @@ async fn agentctl_new_ssh_creates_a_remote_session_and_rejects_a_bad_spec() {
         "{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_patch_and_truncation_work_as_locally() {
+    let Some(server) = server() else { return };
+    let mut s = remote_setup(&server).await;
+    let dir = s.workdir.path().to_owned();
+    std::fs::write(dir.join("a.txt"), "one\ntwo\nthree\n").unwrap();
+    std::fs::write(
+        dir.join("big.txt"),
+        format!("{}\n", "0123456789".repeat(10)).repeat(3_000),
+    )
+    .unwrap();
+    let patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n one\n-two\n+TWO\n three\n*** Add File: b/new.txt\n+added\n*** End Patch\n";
+    s.mock.push_stream(sse::tools(
+        "",
+        &[("p1", "apply_patch", json!({"patch": patch}))],
+    ));
+    s.mock.push_stream(sse::tools(
+        "",
+        &[("r1", "read_file", json!({"file_path": "big.txt"}))],
+    ));
+    s.mock.push_stream(sse::text("done"));
+    // The openai profile has apply_patch.
+    let created = s
+        .client
+        .call(
+            "session/create",
+            json!({"profile": "openai", "environment": {"kind": "ssh", "host": "box",
+                "cwd": dir.display().to_string()}}),
+        )
+        .await
+        .unwrap();
+    s.session = created["session_id"].as_str().unwrap().to_owned();
+    let events = s.run("patch and read").await;
+    let outputs = tool_outputs(&events);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("a.txt")).unwrap(),
+        "one\nTWO\nthree\n",
+        "{outputs:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("b/new.txt")).unwrap(),
+        "added\n"
+    );
+    assert!(
+        outputs[1].len() > 200_000,
+        "the event keeps the full output"
+    );
+    let requests = s.mock.requests();
+    let last = requests.last().unwrap().body.to_string();
+    assert!(
+        last.contains("Tool output was truncated"),
+        "the model gets the truncated output"
+    );
+}
