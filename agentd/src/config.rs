@@ -213,6 +213,8 @@ pub struct Config {
     pub evict_idle_after: Option<Duration>,
     /// `[tools]`: what commands run with.
     pub tools: ToolsConfig,
+    /// `[hosts.NAME]`: machines sessions may run on over SSH, by name.
+    pub hosts: BTreeMap<String, HostConfig>,
     /// Problems that do not stop the daemon but should be fixed (a config file others can
     /// write); logged at start and printed by `--check-config`.
     pub warnings: Vec<String>,
@@ -240,6 +242,27 @@ pub struct ToolsConfig {
     /// A provider's key variable is never passed.
     #[serde(default)]
     pub env_allow: Vec<String>,
+}
+
+/// `[hosts.NAME]`: a machine sessions may run on over SSH, named by clients as
+/// `{"kind": "ssh", "host": "NAME", "cwd": ...}`. Every key is optional; what is absent comes
+/// from the ssh configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostConfig {
+    /// The host name or address to connect to (default: NAME, which the ssh configuration
+    /// may resolve as an alias).
+    pub hostname: Option<String>,
+    /// The remote user.
+    pub user: Option<String>,
+    /// The port.
+    pub port: Option<u16>,
+    /// A private key file.
+    pub identity_file: Option<PathBuf>,
+    /// The ssh configuration file (`ssh -F`) instead of `~/.ssh/config`.
+    pub ssh_config: Option<PathBuf>,
+    /// The known-hosts file host keys are checked against instead of `~/.ssh/known_hosts`.
+    pub known_hosts: Option<PathBuf>,
 }
 
 /// A configuration problem; the message names the file and key.
@@ -304,6 +327,8 @@ struct FileConfig {
     server: ServerConfig,
     #[serde(default)]
     tools: ToolsConfig,
+    #[serde(default)]
+    hosts: BTreeMap<String, HostConfig>,
 }
 
 #[derive(Deserialize, Default)]
@@ -651,6 +676,7 @@ impl Config {
             },
             server: file.server,
             tools: file.tools,
+            hosts: file.hosts,
             warnings: Vec::new(),
             requested: None,
             explicit: false,

@@ -1207,13 +1207,25 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__new)
-            opts="-h --cwd --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --approval --allow --deny --sandbox --writable-roots --sandbox-network --socket --json --help"
+            opts="-h --cwd --ssh --ssh-port --ssh-identity --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --approval --allow --deny --sandbox --writable-roots --sandbox-network --socket --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --cwd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ssh)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ssh-port)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ssh-identity)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1441,7 +1453,7 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__submit)
-            opts="-f -h --new --follow --when-busy --client-input-id --cwd --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --approval --allow --deny --sandbox --writable-roots --sandbox-network --socket --json --help"
+            opts="-f -h --new --follow --when-busy --client-input-id --cwd --ssh --ssh-port --ssh-identity --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --approval --allow --deny --sandbox --writable-roots --sandbox-network --socket --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1456,6 +1468,18 @@ _agentctl() {
                     return 0
                     ;;
                 --cwd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ssh)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ssh-port)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ssh-identity)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

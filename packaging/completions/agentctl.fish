@@ -63,6 +63,9 @@ complete -c agentctl -n "__fish_agentctl_using_subcommand models" -l socket -d '
 complete -c agentctl -n "__fish_agentctl_using_subcommand models" -l json -d 'Print machine-readable NDJSON instead of text'
 complete -c agentctl -n "__fish_agentctl_using_subcommand models" -s h -l help -d 'Print help'
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l cwd -d 'Working directory [default: the current directory]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l ssh -d 'Run the session\'s tools on another machine over SSH: `[USER@]HOST:/remote/dir`, where HOST is a `[hosts.NAME]` entry of the daemon\'s config or a host the ssh configuration knows. Host keys must already be in known_hosts' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l ssh-port -d 'The SSH port (with --ssh) [default: the host entry\'s or ssh configuration\'s]' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l ssh-identity -d 'The private key file (with --ssh) [default: the host entry\'s, ssh agent\'s or configuration\'s]' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l provider -d 'Provider name (see `agentctl models`)' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l model -d 'Model [default: the provider\'s default model]' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l effort -d 'Reasoning effort [default: the provider\'s default]' -r -f -a "low\t''
@@ -100,6 +103,9 @@ steer\t''
 reject\t''"
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l client-input-id -d 'Idempotency key: a repeated submit with the same key does nothing' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l cwd -d 'Working directory [default: the current directory]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l ssh -d 'Run the session\'s tools on another machine over SSH: `[USER@]HOST:/remote/dir`, where HOST is a `[hosts.NAME]` entry of the daemon\'s config or a host the ssh configuration knows. Host keys must already be in known_hosts' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l ssh-port -d 'The SSH port (with --ssh) [default: the host entry\'s or ssh configuration\'s]' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l ssh-identity -d 'The private key file (with --ssh) [default: the host entry\'s, ssh agent\'s or configuration\'s]' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l provider -d 'Provider name (see `agentctl models`)' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l model -d 'Model [default: the provider\'s default model]' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l effort -d 'Reasoning effort [default: the provider\'s default]' -r -f -a "low\t''

@@ -41,6 +41,10 @@ pub enum ErrorKind {
     /// A bug in the daemon stopped the request (a crashed task); the session and the daemon
     /// go on, and the message says what failed.
     Internal,
+    /// The session's execution environment cannot be reached (an SSH host that refuses the
+    /// connection, fails host key verification, or lacks the working directory); the message
+    /// carries the reason.
+    EnvironmentUnavailable,
 }
 
 impl ErrorKind {
@@ -60,6 +64,7 @@ impl ErrorKind {
             Self::ProviderFailed => -32022,
             Self::RequestNotFound => -32013,
             Self::Internal => -32040,
+            Self::EnvironmentUnavailable => -32024,
         }
     }
 
@@ -79,6 +84,7 @@ impl ErrorKind {
             Self::ProviderFailed => "provider_failed",
             Self::RequestNotFound => "request_not_found",
             Self::Internal => "internal",
+            Self::EnvironmentUnavailable => "environment_unavailable",
         }
     }
 
@@ -88,7 +94,7 @@ impl ErrorKind {
     }
 
     /// Every kind, for documentation and schema export.
-    pub const ALL: [ErrorKind; 13] = [
+    pub const ALL: [ErrorKind; 14] = [
         Self::Overloaded,
         Self::Unauthorized,
         Self::ShuttingDown,
@@ -102,6 +108,7 @@ impl ErrorKind {
         Self::StorageFailed,
         Self::ProviderFailed,
         Self::Internal,
+        Self::EnvironmentUnavailable,
     ];
 }
 

@@ -168,6 +168,9 @@ pub struct SessionSnapshot {
     /// Requests waiting for a client's answer (`session/respond`), oldest first.
     #[serde(default)]
     pub pending: Vec<crate::PendingRequest>,
+    /// Where its tools run (absent: locally).
+    #[serde(default, skip_serializing_if = "Environment::is_local")]
+    pub environment: Environment,
 }
 
 /// Where a forked session came from.
@@ -287,8 +290,24 @@ pub struct ShutdownResponse {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateParams {
-    /// Working directory (absolute) the session's tools run in.
+    /// Working directory (absolute) the session's tools run in. Required for a local
+    /// environment; an ssh environment names its remote directory in `environment.cwd`, and
+    /// this, when given, must be the same path.
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "String::is_empty"
+    )]
+    #[schemars(with = "Option<String>")]
     pub cwd: String,
+    /// Where the session's tools run: this machine (the default) or a host over SSH.
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "Environment::is_local"
+    )]
+    #[schemars(with = "Option<Environment>")]
+    pub environment: Environment,
     /// Provider name; the configured default if absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
@@ -315,6 +334,46 @@ pub struct CreateParams {
     )]
     #[schemars(with = "Option<bool>")]
     pub read_only: bool,
+}
+
+/// Where a session's tools read, write and run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Environment {
+    /// The daemon's own machine.
+    #[default]
+    Local,
+    /// A machine reached with the system's OpenSSH client over one multiplexed connection.
+    Ssh(SshEnvironment),
+}
+
+impl Environment {
+    /// Whether this is the daemon's own machine.
+    pub fn is_local(&self) -> bool {
+        matches!(self, Self::Local)
+    }
+}
+
+/// An SSH environment: which host, as whom, and the remote working directory. Host keys are
+/// verified against the known-hosts files, never accepted blindly.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SshEnvironment {
+    /// A host named in the daemon's config (`[hosts.NAME]`), else a host name, address or
+    /// alias of the ssh configuration.
+    pub host: String,
+    /// The remote user; the host entry's or ssh configuration's if absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// The port; the host entry's or ssh configuration's (22) if absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// A private key file on the daemon's machine; the host entry's or ssh configuration's
+    /// (and the ssh agent's keys) if absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity_file: Option<String>,
+    /// The working directory on the remote machine (absolute).
+    pub cwd: String,
 }
 
 /// Parameters of every method that names only a session.

@@ -15,9 +15,14 @@ pub fn default_socket_path(uid: u32) -> PathBuf {
     if let Some(p) = std::env::var_os(SOCKET_ENV).filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
-    let dir = match std::env::var_os("XDG_RUNTIME_DIR").filter(|p| !p.is_empty()) {
+    runtime_dir(uid).join("agentd.sock")
+}
+
+/// The daemon's runtime directory: `$XDG_RUNTIME_DIR/agentd`, else `<tmp>/agentd-<uid>`. The
+/// default socket lives in it, and so do the SSH control sockets.
+pub fn runtime_dir(uid: u32) -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR").filter(|p| !p.is_empty()) {
         Some(runtime) => PathBuf::from(runtime).join("agentd"),
         None => std::env::temp_dir().join(format!("agentd-{uid}")),
-    };
-    dir.join("agentd.sock")
+    }
 }

@@ -8,6 +8,7 @@
 pub mod family;
 pub mod mock;
 pub mod sse;
+pub mod sshd;
 pub mod strace;
 
 use anyhow::{Context, Result, anyhow, bail};

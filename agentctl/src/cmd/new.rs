@@ -8,8 +8,8 @@ use crate::client::Connection;
 use crate::error::{Failure, Result};
 use agentd_proto::methods as m;
 use agentd_proto::{
-    ApprovalMode, ApprovalPatch, ApprovalRule, ConfigPatch, CreateParams, ReasoningEffort,
-    SandboxMode, SessionSnapshot, SetConfigParams,
+    ApprovalMode, ApprovalPatch, ApprovalRule, ConfigPatch, CreateParams, Environment,
+    ReasoningEffort, SandboxMode, SessionSnapshot, SetConfigParams, SshEnvironment,
 };
 use std::path::PathBuf;
 
@@ -52,8 +52,20 @@ impl From<Effort> for ReasoningEffort {
 #[derive(clap::Args)]
 pub(crate) struct NewArgs {
     /// Working directory [default: the current directory]
-    #[arg(long)]
+    #[arg(long, conflicts_with = "ssh")]
     cwd: Option<PathBuf>,
+    /// Run the session's tools on another machine over SSH: `[USER@]HOST:/remote/dir`, where
+    /// HOST is a `[hosts.NAME]` entry of the daemon's config or a host the ssh configuration
+    /// knows. Host keys must already be in known_hosts.
+    #[arg(long, value_name = "[USER@]HOST:DIR", value_parser = parse_ssh)]
+    ssh: Option<(Option<String>, String, String)>,
+    /// The SSH port (with --ssh) [default: the host entry's or ssh configuration's]
+    #[arg(long, value_name = "PORT", requires = "ssh")]
+    ssh_port: Option<u16>,
+    /// The private key file (with --ssh) [default: the host entry's, ssh agent's or
+    /// configuration's]
+    #[arg(long, value_name = "FILE", requires = "ssh")]
+    ssh_identity: Option<PathBuf>,
     /// Provider name (see `agentctl models`).
     #[arg(long)]
     provider: Option<String>,
@@ -130,14 +142,44 @@ impl From<ApprovalArg> for ApprovalMode {
 impl NewArgs {
     /// The `session/create` params these options ask for.
     pub(crate) fn params(self) -> Result<CreateParams> {
-        let cwd = match &self.cwd {
-            Some(c) => std::path::absolute(c),
-            None => std::env::current_dir(),
-        }
-        .map_err(|e| Failure::failed(format!("cannot resolve the working directory: {e}")))?;
         let absolute = |p: &PathBuf| {
             std::path::absolute(p)
                 .map_err(|e| Failure::failed(format!("cannot resolve {}: {e}", p.display())))
+        };
+        let (cwd, environment) = match self.ssh {
+            Some((user, host, dir)) => {
+                let identity_file = match self.ssh_identity {
+                    Some(file) => Some(
+                        std::path::absolute(file)
+                            .map_err(|e| {
+                                Failure::failed(format!("cannot resolve --ssh-identity: {e}"))
+                            })?
+                            .display()
+                            .to_string(),
+                    ),
+                    None => None,
+                };
+                (
+                    String::new(),
+                    Environment::Ssh(SshEnvironment {
+                        host,
+                        user,
+                        port: self.ssh_port,
+                        identity_file,
+                        cwd: dir,
+                    }),
+                )
+            }
+            None => {
+                let cwd = match &self.cwd {
+                    Some(c) => std::path::absolute(c),
+                    None => std::env::current_dir(),
+                }
+                .map_err(|e| {
+                    Failure::failed(format!("cannot resolve the working directory: {e}"))
+                })?;
+                (cwd.display().to_string(), Environment::Local)
+            }
         };
         let rules =
             |r: Vec<String>| (!r.is_empty()).then(|| r.into_iter().map(ApprovalRule).collect());
@@ -163,7 +205,8 @@ impl NewArgs {
             ..ConfigPatch::default()
         };
         Ok(CreateParams {
-            cwd: cwd.display().to_string(),
+            cwd,
+            environment,
             provider: self.provider,
             model: self.model,
             profile: self.profile,
@@ -173,6 +216,26 @@ impl NewArgs {
             read_only: self.read_only,
         })
     }
+}
+
+/// Parses `--ssh [USER@]HOST:DIR` into (user, host, dir).
+fn parse_ssh(value: &str) -> std::result::Result<(Option<String>, String, String), String> {
+    let (destination, dir) = value
+        .split_once(':')
+        .ok_or_else(|| format!("{value:?} is not [USER@]HOST:DIR (no ':' before the directory)"))?;
+    if !dir.starts_with('/') {
+        return Err(format!(
+            "the remote directory must be absolute, got {dir:?} (as in buildbox:/src/app)"
+        ));
+    }
+    let (user, host) = match destination.rsplit_once('@') {
+        Some((user, host)) => (Some(user.to_owned()), host),
+        None => (None, destination),
+    };
+    if host.is_empty() || user.as_deref() == Some("") {
+        return Err(format!("{value:?} has an empty user or host"));
+    }
+    Ok((user, host.to_owned(), dir.to_owned()))
 }
 
 /// Creates the session. A `--timeout` above the session's max-timeout raises that too, since

@@ -22,12 +22,12 @@ use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 /// Grace period between SIGTERM and SIGKILL (spec 4.2).
-const KILL_GRACE: Duration = Duration::from_secs(2);
+pub(super) const KILL_GRACE: Duration = Duration::from_secs(2);
 /// How long to keep reading after the command exits (or is killed) while other processes
 /// still hold its pipes open: background children that keep running, or processes that left
 /// the group and survived the kill. Past it the pipes are dropped unread, so no process can
 /// hold a command (or an abort) open.
-const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(250);
+pub(super) const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(250);
 /// How often a stop looks whether everything is gone, to return before the grace period ends.
 const STOP_POLL: Duration = Duration::from_millis(50);
 /// Output kept per stream; more is counted but dropped, so a runaway command cannot exhaust
@@ -221,14 +221,14 @@ pub fn describe_escaped(escaped: &[ProcessInfo], ended: bool) -> String {
 
 /// Collected output of one stream, capped at [`MAX_RETAINED`].
 #[derive(Default)]
-struct Captured {
+pub(super) struct Captured {
     text: String,
     dropped: usize,
-    decoder: Utf8Decoder,
+    pub(super) decoder: Utf8Decoder,
 }
 
 impl Captured {
-    fn push(&mut self, text: &str) {
+    pub(super) fn push(&mut self, text: &str) {
         let room = MAX_RETAINED.saturating_sub(self.text.len());
         if text.len() <= room {
             self.text.push_str(text);
@@ -242,7 +242,7 @@ impl Captured {
         }
     }
 
-    fn finish(mut self) -> String {
+    pub(super) fn finish(mut self) -> String {
         let tail = self.decoder.finish();
         self.push(&tail);
         if self.dropped > 0 {
@@ -581,7 +581,7 @@ async fn blocking<T: Send + 'static>(
         })?
 }
 
-async fn read_some<R: tokio::io::AsyncRead + Unpin>(
+pub(super) async fn read_some<R: tokio::io::AsyncRead + Unpin>(
     pipe: &mut Option<R>,
     buf: &mut [u8],
 ) -> Option<usize> {
@@ -602,7 +602,7 @@ async fn poll_stop(
     }
 }
 
-async fn sleep_until(at: Option<tokio::time::Instant>) {
+pub(super) async fn sleep_until(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,

@@ -1,4 +1,6 @@
-//! Where tools run: the [`ExecutionEnvironment`] trait (spec 4.1) and its local implementation.
+//! Where tools run: the [`ExecutionEnvironment`] trait (spec 4.1), its local implementation,
+//! and the SSH one ([`SshExecutionEnvironment`], `ssh/`) that runs the same tools on another
+//! machine over one multiplexed OpenSSH connection.
 //!
 //! Only this module spawns processes. Every command runs in its own process group so that a
 //! timeout or an abort can signal the command and everything it forked at once, and its
@@ -13,6 +15,7 @@ mod local;
 mod process;
 mod sandbox;
 mod search;
+mod ssh;
 mod utf8;
 
 pub use env_filter::{DEFAULT_SECRET_PATTERNS, EnvFilter, EnvPolicy};
@@ -22,6 +25,7 @@ pub use process::{
 };
 pub use sandbox::{SandboxPolicy, Sandboxed};
 pub use search::{GrepMode, GrepOptions};
+pub use ssh::{SshConnections, SshExecutionEnvironment, SshTarget};
 
 use agentd_proto::{OutputStream, ProcessInfo};
 use async_trait::async_trait;
@@ -53,6 +57,10 @@ pub enum Error {
     /// The environment does not allow this operation (for example a write when read-only).
     #[error("{0}")]
     NotAllowed(String),
+    /// The environment cannot be reached (an SSH host that refuses the connection or fails
+    /// host key verification); the message says which and why.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 impl Error {

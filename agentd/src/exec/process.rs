@@ -180,6 +180,21 @@ pub(crate) fn spawned() -> MutexGuard<'static, Option<HashSet<i32>>> {
     SPAWNED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Spawns `command`, listed in [`SPAWNED`] before the lock is released so the orphan reaper
+/// never takes its status.
+pub(crate) fn spawn(
+    command: &mut tokio::process::Command,
+) -> std::io::Result<(tokio::process::Child, SpawnedChild)> {
+    let mut spawned = spawned();
+    let child = command.spawn()?;
+    let pid = child
+        .id()
+        .map(|p| p as i32)
+        .ok_or_else(|| std::io::Error::other("child exited before its pid was read"))?;
+    spawned.get_or_insert_default().insert(pid);
+    Ok((child, SpawnedChild(pid)))
+}
+
 /// Removes a child from [`SPAWNED`] when the command that spawned it is done with it (waited
 /// for it, or dropped it: tokio then reaps it in the background, and reaping it here instead
 /// steals a status nobody reads).

@@ -127,16 +127,26 @@ pub(super) fn grep(root: &Path, options: &GrepOptions) -> Result<String, Error> 
             WalkState::Continue
         })
     });
-    let mut found = found.into_inner().unwrap_or_else(|e| e.into_inner());
+    let found = found.into_inner().unwrap_or_else(|e| e.into_inner());
+    Ok(report(found, limit, options.mode))
+}
+
+/// The report of a search that found `found` (path, line number or count, line), in any
+/// order, stopping at `limit`; the remote search makes the same.
+pub(super) fn report(
+    mut found: Vec<(String, u64, String)>,
+    limit: usize,
+    mode: GrepMode,
+) -> String {
     if found.is_empty() {
-        return Ok("No matches found.".into());
+        return "No matches found.".into();
     }
     found.sort();
     let truncated = found.len() >= limit;
     found.truncate(limit);
     let mut out: Vec<String> = found
         .into_iter()
-        .map(|(path, n, line)| match options.mode {
+        .map(|(path, n, line)| match mode {
             GrepMode::Content => format!("{path}:{n}:{line}"),
             GrepMode::FilesWithMatches => path,
             GrepMode::Count => format!("{path}:{n}"),
@@ -147,7 +157,7 @@ pub(super) fn grep(root: &Path, options: &GrepOptions) -> Result<String, Error> 
             "[results stopped at max_results = {limit}; narrow the pattern or path for more]"
         ));
     }
-    Ok(out.join("\n"))
+    out.join("\n")
 }
 
 /// Files under `base` whose relative path matches `pattern`, newest first.

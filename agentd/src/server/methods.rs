@@ -73,6 +73,9 @@ impl From<session::Error> for ErrorObjectOwned {
                 app_error(ErrorKind::RequestNotFound, message, None)
             }
             session::Error::Internal(_) => app_error(ErrorKind::Internal, message, None),
+            session::Error::EnvironmentUnavailable(_) => {
+                app_error(ErrorKind::EnvironmentUnavailable, message, None)
+            }
         }
     }
 }

@@ -145,6 +145,7 @@ impl Subagents for Task {
             config,
             instructions: self.info.instructions.clone(),
             read_only: self.info.read_only,
+            environment: self.info.environment.clone(),
         };
         let depth = self.info.parent.as_ref().map_or(0, |p| p.depth);
         let child = registry

@@ -30,10 +30,10 @@ use crate::profile::Profile;
 use crate::store::{EventReader, ParentLink, SessionFiles, SessionRecord};
 use crate::tools::SubagentResult;
 use agentd_proto::{
-    AbortResponse, CompactResponse, ConfigPatch, DaemonEvent, EntryId, Event, EventBody,
-    ForkOrigin, HistoryEntry, QueueContents, RespondParams, RespondResponse, RollbackResponse,
-    SessionConfig, SessionId, SessionSnapshot, SessionState, SessionSummary, SubmitResponse, Usage,
-    WhenBusy,
+    AbortResponse, CompactResponse, ConfigPatch, DaemonEvent, EntryId, Environment, Event,
+    EventBody, ForkOrigin, HistoryEntry, QueueContents, RespondParams, RespondResponse,
+    RollbackResponse, SessionConfig, SessionId, SessionSnapshot, SessionState, SessionSummary,
+    SubmitResponse, Usage, WhenBusy,
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -87,6 +87,9 @@ pub enum Error {
     /// A bug stopped the request (a crashed task); the daemon goes on.
     #[error("internal error: {0}")]
     Internal(String),
+    /// The execution environment cannot be reached.
+    #[error("{0}")]
+    EnvironmentUnavailable(String),
 }
 
 /// How long `abort` waits for the session to stop before saying it did not.
@@ -108,6 +111,8 @@ pub struct SessionSpec {
     pub profile: Profile,
     /// Where tools run.
     pub env: Arc<dyn ExecutionEnvironment>,
+    /// What `env` is, as the session record and snapshots name it.
+    pub environment: Environment,
     /// The APIs the session may use; its config names the current one.
     pub providers: ProviderSet,
     /// Initial settings.
@@ -167,6 +172,7 @@ pub(crate) struct Info {
     pub(crate) forked_from: Option<ForkOrigin>,
     pub(crate) parent: Option<ParentLink>,
     pub(crate) env: Arc<dyn ExecutionEnvironment>,
+    pub(crate) environment: Environment,
 }
 
 /// What a new session copies from another (a fork, or a subagent's parent).
@@ -176,6 +182,8 @@ pub(crate) struct Template {
     pub(crate) config: SessionConfig,
     pub(crate) instructions: Option<String>,
     pub(crate) read_only: bool,
+    /// Where its tools run; an ssh environment's `cwd` is `cwd` above.
+    pub(crate) environment: Environment,
 }
 
 /// A request to the session task; each carries the sender of its reply.
@@ -328,6 +336,7 @@ impl Session {
             config: self.config(),
             instructions: self.info.instructions.clone(),
             read_only: self.info.read_only,
+            environment: self.info.environment.clone(),
         }
     }
 

@@ -19,19 +19,20 @@ use super::{Error, History, Restored, Session, SessionSpec, Template};
 use crate::config::{Config, Price, ProviderConfig};
 use crate::exec::{
     EnvFilter, EnvPolicy, ExecutionEnvironment, LocalExecutionEnvironment, LocalOptions, ProcessId,
-    ProcessLedger, ReadOnly,
+    ProcessLedger, ReadOnly, SshConnections, SshExecutionEnvironment, SshTarget,
 };
 use crate::llm::{ProviderFactory, ProviderSet, RetryPolicy};
 use crate::profile::Profile;
 use crate::store::{ParentLink, ProcessRecords, RecordedGroup, SessionFiles, SessionRecord, Store};
 use crate::tools::SpawnRequest;
 use agentd_proto::{
-    ConfigPatch, CreateParams, DaemonEvent, DamagedSession, EntryId, ForkOrigin, ProviderKind,
-    SandboxMode, SessionId, SessionSnapshot, SessionState, SessionSummary,
+    ConfigPatch, CreateParams, DaemonEvent, DamagedSession, EntryId, Environment, ForkOrigin,
+    ProviderKind, SandboxMode, SessionId, SessionSnapshot, SessionState, SessionSummary,
+    SshEnvironment,
 };
 use dashmap::DashMap;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 use tokio::sync::{broadcast, watch};
@@ -92,6 +93,8 @@ pub struct Registry {
     /// Where every environment records its process groups (the store's `groups.json`), so
     /// the next start ends what a crash left; `None` without a store.
     ledger: Option<Arc<dyn ProcessLedger>>,
+    /// The SSH connections of remote sessions, one per host, shared by the sessions on it.
+    ssh: SshConnections,
 }
 
 /// The store's group records as environments see them.
@@ -156,6 +159,9 @@ impl Registry {
             cancel: CancellationToken::new(),
             retry: RetryPolicy::default(),
             me: me.clone(),
+            ssh: SshConnections::new(
+                agentd_proto::socket::runtime_dir(nix::unistd::geteuid().as_raw()).join("ssh"),
+            ),
         });
         let interrupted = registry.load_stored();
         let me = registry.clone();
@@ -207,29 +213,76 @@ impl Registry {
         interrupted
     }
 
+    /// Which variables commands inherit (the daemon's own locally, the remote's over ssh).
+    fn env_filter(config: &Config) -> EnvFilter {
+        let tools = &config.tools;
+        EnvFilter::new(EnvPolicy::InheritAll).with(
+            &tools.env_deny,
+            &tools.env_allow,
+            config.key_variables(),
+        )
+    }
+
+    /// Where an ssh environment connects: the client's values over the `[hosts.NAME]`
+    /// entry it names, over the ssh configuration.
+    fn ssh_target(config: &Config, ssh: &SshEnvironment) -> SshTarget {
+        let host = config.hosts.get(&ssh.host).cloned().unwrap_or_default();
+        SshTarget {
+            label: ssh.host.clone(),
+            destination: host.hostname.unwrap_or_else(|| ssh.host.clone()),
+            user: ssh.user.clone().or(host.user),
+            port: ssh.port.or(host.port),
+            identity_file: ssh
+                .identity_file
+                .as_ref()
+                .map(PathBuf::from)
+                .or(host.identity_file),
+            ssh_config: host.ssh_config,
+            known_hosts: host.known_hosts,
+        }
+    }
+
+    fn ssh_environment(
+        &self,
+        config: &Config,
+        ssh: &SshEnvironment,
+        cwd: &Path,
+    ) -> Result<SshExecutionEnvironment, Error> {
+        SshExecutionEnvironment::new(
+            &self.ssh,
+            &Self::ssh_target(config, ssh),
+            cwd.to_owned(),
+            Self::env_filter(config),
+        )
+        .map_err(|e| Error::EnvironmentUnavailable(e.to_string()))
+    }
+
     fn environment(
         &self,
         config: &Config,
-        cwd: PathBuf,
-        read_only: bool,
-    ) -> Arc<dyn ExecutionEnvironment> {
-        let tools = &config.tools;
-        let local = LocalExecutionEnvironment::with_options(
-            cwd,
-            LocalOptions {
-                env: EnvFilter::new(EnvPolicy::InheritAll).with(
-                    &tools.env_deny,
-                    &tools.env_allow,
-                    config.key_variables(),
-                ),
-                ledger: self.ledger.clone(),
-            },
-        );
-        if read_only {
-            Arc::new(ReadOnly(local))
-        } else {
-            Arc::new(local)
-        }
+        template: &Template,
+    ) -> Result<Arc<dyn ExecutionEnvironment>, Error> {
+        let cwd = template.cwd.clone();
+        Ok(match (&template.environment, template.read_only) {
+            (Environment::Local, read_only) => {
+                let local = LocalExecutionEnvironment::with_options(
+                    cwd,
+                    LocalOptions {
+                        env: Self::env_filter(config),
+                        ledger: self.ledger.clone(),
+                    },
+                );
+                if read_only {
+                    Arc::new(ReadOnly(local))
+                } else {
+                    Arc::new(local)
+                }
+            }
+            (Environment::Ssh(ssh), false) => Arc::new(self.ssh_environment(config, ssh, &cwd)?),
+            (Environment::Ssh(ssh), true) => {
+                Arc::new(ReadOnly(self.ssh_environment(config, ssh, &cwd)?))
+            }
+        })
     }
 
     /// A spec for session `id` from its parts, with the providers of `current`.
@@ -239,7 +292,7 @@ impl Registry {
         id: SessionId,
         new: NewSession,
         files: Option<SessionFiles>,
-    ) -> SessionSpec {
+    ) -> Result<SessionSpec, Error> {
         let NewSession {
             template,
             title,
@@ -247,9 +300,19 @@ impl Registry {
             forked_from,
             parent,
         } = new;
-        SessionSpec {
+        let env = self.environment(&current.config, &template)?;
+        // An ssh environment's directory is the session's (a subagent's may be deeper).
+        let environment = match template.environment {
+            Environment::Local => Environment::Local,
+            Environment::Ssh(ssh) => Environment::Ssh(SshEnvironment {
+                cwd: template.cwd.display().to_string(),
+                ..ssh
+            }),
+        };
+        Ok(SessionSpec {
             id,
-            env: self.environment(&current.config, template.cwd.clone(), template.read_only),
+            env,
+            environment,
             cwd: template.cwd,
             title,
             profile: template.profile,
@@ -266,7 +329,7 @@ impl Registry {
             parent,
             registry: Some(self.me.clone()),
             cancel: self.cancel.child_token(),
-        }
+        })
     }
 
     /// Creates the session's directory (when the registry has a store) and starts it with
@@ -288,7 +351,7 @@ impl Registry {
             }
             None => None,
         };
-        let spec = self.spec(current, id.clone(), new, files);
+        let spec = self.spec(current, id.clone(), new, files)?;
         let session = Session::spawn(spec, Some(self.daemon_events.clone()), &self.tasks);
         // A session the client is told about is stored, record and all.
         session.saved().await;
@@ -346,6 +409,7 @@ impl Registry {
             config: record.config.clone(),
             instructions: record.instructions.clone(),
             read_only: record.read_only,
+            environment: record.environment.clone(),
         };
         let new = NewSession {
             template,
@@ -354,7 +418,7 @@ impl Registry {
             forked_from: record.forked_from.clone(),
             parent: record.parent.clone(),
         };
-        let mut spec = self.spec(&current, id, new, Some(files));
+        let mut spec = self.spec(&current, id, new, Some(files))?;
         spec.restored = Some(Restored {
             last_seq: loaded.last_seq,
             unclean: record.open || loaded.repaired,
@@ -461,19 +525,30 @@ impl Registry {
     pub async fn create(&self, params: CreateParams) -> Result<Arc<Session>, Error> {
         let current = self.current_with_credentials().await?;
         let config = &current.config;
-        let cwd = PathBuf::from(&params.cwd);
-        if !cwd.is_absolute() {
-            return Err(Error::InvalidConfig(format!(
-                "cwd must be an absolute path, got {:?}",
-                params.cwd
-            )));
-        }
-        if !cwd.is_dir() {
-            return Err(Error::InvalidConfig(format!(
-                "cwd {:?} is not a directory",
-                params.cwd
-            )));
-        }
+        let cwd = match &params.environment {
+            Environment::Local => {
+                let cwd = PathBuf::from(&params.cwd);
+                if params.cwd.is_empty() {
+                    return Err(Error::InvalidConfig(
+                        "cwd is missing: a local session needs its working directory".into(),
+                    ));
+                }
+                if !cwd.is_absolute() {
+                    return Err(Error::InvalidConfig(format!(
+                        "cwd must be an absolute path, got {:?}",
+                        params.cwd
+                    )));
+                }
+                if !cwd.is_dir() {
+                    return Err(Error::InvalidConfig(format!(
+                        "cwd {:?} is not a directory",
+                        params.cwd
+                    )));
+                }
+                cwd
+            }
+            Environment::Ssh(ssh) => self.check_ssh(ssh, &params.cwd)?,
+        };
         let provider_name = params
             .provider
             .as_deref()
@@ -497,16 +572,43 @@ impl Registry {
                 .map_err(|e| Error::InvalidConfig(e.to_string()))?;
         }
         crate::tools::session_tools(&profile.tools, &config).map_err(Error::InvalidConfig)?;
+        // Landlock confines local commands only; a remote session runs unconfined, and says so
+        // rather than pretend.
+        if matches!(params.environment, Environment::Ssh(_)) {
+            let asked = params.config.as_ref().and_then(|p| p.sandbox);
+            if params.read_only || asked.is_some_and(|m| m != SandboxMode::Off) {
+                return Err(Error::InvalidConfig(
+                    "sandbox: an ssh session cannot be sandboxed yet (Landlock confines local commands only),                      so it cannot be read-only either; leave out sandbox and read_only, or use approval mode ask"
+                        .into(),
+                ));
+            }
+            config.sandbox = SandboxMode::Off;
+        }
+        let template = Template {
+            cwd,
+            profile,
+            config,
+            instructions: params.instructions,
+            read_only: params.read_only,
+            environment: params.environment,
+        };
+        // A remote session is created only once its host answers, its key verified and its
+        // directory found; the probe's connection is the one the session goes on using.
+        let _probe = match &template.environment {
+            Environment::Local => None,
+            Environment::Ssh(ssh) => {
+                let probe = self.ssh_environment(&current.config, ssh, &template.cwd)?;
+                probe
+                    .connect()
+                    .await
+                    .map_err(|e| Error::EnvironmentUnavailable(e.to_string()))?;
+                Some(probe)
+            }
+        };
         self.start(
             &current,
             NewSession {
-                template: Template {
-                    cwd,
-                    profile,
-                    config,
-                    instructions: params.instructions,
-                    read_only: params.read_only,
-                },
+                template,
                 title: params.title,
                 history: History::default(),
                 forked_from: None,
@@ -514,6 +616,46 @@ impl Registry {
             },
         )
         .await
+    }
+
+    /// The remote directory of a new ssh session, after checking what can be checked here.
+    fn check_ssh(&self, ssh: &SshEnvironment, cwd: &str) -> Result<PathBuf, Error> {
+        let bad = |message: String| Err(Error::InvalidConfig(message));
+        if ssh.host.is_empty()
+            || ssh.host.starts_with('-')
+            || ssh.host.contains(char::is_whitespace)
+        {
+            return bad(format!(
+                "environment.host {:?} is not a host name (nor a [hosts] entry)",
+                ssh.host
+            ));
+        }
+        if ssh
+            .user
+            .as_deref()
+            .is_some_and(|u| u.is_empty() || u.starts_with('-'))
+        {
+            return bad(format!(
+                "environment.user {:?} is not a user name",
+                ssh.user
+            ));
+        }
+        if ssh.port == Some(0) {
+            return bad("environment.port must be between 1 and 65535".into());
+        }
+        if !ssh.cwd.starts_with('/') {
+            return bad(format!(
+                "environment.cwd must be an absolute path on the remote machine, got {:?}",
+                ssh.cwd
+            ));
+        }
+        if !cwd.is_empty() && cwd != ssh.cwd {
+            return bad(format!(
+                "cwd {cwd:?} differs from environment.cwd {:?}; give the remote directory once, in environment.cwd",
+                ssh.cwd
+            ));
+        }
+        Ok(PathBuf::from(&ssh.cwd))
     }
 
     /// Creates a subagent of the session `parent` (at `depth`) for `request`, not yet
@@ -554,7 +696,9 @@ impl Registry {
                 )
             });
             let cwd = template.cwd.join(path);
-            if !inside || !cwd.is_dir() {
+            // A remote directory is checked by the child's environment when it connects.
+            let exists = !template.environment.is_local() || cwd.is_dir();
+            if !inside || !exists {
                 return Err(Error::InvalidParams(format!(
                     "working_dir {dir:?} must be an existing subdirectory of {}",
                     template.cwd.display()

@@ -770,6 +770,7 @@ pub(super) fn start(
         forked_from: spec.forked_from,
         parent: spec.parent,
         env: spec.env,
+        environment: spec.environment,
     });
     let (last_seq, updated) = restored.as_ref().map_or((0, super::now()), |r| {
         (r.last_seq, r.record.updated.clone())

@@ -108,6 +108,7 @@ fn spec(
             dir.to_owned(),
             EnvPolicy::InheritCore,
         )),
+        environment: agentd_proto::Environment::Local,
         providers,
         config: crate::config::default_session_config("scripted", "any-model"),
         instructions: None,

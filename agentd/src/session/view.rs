@@ -52,6 +52,7 @@ impl View {
             profile: info.profile.id.to_owned(),
             instructions: info.instructions.clone(),
             read_only: info.read_only,
+            environment: info.environment.clone(),
             created: info.created.clone(),
             updated: self.updated.clone(),
             state: self.state,
@@ -84,6 +85,7 @@ impl View {
             leaf: self.leaf.clone(),
             forked_from: info.forked_from.clone(),
             parent_id: info.parent.as_ref().map(|p| p.session_id.clone()),
+            environment: info.environment.clone(),
             pending: (*self.pending).clone(),
         }
     }

@@ -27,8 +27,8 @@ pub use groups::{ProcessRecords, RecordedGroup, RecordedProcesses};
 pub use writer::{BACKLOG_BYTES, BACKLOG_LINES, Writer, WriterStatus};
 
 use agentd_proto::{
-    DamageKind, DamagedSession, EntryId, ForkOrigin, QueueContents, SessionConfig, SessionId,
-    SessionState, SessionSummary, Usage,
+    DamageKind, DamagedSession, EntryId, Environment, ForkOrigin, QueueContents, SessionConfig,
+    SessionId, SessionState, SessionSummary, Usage,
 };
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File};
@@ -62,6 +62,9 @@ pub struct SessionRecord {
     /// Whether tools may only read.
     #[serde(default)]
     pub read_only: bool,
+    /// Where its tools run (absent: locally); a daemon restart reconnects to it.
+    #[serde(default, skip_serializing_if = "Environment::is_local")]
+    pub environment: Environment,
     /// Creation time (RFC 3339).
     pub created: String,
     /// Time of the last change written here (RFC 3339).

@@ -12,6 +12,7 @@ fn record(id: &str) -> SessionRecord {
         profile: "anthropic".into(),
         instructions: None,
         read_only: false,
+        environment: agentd_proto::Environment::Local,
         created: "2026-01-01T00:00:00.000Z".into(),
         updated: "2026-01-01T00:00:00.000Z".into(),
         state: SessionState::Idle,

@@ -45,6 +45,7 @@ mod provider_limits;
 mod sandbox;
 mod secrets;
 mod session_core;
+mod ssh;
 mod streams;
 mod subagents;
 mod tidy;

@@ -1,0 +1,603 @@
+//! Sessions whose tools run over SSH, against a real OpenSSH server on 127.0.0.1 started by
+//! the test (`agentd_tests::sshd`): the daemon, the mock provider and the tools are real, and
+//! "the remote machine" is this one reached through `sshd`, so the test can look at the
+//! remote files and processes directly.
+
+use crate::{Setup, data_of, of_kind};
+use agentd_tests::mock::MockAnthropic;
+use agentd_tests::sse;
+use agentd_tests::sshd::SshServer;
+use agentd_tests::{RawClient, TestDaemon};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+/// A daemon whose config names `server` as `[hosts.box]`, with a session on it in a fresh
+/// remote directory.
+async fn remote_setup(server: &SshServer) -> Setup {
+    let mock = MockAnthropic::start().await.expect("mock starts");
+    let daemon = TestDaemon::start_with_config(
+        &[
+            ("ANTHROPIC_BASE_URL", &mock.url),
+            ("ANTHROPIC_API_KEY", "test-key"),
+        ],
+        Some(&server.host_entry("box")),
+    )
+    .await
+    .expect("daemon starts");
+    let mut client = daemon.client().await.expect("client connects");
+    let workdir = tempfile::tempdir().expect("tempdir");
+    let snapshot = client
+        .call(
+            "session/create",
+            json!({"environment": {"kind": "ssh", "host": "box",
+                "cwd": workdir.path().display().to_string()}}),
+        )
+        .await
+        .expect("the remote session is created");
+    assert_eq!(snapshot["environment"]["kind"], "ssh", "{snapshot}");
+    assert_eq!(snapshot["cwd"], workdir.path().display().to_string());
+    Setup {
+        mock,
+        daemon,
+        session: snapshot["session_id"].as_str().unwrap().to_owned(),
+        client,
+        workdir,
+    }
+}
+
+/// The running sshd, or `None` (the test skips; under CI=true it fails instead).
+fn server() -> Option<SshServer> {
+    SshServer::start().expect("sshd starts")
+}
+
+/// The output (or error) of each `tool_call_end`.
+fn tool_outputs(events: &[Value]) -> Vec<String> {
+    of_kind(events, "tool_call_end")
+        .iter()
+        .map(|e| {
+            let d = &e["data"];
+            d["output"]
+                .as_str()
+                .or(d["error"].as_str())
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// Processes whose command line holds `marker`, zombies excluded.
+fn live_with(marker: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let zombie = std::fs::read_to_string(entry.path().join("stat"))
+            .map(|s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true);
+        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if !zombie && text.contains(marker) && !text.contains("bash -c") {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+async fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + agentd_tests::WAIT;
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A marker no other test's process carries: `sleep 600 0.<marker>` sleeps 600 s.
+fn marker() -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("0.{:07}{n:03}7", std::process::id())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_edit_write_shell_grep_glob_and_list_run_on_the_remote() {
+    let Some(server) = server() else { return };
+    let mut s = remote_setup(&server).await;
+    let dir = s.workdir.path().to_owned();
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(dir.join("src/lib.rs"), "fn old() {}\nfn other() {}\n").unwrap();
+    std::fs::write(dir.join("notes.txt"), "old notes\n").unwrap();
+    s.mock.push_stream(sse::tools(
+        "",
+        &[("t1", "read_file", json!({"file_path": "src/lib.rs"}))],
+    ));
+    s.mock.push_stream(sse::tools(
+        "",
+        &[(
+            "t2",
+            "edit_file",
+            json!({"file_path": "src/lib.rs", "old_string": "fn old() {}", "new_string": "fn new() {}"}),
+        )],
+    ));
+    s.mock.push_stream(sse::tools(
+        "",
+        &[(
+            "t3",
+            "write_file",
+            json!({"file_path": "deep/er/made.txt", "content": "made remotely\n"}),
+        )],
+    ));
+    s.mock.push_stream(sse::shell(
+        "t4",
+        "pwd; echo \"visible=$AGENTD_TEST_VISIBLE secret=${AGENTD_TEST_SECRET_TOKEN:-filtered} key=${ANTHROPIC_API_KEY:-absent}\"; echo to-stderr >&2; exit 3",
+    ));
+    s.mock.push_stream(sse::tools(
+        "",
+        &[("t5", "grep", json!({"pattern": "fn (new|other)"}))],
+    ));
+    s.mock.push_stream(sse::tools(
+        "",
+        &[("t6", "glob", json!({"pattern": "**/*.txt"}))],
+    ));
+    s.mock.push_stream(sse::tools(
+        "",
+        &[("t7", "read_file", json!({"file_path": "missing.txt"}))],
+    ));
+    s.mock.push_stream(sse::text("done"));
+    let events = s.run("work remotely").await;
+    let outputs = tool_outputs(&events);
+    assert_eq!(outputs.len(), 7, "{outputs:?}");
+    assert!(outputs[0].contains("fn old() {}"), "{}", outputs[0]);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("src/lib.rs")).unwrap(),
+        "fn new() {}\nfn other() {}\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("deep/er/made.txt")).unwrap(),
+        "made remotely\n"
+    );
+    let shell = &outputs[3];
+    assert!(shell.contains(&dir.display().to_string()), "{shell}");
+    assert!(
+        shell.contains("visible=remote-only secret=filtered key=absent"),
+        "the remote's environment, filtered; never the daemon's: {shell}"
+    );
+    assert!(shell.contains("to-stderr"), "{shell}");
+    assert!(shell.contains("3"), "the exit code is reported: {shell}");
+    assert_eq!(
+        outputs[4],
+        "src/lib.rs:1:fn new() {}\nsrc/lib.rs:2:fn other() {}"
+    );
+    let globbed: Vec<&str> = outputs[5].lines().collect();
+    assert_eq!(
+        {
+            let mut g = globbed.clone();
+            g.sort();
+            g
+        },
+        vec!["deep/er/made.txt", "notes.txt"],
+        "{}",
+        outputs[5]
+    );
+    assert_eq!(globbed[0], "deep/er/made.txt", "newest first");
+    assert!(
+        outputs[6].contains("file not found") && outputs[6].contains("missing.txt"),
+        "{}",
+        outputs[6]
+    );
+    // The system prompt describes the remote machine.
+    let requests = s.mock.requests();
+    let system = requests[0].body["system"].to_string();
+    assert!(system.contains("over ssh on box"), "{system}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_ends_the_remote_process_group() {
+    let Some(server) = server() else { return };
+    let mut s = remote_setup(&server).await;
+    let m = marker();
+    s.mock.push_stream(sse::tools(
+        "",
+        &[(
+            "t1",
+            "shell",
+            json!({"command": format!("echo started; sleep 600 {m} & sleep 600 {m}1; echo never"), "timeout_ms": 10000}),
+        )],
+    ));
+    s.mock.push_stream(sse::text("done"));
+    let events = s.run("time out").await;
+    let outputs = tool_outputs(&events);
+    assert!(outputs[0].contains("started"), "{}", outputs[0]);
+    assert!(outputs[0].contains("timed out"), "{}", outputs[0]);
+    assert!(!outputs[0].contains("never"), "{}", outputs[0]);
+    wait_for("the remote group to end", || live_with(&m).is_empty()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abort_ends_the_remote_process_tree() {
+    let Some(server) = server() else { return };
+    let mut s = remote_setup(&server).await;
+    let m = marker();
+    let command = format!(
+        "bash -c 'sleep 600 {m}1 & sleep 600 {m}2 & wait' & (trap '' TERM; sleep 600 {m}3) & echo ready; wait"
+    );
+    s.mock.push_stream(sse::shell("t1", &command));
+    s.start("tree").await;
+    wait_for("the remote tree", || live_with(&m).len() == 3).await;
+    let aborted = s.call("session/abort", json!({})).await;
+    assert_eq!(aborted["state"], "idle", "{aborted}");
+    assert_eq!(
+        live_with(&m),
+        Vec::<i32>::new(),
+        "the abort returns once the whole remote group is gone, TERM-ignoring member included"
+    );
+    let events = s.until("processing_end").await;
+    let outputs = tool_outputs(&events);
+    assert!(outputs[0].contains("ready"), "{outputs:?}");
+}
+
+/// The ssh master of the daemon: its child whose command line starts a ControlMaster.
+fn master_of(daemon: &TestDaemon) -> Option<i32> {
+    let daemon_pid = daemon.pid() as i32;
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
+        .find(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<i32>().ok());
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            ppid == Some(daemon_pid)
+                && String::from_utf8_lossy(&cmdline).contains("ControlMaster=yes")
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_connection_ends_the_remote_command_and_the_next_call_reconnects() {
+    let Some(server) = server() else { return };
+    let mut s = remote_setup(&server).await;
+    let m = marker();
+    s.mock
+        .push_stream(sse::shell("t1", &format!("echo ready; sleep 600 {m}")));
+    s.mock.push_stream(sse::shell("t2", "echo back again"));
+    s.mock.push_stream(sse::text("done"));
+    s.start("drop").await;
+    wait_for("the remote command", || live_with(&m).len() == 1).await;
+    let master = master_of(&s.daemon).expect("the daemon runs an ssh master");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(master),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let events = s.until("processing_end").await;
+    let outputs = tool_outputs(&events);
+    assert!(
+        outputs[0].contains("ssh connection to box dropped during the command"),
+        "{outputs:?}"
+    );
+    assert!(
+        outputs[1].contains("back again\n") && outputs[1].contains("[exit code: 0"),
+        "reconnected: {outputs:?}"
+    );
+    wait_for("the remote command to end with its connection", || {
+        live_with(&m).is_empty()
+    })
+    .await;
+    let again = master_of(&s.daemon).expect("a new master");
+    assert_ne!(again, master);
+}
+
+/// Creates a session on `entry` and returns the error response.
+async fn create_error(daemon: &TestDaemon, cwd: &str) -> Value {
+    let mut client: RawClient = daemon.client().await.unwrap();
+    client
+        .request(
+            "session/create",
+            json!({"environment": {"kind": "ssh", "host": "box", "cwd": cwd}}),
+        )
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_host_key_an_unreachable_host_and_a_missing_directory_are_clear_errors() {
+    let Some(server) = server() else { return };
+    let mock = MockAnthropic::start().await.unwrap();
+    let env = [
+        ("ANTHROPIC_BASE_URL", mock.url.as_str()),
+        ("ANTHROPIC_API_KEY", "test-key"),
+    ];
+    let cwd = server.dir.path().display().to_string();
+
+    let empty = server.dir.path().join("empty_known_hosts");
+    std::fs::write(&empty, "").unwrap();
+    let daemon = TestDaemon::start_with_config(
+        &env,
+        Some(&server.host_entry_with("box", &empty, server.port)),
+    )
+    .await
+    .unwrap();
+    let error = create_error(&daemon, &cwd).await;
+    assert_eq!(
+        error["error"]["data"]["kind"], "environment_unavailable",
+        "{error}"
+    );
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("cannot connect to ssh host box")
+            && message.contains("Host key verification failed"),
+        "{message}"
+    );
+    drop(daemon);
+
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let known = server.dir.path().join("known_hosts");
+    let daemon =
+        TestDaemon::start_with_config(&env, Some(&server.host_entry_with("box", &known, port)))
+            .await
+            .unwrap();
+    let error = create_error(&daemon, &cwd).await;
+    assert_eq!(
+        error["error"]["data"]["kind"], "environment_unavailable",
+        "{error}"
+    );
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("Connection refused"), "{message}");
+    drop(daemon);
+
+    let daemon = TestDaemon::start_with_config(&env, Some(&server.host_entry("box")))
+        .await
+        .unwrap();
+    let error = create_error(&daemon, "/no/such/remote/dir").await;
+    assert_eq!(
+        error["error"]["data"]["kind"], "environment_unavailable",
+        "{error}"
+    );
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("/no/such/remote/dir is not a directory on the remote machine"),
+        "{message}"
+    );
+    let error = create_error(&daemon, "relative/dir").await;
+    assert_eq!(error["error"]["data"]["kind"], "invalid_config", "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_daemon_reconnects_the_session_on_its_next_input() {
+    let Some(server) = server() else { return };
+    let mut s = remote_setup(&server).await;
+    s.mock.push_stream(sse::shell("t1", "echo first"));
+    s.mock.push_stream(sse::text("done"));
+    let events = s.run("first").await;
+    // Not `starts_with`: the remote login's startup files may print to stderr.
+    let out = &tool_outputs(&events)[0];
+    assert!(
+        out.contains("first\n") && out.contains("[exit code: 0"),
+        "{out}"
+    );
+    s.daemon
+        .stop_with(nix::sys::signal::Signal::SIGTERM)
+        .await
+        .unwrap();
+    s.daemon.restart().await.unwrap();
+    s.client = s.daemon.client().await.unwrap();
+    let snapshot = s.call("session/get", json!({})).await;
+    assert_eq!(snapshot["environment"]["host"], "box", "{snapshot}");
+    s.mock.push_stream(sse::shell("t2", "echo second; pwd"));
+    s.mock.push_stream(sse::text("done"));
+    let events = s.run("second").await;
+    let out = &tool_outputs(&events)[0];
+    assert!(
+        out.contains("second") && out.contains(&s.workdir.path().display().to_string()),
+        "{out}"
+    );
+}
+
+/// Not a timing assertion: prints the cost of a tool round over the multiplexed connection
+/// next to the same rounds on a local session, for the report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overhead_per_tool_round_is_printed() {
+    let Some(server) = server() else { return };
+    const ROUNDS: usize = 100;
+    let mut remote = remote_setup(&server).await;
+    let mut local = crate::setup().await;
+    let mut measured = Vec::new();
+    for s in [&mut local, &mut remote] {
+        std::fs::write(s.workdir.path().join("f.txt"), "x\n".repeat(100)).unwrap();
+        for i in 0..ROUNDS {
+            s.mock.push_stream(sse::tools(
+                "",
+                &[(&format!("r{i}"), "read_file", json!({"file_path": "f.txt"}))],
+            ));
+        }
+        s.mock.push_stream(sse::text("done"));
+        let started = Instant::now();
+        let events = s.run("read a hundred times").await;
+        let elapsed = started.elapsed();
+        assert_eq!(
+            data_of(&events, "tool_call_end", "error")
+                .iter()
+                .filter(|e| !e.is_empty())
+                .count(),
+            0
+        );
+        assert_eq!(of_kind(&events, "tool_call_end").len(), ROUNDS);
+        measured.push(elapsed.as_secs_f64() * 1000.0 / ROUNDS as f64);
+    }
+    eprintln!(
+        "tool round (read_file, mock provider): local {:.2} ms, ssh {:.2} ms, overhead {:.2} ms per round",
+        measured[0],
+        measured[1],
+        measured[1] - measured[0]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagent_of_a_remote_session_works_on_the_same_remote() {
+    use agentd_tests::mock::Reply;
+    let Some(server) = server() else { return };
+    let mut s = remote_setup(&server).await;
+    s.mock.respond_with(|body| {
+        let text = body.to_string();
+        let results = text.matches("\"tool_result\"").count();
+        let child = body["messages"][0]["content"]
+            .to_string()
+            .contains("child-task");
+        Reply::Stream(match (child, results) {
+            (true, 0) => sse::shell("c1", "echo \"child sees $AGENTD_TEST_VISIBLE in $PWD\""),
+            (true, _) => sse::text("child done"),
+            (false, 0) => sse::tools(
+                "",
+                &[(
+                    "p1",
+                    "spawn_agent",
+                    json!({"task": "child-task: look around"}),
+                )],
+            ),
+            (false, 1) => {
+                let start = text.find("spawned agent ").expect("spawned") + "spawned agent ".len();
+                let id = &text[start..start + 36];
+                sse::tools("", &[("p2", "wait", json!({"agent_id": id}))])
+            }
+            (false, _) => sse::text("parent done"),
+        })
+    });
+    let events = s.run("delegate").await;
+    let waited = tool_outputs(&events);
+    assert!(
+        waited[1].contains("child done"),
+        "the parent gets the child's answer: {waited:?}"
+    );
+    let spawned = of_kind(&events, "subagent_spawned")[0]["data"]["agent_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let child = s
+        .client
+        .call("session/get", json!({"session_id": spawned}))
+        .await
+        .unwrap();
+    assert_eq!(child["environment"]["kind"], "ssh", "{child}");
+    assert_eq!(child["environment"]["host"], "box", "{child}");
+    let history = s
+        .client
+        .call("session/history", json!({"session_id": spawned}))
+        .await
+        .unwrap()
+        .to_string();
+    let expected = format!("child sees remote-only in {}", s.workdir.path().display());
+    assert!(history.contains(&expected), "{history}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agentctl_new_ssh_creates_a_remote_session_and_rejects_a_bad_spec() {
+    let Some(server) = server() else { return };
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = TestDaemon::start_with_config(
+        &[
+            ("ANTHROPIC_BASE_URL", mock.url.as_str()),
+            ("ANTHROPIC_API_KEY", "test-key"),
+        ],
+        Some(&server.host_entry("box")),
+    )
+    .await
+    .unwrap();
+    let dir = server.dir.path().display().to_string();
+    let out = daemon
+        .agentctl(&["--json", "new", "--ssh", &format!("box:{dir}")], None)
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let snapshot: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        snapshot["environment"],
+        json!({"kind": "ssh", "host": "box", "cwd": dir}),
+        "{snapshot}"
+    );
+    let out = daemon
+        .agentctl(&["new", "--ssh", "box"], None)
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("is not [USER@]HOST:DIR"), "{stderr}");
+    let out = daemon
+        .agentctl(&["new", "--ssh", "box:/no/such/dir/here"], None)
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("is not a directory on the remote machine"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_patch_and_truncation_work_as_locally() {
+    let Some(server) = server() else { return };
+    let mut s = remote_setup(&server).await;
+    let dir = s.workdir.path().to_owned();
+    std::fs::write(dir.join("a.txt"), "one\ntwo\nthree\n").unwrap();
+    std::fs::write(
+        dir.join("big.txt"),
+        format!("{}\n", "0123456789".repeat(10)).repeat(3_000),
+    )
+    .unwrap();
+    let patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n one\n-two\n+TWO\n three\n*** Add File: b/new.txt\n+added\n*** End Patch\n";
+    s.mock.push_stream(sse::tools(
+        "",
+        &[("p1", "apply_patch", json!({"patch": patch}))],
+    ));
+    s.mock.push_stream(sse::tools(
+        "",
+        &[("r1", "read_file", json!({"file_path": "big.txt"}))],
+    ));
+    s.mock.push_stream(sse::text("done"));
+    // The openai profile has apply_patch.
+    let created = s
+        .client
+        .call(
+            "session/create",
+            json!({"profile": "openai", "environment": {"kind": "ssh", "host": "box",
+                "cwd": dir.display().to_string()}}),
+        )
+        .await
+        .unwrap();
+    s.session = created["session_id"].as_str().unwrap().to_owned();
+    let events = s.run("patch and read").await;
+    let outputs = tool_outputs(&events);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("a.txt")).unwrap(),
+        "one\nTWO\nthree\n",
+        "{outputs:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("b/new.txt")).unwrap(),
+        "added\n"
+    );
+    assert!(
+        outputs[1].len() > 200_000,
+        "the event keeps the full output"
+    );
+    let requests = s.mock.requests();
+    let last = requests.last().unwrap().body.to_string();
+    assert!(
+        last.contains("Tool output was truncated"),
+        "the model gets the truncated output"
+    );
+}
