@@ -111,4 +111,7 @@ pub(crate) enum Online {
     /// Show a session's config, or change it from the next LLM call: `config SESSION
     /// max-turns=20 effort=high`.
     Config(cmd::config::Config),
+    /// Speak the Agent Client Protocol on stdin/stdout, for editors (Zed, JetBrains, Neovim,
+    /// Emacs): each ACP session is an agentd session. Only ACP goes to stdout.
+    Acp,
 }

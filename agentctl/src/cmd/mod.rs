@@ -64,6 +64,7 @@ pub(crate) async fn run(command: Online, ctx: &Context) -> Result<u8> {
         Online::Rm(args) => args.run(ctx).await,
         Online::Gc(args) => args.run(ctx).await,
         Online::Config(args) => args.run(ctx).await,
+        Online::Acp => crate::acp::run(ctx.conn.clone()).await,
     }
 }
 

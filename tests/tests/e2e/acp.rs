@@ -1,0 +1,517 @@
+//! `agentctl acp` driven by real ACP clients (the official Rust SDK's `Client`, and raw JSON
+//! lines for what an SDK will not send) against the real daemon and the mock provider.
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema as acp;
+use agent_client_protocol::{AcpAgent, AcpAgentConfig, Agent, Client};
+use agentd_tests::TestDaemon;
+use agentd_tests::mock::{Chunk, Gate, MockAnthropic};
+use agentd_tests::sse;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+/// The bridge's updates as the client received them.
+struct Updates(mpsc::UnboundedReceiver<acp::SessionNotification>);
+
+impl Updates {
+    /// Every update received so far.
+    fn drain(&mut self) -> Vec<acp::SessionUpdate> {
+        std::iter::from_fn(|| self.0.try_recv().ok())
+            .map(|n| n.update)
+            .collect()
+    }
+
+    /// Waits for the next update matching `want`, returning those before it too.
+    async fn until(
+        &mut self,
+        want: impl Fn(&acp::SessionUpdate) -> bool,
+    ) -> Vec<acp::SessionUpdate> {
+        let mut seen = Vec::new();
+        loop {
+            let n = tokio::time::timeout(Duration::from_secs(60), self.0.recv())
+                .await
+                .expect("an update in time")
+                .expect("the bridge is running");
+            let hit = want(&n.update);
+            seen.push(n.update);
+            if hit {
+                return seen;
+            }
+        }
+    }
+}
+
+/// `agentctl acp` with the daemon's environment (never starting a daemon of its own).
+fn agent(daemon: &TestDaemon) -> AcpAgent {
+    let cmd = daemon.command("agentctl");
+    let mut config = AcpAgentConfig::new(cmd.get_program()).arg("acp");
+    for (k, v) in cmd.get_envs() {
+        if let (Some(v), Some(k)) = (v.and_then(|v| v.to_str()), k.to_str()) {
+            config = config.env(k, v);
+        }
+    }
+    AcpAgent::new(config.env("AGENTD_NO_AUTOSTART", "1"))
+}
+
+/// Runs `body` with an initialized ACP connection to `agentctl acp`.
+async fn with_acp<R>(
+    daemon: &TestDaemon,
+    body: impl AsyncFnOnce(ConnectionTo<Agent>, Updates) -> Result<R, agent_client_protocol::Error>,
+) -> R {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let run = Client
+        .v1()
+        .on_receive_notification(
+            async move |n: acp::SessionNotification, _cx| {
+                let _ = tx.send(n);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_with(agent(daemon), async move |cx: ConnectionTo<Agent>| {
+            cx.send_request(acp::InitializeRequest::new(ProtocolVersion::V1))
+                .block_task()
+                .await?;
+            body(cx, Updates(rx)).await
+        });
+    tokio::time::timeout(Duration::from_secs(120), run)
+        .await
+        .expect("the ACP session ends in time")
+        .expect("the ACP session succeeds")
+}
+
+async fn new_session(cx: &ConnectionTo<Agent>, cwd: &Path) -> acp::SessionId {
+    cx.send_request(acp::NewSessionRequest::new(cwd))
+        .block_task()
+        .await
+        .expect("session/new")
+        .session_id
+}
+
+fn prompt(session: &acp::SessionId, text: &str) -> acp::PromptRequest {
+    acp::PromptRequest::new(
+        session.clone(),
+        vec![acp::ContentBlock::Text(acp::TextContent::new(text))],
+    )
+}
+
+/// A short tag per update, to compare sequences.
+fn tag(u: &acp::SessionUpdate) -> &'static str {
+    match u {
+        acp::SessionUpdate::UserMessageChunk(_) => "user",
+        acp::SessionUpdate::AgentMessageChunk(_) => "agent",
+        acp::SessionUpdate::AgentThoughtChunk(_) => "thought",
+        acp::SessionUpdate::ToolCall(_) => "tool_call",
+        acp::SessionUpdate::ToolCallUpdate(_) => "tool_call_update",
+        acp::SessionUpdate::UsageUpdate(_) => "usage",
+        _ => "other",
+    }
+}
+
+fn text_of(updates: &[acp::SessionUpdate], which: &str) -> String {
+    updates
+        .iter()
+        .filter(|u| tag(u) == which)
+        .filter_map(|u| match u {
+            acp::SessionUpdate::AgentMessageChunk(c) | acp::SessionUpdate::UserMessageChunk(c) => {
+                match &c.content {
+                    acp::ContentBlock::Text(t) => Some(t.text.clone()),
+                    _ => None,
+                }
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Tags without usage updates (whose number depends on the provider's stream).
+fn shape(updates: &[acp::SessionUpdate]) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for t in updates.iter().map(tag).filter(|t| *t != "usage") {
+        // Text arrives in as many chunks as the provider sends deltas.
+        if !(t == "agent" && out.last() == Some(&"agent")) {
+            out.push(t);
+        }
+    }
+    out
+}
+
+async fn daemon(mock: &MockAnthropic) -> TestDaemon {
+    TestDaemon::start(&mock.url).await.expect("daemon starts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initialize_advertises_load_list_and_an_auth_method() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let init = with_acp(&daemon, async |cx, _updates| {
+        cx.send_request(acp::InitializeRequest::new(ProtocolVersion::V1))
+            .block_task()
+            .await
+    })
+    .await;
+    assert_eq!(init.protocol_version, ProtocolVersion::V1);
+    assert!(init.agent_capabilities.load_session);
+    assert!(init.agent_capabilities.prompt_capabilities.embedded_context);
+    assert!(!init.agent_capabilities.prompt_capabilities.image);
+    assert!(init.agent_capabilities.session_capabilities.list.is_some());
+    let auth = &init.auth_methods;
+    assert_eq!(auth.len(), 1, "{auth:?}");
+    assert!(
+        auth[0]
+            .description()
+            .unwrap_or_default()
+            .contains("ANTHROPIC_API_KEY")
+    );
+    assert_eq!(init.agent_info.map(|i| i.name), Some("agentd".to_owned()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_with_a_tool_round_streams_calls_diffs_text_and_ends_the_turn() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    mock.push_stream(sse::tools(
+        "",
+        &[
+            ("t1", "shell", json!({"command": "echo from-the-shell"})),
+            (
+                "t2",
+                "write_file",
+                json!({"file_path": "notes.txt", "content": "new text\n"}),
+            ),
+        ],
+    ));
+    mock.push_stream(sse::text("All done."));
+    let cwd = dir.path().to_owned();
+    let (stop, updates) = with_acp(&daemon, async |cx, mut updates| {
+        let session = new_session(&cx, &cwd).await;
+        let r = cx
+            .send_request(prompt(&session, "run it"))
+            .block_task()
+            .await?;
+        Ok((r.stop_reason, updates.drain()))
+    })
+    .await;
+    assert_eq!(stop, acp::StopReason::EndTurn);
+    assert_eq!(
+        shape(&updates),
+        [
+            "tool_call",
+            "tool_call",
+            "tool_call_update",
+            "tool_call_update",
+            "agent"
+        ],
+        "{updates:#?}"
+    );
+    assert_eq!(text_of(&updates, "agent"), "All done.");
+    assert!(updates.iter().any(|u| tag(u) == "usage"), "{updates:#?}");
+    let calls: Vec<&acp::ToolCall> = updates
+        .iter()
+        .filter_map(|u| match u {
+            acp::SessionUpdate::ToolCall(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls[0].kind, acp::ToolKind::Execute);
+    assert_eq!(calls[0].title, "echo from-the-shell");
+    assert_eq!(calls[0].status, acp::ToolCallStatus::InProgress);
+    assert_eq!(
+        calls[0].raw_input,
+        Some(json!({"command": "echo from-the-shell"}))
+    );
+    let file = dir.path().join("notes.txt");
+    assert_eq!(calls[1].kind, acp::ToolKind::Edit);
+    assert_eq!(calls[1].locations, vec![acp::ToolCallLocation::new(&file)]);
+    assert_eq!(
+        calls[1].content,
+        vec![acp::ToolCallContent::Diff(acp::Diff::new(
+            &file,
+            "new text\n"
+        ))]
+    );
+    let ends: Vec<&acp::ToolCallUpdate> = updates
+        .iter()
+        .filter_map(|u| match u {
+            acp::SessionUpdate::ToolCallUpdate(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    let shell = ends
+        .iter()
+        .find(|u| u.tool_call_id.0.as_ref() == "t1")
+        .unwrap();
+    assert_eq!(shell.fields.status, Some(acp::ToolCallStatus::Completed));
+    let output = format!("{:?}", shell.fields.content);
+    assert!(output.contains("from-the-shell"), "{output}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "new text\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_during_a_tool_kills_it_and_answers_cancelled() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    mock.push_stream(sse::shell("t1", "echo started; sleep 600"));
+    let cwd = dir.path().to_owned();
+    let (stop, after) = with_acp(&daemon, async |cx, mut updates| {
+        let session = new_session(&cx, &cwd).await;
+        let pending = cx.send_request(prompt(&session, "wait"));
+        updates
+            .until(|u| matches!(u, acp::SessionUpdate::ToolCall(_)))
+            .await;
+        cx.send_notification(acp::CancelNotification::new(session.clone()))?;
+        let r = pending.block_task().await?;
+        Ok((r.stop_reason, updates.drain()))
+    })
+    .await;
+    assert_eq!(stop, acp::StopReason::Cancelled);
+    // The call was stopped, not left running: its end was reported before the answer.
+    assert!(
+        after.iter().any(|u| tag(u) == "tool_call_update"),
+        "{after:#?}"
+    );
+    assert_eq!(mock.requests().len(), 1, "nothing ran after the cancel");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_sent_while_busy_is_queued_and_both_answer_in_order() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    let gate = Gate::new();
+    let mut first = vec![Chunk::Wait(gate.clone())];
+    first.extend(sse::text("one"));
+    mock.push_stream(first);
+    mock.push_stream(sse::text("two"));
+    let cwd = dir.path().to_owned();
+    let (a, b, updates) = with_acp(&daemon, async |cx, mut updates| {
+        let session = new_session(&cx, &cwd).await;
+        let a = cx.send_request(prompt(&session, "first"));
+        mock.wait_requests(1).await;
+        let b = cx.send_request(prompt(&session, "second"));
+        // The second is queued before the first may finish.
+        while daemon_queue_len(&daemon, &session.0).await == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        gate.open();
+        let a = a.block_task().await?.stop_reason;
+        let b = b.block_task().await?.stop_reason;
+        Ok((a, b, updates.drain()))
+    })
+    .await;
+    assert_eq!((a, b), (acp::StopReason::EndTurn, acp::StopReason::EndTurn));
+    assert_eq!(text_of(&updates, "agent"), "onetwo");
+}
+
+async fn daemon_queue_len(daemon: &TestDaemon, session: &str) -> usize {
+    let mut client = daemon.client().await.unwrap();
+    let q = client
+        .call("session/queue", json!({"session_id": session}))
+        .await
+        .unwrap();
+    q["follow_up"].as_array().map_or(0, Vec::len)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_replays_a_session_started_with_agentctl_then_continues_live() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    mock.push_stream(sse::shell("t1", "echo replayed-output"));
+    mock.push_stream(sse::text("first answer"));
+    let cwd = dir.path().display().to_string();
+    let out = daemon
+        .agentctl(
+            &[
+                "--json",
+                "submit",
+                "--new",
+                "--follow",
+                "--cwd",
+                &cwd,
+                "hello there",
+            ],
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut client = daemon.client().await.unwrap();
+    let list = client.call("session/list", json!({})).await.unwrap();
+    let id = list["sessions"][0]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    mock.push_stream(sse::text("second answer"));
+    let (replay, live, stop) = with_acp(&daemon, async |cx, mut updates| {
+        cx.send_request(acp::LoadSessionRequest::new(id.clone(), dir.path()))
+            .block_task()
+            .await?;
+        let replay = updates.drain();
+        let r = cx
+            .send_request(prompt(&acp::SessionId::new(id.clone()), "again"))
+            .block_task()
+            .await?;
+        Ok((replay, updates.drain(), r.stop_reason))
+    })
+    .await;
+    assert_eq!(
+        shape(&replay),
+        ["user", "tool_call", "tool_call_update", "agent"],
+        "{replay:#?}"
+    );
+    assert_eq!(text_of(&replay, "user"), "hello there");
+    assert_eq!(text_of(&replay, "agent"), "first answer");
+    assert!(format!("{replay:?}").contains("replayed-output"));
+    assert_eq!(stop, acp::StopReason::EndTurn);
+    assert_eq!(shape(&live), ["agent"], "{live:#?}");
+    assert_eq!(text_of(&live, "agent"), "second answer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_shows_the_daemons_sessions_filtered_by_cwd() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let one = tempfile::tempdir().unwrap();
+    let two = tempfile::tempdir().unwrap();
+    let (a, all, only_one) = with_acp(&daemon, async |cx, _updates| {
+        let a = new_session(&cx, one.path()).await;
+        new_session(&cx, two.path()).await;
+        let all = cx
+            .send_request(acp::ListSessionsRequest::new())
+            .block_task()
+            .await?;
+        let only_one = cx
+            .send_request(acp::ListSessionsRequest::new().cwd(one.path().to_owned()))
+            .block_task()
+            .await?;
+        Ok((a, all.sessions, only_one.sessions))
+    })
+    .await;
+    assert_eq!(all.len(), 2);
+    assert_eq!(only_one.len(), 1);
+    assert_eq!(only_one[0].session_id, a);
+    assert_eq!(only_one[0].cwd, one.path());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_specific_errors() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    let errors = with_acp(&daemon, async |cx, _updates| {
+        let unknown = acp::SessionId::new("no-such-session");
+        let load = cx
+            .send_request(acp::LoadSessionRequest::new(unknown.clone(), dir.path()))
+            .block_task()
+            .await
+            .err();
+        let prompt = cx
+            .send_request(prompt(&unknown, "hi"))
+            .block_task()
+            .await
+            .err();
+        let mcp = cx
+            .send_request(acp::NewSessionRequest::new(dir.path()).mcp_servers(vec![
+                acp::McpServer::Stdio(acp::McpServerStdio::new("fs", "/bin/true")),
+            ]))
+            .block_task()
+            .await
+            .err();
+        let relative = cx
+            .send_request(acp::NewSessionRequest::new("relative/dir"))
+            .block_task()
+            .await
+            .err();
+        let session = new_session(&cx, dir.path()).await;
+        let image = cx
+            .send_request(acp::PromptRequest::new(
+                session,
+                vec![acp::ContentBlock::Image(acp::ImageContent::new(
+                    "AAAA",
+                    "image/png",
+                ))],
+            ))
+            .block_task()
+            .await
+            .err();
+        Ok([load, prompt, mcp, relative, image])
+    })
+    .await;
+    let [load, prompt, mcp, relative, image] = errors.map(|e| e.expect("an error"));
+    assert_eq!(i32::from(load.code), -32002, "{load:?}");
+    assert!(
+        format!("{:?}", load.data).contains("session_not_found"),
+        "{load:?}"
+    );
+    assert_eq!(i32::from(prompt.code), -32002, "{prompt:?}");
+    assert_eq!(i32::from(mcp.code), -32602, "{mcp:?}");
+    assert!(format!("{:?}", mcp.data).contains("MCP servers"), "{mcp:?}");
+    assert_eq!(i32::from(relative.code), -32602, "{relative:?}");
+    assert!(
+        format!("{:?}", relative.data).contains("absolute"),
+        "{relative:?}"
+    );
+    assert_eq!(i32::from(image.code), -32602, "{image:?}");
+    assert!(format!("{:?}", image.data).contains("images"), "{image:?}");
+}
+
+/// What an SDK will not send: string ids, an unknown method, malformed params. Every line on
+/// stdout is JSON-RPC, and each answer carries its request's id verbatim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_lines_string_ids_unknown_methods_and_bad_params() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let mut cmd = tokio::process::Command::from(daemon.command("agentctl"));
+    let mut child = cmd
+        .arg("acp")
+        .env("AGENTD_NO_AUTOSTART", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut ask = async |line: Value| -> Value {
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+        let text = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("an answer in time")
+            .unwrap()
+            .expect("a line");
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+    };
+    let init = ask(
+        json!({"jsonrpc": "2.0", "id": "init-1", "method": "initialize",
+        "params": {"protocolVersion": 1}}),
+    )
+    .await;
+    assert_eq!(init["id"], "init-1");
+    assert_eq!(init["result"]["protocolVersion"], 1);
+    let unknown = ask(
+        json!({"jsonrpc": "2.0", "id": 7, "method": "session/frobnicate",
+        "params": {}}),
+    )
+    .await;
+    assert_eq!(unknown["id"], 7);
+    assert_eq!(unknown["error"]["code"], -32601);
+    let bad = ask(json!({"jsonrpc": "2.0", "id": "x", "method": "session/new",
+        "params": {"cwd": 5, "mcpServers": []}}))
+    .await;
+    assert_eq!(bad["id"], "x");
+    assert_eq!(bad["error"]["code"], -32602);
+}
