@@ -515,3 +515,154 @@ async fn raw_lines_string_ids_unknown_methods_and_bad_params() {
     assert_eq!(bad["id"], "x");
     assert_eq!(bad["error"]["code"], -32602);
 }
+
+/// The official Python SDK's client (`.ci/run` installs it in `target/acp-py`) against the
+/// bridge: a second implementation of the protocol agrees with ours.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_client_runs_a_session() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let python = root.join("target/acp-py/bin/python");
+    if !agentd_tests::prerequisite(
+        "the ACP Python SDK (target/acp-py, installed by .ci/run)",
+        python.is_file(),
+    ) {
+        return;
+    }
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path().canonicalize().unwrap();
+    mock.push_stream(sse::tools(
+        "",
+        &[("t1", "read_file", json!({"file_path": "notes.txt"}))],
+    ));
+    mock.push_stream(sse::text("It says remember."));
+    std::fs::write(cwd.join("notes.txt"), "remember this line\n").unwrap();
+    let script = root.join("tests/tests/e2e/acp_client.py");
+    let agentctl = agentd_tests::bin_dir().join("agentctl");
+    let mut cmd = tokio::process::Command::from(daemon.program(&python));
+    cmd.arg(&script)
+        .arg(&agentctl)
+        .arg(&cwd)
+        .env("AGENTD_NO_AUTOSTART", "1")
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("the Python client ends in time")
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(seen["protocol_version"], 1);
+    assert_eq!(seen["load_session"], true);
+    assert_eq!(seen["stop_reason"], "end_turn");
+    assert_eq!(
+        seen["live"],
+        json!(["tool_call", "tool_call_update", "agent_message_chunk"])
+    );
+    assert_eq!(seen["live_text"], "It says remember.");
+    assert_eq!(seen["listed"], json!([seen["session"]]));
+    assert_eq!(
+        seen["replayed"],
+        json!([
+            "user_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "agent_message_chunk"
+        ])
+    );
+    // The embedded file reached the model as part of the input.
+    let first = mock.requests()[0].body.to_string();
+    assert!(first.contains("remember this line"), "{first}");
+}
+
+/// No daemon and autostart off: `agentctl acp` says so on stderr and exits 69, with nothing on
+/// stdout (an editor shows the message from stderr).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_daemon_it_exits_69_and_keeps_stdout_clean() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let mut cmd = tokio::process::Command::from(daemon.command("agentctl"));
+    let out = cmd
+        .arg("acp")
+        .env("AGENTD_NO_AUTOSTART", "1")
+        .env("AGENTD_SOCKET", daemon.root.path().join("nobody-here.sock"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(69));
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(!out.stderr.is_empty());
+}
+
+/// A provider without a key: `session/new` answers "auth required" (ACP's -32000) with the
+/// daemon's hint, which is what editors turn into a sign-in prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_without_a_key_is_auth_required() {
+    let daemon = TestDaemon::start_with(&[]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let err = with_acp(&daemon, async |cx, _updates| {
+        Ok(cx
+            .send_request(acp::NewSessionRequest::new(dir.path()))
+            .block_task()
+            .await
+            .err())
+    })
+    .await
+    .expect("an error");
+    assert_eq!(i32::from(err.code), -32000, "{err:?}");
+    assert!(
+        format!("{:?}", err.data).contains("provider_not_configured"),
+        "{err:?}"
+    );
+}
+
+/// The model is a config option listing the configured models; choosing one changes the
+/// model of the next LLM call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_option_switches_the_sessions_model() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    mock.push_stream(sse::text("ok"));
+    let (offered, after) = with_acp(&daemon, async |cx, _updates| {
+        let created = cx
+            .send_request(acp::NewSessionRequest::new(dir.path()))
+            .block_task()
+            .await?;
+        let offered = created.config_options.unwrap_or_default();
+        let set = cx
+            .send_request(acp::SetSessionConfigOptionRequest::new(
+                created.session_id.clone(),
+                "model",
+                acp::SessionConfigOptionValue::value_id("anthropic/claude-picked"),
+            ))
+            .block_task()
+            .await?;
+        cx.send_request(prompt(&created.session_id, "hi"))
+            .block_task()
+            .await?;
+        Ok((offered, set.config_options))
+    })
+    .await;
+    assert_eq!(offered.len(), 1);
+    assert_eq!(offered[0].id.0.as_ref(), "model");
+    let current = |o: &acp::SessionConfigOption| match &o.kind {
+        acp::SessionConfigKind::Select(s) => s.current_value.0.to_string(),
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        current(&offered[0]).starts_with("anthropic/"),
+        "{offered:?}"
+    );
+    assert_eq!(current(&after[0]), "anthropic/claude-picked");
+    assert_eq!(mock.requests()[0].body["model"], "claude-picked");
+}
