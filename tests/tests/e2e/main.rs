@@ -21,6 +21,7 @@ macro_rules! each_family {
 }
 
 mod acp;
+mod approvals;
 mod cli;
 mod compaction;
 mod connections;
