@@ -10,11 +10,13 @@
 //! This module owns the method handlers and the bridge's table of attached sessions;
 //! `session` owns one attached session's task (events → `session/update`, prompts answered
 //! when their input ends), `updates` the event → update translation, `tools` how tool calls
-//! look (kind, title, locations, diffs), `content` a prompt's blocks → input text.
+//! look (kind, title, locations, diffs), `content` a prompt's blocks → input text,
+//! `approvals` permission requests and the modes (`ask`, `auto`, `read-only`).
 //!
 //! Each request's work runs in its own task: the SDK's dispatch loop waits for a handler to
 //! return, and a prompt lasts minutes while `session/cancel` must get through at once.
 
+mod approvals;
 mod content;
 mod session;
 mod tools;
@@ -130,6 +132,17 @@ pub(crate) async fn run(conn: Connection) -> Result<u8> {
                 async move |req: acp::SetSessionConfigOptionRequest, responder, _cx| {
                     let b = b.clone();
                     answer(responder, async move { b.set_config_option(req).await });
+                    Ok(())
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let b = b();
+                async move |req: acp::SetSessionModeRequest, responder, _cx| {
+                    let b = b.clone();
+                    answer(responder, async move { b.set_mode(req).await });
                     Ok(())
                 }
             },
@@ -297,7 +310,9 @@ impl Bridge {
         };
         let options = self.config_options(&snapshot).await?;
         self.attach(&snapshot, cx, start);
-        Ok(acp::NewSessionResponse::new(snapshot.session_id.0.clone()).config_options(options))
+        Ok(acp::NewSessionResponse::new(snapshot.session_id.0.clone())
+            .config_options(options)
+            .modes(approvals::modes(&snapshot.config.approval)))
     }
 
     async fn load_session(
@@ -322,7 +337,9 @@ impl Bridge {
         self.attach(&snapshot, cx, start);
         // ACP: the whole conversation is sent before the answer.
         let _ = replayed.await;
-        Ok(acp::LoadSessionResponse::new().config_options(options))
+        Ok(acp::LoadSessionResponse::new()
+            .config_options(options)
+            .modes(approvals::modes(&snapshot.config.approval)))
     }
 
     /// Follows the session in its own task (replacing an earlier attachment of it).
@@ -394,6 +411,18 @@ impl Bridge {
                     .data(format!("_meta.steer must be true or false, not {other}")));
             }
         };
+        let gone = || Error::internal_error().data("the session is no longer followed");
+        let (reply, question) = oneshot::channel();
+        attached
+            .commands
+            .send(Command::Question { reply })
+            .await
+            .map_err(|_| gone())?;
+        if let Some(request_id) = question.await.map_err(|_| gone())? {
+            return self
+                .answer_question(&req.session_id, &attached, request_id, text)
+                .await;
+        }
         let submitted = self
             .daemon
             .call::<m::SessionSubmit>(SubmitParams {
@@ -413,10 +442,63 @@ impl Bridge {
             input_id: submitted.input_id,
             reply,
         };
-        let gone = || Error::internal_error().data("the session is no longer followed");
         attached.commands.send(command).await.map_err(|_| gone())?;
         let stop = outcome.await.map_err(|_| gone())??;
         Ok(acp::PromptResponse::new(stop))
+    }
+
+    /// A prompt sent while the model waits on its question is the answer; it ends with the
+    /// input that asked.
+    async fn answer_question(
+        &self,
+        id: &acp::SessionId,
+        attached: &Attached,
+        request_id: agentd_proto::RequestId,
+        text: String,
+    ) -> std::result::Result<acp::PromptResponse, Error> {
+        self.daemon
+            .call::<m::SessionRespond>(agentd_proto::RespondParams {
+                session_id: SessionId(id.0.to_string()),
+                request_id,
+                decision: None,
+                message: None,
+                answer: Some(text),
+                output: None,
+                is_error: None,
+            })
+            .await
+            .map_err(daemon_error)?;
+        let gone = || Error::internal_error().data("the session is no longer followed");
+        let (reply, outcome) = oneshot::channel();
+        attached
+            .commands
+            .send(Command::Ride { reply })
+            .await
+            .map_err(|_| gone())?;
+        Ok(acp::PromptResponse::new(
+            outcome.await.map_err(|_| gone())??,
+        ))
+    }
+
+    async fn set_mode(
+        &self,
+        req: acp::SetSessionModeRequest,
+    ) -> std::result::Result<acp::SetSessionModeResponse, Error> {
+        self.attached(&req.session_id)?;
+        let session_id = SessionId(req.session_id.0.to_string());
+        let snapshot = self
+            .daemon
+            .call::<m::SessionGet>(SessionParams {
+                session_id: session_id.clone(),
+            })
+            .await
+            .map_err(daemon_error)?;
+        let params = approvals::set_mode(session_id, &snapshot.config.approval, &req.mode_id.0)?;
+        self.daemon
+            .call::<m::SessionSetConfig>(params)
+            .await
+            .map_err(daemon_error)?;
+        Ok(acp::SetSessionModeResponse::new())
     }
 
     /// Stops the session's work, and takes back what this client queued: ACP cancels every

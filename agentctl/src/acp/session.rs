@@ -9,7 +9,13 @@
 //! rides with the input it was injected into and ends with it. A prompt's answer may be known
 //! before the prompt handler has told the task about it (the events came first), so finished
 //! inputs are remembered for a while.
+//!
+//! Approvals go to the editor as permission requests (`approvals`); one still pending when a
+//! `session/load` replay ends is asked then. A question from the model (`ask_user`) is shown
+//! as the agent's text, and the next prompt answers it (`session/respond {answer}`) instead of
+//! starting new work; that prompt ends with the input that asked.
 
+use super::approvals::{Approval, Asker};
 use super::updates::Translator;
 use crate::client::Connection;
 use agent_client_protocol::v1::ConnectionTo;
@@ -17,7 +23,7 @@ use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::{Client, Error};
 use agentd_proto::methods::SessionSubscribe;
 use agentd_proto::{
-    EventBody, InputId, ProcessingEndReason, SessionId, StreamEndReason, StreamItem,
+    EventBody, InputId, ProcessingEndReason, RequestId, SessionId, StreamEndReason, StreamItem,
     SubscribeParams,
 };
 use std::collections::{HashMap, VecDeque};
@@ -40,6 +46,12 @@ pub(super) enum Command {
     },
     /// The client cancelled: every prompt still waiting answers `cancelled`.
     Cancelled,
+    /// Which question the session waits on, if any.
+    Question {
+        reply: oneshot::Sender<Option<RequestId>>,
+    },
+    /// Answer `reply` when the current input ends (a prompt that answered a question).
+    Ride { reply: oneshot::Sender<Outcome> },
 }
 
 /// The handle the bridge keeps per attached session.
@@ -70,11 +82,24 @@ pub(super) fn attach(
 ) -> Attached {
     let (commands, rx) = mpsc::channel(64);
     let replaying = start.replay_until > start.since_seq;
+    let acp_id = acp::SessionId::new(session_id.0.clone());
+    let asker = Asker {
+        daemon: daemon.clone(),
+        cx: cx.clone(),
+        session_id: session_id.clone(),
+        acp_id: acp_id.clone(),
+        cwd: cwd.clone(),
+    };
     let task = Task {
         daemon,
         cx,
-        acp_id: acp::SessionId::new(session_id.0.clone()),
+        acp_id,
         session_id,
+        asker,
+        replaying,
+        unasked: Vec::new(),
+        question: None,
+        answer_riders: Vec::new(),
         translator: Translator::new(cwd, context_window, replaying),
         current: None,
         riders: Vec::new(),
@@ -92,6 +117,16 @@ struct Task {
     cx: ConnectionTo<Client>,
     session_id: SessionId,
     acp_id: acp::SessionId,
+    /// Sends approvals to the editor.
+    asker: Asker,
+    /// Reading the replay of a `session/load`.
+    replaying: bool,
+    /// Approvals requested in the replay and not settled in it: asked when it ends.
+    unasked: Vec<Approval>,
+    /// The question the session waits on.
+    question: Option<RequestId>,
+    /// Prompts that answered a question, ending with the current input.
+    answer_riders: Vec<oneshot::Sender<Outcome>>,
     translator: Translator,
     /// The input running now.
     current: Option<InputId>,
@@ -146,6 +181,10 @@ impl Task {
                             {
                                 for update in self.translator.go_live() {
                                     self.send(update);
+                                }
+                                self.replaying = false;
+                                for approval in std::mem::take(&mut self.unasked) {
+                                    self.asker.ask(approval);
                                 }
                                 let _ = done.send(());
                             }
@@ -209,6 +248,16 @@ impl Task {
                     self.end(id, Ok(acp::StopReason::Cancelled));
                 }
             }
+            Command::Question { reply } => {
+                let _ = reply.send(self.question.clone());
+            }
+            Command::Ride { reply } => {
+                if self.current.is_some() {
+                    self.answer_riders.push(reply);
+                } else {
+                    let _ = reply.send(Ok(acp::StopReason::EndTurn));
+                }
+            }
         }
     }
 
@@ -223,6 +272,37 @@ impl Task {
             }
             EventBody::SteeringInjected { input_id, .. } => self.riders.push(input_id.clone()),
             EventBody::Error { message, .. } => self.last_error = Some(message.clone()),
+            EventBody::ApprovalRequested {
+                request_id,
+                call_id,
+                tool,
+                arguments,
+                summary,
+            } => {
+                let approval = Approval {
+                    request_id: request_id.clone(),
+                    call_id: call_id.clone(),
+                    tool: tool.clone(),
+                    arguments: arguments.clone(),
+                    summary: summary.clone(),
+                };
+                if self.replaying {
+                    self.unasked.push(approval);
+                } else {
+                    self.asker.ask(approval);
+                }
+            }
+            EventBody::ApprovalResolved { request_id, .. } => {
+                self.unasked.retain(|a| a.request_id != *request_id);
+            }
+            EventBody::QuestionRequested { request_id, .. } => {
+                self.question = Some(request_id.clone());
+            }
+            EventBody::QuestionResolved { request_id, .. } => {
+                if self.question.as_ref() == Some(request_id) {
+                    self.question = None;
+                }
+            }
             EventBody::ProcessingEnd { reason, input_id } => {
                 if self.current.is_none() {
                     self.current = input_id.clone();
@@ -274,7 +354,8 @@ impl Task {
     }
 
     fn fail_all(&mut self, why: &str) {
-        for (_, reply) in self.waiting.drain() {
+        let replies = self.waiting.drain().map(|(_, r)| r);
+        for reply in replies.chain(self.answer_riders.drain(..)) {
             let _ = reply.send(Err(Error::internal_error().data(why)));
         }
     }

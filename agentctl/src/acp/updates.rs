@@ -168,6 +168,16 @@ impl Translator {
                 }
                 vec![acp::SessionUpdate::UsageUpdate(update)]
             }
+            EventBody::QuestionRequested {
+                question, options, ..
+            } => {
+                let mut text = format!("\n\n{question}\n");
+                if !options.is_empty() {
+                    text.push_str(&format!("({})\n", options.join(" / ")));
+                }
+                text.push_str("[agentd: your next message answers this question]\n");
+                vec![acp::SessionUpdate::AgentMessageChunk(chunk(text))]
+            }
             EventBody::Warning { message } | EventBody::LoopDetection { message } => {
                 vec![acp::SessionUpdate::AgentThoughtChunk(chunk(format!(
                     "[agentd] {message}\n"

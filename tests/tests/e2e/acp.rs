@@ -62,9 +62,52 @@ async fn with_acp<R>(
     daemon: &TestDaemon,
     body: impl AsyncFnOnce(ConnectionTo<Agent>, Updates) -> Result<R, agent_client_protocol::Error>,
 ) -> R {
+    with_acp_answering(
+        daemon,
+        |r| panic!("unexpected permission request {r:?}"),
+        body,
+    )
+    .await
+}
+
+/// Like [`with_acp`], answering each permission request with the option `choose` picks
+/// (`None`: the client cancels it).
+async fn with_acp_answering<R>(
+    daemon: &TestDaemon,
+    choose: impl Fn(&acp::RequestPermissionRequest) -> Option<&'static str> + Send + Sync + 'static,
+    body: impl AsyncFnOnce(ConnectionTo<Agent>, Updates) -> Result<R, agent_client_protocol::Error>,
+) -> R {
     let (tx, rx) = mpsc::unbounded_channel();
+    let asked = tx.clone();
     let run = Client
         .v1()
+        .on_receive_request(
+            async move |r: acp::RequestPermissionRequest, responder, _cx| {
+                let outcome = match choose(&r) {
+                    Some(id) => acp::RequestPermissionOutcome::Selected(
+                        acp::SelectedPermissionOutcome::new(id),
+                    ),
+                    None => acp::RequestPermissionOutcome::Cancelled,
+                };
+                // Recorded among the updates, as a tool call update of its own kind.
+                let _ = asked.send(acp::SessionNotification::new(
+                    r.session_id.clone(),
+                    acp::SessionUpdate::ToolCallUpdate(
+                        r.tool_call.clone().meta(serde_json::Map::from_iter([(
+                            "permission_options".to_owned(),
+                            json!(
+                                r.options
+                                    .iter()
+                                    .map(|o| o.option_id.0.to_string())
+                                    .collect::<Vec<_>>()
+                            ),
+                        )])),
+                    ),
+                ));
+                responder.respond(acp::RequestPermissionResponse::new(outcome))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
         .on_receive_notification(
             async move |n: acp::SessionNotification, _cx| {
                 let _ = tx.send(n);
@@ -665,4 +708,181 @@ async fn the_model_option_switches_the_sessions_model() {
     );
     assert_eq!(current(&after[0]), "anthropic/claude-picked");
     assert_eq!(mock.requests()[0].body["model"], "claude-picked");
+}
+
+/// In mode `ask`, each writing or running call waits for the editor's answer: the allowed
+/// one runs, the rejected one is reported failed and never runs, and a cancelled request is
+/// a refusal too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ask_mode_sends_permission_requests_and_obeys_them() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    mock.push_stream(sse::shell("t1", "echo granted-run"));
+    mock.push_stream(sse::tools(
+        "",
+        &[(
+            "t2",
+            "write_file",
+            json!({"file_path": "refused.txt", "content": "x"}),
+        )],
+    ));
+    mock.push_stream(sse::shell("t3", "touch cancelled.txt"));
+    mock.push_stream(sse::text("done"));
+    let choose = |r: &acp::RequestPermissionRequest| match r.tool_call.tool_call_id.0.as_ref() {
+        "t1" => Some("allow_once"),
+        "t2" => Some("reject_once"),
+        _ => None,
+    };
+    let (modes, stop, updates) = with_acp_answering(&daemon, choose, async |cx, mut updates| {
+        let created = cx
+            .send_request(acp::NewSessionRequest::new(dir.path()))
+            .block_task()
+            .await?;
+        cx.send_request(acp::SetSessionModeRequest::new(
+            created.session_id.clone(),
+            "ask",
+        ))
+        .block_task()
+        .await?;
+        let r = cx
+            .send_request(prompt(&created.session_id, "go"))
+            .block_task()
+            .await?;
+        Ok((created.modes, r.stop_reason, updates.drain()))
+    })
+    .await;
+    let modes = modes.expect("modes");
+    assert_eq!(modes.current_mode_id.0.as_ref(), "auto");
+    let ids: Vec<&str> = modes
+        .available_modes
+        .iter()
+        .map(|m| m.id.0.as_ref())
+        .collect();
+    assert_eq!(ids, ["ask", "auto", "read-only"]);
+    assert_eq!(stop, acp::StopReason::EndTurn);
+    let asked: Vec<&acp::ToolCallUpdate> = updates
+        .iter()
+        .filter_map(|u| match u {
+            acp::SessionUpdate::ToolCallUpdate(c) if c.meta.is_some() => Some(c),
+            _ => None,
+        })
+        .collect();
+    let asked_ids: Vec<&str> = asked.iter().map(|u| u.tool_call_id.0.as_ref()).collect();
+    assert_eq!(asked_ids, ["t1", "t2", "t3"], "{updates:#?}");
+    assert_eq!(
+        asked[0].meta.as_ref().unwrap()["permission_options"],
+        json!(["allow_once", "allow_always", "reject_once"])
+    );
+    assert_eq!(asked[1].fields.kind, Some(acp::ToolKind::Edit));
+    let status = |id: &str| {
+        updates
+            .iter()
+            .filter_map(|u| match u {
+                acp::SessionUpdate::ToolCallUpdate(c)
+                    if c.meta.is_none() && c.tool_call_id.0.as_ref() == id =>
+                {
+                    c.fields.status
+                }
+                _ => None,
+            })
+            .next_back()
+    };
+    assert_eq!(status("t1"), Some(acp::ToolCallStatus::Completed));
+    assert_eq!(status("t2"), Some(acp::ToolCallStatus::Failed));
+    assert_eq!(status("t3"), Some(acp::ToolCallStatus::Failed));
+    assert!(format!("{updates:?}").contains("granted-run"));
+    assert!(!dir.path().join("refused.txt").exists());
+    assert!(!dir.path().join("cancelled.txt").exists());
+}
+
+/// `read-only` refuses file writes without asking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_mode_refuses_writes() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    mock.push_stream(sse::tools(
+        "",
+        &[(
+            "t1",
+            "write_file",
+            json!({"file_path": "no.txt", "content": "x"}),
+        )],
+    ));
+    mock.push_stream(sse::text("ok"));
+    let updates = with_acp(&daemon, async |cx, mut updates| {
+        let session = new_session(&cx, dir.path()).await;
+        cx.send_request(acp::SetSessionModeRequest::new(
+            session.clone(),
+            "read-only",
+        ))
+        .block_task()
+        .await?;
+        let bad = cx
+            .send_request(acp::SetSessionModeRequest::new(session.clone(), "yolo"))
+            .block_task()
+            .await
+            .err()
+            .expect("an unknown mode is an error");
+        assert_eq!(i32::from(bad.code), -32602);
+        cx.send_request(prompt(&session, "write"))
+            .block_task()
+            .await?;
+        Ok(updates.drain())
+    })
+    .await;
+    let failed = updates.iter().any(|u| {
+        matches!(u, acp::SessionUpdate::ToolCallUpdate(c)
+            if c.fields.status == Some(acp::ToolCallStatus::Failed))
+    });
+    assert!(failed, "{updates:#?}");
+    assert!(!dir.path().join("no.txt").exists());
+}
+
+/// A question from the model (`ask_user`) shows as the agent's text; the next prompt answers
+/// it rather than starting new work, and both prompts end with the input that asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_prompt_answers_the_models_question() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    mock.push_stream(sse::tools(
+        "",
+        &[(
+            "q1",
+            "ask_user",
+            json!({"question": "Which color?", "options": ["red", "blue"]}),
+        )],
+    ));
+    mock.push_stream(sse::text("Blue it is."));
+    let (first, second, updates) = with_acp(&daemon, async |cx, mut updates| {
+        let session = new_session(&cx, dir.path()).await;
+        cx.send_request(acp::SetSessionModeRequest::new(session.clone(), "ask"))
+            .block_task()
+            .await?;
+        let first = cx.send_request(prompt(&session, "pick a color"));
+        let mut seen = updates
+            .until(|u| format!("{u:?}").contains("your next message answers"))
+            .await;
+        let second = cx
+            .send_request(prompt(&session, "blue"))
+            .block_task()
+            .await?
+            .stop_reason;
+        let first = first.block_task().await?.stop_reason;
+        seen.extend(updates.drain());
+        Ok((first, second, seen))
+    })
+    .await;
+    assert_eq!(first, acp::StopReason::EndTurn);
+    assert_eq!(second, acp::StopReason::EndTurn);
+    assert!(
+        text_of(&updates, "agent").contains("(red / blue)"),
+        "{updates:#?}"
+    );
+    assert!(text_of(&updates, "agent").ends_with("Blue it is."));
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2, "the answer started no new work");
+    assert!(requests[1].body.to_string().contains("blue"));
 }
