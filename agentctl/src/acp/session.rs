@@ -298,10 +298,10 @@ impl Task {
             EventBody::QuestionRequested { request_id, .. } => {
                 self.question = Some(request_id.clone());
             }
-            EventBody::QuestionResolved { request_id, .. } => {
-                if self.question.as_ref() == Some(request_id) {
-                    self.question = None;
-                }
+            EventBody::QuestionResolved { request_id, .. }
+                if self.question.as_ref() == Some(request_id) =>
+            {
+                self.question = None;
             }
             EventBody::ProcessingEnd { reason, input_id } => {
                 if self.current.is_none() {

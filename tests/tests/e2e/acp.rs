@@ -92,8 +92,8 @@ async fn with_acp_answering<R>(
                 // Recorded among the updates, as a tool call update of its own kind.
                 let _ = asked.send(acp::SessionNotification::new(
                     r.session_id.clone(),
-                    acp::SessionUpdate::ToolCallUpdate(
-                        r.tool_call.clone().meta(serde_json::Map::from_iter([(
+                    acp::SessionUpdate::ToolCallUpdate(r.tool_call.clone().meta(
+                        serde_json::Map::from_iter([(
                             "permission_options".to_owned(),
                             json!(
                                 r.options
@@ -101,8 +101,8 @@ async fn with_acp_answering<R>(
                                     .map(|o| o.option_id.0.to_string())
                                     .collect::<Vec<_>>()
                             ),
-                        )])),
-                    ),
+                        )]),
+                    )),
                 ));
                 responder.respond(acp::RequestPermissionResponse::new(outcome))
             },
@@ -823,8 +823,7 @@ async fn read_only_mode_refuses_writes() {
             .send_request(acp::SetSessionModeRequest::new(session.clone(), "yolo"))
             .block_task()
             .await
-            .err()
-            .expect("an unknown mode is an error");
+            .expect_err("an unknown mode is an error");
         assert_eq!(i32::from(bad.code), -32602);
         cx.send_request(prompt(&session, "write"))
             .block_task()
