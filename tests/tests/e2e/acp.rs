@@ -885,3 +885,69 @@ async fn the_next_prompt_answers_the_models_question() {
     assert_eq!(requests.len(), 2, "the answer started no new work");
     assert!(requests[1].body.to_string().contains("blue"));
 }
+
+/// acpx (npm, pinned, on Node 22; `.ci/run` installs both in `target/acpx`), a headless ACP
+/// client built on the TypeScript SDK, runs a prompt with a tool call through the bridge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acpx_runs_a_prompt() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let bin = root.join("target/acpx/node_modules/.bin");
+    if !agentd_tests::prerequisite(
+        "acpx with Node 22 (target/acpx, installed by .ci/run)",
+        bin.join("acpx").is_file() && bin.join("node").is_file(),
+    ) {
+        return;
+    }
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    mock.push_stream(sse::shell("t1", "echo via-acpx"));
+    mock.push_stream(sse::text("Ran it."));
+    let agentctl = agentd_tests::bin_dir().join("agentctl");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = tokio::process::Command::from(daemon.program(bin.join("acpx")));
+    cmd.env("PATH", path)
+        .env("AGENTD_NO_AUTOSTART", "1")
+        .args(["--agent", &format!("{} acp", agentctl.display())])
+        .args(["--approve-all", "--format", "json", "--cwd"])
+        .arg(dir.path())
+        .args(["exec", "run the command"])
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("acpx ends in time")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let messages: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let kinds: Vec<&str> = messages
+        .iter()
+        .filter_map(|m| m["params"]["update"]["sessionUpdate"].as_str())
+        .collect();
+    assert!(kinds.contains(&"tool_call"), "{stdout}");
+    assert!(kinds.contains(&"tool_call_update"), "{stdout}");
+    assert!(stdout.contains("via-acpx"), "{stdout}");
+    let text: String = messages
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+        .collect();
+    assert_eq!(text, "Ran it.");
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["result"]["stopReason"] == "end_turn"),
+        "{stdout}"
+    );
+}
