@@ -51,9 +51,10 @@ impl<T: Serialize> ToRpcParams for Object<T> {
     }
 }
 
-/// A connected client.
+/// A connected client; clones share the connection (`agentctl acp` calls from many tasks).
+#[derive(Clone)]
 pub(crate) struct Connection {
-    client: Client,
+    client: std::sync::Arc<Client>,
 }
 
 impl Connection {
@@ -68,7 +69,9 @@ impl Connection {
                 Sender(BufWriter::new(write)),
                 Receiver(BufReader::new(read), String::new()),
             );
-        Ok(Self { client })
+        Ok(Self {
+            client: std::sync::Arc::new(client),
+        })
     }
 
     /// Calls method `M`.

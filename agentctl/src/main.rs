@@ -9,9 +9,10 @@
 //! be reached; 77 the daemon refused this user; 130 interrupted.
 //!
 //! `main` parses the command line and picks the exit code; `cli` is the command line's shape,
-//! `cmd/` has one module per command (as mini-redis does), `client` the connection, `daemon`
+//! `cmd/` has one module per command (as mini-redis does), `acp` the editor bridge, `client` the connection, `daemon`
 //! finding and starting the daemon, `render` the human view of events.
 
+mod acp;
 mod cli;
 mod client;
 mod cmd;

@@ -68,6 +68,7 @@ pub(crate) async fn run(command: Online, ctx: &Context) -> Result<u8> {
         Online::Config(args) => args.run(ctx).await,
         Online::Pending(args) => args.run(ctx).await,
         Online::Respond(args) => args.run(ctx).await,
+        Online::Acp => crate::acp::run(ctx.conn.clone()).await,
     }
 }
 

@@ -6,7 +6,8 @@
 //!
 //! Prints: per-tool-round overhead of a 10-round `echo` task (median of runs), the cost of the
 //! bare `bash -c echo` it includes, daemon RSS idle and with 100 idle sessions, the latency
-//! from the provider sending a text delta to a subscriber receiving the event (p50/p99),
+//! from the provider sending a text delta to a subscriber receiving the event (p50/p99), the
+//! same through `agentctl acp` to an ACP client's `agent_message_chunk` with the bridge's RSS,
 //! `session/create` latency in a git repository, and the `grep` and `glob` tools over a
 //! generated tree of 50,000 files beside `rg` (when installed) on the same tree, and, with
 //! 10,000 stored sessions, the time from starting the daemon to its socket answering,
@@ -122,20 +123,7 @@ async fn main() {
 
     // Event latency: the provider sends one text delta at a time; measure until the
     // subscriber has it.
-    let gates: Vec<Gate> = (0..LATENCY_SAMPLES).map(|_| Gate::new()).collect();
-    let mut chunks = vec![sse::message_start()];
-    chunks.push(Chunk::Data("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n".into()));
-    for (i, gate) in gates.iter().enumerate() {
-        chunks.push(Chunk::Wait(gate.clone()));
-        chunks.push(Chunk::Data(format!(
-            "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"d{i} \"}}}}\n\n"
-        )));
-    }
-    chunks.push(Chunk::Data(
-        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n".into(),
-    ));
-    chunks.extend(sse::message_end("end_turn"));
-    mock.push(Reply::Stream(chunks));
+    let gates = gated_stream(&mock);
     let session = daemon
         .create_session(&mut client, workdir.path(), json!({}))
         .await
@@ -163,6 +151,7 @@ async fn main() {
         .await
         .unwrap();
     latencies.sort();
+    let acp = acp_bench(&mock, &daemon, workdir.path()).await;
 
     let after_runs = rss_kib(pid);
 
@@ -202,6 +191,15 @@ async fn main() {
         percentile(&latencies, 0.5).as_secs_f64() * 1e6,
         percentile(&latencies, 0.99).as_secs_f64() * 1e6,
         latencies[LATENCY_SAMPLES - 1].as_secs_f64() * 1e6
+    );
+    println!(
+        "ACP: provider delta -> `agentctl acp` client's agent_message_chunk ({LATENCY_SAMPLES} samples): p50 {:.0} us, p99 {:.0} us, max {:.0} us (socket above: p50 +{:.0} us); bridge RSS {:.1} MB after the stream",
+        percentile(&acp.latencies, 0.5).as_secs_f64() * 1e6,
+        percentile(&acp.latencies, 0.99).as_secs_f64() * 1e6,
+        acp.latencies[LATENCY_SAMPLES - 1].as_secs_f64() * 1e6,
+        (percentile(&acp.latencies, 0.5).as_secs_f64() - percentile(&latencies, 0.5).as_secs_f64())
+            * 1e6,
+        mb(acp.rss_kib)
     );
     println!(
         "daemon RSS: idle {:.1} MB; with 100 idle sessions {:.1} MB (+{:.1} kB per session); after the runs above {:.1} MB",
@@ -459,6 +457,88 @@ async fn main() {
 }
 
 /// Answers `ROUNDS` `echo` calls, then text: the per-round task.
+/// Queues a reply that streams [`LATENCY_SAMPLES`] text deltas, each held until its gate opens.
+fn gated_stream(mock: &MockAnthropic) -> Vec<Gate> {
+    let gates: Vec<Gate> = (0..LATENCY_SAMPLES).map(|_| Gate::new()).collect();
+    let mut chunks = vec![sse::message_start()];
+    chunks.push(Chunk::Data("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n".into()));
+    for (i, gate) in gates.iter().enumerate() {
+        chunks.push(Chunk::Wait(gate.clone()));
+        chunks.push(Chunk::Data(format!(
+            "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"d{i} \"}}}}\n\n"
+        )));
+    }
+    chunks.push(Chunk::Data(
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n".into(),
+    ));
+    chunks.extend(sse::message_end("end_turn"));
+    mock.push(Reply::Stream(chunks));
+    gates
+}
+
+/// What the ACP bridge adds.
+struct AcpFigures {
+    /// Gate opened -> the ACP client read the `agent_message_chunk`, sorted.
+    latencies: Vec<Duration>,
+    /// `agentctl acp`'s RSS after the stream.
+    rss_kib: u64,
+}
+
+/// The event-latency measurement through `agentctl acp`: an ACP client (JSON lines on the
+/// bridge's stdio) opens a session and prompts; each gated delta is timed until its
+/// `agent_message_chunk` arrives.
+async fn acp_bench(mock: &MockAnthropic, daemon: &TestDaemon, cwd: &Path) -> AcpFigures {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let gates = gated_stream(mock);
+    let mut child = tokio::process::Command::from(daemon.command("agentctl"))
+        .arg("acp")
+        .env("AGENTD_NO_AUTOSTART", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut send = async |v: Value| {
+        stdin.write_all(format!("{v}\n").as_bytes()).await.unwrap();
+    };
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})).await;
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}})).await;
+    let mut session = None;
+    while session.is_none() {
+        let line: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        if line["id"] == 2 {
+            session = line["result"]["sessionId"].as_str().map(str::to_owned);
+        }
+    }
+    send(json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {"sessionId": session, "prompt": [{"type": "text", "text": "stream"}]}})).await;
+    let mut latencies = Vec::with_capacity(LATENCY_SAMPLES);
+    for gate in &gates {
+        let sent = Instant::now();
+        gate.open();
+        loop {
+            let line = lines.next_line().await.unwrap().unwrap();
+            if line.contains("agent_message_chunk") {
+                break;
+            }
+        }
+        latencies.push(sent.elapsed());
+    }
+    loop {
+        let line = lines.next_line().await.unwrap().unwrap();
+        if line.contains("\"stopReason\"") {
+            break;
+        }
+    }
+    latencies.sort();
+    AcpFigures {
+        latencies,
+        rss_kib: rss_kib(pid),
+    }
+}
+
 fn echo_rounds(body: &Value) -> Reply {
     let done = tool_results(body);
     if done < ROUNDS {

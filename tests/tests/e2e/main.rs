@@ -20,6 +20,7 @@ macro_rules! each_family {
     )*};
 }
 
+mod acp;
 mod approvals;
 mod cli;
 mod compaction;

@@ -1,0 +1,628 @@
+//! `agentctl acp`: the Agent Client Protocol (v1, JSON-RPC over stdio) for editors, bridged to
+//! agentd sessions over the daemon's socket, with the official Rust SDK
+//! (`agent-client-protocol`, pinned: its API changes completely between majors).
+//!
+//! One ACP session is one agentd session, and its id is the agentd session id, so a session
+//! started with `agentctl submit` opens in the editor with `session/load`, keeps running when
+//! the editor closes, and several editors can follow it. Only ACP goes to stdout; diagnostics
+//! go to stderr.
+//!
+//! This module owns the method handlers and the bridge's table of attached sessions;
+//! `session` owns one attached session's task (events → `session/update`, prompts answered
+//! when their input ends), `updates` the event → update translation, `tools` how tool calls
+//! look (kind, title, locations, diffs), `content` a prompt's blocks → input text,
+//! `approvals` permission requests and the modes (`ask`, `auto`, `read-only`).
+//!
+//! Each request's work runs in its own task: the SDK's dispatch loop waits for a handler to
+//! return, and a prompt lasts minutes while `session/cancel` must get through at once.
+
+mod approvals;
+mod content;
+mod session;
+mod tools;
+mod updates;
+
+use crate::client::Connection;
+use crate::error::{Failure, Result};
+use agent_client_protocol::v1::schema as acp;
+use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::{Agent, Client, Error, JsonRpcResponse, Stdio};
+use agentd_proto::methods as m;
+use agentd_proto::{
+    AbortParams, ConfigPatch, CreateParams, DaemonInfo, Empty, ErrorKind, ListParams, SessionId,
+    SessionParams, SessionSnapshot, SetConfigParams, SubmitParams, WhenBusy,
+};
+use session::{Attached, Command, Start};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use tokio::sync::oneshot;
+
+/// The auth method every `initialize` lists: ACP clients (Zed's registry) require one, and
+/// agentd's keys live with the daemon, so it tells where to put one.
+const AUTH_METHOD: &str = "agentd-provider-key";
+
+/// The `session/set_config_option` id for the model.
+const MODEL_OPTION: &str = "model";
+
+/// The bridge between one editor and the daemon.
+struct Bridge {
+    daemon: Arc<Connection>,
+    /// Attached sessions by id. Never held across an `.await`.
+    sessions: Mutex<HashMap<String, Arc<Attached>>>,
+}
+
+/// Serves ACP on stdin/stdout until the editor closes stdin.
+pub(crate) async fn run(conn: Connection) -> Result<u8> {
+    let bridge = Arc::new(Bridge {
+        daemon: Arc::new(conn),
+        sessions: Mutex::new(HashMap::new()),
+    });
+    let b = || bridge.clone();
+    Agent
+        .v1()
+        .name("agentd")
+        .on_receive_request(
+            {
+                let b = b();
+                async move |req: acp::InitializeRequest, responder, _cx| {
+                    responder.respond(b.initialize(&req))
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let b = b();
+                async move |_req: acp::AuthenticateRequest, responder, _cx| {
+                    let b = b.clone();
+                    answer(responder, async move { b.authenticate().await });
+                    Ok(())
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let b = b();
+                async move |req: acp::NewSessionRequest, responder, cx| {
+                    let b = b.clone();
+                    answer(responder, async move { b.new_session(req, cx).await });
+                    Ok(())
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let b = b();
+                async move |req: acp::LoadSessionRequest, responder, cx| {
+                    let b = b.clone();
+                    answer(responder, async move { b.load_session(req, cx).await });
+                    Ok(())
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let b = b();
+                async move |req: acp::ListSessionsRequest, responder, _cx| {
+                    let b = b.clone();
+                    answer(responder, async move { b.list_sessions(req).await });
+                    Ok(())
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let b = b();
+                async move |req: acp::PromptRequest, responder, _cx| {
+                    let b = b.clone();
+                    answer(responder, async move { b.prompt(req).await });
+                    Ok(())
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let b = b();
+                async move |req: acp::SetSessionConfigOptionRequest, responder, _cx| {
+                    let b = b.clone();
+                    answer(responder, async move { b.set_config_option(req).await });
+                    Ok(())
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let b = b();
+                async move |req: acp::SetSessionModeRequest, responder, _cx| {
+                    let b = b.clone();
+                    answer(responder, async move { b.set_mode(req).await });
+                    Ok(())
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let b = b();
+                async move |req: acp::CloseSessionRequest, responder, _cx| {
+                    responder.respond_with_result(b.close(&req))
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_notification(
+            {
+                let b = b();
+                async move |req: acp::CancelNotification, _cx| {
+                    let b = b.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = b.cancel(&req.session_id).await {
+                            eprintln!("agentctl acp: cancel {}: {}", req.session_id, e.message);
+                        }
+                    });
+                    Ok(())
+                }
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_to(Stdio::new())
+        .await
+        .map_err(|e| Failure::failed(format!("ACP connection: {e}")))?;
+    Ok(0)
+}
+
+/// Runs `work` in its own task and answers the request with its result.
+fn answer<T: JsonRpcResponse + Send + 'static>(
+    responder: Responder<T>,
+    work: impl Future<Output = std::result::Result<T, Error>> + Send + 'static,
+) {
+    tokio::spawn(async move {
+        if let Err(e) = responder.respond_with_result(work.await) {
+            eprintln!("agentctl acp: a response could not be sent: {e}");
+        }
+    });
+}
+
+/// A daemon error as an ACP error: the codes ACP defines where one fits (an unknown session is
+/// "resource not found", a provider without a key is "auth required"), the daemon's message
+/// and `data.kind` kept.
+fn daemon_error(e: jsonrpsee::core::ClientError) -> Error {
+    let jsonrpsee::core::ClientError::Call(call) = &e else {
+        return Error::internal_error().data(format!("the daemon: {e}"));
+    };
+    let kind = call
+        .data()
+        .and_then(|d| serde_json::from_str::<serde_json::Value>(d.get()).ok())
+        .and_then(|d| d.get("kind").and_then(|k| k.as_str()).map(str::to_owned));
+    let base = match kind.as_deref() {
+        Some(k) if k == kind_str(ErrorKind::SessionNotFound) => {
+            Error::new(-32002, "Resource not found")
+        }
+        Some(k) if k == kind_str(ErrorKind::ProviderNotConfigured) => Error::auth_required(),
+        Some(k) if k == kind_str(ErrorKind::InvalidConfig) => Error::invalid_params(),
+        _ if call.code() == -32602 => Error::invalid_params(),
+        _ => Error::internal_error(),
+    };
+    base.data(serde_json::json!({ "message": call.message(), "kind": kind }))
+}
+
+fn kind_str(kind: ErrorKind) -> String {
+    serde_json::to_value(kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// `_meta.<key>` as a string, if the client sent one (any other type is an error).
+fn meta_str(meta: Option<&acp::Meta>, key: &str) -> std::result::Result<Option<String>, Error> {
+    match meta.and_then(|m| m.get(key)) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => {
+            Err(Error::invalid_params().data(format!("_meta.{key} must be a string, not {other}")))
+        }
+    }
+}
+
+impl Bridge {
+    fn initialize(&self, req: &acp::InitializeRequest) -> acp::InitializeResponse {
+        let capabilities = acp::AgentCapabilities::new()
+            .load_session(true)
+            .prompt_capabilities(acp::PromptCapabilities::new().embedded_context(true))
+            .session_capabilities(
+                acp::SessionCapabilities::new()
+                    .list(acp::SessionListCapabilities::new())
+                    .close(acp::SessionCloseCapabilities::new()),
+            );
+        let auth = acp::AuthMethod::Agent(
+            acp::AuthMethodAgent::new(AUTH_METHOD, "Provider API key for agentd").description(
+                "agentd calls the model with its own keys: set ANTHROPIC_API_KEY, \
+                 OPENAI_API_KEY or GEMINI_API_KEY in the daemon's environment (or api_key_env \
+                 for a provider in ~/.config/agentd/config.toml), then restart it with \
+                 `agentctl daemon restart`. `agentctl doctor` shows which providers have a key."
+                    .to_owned(),
+            ),
+        );
+        // Version 1 is the only one spoken; a client asking for a newer one gets 1 back and
+        // decides, as the protocol says.
+        let version = std::cmp::min(req.protocol_version, acp_version());
+        acp::InitializeResponse::new(version)
+            .agent_capabilities(capabilities)
+            .auth_methods(vec![auth])
+            .agent_info(
+                acp::Implementation::new("agentd", env!("CARGO_PKG_VERSION"))
+                    .title("agentd".to_owned()),
+            )
+    }
+
+    async fn info(&self) -> std::result::Result<DaemonInfo, Error> {
+        self.daemon
+            .call::<m::DaemonInfoMethod>(Empty {})
+            .await
+            .map_err(daemon_error)
+    }
+
+    /// There is nothing to log in to: succeeds when the default provider has a key, and says
+    /// how to give it one otherwise.
+    async fn authenticate(&self) -> std::result::Result<acp::AuthenticateResponse, Error> {
+        let info = self.info().await?;
+        if info.providers.iter().any(|p| p.has_key) {
+            return Ok(acp::AuthenticateResponse::new());
+        }
+        Err(Error::auth_required().data(
+            "no provider has an API key: set ANTHROPIC_API_KEY, OPENAI_API_KEY or \
+             GEMINI_API_KEY where agentd runs and restart it (`agentctl daemon restart`)",
+        ))
+    }
+
+    async fn new_session(
+        self: Arc<Self>,
+        req: acp::NewSessionRequest,
+        cx: ConnectionTo<Client>,
+    ) -> std::result::Result<acp::NewSessionResponse, Error> {
+        check_mcp(&req.mcp_servers)?;
+        let cwd = absolute_dir(&req.cwd)?;
+        let meta = req.meta.as_ref();
+        let params = CreateParams {
+            cwd: cwd.display().to_string(),
+            provider: meta_str(meta, "provider")?,
+            model: meta_str(meta, "model")?,
+            profile: meta_str(meta, "profile")?,
+            title: meta_str(meta, "title")?,
+            ..CreateParams::default()
+        };
+        let snapshot = self
+            .daemon
+            .call::<m::SessionCreate>(params)
+            .await
+            .map_err(daemon_error)?;
+        let start = Start {
+            since_seq: snapshot.last_seq,
+            replay_until: snapshot.last_seq,
+            replayed: None,
+        };
+        let options = self.config_options(&snapshot).await?;
+        self.attach(&snapshot, cx, start);
+        Ok(acp::NewSessionResponse::new(snapshot.session_id.0.clone())
+            .config_options(options)
+            .modes(approvals::modes(&snapshot.config.approval)))
+    }
+
+    async fn load_session(
+        self: Arc<Self>,
+        req: acp::LoadSessionRequest,
+        cx: ConnectionTo<Client>,
+    ) -> std::result::Result<acp::LoadSessionResponse, Error> {
+        check_mcp(&req.mcp_servers)?;
+        let session_id = SessionId(req.session_id.0.to_string());
+        let snapshot = self
+            .daemon
+            .call::<m::SessionGet>(SessionParams { session_id })
+            .await
+            .map_err(daemon_error)?;
+        let (done, replayed) = oneshot::channel();
+        let start = Start {
+            since_seq: 0,
+            replay_until: snapshot.last_seq,
+            replayed: Some(done),
+        };
+        let options = self.config_options(&snapshot).await?;
+        self.attach(&snapshot, cx, start);
+        // ACP: the whole conversation is sent before the answer.
+        let _ = replayed.await;
+        Ok(acp::LoadSessionResponse::new()
+            .config_options(options)
+            .modes(approvals::modes(&snapshot.config.approval)))
+    }
+
+    /// Follows the session in its own task (replacing an earlier attachment of it).
+    fn attach(&self, snapshot: &SessionSnapshot, cx: ConnectionTo<Client>, start: Start) {
+        let attached = session::attach(
+            self.daemon.clone(),
+            cx,
+            snapshot.session_id.clone(),
+            PathBuf::from(&snapshot.cwd),
+            snapshot.config.context_window_tokens,
+            start,
+        );
+        if let Ok(mut sessions) = self.sessions.lock() {
+            sessions.insert(snapshot.session_id.0.clone(), Arc::new(attached));
+        }
+    }
+
+    fn attached(&self, id: &acp::SessionId) -> std::result::Result<Arc<Attached>, Error> {
+        self.sessions
+            .lock()
+            .ok()
+            .and_then(|s| s.get(id.0.as_ref()).cloned())
+            .ok_or_else(|| {
+                Error::new(-32002, "Resource not found").data(format!(
+                    "session {id} is not open here: create it with session/new or open it with \
+                     session/load"
+                ))
+            })
+    }
+
+    async fn list_sessions(
+        &self,
+        req: acp::ListSessionsRequest,
+    ) -> std::result::Result<acp::ListSessionsResponse, Error> {
+        let params = ListParams {
+            state: None,
+            cwd: req.cwd.map(|c| c.display().to_string()),
+        };
+        let list = self
+            .daemon
+            .call::<m::SessionList>(params)
+            .await
+            .map_err(daemon_error)?;
+        let sessions = list
+            .sessions
+            .into_iter()
+            // Subagents are their parent's business, not sessions to open by themselves.
+            .filter(|s| s.parent_id.is_none())
+            .map(|s| {
+                acp::SessionInfo::new(s.session_id.0, s.cwd)
+                    .title(s.title)
+                    .updated_at(s.updated)
+            })
+            .collect();
+        Ok(acp::ListSessionsResponse::new(sessions))
+    }
+
+    async fn prompt(
+        &self,
+        req: acp::PromptRequest,
+    ) -> std::result::Result<acp::PromptResponse, Error> {
+        let attached = self.attached(&req.session_id)?;
+        let text = content::input_text(&req.prompt)?;
+        let steer = match req.meta.as_ref().and_then(|m| m.get("steer")) {
+            None | Some(serde_json::Value::Null) => false,
+            Some(serde_json::Value::Bool(b)) => *b,
+            Some(other) => {
+                return Err(Error::invalid_params()
+                    .data(format!("_meta.steer must be true or false, not {other}")));
+            }
+        };
+        let gone = || Error::internal_error().data("the session is no longer followed");
+        let (reply, question) = oneshot::channel();
+        attached
+            .commands
+            .send(Command::Question { reply })
+            .await
+            .map_err(|_| gone())?;
+        if let Some(request_id) = question.await.map_err(|_| gone())? {
+            return self
+                .answer_question(&req.session_id, &attached, request_id, text)
+                .await;
+        }
+        let submitted = self
+            .daemon
+            .call::<m::SessionSubmit>(SubmitParams {
+                session_id: SessionId(req.session_id.0.to_string()),
+                text,
+                client_input_id: None,
+                when_busy: Some(if steer {
+                    WhenBusy::Steer
+                } else {
+                    WhenBusy::Queue
+                }),
+            })
+            .await
+            .map_err(daemon_error)?;
+        let (reply, outcome) = oneshot::channel();
+        let command = Command::Await {
+            input_id: submitted.input_id,
+            reply,
+        };
+        attached.commands.send(command).await.map_err(|_| gone())?;
+        let stop = outcome.await.map_err(|_| gone())??;
+        Ok(acp::PromptResponse::new(stop))
+    }
+
+    /// A prompt sent while the model waits on its question is the answer; it ends with the
+    /// input that asked.
+    async fn answer_question(
+        &self,
+        id: &acp::SessionId,
+        attached: &Attached,
+        request_id: agentd_proto::RequestId,
+        text: String,
+    ) -> std::result::Result<acp::PromptResponse, Error> {
+        self.daemon
+            .call::<m::SessionRespond>(agentd_proto::RespondParams {
+                session_id: SessionId(id.0.to_string()),
+                request_id,
+                decision: None,
+                message: None,
+                answer: Some(text),
+                output: None,
+                is_error: None,
+            })
+            .await
+            .map_err(daemon_error)?;
+        let gone = || Error::internal_error().data("the session is no longer followed");
+        let (reply, outcome) = oneshot::channel();
+        attached
+            .commands
+            .send(Command::Ride { reply })
+            .await
+            .map_err(|_| gone())?;
+        Ok(acp::PromptResponse::new(
+            outcome.await.map_err(|_| gone())??,
+        ))
+    }
+
+    async fn set_mode(
+        &self,
+        req: acp::SetSessionModeRequest,
+    ) -> std::result::Result<acp::SetSessionModeResponse, Error> {
+        self.attached(&req.session_id)?;
+        let session_id = SessionId(req.session_id.0.to_string());
+        let snapshot = self
+            .daemon
+            .call::<m::SessionGet>(SessionParams {
+                session_id: session_id.clone(),
+            })
+            .await
+            .map_err(daemon_error)?;
+        let params = approvals::set_mode(session_id, &snapshot.config.approval, &req.mode_id.0)?;
+        self.daemon
+            .call::<m::SessionSetConfig>(params)
+            .await
+            .map_err(daemon_error)?;
+        Ok(acp::SetSessionModeResponse::new())
+    }
+
+    /// Stops the session's work, and takes back what this client queued: ACP cancels every
+    /// pending prompt, so none may run later.
+    async fn cancel(&self, id: &acp::SessionId) -> std::result::Result<(), Error> {
+        let attached = self.attached(id)?;
+        let session_id = SessionId(id.0.to_string());
+        let _ = attached.commands.send(Command::Cancelled).await;
+        self.daemon
+            .call::<m::SessionQueueClear>(SessionParams {
+                session_id: session_id.clone(),
+            })
+            .await
+            .map_err(daemon_error)?;
+        self.daemon
+            .call::<m::SessionAbort>(AbortParams {
+                session_id,
+                close: false,
+            })
+            .await
+            .map_err(daemon_error)?;
+        Ok(())
+    }
+
+    /// Stops following the session; it stays in the daemon (other clients, `session/load`).
+    fn close(
+        &self,
+        req: &acp::CloseSessionRequest,
+    ) -> std::result::Result<acp::CloseSessionResponse, Error> {
+        self.attached(&req.session_id)?;
+        if let Ok(mut sessions) = self.sessions.lock() {
+            sessions.remove(req.session_id.0.as_ref());
+        }
+        Ok(acp::CloseSessionResponse::new())
+    }
+
+    /// The model choice: every configured provider's models, as `provider/model`.
+    async fn config_options(
+        &self,
+        snapshot: &SessionSnapshot,
+    ) -> std::result::Result<Vec<acp::SessionConfigOption>, Error> {
+        let info = self.info().await?;
+        let current = format!("{}/{}", snapshot.config.provider, snapshot.config.model);
+        let mut values = vec![current.clone()];
+        for p in info.providers.iter().filter(|p| p.has_key) {
+            for model in std::iter::once(&p.default_model).chain(&p.models) {
+                let value = format!("{}/{model}", p.name);
+                if !values.contains(&value) {
+                    values.push(value);
+                }
+            }
+        }
+        let options: Vec<acp::SessionConfigSelectOption> = values
+            .into_iter()
+            .map(|v| acp::SessionConfigSelectOption::new(v.clone(), v))
+            .collect();
+        Ok(vec![
+            acp::SessionConfigOption::select(MODEL_OPTION, "Model", current, options)
+                .category(acp::SessionConfigOptionCategory::Model),
+        ])
+    }
+
+    async fn set_config_option(
+        &self,
+        req: acp::SetSessionConfigOptionRequest,
+    ) -> std::result::Result<acp::SetSessionConfigOptionResponse, Error> {
+        self.attached(&req.session_id)?;
+        if req.config_id.0.as_ref() != MODEL_OPTION {
+            return Err(Error::invalid_params().data(format!(
+                "unknown config option {:?}; agentd has {MODEL_OPTION:?}",
+                req.config_id.0
+            )));
+        }
+        let value = req.value.as_value_id().map(|v| v.0.to_string());
+        let Some((provider, model)) = value.as_deref().and_then(|v| v.split_once('/')) else {
+            return Err(Error::invalid_params()
+                .data("the model option's value is \"provider/model\", as listed"));
+        };
+        let snapshot = self
+            .daemon
+            .call::<m::SessionSetConfig>(SetConfigParams {
+                session_id: SessionId(req.session_id.0.to_string()),
+                config: ConfigPatch {
+                    provider: Some(provider.to_owned()),
+                    model: Some(model.to_owned()),
+                    ..ConfigPatch::default()
+                },
+            })
+            .await
+            .map_err(daemon_error)?;
+        Ok(acp::SetSessionConfigOptionResponse::new(
+            self.config_options(&snapshot).await?,
+        ))
+    }
+}
+
+fn acp_version() -> agent_client_protocol::schema::ProtocolVersion {
+    agent_client_protocol::schema::ProtocolVersion::V1
+}
+
+/// MCP servers are not supported yet: said plainly rather than dropped.
+fn check_mcp(servers: &[acp::McpServer]) -> std::result::Result<(), Error> {
+    if servers.is_empty() {
+        return Ok(());
+    }
+    Err(Error::invalid_params().data(format!(
+        "agentd does not support MCP servers yet; {} were given. Remove mcpServers from this \
+         agent's settings (agentd's own tools read, edit, search and run commands)",
+        servers.len()
+    )))
+}
+
+/// The session directory: absolute (ACP requires it) and existing.
+fn absolute_dir(cwd: &Path) -> std::result::Result<PathBuf, Error> {
+    if !cwd.is_absolute() {
+        return Err(Error::invalid_params().data(format!(
+            "cwd must be an absolute path, not {:?}",
+            cwd.display()
+        )));
+    }
+    if !cwd.is_dir() {
+        return Err(
+            Error::invalid_params().data(format!("cwd {} is not a directory", cwd.display()))
+        );
+    }
+    Ok(cwd.to_owned())
+}

@@ -1,0 +1,953 @@
+//! `agentctl acp` driven by real ACP clients (the official Rust SDK's `Client`, and raw JSON
+//! lines for what an SDK will not send) against the real daemon and the mock provider.
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema as acp;
+use agent_client_protocol::{AcpAgent, AcpAgentConfig, Agent, Client};
+use agentd_tests::TestDaemon;
+use agentd_tests::mock::{Chunk, Gate, MockAnthropic};
+use agentd_tests::sse;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+/// The bridge's updates as the client received them.
+struct Updates(mpsc::UnboundedReceiver<acp::SessionNotification>);
+
+impl Updates {
+    /// Every update received so far.
+    fn drain(&mut self) -> Vec<acp::SessionUpdate> {
+        std::iter::from_fn(|| self.0.try_recv().ok())
+            .map(|n| n.update)
+            .collect()
+    }
+
+    /// Waits for the next update matching `want`, returning those before it too.
+    async fn until(
+        &mut self,
+        want: impl Fn(&acp::SessionUpdate) -> bool,
+    ) -> Vec<acp::SessionUpdate> {
+        let mut seen = Vec::new();
+        loop {
+            let n = tokio::time::timeout(Duration::from_secs(60), self.0.recv())
+                .await
+                .expect("an update in time")
+                .expect("the bridge is running");
+            let hit = want(&n.update);
+            seen.push(n.update);
+            if hit {
+                return seen;
+            }
+        }
+    }
+}
+
+/// `agentctl acp` with the daemon's environment (never starting a daemon of its own).
+fn agent(daemon: &TestDaemon) -> AcpAgent {
+    let cmd = daemon.command("agentctl");
+    let mut config = AcpAgentConfig::new(cmd.get_program()).arg("acp");
+    for (k, v) in cmd.get_envs() {
+        if let (Some(v), Some(k)) = (v.and_then(|v| v.to_str()), k.to_str()) {
+            config = config.env(k, v);
+        }
+    }
+    AcpAgent::new(config.env("AGENTD_NO_AUTOSTART", "1"))
+}
+
+/// Runs `body` with an initialized ACP connection to `agentctl acp`.
+async fn with_acp<R>(
+    daemon: &TestDaemon,
+    body: impl AsyncFnOnce(ConnectionTo<Agent>, Updates) -> Result<R, agent_client_protocol::Error>,
+) -> R {
+    with_acp_answering(
+        daemon,
+        |r| panic!("unexpected permission request {r:?}"),
+        body,
+    )
+    .await
+}
+
+/// Like [`with_acp`], answering each permission request with the option `choose` picks
+/// (`None`: the client cancels it).
+async fn with_acp_answering<R>(
+    daemon: &TestDaemon,
+    choose: impl Fn(&acp::RequestPermissionRequest) -> Option<&'static str> + Send + Sync + 'static,
+    body: impl AsyncFnOnce(ConnectionTo<Agent>, Updates) -> Result<R, agent_client_protocol::Error>,
+) -> R {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let asked = tx.clone();
+    let run = Client
+        .v1()
+        .on_receive_request(
+            async move |r: acp::RequestPermissionRequest, responder, _cx| {
+                let outcome = match choose(&r) {
+                    Some(id) => acp::RequestPermissionOutcome::Selected(
+                        acp::SelectedPermissionOutcome::new(id),
+                    ),
+                    None => acp::RequestPermissionOutcome::Cancelled,
+                };
+                // Recorded among the updates, as a tool call update of its own kind.
+                let _ = asked.send(acp::SessionNotification::new(
+                    r.session_id.clone(),
+                    acp::SessionUpdate::ToolCallUpdate(r.tool_call.clone().meta(
+                        serde_json::Map::from_iter([(
+                            "permission_options".to_owned(),
+                            json!(
+                                r.options
+                                    .iter()
+                                    .map(|o| o.option_id.0.to_string())
+                                    .collect::<Vec<_>>()
+                            ),
+                        )]),
+                    )),
+                ));
+                responder.respond(acp::RequestPermissionResponse::new(outcome))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_notification(
+            async move |n: acp::SessionNotification, _cx| {
+                let _ = tx.send(n);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_with(agent(daemon), async move |cx: ConnectionTo<Agent>| {
+            cx.send_request(acp::InitializeRequest::new(ProtocolVersion::V1))
+                .block_task()
+                .await?;
+            body(cx, Updates(rx)).await
+        });
+    tokio::time::timeout(Duration::from_secs(120), run)
+        .await
+        .expect("the ACP session ends in time")
+        .expect("the ACP session succeeds")
+}
+
+async fn new_session(cx: &ConnectionTo<Agent>, cwd: &Path) -> acp::SessionId {
+    cx.send_request(acp::NewSessionRequest::new(cwd))
+        .block_task()
+        .await
+        .expect("session/new")
+        .session_id
+}
+
+fn prompt(session: &acp::SessionId, text: &str) -> acp::PromptRequest {
+    acp::PromptRequest::new(
+        session.clone(),
+        vec![acp::ContentBlock::Text(acp::TextContent::new(text))],
+    )
+}
+
+/// A short tag per update, to compare sequences.
+fn tag(u: &acp::SessionUpdate) -> &'static str {
+    match u {
+        acp::SessionUpdate::UserMessageChunk(_) => "user",
+        acp::SessionUpdate::AgentMessageChunk(_) => "agent",
+        acp::SessionUpdate::AgentThoughtChunk(_) => "thought",
+        acp::SessionUpdate::ToolCall(_) => "tool_call",
+        acp::SessionUpdate::ToolCallUpdate(_) => "tool_call_update",
+        acp::SessionUpdate::UsageUpdate(_) => "usage",
+        _ => "other",
+    }
+}
+
+fn text_of(updates: &[acp::SessionUpdate], which: &str) -> String {
+    updates
+        .iter()
+        .filter(|u| tag(u) == which)
+        .filter_map(|u| match u {
+            acp::SessionUpdate::AgentMessageChunk(c) | acp::SessionUpdate::UserMessageChunk(c) => {
+                match &c.content {
+                    acp::ContentBlock::Text(t) => Some(t.text.clone()),
+                    _ => None,
+                }
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Tags without usage updates (whose number depends on the provider's stream).
+fn shape(updates: &[acp::SessionUpdate]) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for t in updates.iter().map(tag).filter(|t| *t != "usage") {
+        // Text arrives in as many chunks as the provider sends deltas.
+        if !(t == "agent" && out.last() == Some(&"agent")) {
+            out.push(t);
+        }
+    }
+    out
+}
+
+async fn daemon(mock: &MockAnthropic) -> TestDaemon {
+    TestDaemon::start(&mock.url).await.expect("daemon starts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initialize_advertises_load_list_and_an_auth_method() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let init = with_acp(&daemon, async |cx, _updates| {
+        cx.send_request(acp::InitializeRequest::new(ProtocolVersion::V1))
+            .block_task()
+            .await
+    })
+    .await;
+    assert_eq!(init.protocol_version, ProtocolVersion::V1);
+    assert!(init.agent_capabilities.load_session);
+    assert!(init.agent_capabilities.prompt_capabilities.embedded_context);
+    assert!(!init.agent_capabilities.prompt_capabilities.image);
+    assert!(init.agent_capabilities.session_capabilities.list.is_some());
+    let auth = &init.auth_methods;
+    assert_eq!(auth.len(), 1, "{auth:?}");
+    assert!(
+        auth[0]
+            .description()
+            .unwrap_or_default()
+            .contains("ANTHROPIC_API_KEY")
+    );
+    assert_eq!(init.agent_info.map(|i| i.name), Some("agentd".to_owned()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_with_a_tool_round_streams_calls_diffs_text_and_ends_the_turn() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    mock.push_stream(sse::tools(
+        "",
+        &[
+            ("t1", "shell", json!({"command": "echo from-the-shell"})),
+            (
+                "t2",
+                "write_file",
+                json!({"file_path": "notes.txt", "content": "new text\n"}),
+            ),
+        ],
+    ));
+    mock.push_stream(sse::text("All done."));
+    let cwd = dir.path().to_owned();
+    let (stop, updates) = with_acp(&daemon, async |cx, mut updates| {
+        let session = new_session(&cx, &cwd).await;
+        let r = cx
+            .send_request(prompt(&session, "run it"))
+            .block_task()
+            .await?;
+        Ok((r.stop_reason, updates.drain()))
+    })
+    .await;
+    assert_eq!(stop, acp::StopReason::EndTurn);
+    assert_eq!(
+        shape(&updates),
+        [
+            "tool_call",
+            "tool_call",
+            "tool_call_update",
+            "tool_call_update",
+            "agent"
+        ],
+        "{updates:#?}"
+    );
+    assert_eq!(text_of(&updates, "agent"), "All done.");
+    assert!(updates.iter().any(|u| tag(u) == "usage"), "{updates:#?}");
+    let calls: Vec<&acp::ToolCall> = updates
+        .iter()
+        .filter_map(|u| match u {
+            acp::SessionUpdate::ToolCall(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls[0].kind, acp::ToolKind::Execute);
+    assert_eq!(calls[0].title, "echo from-the-shell");
+    assert_eq!(calls[0].status, acp::ToolCallStatus::InProgress);
+    assert_eq!(
+        calls[0].raw_input,
+        Some(json!({"command": "echo from-the-shell"}))
+    );
+    let file = dir.path().join("notes.txt");
+    assert_eq!(calls[1].kind, acp::ToolKind::Edit);
+    assert_eq!(calls[1].locations, vec![acp::ToolCallLocation::new(&file)]);
+    assert_eq!(
+        calls[1].content,
+        vec![acp::ToolCallContent::Diff(acp::Diff::new(
+            &file,
+            "new text\n"
+        ))]
+    );
+    let ends: Vec<&acp::ToolCallUpdate> = updates
+        .iter()
+        .filter_map(|u| match u {
+            acp::SessionUpdate::ToolCallUpdate(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    let shell = ends
+        .iter()
+        .find(|u| u.tool_call_id.0.as_ref() == "t1")
+        .unwrap();
+    assert_eq!(shell.fields.status, Some(acp::ToolCallStatus::Completed));
+    let output = format!("{:?}", shell.fields.content);
+    assert!(output.contains("from-the-shell"), "{output}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "new text\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_during_a_tool_kills_it_and_answers_cancelled() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    mock.push_stream(sse::shell("t1", "echo started; sleep 600"));
+    let cwd = dir.path().to_owned();
+    let (stop, after) = with_acp(&daemon, async |cx, mut updates| {
+        let session = new_session(&cx, &cwd).await;
+        let pending = cx.send_request(prompt(&session, "wait"));
+        updates
+            .until(|u| matches!(u, acp::SessionUpdate::ToolCall(_)))
+            .await;
+        cx.send_notification(acp::CancelNotification::new(session.clone()))?;
+        let r = pending.block_task().await?;
+        Ok((r.stop_reason, updates.drain()))
+    })
+    .await;
+    assert_eq!(stop, acp::StopReason::Cancelled);
+    // The call was stopped, not left running: its end was reported before the answer.
+    assert!(
+        after.iter().any(|u| tag(u) == "tool_call_update"),
+        "{after:#?}"
+    );
+    assert_eq!(mock.requests().len(), 1, "nothing ran after the cancel");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_sent_while_busy_is_queued_and_both_answer_in_order() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    let gate = Gate::new();
+    let mut first = vec![Chunk::Wait(gate.clone())];
+    first.extend(sse::text("one"));
+    mock.push_stream(first);
+    mock.push_stream(sse::text("two"));
+    let cwd = dir.path().to_owned();
+    let (a, b, updates) = with_acp(&daemon, async |cx, mut updates| {
+        let session = new_session(&cx, &cwd).await;
+        let a = cx.send_request(prompt(&session, "first"));
+        mock.wait_requests(1).await;
+        let b = cx.send_request(prompt(&session, "second"));
+        // The second is queued before the first may finish.
+        while daemon_queue_len(&daemon, &session.0).await == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        gate.open();
+        let a = a.block_task().await?.stop_reason;
+        let b = b.block_task().await?.stop_reason;
+        Ok((a, b, updates.drain()))
+    })
+    .await;
+    assert_eq!((a, b), (acp::StopReason::EndTurn, acp::StopReason::EndTurn));
+    assert_eq!(text_of(&updates, "agent"), "onetwo");
+}
+
+async fn daemon_queue_len(daemon: &TestDaemon, session: &str) -> usize {
+    let mut client = daemon.client().await.unwrap();
+    let q = client
+        .call("session/queue", json!({"session_id": session}))
+        .await
+        .unwrap();
+    q["follow_up"].as_array().map_or(0, Vec::len)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_replays_a_session_started_with_agentctl_then_continues_live() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    mock.push_stream(sse::shell("t1", "echo replayed-output"));
+    mock.push_stream(sse::text("first answer"));
+    let cwd = dir.path().display().to_string();
+    let out = daemon
+        .agentctl(
+            &[
+                "--json",
+                "submit",
+                "--new",
+                "--follow",
+                "--cwd",
+                &cwd,
+                "hello there",
+            ],
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut client = daemon.client().await.unwrap();
+    let list = client.call("session/list", json!({})).await.unwrap();
+    let id = list["sessions"][0]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    mock.push_stream(sse::text("second answer"));
+    let (replay, live, stop) = with_acp(&daemon, async |cx, mut updates| {
+        cx.send_request(acp::LoadSessionRequest::new(id.clone(), dir.path()))
+            .block_task()
+            .await?;
+        let replay = updates.drain();
+        let r = cx
+            .send_request(prompt(&acp::SessionId::new(id.clone()), "again"))
+            .block_task()
+            .await?;
+        Ok((replay, updates.drain(), r.stop_reason))
+    })
+    .await;
+    assert_eq!(
+        shape(&replay),
+        ["user", "tool_call", "tool_call_update", "agent"],
+        "{replay:#?}"
+    );
+    assert_eq!(text_of(&replay, "user"), "hello there");
+    assert_eq!(text_of(&replay, "agent"), "first answer");
+    assert!(format!("{replay:?}").contains("replayed-output"));
+    assert_eq!(stop, acp::StopReason::EndTurn);
+    assert_eq!(shape(&live), ["agent"], "{live:#?}");
+    assert_eq!(text_of(&live, "agent"), "second answer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_shows_the_daemons_sessions_filtered_by_cwd() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let one = tempfile::tempdir().unwrap();
+    let two = tempfile::tempdir().unwrap();
+    let (a, all, only_one) = with_acp(&daemon, async |cx, _updates| {
+        let a = new_session(&cx, one.path()).await;
+        new_session(&cx, two.path()).await;
+        let all = cx
+            .send_request(acp::ListSessionsRequest::new())
+            .block_task()
+            .await?;
+        let only_one = cx
+            .send_request(acp::ListSessionsRequest::new().cwd(one.path().to_owned()))
+            .block_task()
+            .await?;
+        Ok((a, all.sessions, only_one.sessions))
+    })
+    .await;
+    assert_eq!(all.len(), 2);
+    assert_eq!(only_one.len(), 1);
+    assert_eq!(only_one[0].session_id, a);
+    assert_eq!(only_one[0].cwd, one.path());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_specific_errors() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    let errors = with_acp(&daemon, async |cx, _updates| {
+        let unknown = acp::SessionId::new("no-such-session");
+        let load = cx
+            .send_request(acp::LoadSessionRequest::new(unknown.clone(), dir.path()))
+            .block_task()
+            .await
+            .err();
+        let prompt = cx
+            .send_request(prompt(&unknown, "hi"))
+            .block_task()
+            .await
+            .err();
+        let mcp = cx
+            .send_request(acp::NewSessionRequest::new(dir.path()).mcp_servers(vec![
+                acp::McpServer::Stdio(acp::McpServerStdio::new("fs", "/bin/true")),
+            ]))
+            .block_task()
+            .await
+            .err();
+        let relative = cx
+            .send_request(acp::NewSessionRequest::new("relative/dir"))
+            .block_task()
+            .await
+            .err();
+        let session = new_session(&cx, dir.path()).await;
+        let image = cx
+            .send_request(acp::PromptRequest::new(
+                session,
+                vec![acp::ContentBlock::Image(acp::ImageContent::new(
+                    "AAAA",
+                    "image/png",
+                ))],
+            ))
+            .block_task()
+            .await
+            .err();
+        Ok([load, prompt, mcp, relative, image])
+    })
+    .await;
+    let [load, prompt, mcp, relative, image] = errors.map(|e| e.expect("an error"));
+    assert_eq!(i32::from(load.code), -32002, "{load:?}");
+    assert!(
+        format!("{:?}", load.data).contains("session_not_found"),
+        "{load:?}"
+    );
+    assert_eq!(i32::from(prompt.code), -32002, "{prompt:?}");
+    assert_eq!(i32::from(mcp.code), -32602, "{mcp:?}");
+    assert!(format!("{:?}", mcp.data).contains("MCP servers"), "{mcp:?}");
+    assert_eq!(i32::from(relative.code), -32602, "{relative:?}");
+    assert!(
+        format!("{:?}", relative.data).contains("absolute"),
+        "{relative:?}"
+    );
+    assert_eq!(i32::from(image.code), -32602, "{image:?}");
+    assert!(format!("{:?}", image.data).contains("images"), "{image:?}");
+}
+
+/// What an SDK will not send: string ids, an unknown method, malformed params. Every line on
+/// stdout is JSON-RPC, and each answer carries its request's id verbatim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_lines_string_ids_unknown_methods_and_bad_params() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let mut cmd = tokio::process::Command::from(daemon.command("agentctl"));
+    let mut child = cmd
+        .arg("acp")
+        .env("AGENTD_NO_AUTOSTART", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut ask = async |line: Value| -> Value {
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+        let text = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("an answer in time")
+            .unwrap()
+            .expect("a line");
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+    };
+    let init = ask(
+        json!({"jsonrpc": "2.0", "id": "init-1", "method": "initialize",
+        "params": {"protocolVersion": 1}}),
+    )
+    .await;
+    assert_eq!(init["id"], "init-1");
+    assert_eq!(init["result"]["protocolVersion"], 1);
+    let unknown = ask(
+        json!({"jsonrpc": "2.0", "id": 7, "method": "session/frobnicate",
+        "params": {}}),
+    )
+    .await;
+    assert_eq!(unknown["id"], 7);
+    assert_eq!(unknown["error"]["code"], -32601);
+    let bad = ask(json!({"jsonrpc": "2.0", "id": "x", "method": "session/new",
+        "params": {"cwd": 5, "mcpServers": []}}))
+    .await;
+    assert_eq!(bad["id"], "x");
+    assert_eq!(bad["error"]["code"], -32602);
+}
+
+/// The official Python SDK's client (`.ci/run` installs it in `target/acp-py`) against the
+/// bridge: a second implementation of the protocol agrees with ours.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_client_runs_a_session() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let python = root.join("target/acp-py/bin/python");
+    if !agentd_tests::prerequisite(
+        "the ACP Python SDK (target/acp-py, installed by .ci/run)",
+        python.is_file(),
+    ) {
+        return;
+    }
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path().canonicalize().unwrap();
+    mock.push_stream(sse::tools(
+        "",
+        &[("t1", "read_file", json!({"file_path": "notes.txt"}))],
+    ));
+    mock.push_stream(sse::text("It says remember."));
+    std::fs::write(cwd.join("notes.txt"), "remember this line\n").unwrap();
+    let script = root.join("tests/tests/e2e/acp_client.py");
+    let agentctl = agentd_tests::bin_dir().join("agentctl");
+    let mut cmd = tokio::process::Command::from(daemon.program(&python));
+    cmd.arg(&script)
+        .arg(&agentctl)
+        .arg(&cwd)
+        .env("AGENTD_NO_AUTOSTART", "1")
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("the Python client ends in time")
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(seen["protocol_version"], 1);
+    assert_eq!(seen["load_session"], true);
+    assert_eq!(seen["stop_reason"], "end_turn");
+    assert_eq!(
+        seen["live"],
+        json!(["tool_call", "tool_call_update", "agent_message_chunk"])
+    );
+    assert_eq!(seen["live_text"], "It says remember.");
+    assert_eq!(seen["listed"], json!([seen["session"]]));
+    assert_eq!(
+        seen["replayed"],
+        json!([
+            "user_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "agent_message_chunk"
+        ])
+    );
+    // The embedded file reached the model as part of the input.
+    let first = mock.requests()[0].body.to_string();
+    assert!(first.contains("remember this line"), "{first}");
+}
+
+/// No daemon and autostart off: `agentctl acp` says so on stderr and exits 69, with nothing on
+/// stdout (an editor shows the message from stderr).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_daemon_it_exits_69_and_keeps_stdout_clean() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let mut cmd = tokio::process::Command::from(daemon.command("agentctl"));
+    let out = cmd
+        .arg("acp")
+        .env("AGENTD_NO_AUTOSTART", "1")
+        .env("AGENTD_SOCKET", daemon.root.path().join("nobody-here.sock"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(69));
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(!out.stderr.is_empty());
+}
+
+/// A provider without a key: `session/new` answers "auth required" (ACP's -32000) with the
+/// daemon's hint, which is what editors turn into a sign-in prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_without_a_key_is_auth_required() {
+    let daemon = TestDaemon::start_with(&[]).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let err = with_acp(&daemon, async |cx, _updates| {
+        Ok(cx
+            .send_request(acp::NewSessionRequest::new(dir.path()))
+            .block_task()
+            .await
+            .err())
+    })
+    .await
+    .expect("an error");
+    assert_eq!(i32::from(err.code), -32000, "{err:?}");
+    assert!(
+        format!("{:?}", err.data).contains("provider_not_configured"),
+        "{err:?}"
+    );
+}
+
+/// The model is a config option listing the configured models; choosing one changes the
+/// model of the next LLM call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_option_switches_the_sessions_model() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    mock.push_stream(sse::text("ok"));
+    let (offered, after) = with_acp(&daemon, async |cx, _updates| {
+        let created = cx
+            .send_request(acp::NewSessionRequest::new(dir.path()))
+            .block_task()
+            .await?;
+        let offered = created.config_options.unwrap_or_default();
+        let set = cx
+            .send_request(acp::SetSessionConfigOptionRequest::new(
+                created.session_id.clone(),
+                "model",
+                acp::SessionConfigOptionValue::value_id("anthropic/claude-picked"),
+            ))
+            .block_task()
+            .await?;
+        cx.send_request(prompt(&created.session_id, "hi"))
+            .block_task()
+            .await?;
+        Ok((offered, set.config_options))
+    })
+    .await;
+    assert_eq!(offered.len(), 1);
+    assert_eq!(offered[0].id.0.as_ref(), "model");
+    let current = |o: &acp::SessionConfigOption| match &o.kind {
+        acp::SessionConfigKind::Select(s) => s.current_value.0.to_string(),
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        current(&offered[0]).starts_with("anthropic/"),
+        "{offered:?}"
+    );
+    assert_eq!(current(&after[0]), "anthropic/claude-picked");
+    assert_eq!(mock.requests()[0].body["model"], "claude-picked");
+}
+
+/// In mode `ask`, each writing or running call waits for the editor's answer: the allowed
+/// one runs, the rejected one is reported failed and never runs, and a cancelled request is
+/// a refusal too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ask_mode_sends_permission_requests_and_obeys_them() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    mock.push_stream(sse::shell("t1", "echo granted-run"));
+    mock.push_stream(sse::tools(
+        "",
+        &[(
+            "t2",
+            "write_file",
+            json!({"file_path": "refused.txt", "content": "x"}),
+        )],
+    ));
+    mock.push_stream(sse::shell("t3", "touch cancelled.txt"));
+    mock.push_stream(sse::text("done"));
+    let choose = |r: &acp::RequestPermissionRequest| match r.tool_call.tool_call_id.0.as_ref() {
+        "t1" => Some("allow_once"),
+        "t2" => Some("reject_once"),
+        _ => None,
+    };
+    let (modes, stop, updates) = with_acp_answering(&daemon, choose, async |cx, mut updates| {
+        let created = cx
+            .send_request(acp::NewSessionRequest::new(dir.path()))
+            .block_task()
+            .await?;
+        cx.send_request(acp::SetSessionModeRequest::new(
+            created.session_id.clone(),
+            "ask",
+        ))
+        .block_task()
+        .await?;
+        let r = cx
+            .send_request(prompt(&created.session_id, "go"))
+            .block_task()
+            .await?;
+        Ok((created.modes, r.stop_reason, updates.drain()))
+    })
+    .await;
+    let modes = modes.expect("modes");
+    assert_eq!(modes.current_mode_id.0.as_ref(), "auto");
+    let ids: Vec<&str> = modes
+        .available_modes
+        .iter()
+        .map(|m| m.id.0.as_ref())
+        .collect();
+    assert_eq!(ids, ["ask", "auto", "read-only"]);
+    assert_eq!(stop, acp::StopReason::EndTurn);
+    let asked: Vec<&acp::ToolCallUpdate> = updates
+        .iter()
+        .filter_map(|u| match u {
+            acp::SessionUpdate::ToolCallUpdate(c) if c.meta.is_some() => Some(c),
+            _ => None,
+        })
+        .collect();
+    let asked_ids: Vec<&str> = asked.iter().map(|u| u.tool_call_id.0.as_ref()).collect();
+    assert_eq!(asked_ids, ["t1", "t2", "t3"], "{updates:#?}");
+    assert_eq!(
+        asked[0].meta.as_ref().unwrap()["permission_options"],
+        json!(["allow_once", "allow_always", "reject_once"])
+    );
+    assert_eq!(asked[1].fields.kind, Some(acp::ToolKind::Edit));
+    let status = |id: &str| {
+        updates
+            .iter()
+            .filter_map(|u| match u {
+                acp::SessionUpdate::ToolCallUpdate(c)
+                    if c.meta.is_none() && c.tool_call_id.0.as_ref() == id =>
+                {
+                    c.fields.status
+                }
+                _ => None,
+            })
+            .next_back()
+    };
+    assert_eq!(status("t1"), Some(acp::ToolCallStatus::Completed));
+    assert_eq!(status("t2"), Some(acp::ToolCallStatus::Failed));
+    assert_eq!(status("t3"), Some(acp::ToolCallStatus::Failed));
+    assert!(format!("{updates:?}").contains("granted-run"));
+    assert!(!dir.path().join("refused.txt").exists());
+    assert!(!dir.path().join("cancelled.txt").exists());
+}
+
+/// `read-only` refuses file writes without asking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_mode_refuses_writes() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    mock.push_stream(sse::tools(
+        "",
+        &[(
+            "t1",
+            "write_file",
+            json!({"file_path": "no.txt", "content": "x"}),
+        )],
+    ));
+    mock.push_stream(sse::text("ok"));
+    let updates = with_acp(&daemon, async |cx, mut updates| {
+        let session = new_session(&cx, dir.path()).await;
+        cx.send_request(acp::SetSessionModeRequest::new(
+            session.clone(),
+            "read-only",
+        ))
+        .block_task()
+        .await?;
+        let bad = cx
+            .send_request(acp::SetSessionModeRequest::new(session.clone(), "yolo"))
+            .block_task()
+            .await
+            .expect_err("an unknown mode is an error");
+        assert_eq!(i32::from(bad.code), -32602);
+        cx.send_request(prompt(&session, "write"))
+            .block_task()
+            .await?;
+        Ok(updates.drain())
+    })
+    .await;
+    let failed = updates.iter().any(|u| {
+        matches!(u, acp::SessionUpdate::ToolCallUpdate(c)
+            if c.fields.status == Some(acp::ToolCallStatus::Failed))
+    });
+    assert!(failed, "{updates:#?}");
+    assert!(!dir.path().join("no.txt").exists());
+}
+
+/// A question from the model (`ask_user`) shows as the agent's text; the next prompt answers
+/// it rather than starting new work, and both prompts end with the input that asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_prompt_answers_the_models_question() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    mock.push_stream(sse::tools(
+        "",
+        &[(
+            "q1",
+            "ask_user",
+            json!({"question": "Which color?", "options": ["red", "blue"]}),
+        )],
+    ));
+    mock.push_stream(sse::text("Blue it is."));
+    let (first, second, updates) = with_acp(&daemon, async |cx, mut updates| {
+        let session = new_session(&cx, dir.path()).await;
+        cx.send_request(acp::SetSessionModeRequest::new(session.clone(), "ask"))
+            .block_task()
+            .await?;
+        let first = cx.send_request(prompt(&session, "pick a color"));
+        let mut seen = updates
+            .until(|u| format!("{u:?}").contains("your next message answers"))
+            .await;
+        let second = cx
+            .send_request(prompt(&session, "blue"))
+            .block_task()
+            .await?
+            .stop_reason;
+        let first = first.block_task().await?.stop_reason;
+        seen.extend(updates.drain());
+        Ok((first, second, seen))
+    })
+    .await;
+    assert_eq!(first, acp::StopReason::EndTurn);
+    assert_eq!(second, acp::StopReason::EndTurn);
+    assert!(
+        text_of(&updates, "agent").contains("(red / blue)"),
+        "{updates:#?}"
+    );
+    assert!(text_of(&updates, "agent").ends_with("Blue it is."));
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2, "the answer started no new work");
+    assert!(requests[1].body.to_string().contains("blue"));
+}
+
+/// acpx (npm, pinned, on Node 22; `.ci/run` installs both in `target/acpx`), a headless ACP
+/// client built on the TypeScript SDK, runs a prompt with a tool call through the bridge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acpx_runs_a_prompt() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let bin = root.join("target/acpx/node_modules/.bin");
+    if !agentd_tests::prerequisite(
+        "acpx with Node 22 (target/acpx, installed by .ci/run)",
+        bin.join("acpx").is_file() && bin.join("node").is_file(),
+    ) {
+        return;
+    }
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    mock.push_stream(sse::shell("t1", "echo via-acpx"));
+    mock.push_stream(sse::text("Ran it."));
+    let agentctl = agentd_tests::bin_dir().join("agentctl");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = tokio::process::Command::from(daemon.program(bin.join("acpx")));
+    cmd.env("PATH", path)
+        .env("AGENTD_NO_AUTOSTART", "1")
+        .args(["--agent", &format!("{} acp", agentctl.display())])
+        .args(["--approve-all", "--format", "json", "--cwd"])
+        .arg(dir.path())
+        .args(["exec", "run the command"])
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("acpx ends in time")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let messages: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let kinds: Vec<&str> = messages
+        .iter()
+        .filter_map(|m| m["params"]["update"]["sessionUpdate"].as_str())
+        .collect();
+    assert!(kinds.contains(&"tool_call"), "{stdout}");
+    assert!(kinds.contains(&"tool_call_update"), "{stdout}");
+    assert!(stdout.contains("via-acpx"), "{stdout}");
+    let text: String = messages
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+        .collect();
+    assert_eq!(text, "Ran it.");
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["result"]["stopReason"] == "end_turn"),
+        "{stdout}"
+    );
+}
