@@ -1,0 +1,153 @@
+//! The Neovim plugin (`editors/nvim`) in the real editor, headless, against the real daemon and
+//! the mock provider: each test scripts the mock, runs one Lua scenario from
+//! `editors/nvim/tests/` under `nvim --headless -u NONE -l`, and checks its exit status and what
+//! the daemon and the mock saw.
+
+use agentd_tests::mock::MockAnthropic;
+use agentd_tests::{TestDaemon, bin_dir, prerequisite, sse};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+/// Neovim 0.10 or newer: `AGENTD_TEST_NVIM` (the one `.ci/run` installs), else `nvim` on PATH.
+/// An older one (Debian's 0.7 hangs on `-l`) counts as missing.
+fn nvim() -> Option<PathBuf> {
+    let found = match std::env::var_os("AGENTD_TEST_NVIM") {
+        Some(p) => Some(PathBuf::from(p)).filter(|p| p.is_file()),
+        None => std::env::var("PATH")
+            .unwrap_or_default()
+            .split(':')
+            .map(|d| Path::new(d).join("nvim"))
+            .find(|p| p.is_file()),
+    };
+    let recent = found.as_ref().is_some_and(|p| {
+        std::process::Command::new(p)
+            .arg("--version")
+            .output()
+            .ok()
+            .and_then(|o| {
+                let text = String::from_utf8_lossy(&o.stdout).into_owned();
+                let version = text.lines().next()?.strip_prefix("NVIM v")?.to_owned();
+                let mut parts = version.split('.').map(|p| p.parse::<u32>().ok());
+                Some((parts.next()??, parts.next()??) >= (0, 10))
+            })
+            .unwrap_or(false)
+    });
+    prerequisite(
+        "Neovim 0.10 or newer (AGENTD_TEST_NVIM, or nvim on PATH)",
+        recent,
+    )
+    .then_some(found)
+    .flatten()
+}
+
+fn script(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../editors/nvim/tests")
+        .join(name)
+}
+
+/// Runs the scenario `name` in `nvim` with the daemon's environment; returns its output after
+/// asserting it passed.
+async fn run(nvim: &Path, daemon: &TestDaemon, name: &str, workdir: &Path) -> Output {
+    let out = start(nvim, daemon, name, workdir, &[])
+        .wait_with_output()
+        .await
+        .expect("nvim runs");
+    passed(name, &out, daemon);
+    out
+}
+
+/// Starts the scenario `name` (with extra environment) without waiting for it.
+fn start(
+    nvim: &Path,
+    daemon: &TestDaemon,
+    name: &str,
+    workdir: &Path,
+    env: &[(&str, &str)],
+) -> tokio::process::Child {
+    let mut cmd = tokio::process::Command::from(daemon.program(nvim));
+    cmd.args(["--headless", "-u", "NONE", "-i", "NONE", "-l"])
+        .arg(script(name))
+        .env("AGENTD_TEST_WORKDIR", workdir)
+        .env("AGENTD_TEST_AGENTCTL", bin_dir().join("agentctl"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().expect("nvim starts")
+}
+
+fn passed(name: &str, out: &Output, daemon: &TestDaemon) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("nvim test passed"),
+        "{name} failed ({}):\n{stdout}\n{}\n--- agentd log ---\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        daemon.log_text()
+    );
+}
+
+/// The session id a scenario printed (`session=<id>`).
+fn session_of(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("session="))
+        .expect("the scenario printed its session")
+        .to_owned()
+}
+
+async fn daemon() -> (MockAnthropic, TestDaemon, tempfile::TempDir) {
+    let mock = MockAnthropic::start().await.expect("mock starts");
+    let daemon = TestDaemon::start(&mock.url).await.expect("daemon starts");
+    (mock, daemon, tempfile::tempdir().expect("tempdir"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_submits_and_renders_a_tool_round_trip() {
+    let Some(nvim) = nvim() else { return };
+    let (mock, daemon, workdir) = daemon().await;
+    std::fs::write(workdir.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
+    mock.push_stream(sse::tools(
+        "Let me look.",
+        &[
+            ("t1", "shell", json!({"command": "echo hi-from-tool"})),
+            ("t2", "shell", json!({"command": "seq 1 30"})),
+        ],
+    ));
+    mock.push_stream(sse::tools(
+        "",
+        &[(
+            "t3",
+            "edit_file",
+            json!({"file_path": "notes.txt", "old_string": "beta", "new_string": "gamma"}),
+        )],
+    ));
+    mock.push_stream(sse::text("All done here."));
+    let out = run(&nvim, &daemon, "submit.lua", workdir.path()).await;
+
+    let session = session_of(&out);
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3, "three model calls");
+    let results = requests[1].body["messages"].to_string();
+    assert!(results.contains("hi-from-tool"), "{results}");
+    assert_eq!(
+        std::fs::read_to_string(workdir.path().join("notes.txt")).unwrap(),
+        "alpha\ngamma\n"
+    );
+    let mut client = daemon.client().await.unwrap();
+    let snapshot = client
+        .call("session/get", json!({"session_id": session}))
+        .await
+        .unwrap();
+    assert_eq!(snapshot["state"], "closed");
+    assert_eq!(snapshot["title"], "nvim submit test");
+    assert_eq!(
+        snapshot["cwd"],
+        workdir.path().canonicalize().unwrap().display().to_string()
+    );
+}
