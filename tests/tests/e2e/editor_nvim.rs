@@ -151,3 +151,42 @@ async fn creates_submits_and_renders_a_tool_round_trip() {
         workdir.path().canonicalize().unwrap().display().to_string()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steers_and_queues_a_follow_up_while_the_session_works() {
+    let Some(nvim) = nvim() else { return };
+    let (mock, daemon, workdir) = daemon().await;
+    mock.push_stream(sse::shell(
+        "t1",
+        "while [ ! -f go ]; do sleep 0.05; done; echo released",
+    ));
+    mock.push_stream(sse::text("Steered."));
+    mock.push_stream(sse::text("Docs written."));
+    run(&nvim, &daemon, "steer.lua", workdir.path()).await;
+
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3);
+    let second = requests[1].body["messages"].to_string();
+    assert!(second.contains("focus on the tests"), "{second}");
+    assert!(!second.contains("then write the docs"), "{second}");
+    let third = requests[2].body["messages"].to_string();
+    assert!(third.contains("then write the docs"), "{third}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aborts_with_one_key_and_the_process_is_gone() {
+    let Some(nvim) = nvim() else { return };
+    let (mock, daemon, workdir) = daemon().await;
+    mock.push_stream(sse::shell("t1", "sleep 1000 & echo PID=$!; wait"));
+    let out = run(&nvim, &daemon, "abort.lua", workdir.path()).await;
+    let pid = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("pid=").map(str::to_owned))
+        .expect("the scenario printed the pid");
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    assert!(
+        stat.is_empty() || stat.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')),
+        "the command's process {pid} still runs: {stat}"
+    );
+    assert_eq!(mock.requests().len(), 1, "nothing ran after the abort");
+}

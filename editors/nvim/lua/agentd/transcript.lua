@@ -29,6 +29,7 @@ local ARG = "  "
 ---@field session_id string
 ---@field streaming? "text"|"reasoning" what the last line is receiving
 ---@field calls table<string, agentd.Call>
+---@field response_started? boolean false between a response's start and its first text
 local Transcript = {}
 Transcript.__index = Transcript
 
@@ -296,6 +297,8 @@ function Transcript:call_output(call, text)
         shown[i] = FOLDED_OUTPUT .. l:sub(#OUTPUT + 1)
       end
       vim.api.nvim_buf_set_lines(self.buf, first, tail + 1, false, shown)
+      -- Replaced lines take their marks to the first of them: put the tail back.
+      vim.api.nvim_buf_set_extmark(self.buf, ns, tail, 0, { id = call.tail })
     end
   end)
 end
@@ -357,15 +360,27 @@ function handlers.steering_injected(self, ev)
   self:append(prefixed(ev.data.text, ""))
 end
 
+--- The header of a response comes with its first text or reasoning: a response with tool
+--- calls only shows just the calls.
 function handlers.assistant_text_start(self)
-  self:append({ "", "## Agent" })
+  self.response_started = false
+end
+
+---@param self agentd.Transcript
+local function response_header(self)
+  if self.response_started == false then
+    self.response_started = true
+    self:append({ "", "## Agent" })
+  end
 end
 
 function handlers.assistant_text_delta(self, ev)
+  response_header(self)
   self:stream("text", ev.data.delta)
 end
 
 function handlers.assistant_reasoning_delta(self, ev)
+  response_header(self)
   self:stream("reasoning", ev.data.delta)
 end
 
