@@ -190,3 +190,114 @@ async fn aborts_with_one_key_and_the_process_is_gone() {
     );
     assert_eq!(mock.requests().len(), 1, "nothing ran after the abort");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attaches_to_a_session_started_by_agentctl_and_forks_it() {
+    let Some(nvim) = nvim() else { return };
+    let (mock, daemon, workdir) = daemon().await;
+    mock.push_stream(sse::text("Reply to agentctl."));
+    let cwd = workdir.path().display().to_string();
+    let created = daemon
+        .agentctl(
+            &["--json", "new", "--title", "from agentctl", "--cwd", &cwd],
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(created.status.success(), "{created:?}");
+    let snapshot: serde_json::Value = serde_json::from_slice(&created.stdout).unwrap();
+    let session = snapshot["session_id"].as_str().unwrap().to_owned();
+    let submitted = daemon
+        .agentctl(&["submit", "--follow", &session, "hello from agentctl"], None)
+        .await
+        .unwrap();
+    assert!(submitted.status.success(), "{submitted:?}");
+
+    mock.push_stream(sse::text("Second reply."));
+    let out = start(
+        &nvim,
+        &daemon,
+        "attach.lua",
+        workdir.path(),
+        &[("AGENTD_TEST_SESSION", &session)],
+    )
+    .wait_with_output()
+    .await
+    .unwrap();
+    passed("attach.lua", &out, &daemon);
+
+    let fork = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("fork=").map(str::to_owned))
+        .expect("the scenario printed the fork");
+    let mut client = daemon.client().await.unwrap();
+    let forked = client
+        .call("session/get", json!({"session_id": fork}))
+        .await
+        .unwrap();
+    assert_eq!(forked["forked_from"]["session_id"], session.as_str());
+    assert_eq!(mock.requests().len(), 2);
+}
+
+/// Waits until `path` exists (the scenario's signal), or the scenario fails first.
+async fn wait_file(path: &Path, nvim: &mut tokio::process::Child) {
+    let deadline = std::time::Instant::now() + agentd_tests::WAIT;
+    while !path.exists() {
+        if let Ok(Some(status)) = nvim.try_wait() {
+            panic!("the scenario ended ({status}) before {}", path.display());
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {}",
+            path.display()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconnects_after_a_daemon_restart_without_loss_or_duplicates() {
+    let Some(nvim) = nvim() else { return };
+    let (mock, mut daemon, workdir) = daemon().await;
+    mock.push_stream(sse::text("One."));
+    mock.push_stream(sse::text("Two."));
+    mock.push_stream(sse::text("Three."));
+    let mut child = start(&nvim, &daemon, "reconnect.lua", workdir.path(), &[]);
+    wait_file(&workdir.path().join("restart-now"), &mut child).await;
+    daemon
+        .stop_with(nix::sys::signal::Signal::SIGTERM)
+        .await
+        .unwrap();
+    daemon.restart().await.unwrap();
+
+    // Input from another client while the plugin is away or catching up.
+    let mut client = daemon.client().await.unwrap();
+    let sessions = client.call("session/list", json!({})).await.unwrap();
+    let session = sessions["sessions"][0]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    client.run(&session, "second").await.unwrap();
+    std::fs::write(workdir.path().join("submitted"), "").unwrap();
+
+    let out = child.wait_with_output().await.unwrap();
+    passed("reconnect.lua", &out, &daemon);
+    assert_eq!(session_of(&out), session);
+
+    // What the plugin applied is the daemon's whole log, once each.
+    let seqs: Vec<u64> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("seqs="))
+        .expect("the scenario printed its seqs")
+        .split(',')
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let last = client
+        .call("session/get", json!({"session_id": session}))
+        .await
+        .unwrap()["last_seq"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(seqs, (1..=last).collect::<Vec<_>>());
+    assert_eq!(mock.requests().len(), 3);
+}

@@ -23,6 +23,14 @@ local function notify(msg, level)
 end
 M.notify = notify
 
+--- Whether `err` only says the connection went (or is going) away: the reconnection deals
+--- with it, so it is not worth a notification.
+---@param err agentd.RpcError|string
+---@return boolean
+function M.is_disconnect(err)
+  return type(err) == "table" and (err.code == -1 or (err.data ~= nil and err.data.kind == "shutting_down"))
+end
+
 --- A daemon error as a sentence: its message, which names what was wrong.
 ---@param err agentd.RpcError|string
 ---@return string
@@ -92,11 +100,11 @@ on_close = function(reason, closed)
     return
   end
   client = nil
-  fire("AgentdStatus")
   if next(routes) ~= nil then
     notify("agentd: connection lost (" .. reason .. "); reconnecting", vim.log.levels.WARN)
     reconnect()
   end
+  fire("AgentdStatus")
 end
 
 --- Starts the daemon with `agentctl status`, which starts it when nothing answers and waits

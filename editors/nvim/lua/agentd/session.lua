@@ -44,6 +44,9 @@ function Session:subscribe()
   conn.call("session/subscribe", { session_id = self.id, since_seq = self.last_seq }, function(sub)
     self.sub = sub
   end, function(err)
+    if conn.is_disconnect(err) then
+      return
+    end
     conn.notify(("agentd: cannot follow session %s: %s"):format(self.id, conn.describe(err)))
   end)
 end
