@@ -301,3 +301,42 @@ async fn reconnects_after_a_daemon_restart_without_loss_or_duplicates() {
     assert_eq!(seqs, (1..=last).collect::<Vec<_>>());
     assert_eq!(mock.requests().len(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkhealth_reports_the_daemon_and_the_help_tags_build() {
+    let Some(nvim) = nvim() else { return };
+    let (_mock, daemon, workdir) = daemon().await;
+    run(&nvim, &daemon, "health.lua", workdir.path()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn starts_the_daemon_through_agentctl_when_none_answers() {
+    let Some(nvim) = nvim() else { return };
+    let (mock, mut daemon, workdir) = daemon().await;
+    // Its environment (socket, directories, the mock provider) stays; the daemon goes.
+    daemon
+        .stop_with(nix::sys::signal::Signal::SIGTERM)
+        .await
+        .unwrap();
+    mock.push_stream(sse::text("Hello."));
+    let out = run(&nvim, &daemon, "autostart.lua", workdir.path()).await;
+    let pid: i32 = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("pid=").map(str::to_owned))
+        .expect("the scenario printed the daemon's pid")
+        .parse()
+        .unwrap();
+    // The daemon agentctl started outlives the editor; stop it.
+    let mut client = daemon.client().await.unwrap();
+    let info = client.call("daemon/info", json!({})).await.unwrap();
+    assert_eq!(info["pid"], pid);
+    client.call("daemon/shutdown", json!({})).await.unwrap();
+    let deadline = std::time::Instant::now() + agentd_tests::WAIT;
+    while std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| !s.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')))
+    {
+        assert!(std::time::Instant::now() < deadline, "agentd {pid} did not stop");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

@@ -17,6 +17,7 @@ local uv = vim.uv or vim.loop
 ---@field private on_notification fun(method: string, params: table)
 ---@field private on_close fun(reason: string, client: agentd.Client)
 ---@field closed boolean
+---@field path string the socket
 local Client = {}
 Client.__index = Client
 
@@ -47,6 +48,7 @@ function Client.connect(path, handlers, cb)
         on_notification = handlers.on_notification,
         on_close = handlers.on_close,
         closed = false,
+        path = path,
       }, Client)
       self:start_reading()
       cb(nil, self)

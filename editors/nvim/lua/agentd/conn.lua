@@ -18,6 +18,18 @@ local routes = {}
 --- Set while a reconnection loop runs.
 local reconnecting = false
 
+--- The open connection, if it goes to the configured socket; one to another socket (the
+--- option changed) is closed.
+---@return agentd.Client?
+local function live()
+  if client and not client.closed and client.path ~= config.socket() then
+    client:shutdown("the socket is now " .. config.socket())
+  end
+  if client and not client.closed then
+    return client
+  end
+end
+
 local function notify(msg, level)
   vim.notify(msg, level or vim.log.levels.ERROR, { title = "agentd" })
 end
@@ -134,8 +146,9 @@ end
 --- Calls `cb(err, client)` with a connected client, connecting (and auto-starting) if needed.
 ---@param cb fun(err: string?, client: agentd.Client?)
 function M.with(cb)
-  if client and not client.closed then
-    cb(nil, client)
+  local c = live()
+  if c then
+    cb(nil, c)
     return
   end
   if waiting then
@@ -216,7 +229,7 @@ function M.call_sync(method, params, timeout_ms)
       done, result, failure = true, r, err and M.describe(err)
     end)
   end
-  if client and not client.closed then
+  if live() then
     go(client)
   else
     open(function(err, c)
@@ -254,7 +267,7 @@ end
 --- Whether a connection is open now.
 ---@return boolean
 function M.connected()
-  return client ~= nil and not client.closed
+  return live() ~= nil
 end
 
 --- Whether a reconnection loop is running.

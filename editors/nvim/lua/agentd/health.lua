@@ -31,7 +31,7 @@ function M.check()
         ready = ready + 1
         health.ok(("provider %s (%s), default model %s"):format(p.name, p.kind, p.default_model))
       else
-        health.warn(("provider %s (%s) has no key"):format(p.name, p.kind))
+        health.info(("provider %s (%s) has no key, so it cannot be used"):format(p.name, p.kind))
       end
     end
     if ready == 0 then
