@@ -37,7 +37,7 @@ H.contains(text, "⚙ edit_file [t3] ✓ done in")
 H.contains(text, "  --- a/notes.txt")
 H.contains(text, "  -beta")
 H.contains(text, "  +gamma")
-H.contains(text, "## Agent\nLet me look.")
+H.contains(text, "## Agent\n  ┆ reasoning\n  ┆ Considering the files.\n  ┆ Second thought.\nLet me look.")
 H.contains(text, "## Agent\nAll done here.")
 H.contains(text, "· usage: in 100 out 20 cached 50 · session in")
 H.contains(text, "── completed ──")
@@ -45,15 +45,18 @@ H.contains(text, "## You", 1)
 
 -- The long output is folded; the short one is not.
 local win = vim.fn.win_findbuf(buf)[1]
-local long, short
+local long, short, reasoning
 for i, l in ipairs(H.lines(buf)) do
-  if l == "  ┃ 15" then
+  if l == "  ┆ Second thought." then
+    reasoning = i
+  elseif l == "  ┃ 15" then
     long = i
   elseif l == "  │ hi-from-tool" then
     short = i
   end
 end
 vim.api.nvim_win_call(win, function()
+  H.truthy(vim.fn.foldclosed(reasoning) ~= -1, "the reasoning is folded")
   H.truthy(vim.fn.foldclosed(long) ~= -1, "the long output is folded")
   H.eq(-1, vim.fn.foldclosed(short), "the short output is not folded")
 end)

@@ -3,7 +3,7 @@
 //! `editors/nvim/tests/` under `nvim --headless -u NONE -l`, and checks its exit status and what
 //! the daemon and the mock saw.
 
-use agentd_tests::mock::MockAnthropic;
+use agentd_tests::mock::{Chunk, MockAnthropic};
 use agentd_tests::{TestDaemon, bin_dir, prerequisite, sse};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -112,13 +112,38 @@ async fn creates_submits_and_renders_a_tool_round_trip() {
     let Some(nvim) = nvim() else { return };
     let (mock, daemon, workdir) = daemon().await;
     std::fs::write(workdir.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
-    mock.push_stream(sse::tools(
-        "Let me look.",
-        &[
-            ("t1", "shell", json!({"command": "echo hi-from-tool"})),
-            ("t2", "shell", json!({"command": "seq 1 30"})),
-        ],
+    // Reasoning, text, then two calls: a short output and a long one.
+    let event = |data: serde_json::Value| {
+        Chunk::Data(format!(
+            "event: {}\ndata: {data}\n\n",
+            data["type"].as_str().unwrap()
+        ))
+    };
+    let mut first = vec![
+        sse::message_start(),
+        event(json!({"type": "content_block_start", "index": 0,
+            "content_block": {"type": "thinking", "thinking": "", "signature": ""}})),
+        event(json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": "Considering the files.\nSecond thought."}})),
+        event(json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "signature_delta", "signature": "sig"}})),
+        event(json!({"type": "content_block_stop", "index": 0})),
+    ];
+    first.extend(sse::text_block(1, "Let me look."));
+    first.extend(sse::tool_block(
+        2,
+        "t1",
+        "shell",
+        &json!({"command": "echo hi-from-tool"}),
     ));
+    first.extend(sse::tool_block(
+        3,
+        "t2",
+        "shell",
+        &json!({"command": "seq 1 30"}),
+    ));
+    first.extend(sse::message_end("tool_use"));
+    mock.push_stream(first);
     mock.push_stream(sse::tools(
         "",
         &[(
@@ -185,7 +210,10 @@ async fn aborts_with_one_key_and_the_process_is_gone() {
         .expect("the scenario printed the pid");
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     assert!(
-        stat.is_empty() || stat.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')),
+        stat.is_empty()
+            || stat
+                .rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z')),
         "the command's process {pid} still runs: {stat}"
     );
     assert_eq!(mock.requests().len(), 1, "nothing ran after the abort");
@@ -208,7 +236,10 @@ async fn attaches_to_a_session_started_by_agentctl_and_forks_it() {
     let snapshot: serde_json::Value = serde_json::from_slice(&created.stdout).unwrap();
     let session = snapshot["session_id"].as_str().unwrap().to_owned();
     let submitted = daemon
-        .agentctl(&["submit", "--follow", &session, "hello from agentctl"], None)
+        .agentctl(
+            &["submit", "--follow", &session, "hello from agentctl"],
+            None,
+        )
         .await
         .unwrap();
     assert!(submitted.status.success(), "{submitted:?}");
@@ -333,10 +364,15 @@ async fn starts_the_daemon_through_agentctl_when_none_answers() {
     client.call("daemon/shutdown", json!({})).await.unwrap();
     let deadline = std::time::Instant::now() + agentd_tests::WAIT;
     while std::path::Path::new(&format!("/proc/{pid}")).exists()
-        && std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|s| !s.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')))
+        && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            !s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        })
     {
-        assert!(std::time::Instant::now() < deadline, "agentd {pid} did not stop");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "agentd {pid} did not stop"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }

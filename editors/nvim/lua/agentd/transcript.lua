@@ -29,7 +29,7 @@ local ARG = "  "
 ---@field session_id string
 ---@field streaming? "text"|"reasoning" what the last line is receiving
 ---@field calls table<string, agentd.Call>
----@field response_started? boolean false between a response's start and its first text
+---@field in_response? boolean whether the current response's header is shown
 local Transcript = {}
 Transcript.__index = Transcript
 
@@ -360,16 +360,12 @@ function handlers.steering_injected(self, ev)
   self:append(prefixed(ev.data.text, ""))
 end
 
---- The header of a response comes with its first text or reasoning: a response with tool
---- calls only shows just the calls.
-function handlers.assistant_text_start(self)
-  self.response_started = false
-end
-
+--- The header of a response comes with its first text or reasoning (reasoning may come
+--- before `assistant_text_start`): a response with tool calls only shows just the calls.
 ---@param self agentd.Transcript
 local function response_header(self)
-  if self.response_started == false then
-    self.response_started = true
+  if not self.in_response then
+    self.in_response = true
     self:append({ "", "## Agent" })
   end
 end
@@ -386,6 +382,7 @@ end
 
 function handlers.assistant_text_end(self)
   self.streaming = nil
+  self.in_response = false
 end
 
 function handlers.tool_call_start(self, ev)
