@@ -32,9 +32,17 @@ H.truthy(vim.tbl_contains(completions, id), "completion offers the id: " .. vim.
 H.eq({ "sessions", "steer", "submit" }, vim.fn.getcompletion("Agentd s", "cmdline"), "subcommands")
 H.eq({ "allow", "always" }, vim.fn.getcompletion("Agentd respond al", "cmdline"), "decisions")
 
-vim.cmd("Agentd submit second question")
+-- The selected lines of a file go with the prompt; `context` sends the whole file.
+vim.fn.writefile({ "local x = 1", "local y = 2", "return x + y" }, H.workdir .. "/ctx.lua")
+vim.cmd.edit(H.workdir .. "/ctx.lua")
+vim.cmd("1,2Agentd submit second question")
 H.wait_event("processing_end", 2)
+H.contains(H.text(s.view.buf), "## You\nsecond question\n\nctx.lua lines 1-2:\n```lua\nlocal x = 1\nlocal y = 2\n```")
 H.contains(H.text(s.view.buf), "## Agent\nSecond reply.")
+vim.cmd("Agentd context third question")
+H.wait_event("processing_end", 3)
+H.contains(H.text(s.view.buf), "## You\nthird question\n\nctx.lua:\n```lua\nlocal x = 1\nlocal y = 2\nreturn x + y\n```")
+vim.cmd.buffer(s.view.buf)
 
 vim.cmd("Agentd fork")
 H.wait("the fork", function()

@@ -79,4 +79,6 @@ H.wait("status closed", function()
   return agentd.status() == "closed"
 end)
 H.contains(H.text(buf), "── session closed")
+vim.cmd("Agentd submit more")
+H.wait_note("is closed", vim.log.levels.ERROR)
 H.done()

@@ -245,6 +245,7 @@ async fn attaches_to_a_session_started_by_agentctl_and_forks_it() {
     assert!(submitted.status.success(), "{submitted:?}");
 
     mock.push_stream(sse::text("Second reply."));
+    mock.push_stream(sse::text("Third reply."));
     let out = start(
         &nvim,
         &daemon,
@@ -267,7 +268,13 @@ async fn attaches_to_a_session_started_by_agentctl_and_forks_it() {
         .await
         .unwrap();
     assert_eq!(forked["forked_from"]["session_id"], session.as_str());
-    assert_eq!(mock.requests().len(), 2);
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3);
+    let with_selection = requests[1].body["messages"].to_string();
+    assert!(
+        with_selection.contains("second question\\n\\nctx.lua lines 1-2:\\n```lua\\nlocal x = 1\\nlocal y = 2\\n```"),
+        "{with_selection}"
+    );
 }
 
 /// Waits until `path` exists (the scenario's signal), or the scenario fails first.

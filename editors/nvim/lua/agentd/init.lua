@@ -176,7 +176,9 @@ local function fenced(first, last)
   file = file == "" and "[No Name]" or vim.fn.fnamemodify(file, ":.")
   local whole = first == 1 and last == vim.api.nvim_buf_line_count(0)
   local where = whole and file or ("%s lines %d-%d"):format(file, first, last)
-  return ("%s:\n```%s\n%s\n```"):format(where, vim.bo.filetype, body)
+  -- The fence names the language; detection may be off (`:filetype off`), so ask for it.
+  local ft = vim.bo.filetype ~= "" and vim.bo.filetype or (vim.filetype.match({ buf = 0 }) or "")
+  return ("%s:\n```%s\n%s\n```"):format(where, ft, body)
 end
 
 ---@param method string
