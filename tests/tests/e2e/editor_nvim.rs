@@ -272,7 +272,9 @@ async fn attaches_to_a_session_started_by_agentctl_and_forks_it() {
     assert_eq!(requests.len(), 3);
     let with_selection = requests[1].body["messages"].to_string();
     assert!(
-        with_selection.contains("second question\\n\\nctx.lua lines 1-2:\\n```lua\\nlocal x = 1\\nlocal y = 2\\n```"),
+        with_selection.contains(
+            "second question\\n\\nctx.lua lines 1-2:\\n```lua\\nlocal x = 1\\nlocal y = 2\\n```"
+        ),
         "{with_selection}"
     );
 }
@@ -382,4 +384,11 @@ async fn starts_the_daemon_through_agentctl_when_none_answers() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frames_messages_split_across_reads() {
+    let Some(nvim) = nvim() else { return };
+    let (_mock, daemon, workdir) = daemon().await;
+    run(&nvim, &daemon, "framing.lua", workdir.path()).await;
 }

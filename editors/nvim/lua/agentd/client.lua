@@ -123,19 +123,24 @@ function Client:dispatch(line)
     vim.notify("agentd: ignored a message that is not JSON: " .. line:sub(1, 200), vim.log.levels.WARN)
     return
   end
+  local handled, err
   if msg.method then
-    self.on_notification(msg.method, msg.params or {})
-    return
-  end
-  local cb = msg.id and self.pending[msg.id]
-  if not cb then
-    return
-  end
-  self.pending[msg.id] = nil
-  if msg.error then
-    cb(msg.error, nil)
+    handled, err = pcall(self.on_notification, msg.method, msg.params or {})
   else
-    cb(nil, msg.result)
+    local cb = msg.id and self.pending[msg.id]
+    if not cb then
+      return
+    end
+    self.pending[msg.id] = nil
+    if msg.error then
+      handled, err = pcall(cb, msg.error, nil)
+    else
+      handled, err = pcall(cb, nil, msg.result)
+    end
+  end
+  -- A bug in a view must not show the user a stack trace, nor stop the messages after it.
+  if not handled then
+    vim.notify("agentd: failed to handle a message from the daemon: " .. tostring(err), vim.log.levels.ERROR)
   end
 end
 
