@@ -392,3 +392,46 @@ async fn frames_messages_split_across_reads() {
     let (_mock, daemon, workdir) = daemon().await;
     run(&nvim, &daemon, "framing.lua", workdir.path()).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_and_questions_are_asked_and_answered() {
+    let Some(nvim) = nvim() else { return };
+    let (mock, daemon, workdir) = daemon().await;
+    mock.push_stream(sse::tools(
+        "",
+        &[("c1", "shell", json!({"command": "echo approved > out.txt"}))],
+    ));
+    mock.push_stream(sse::tools(
+        "",
+        &[(
+            "w1",
+            "write_file",
+            json!({"file_path": "notes.txt", "content": "one\ntwo\n"}),
+        )],
+    ));
+    mock.push_stream(sse::tools(
+        "",
+        &[(
+            "q1",
+            "ask_user",
+            json!({"question": "Which color?", "options": ["red", "blue"]}),
+        )],
+    ));
+    mock.push_stream(sse::text("Understood."));
+    run(&nvim, &daemon, "approval.lua", workdir.path()).await;
+
+    assert_eq!(
+        std::fs::read_to_string(workdir.path().join("out.txt")).unwrap(),
+        "approved\n"
+    );
+    assert!(
+        !workdir.path().join("notes.txt").exists(),
+        "the denied write did not run"
+    );
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 4);
+    let denied = requests[2].body["messages"].to_string();
+    assert!(denied.contains("not now"), "{denied}");
+    let answered = requests[3].body["messages"].to_string();
+    assert!(answered.contains("blue"), "{answered}");
+}

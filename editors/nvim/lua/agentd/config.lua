@@ -11,6 +11,7 @@ local M = {}
 ---@field open string how the transcript window opens: a command such as "vsplit", "split", "tabnew"
 ---@field keymaps boolean buffer-local keys in transcript buffers
 ---@field reconnect_for_ms integer how long to keep trying to reconnect after losing the daemon
+---@field ask boolean prompt for approvals and questions as they arrive
 M.defaults = {
   socket = nil,
   agentctl = "agentctl",
@@ -20,6 +21,7 @@ M.defaults = {
   open = "vsplit",
   keymaps = true,
   reconnect_for_ms = 5 * 60 * 1000,
+  ask = true,
 }
 
 ---@type agentd.Options
@@ -38,6 +40,7 @@ function M.setup(opts)
     open = { merged.open, "string" },
     keymaps = { merged.keymaps, "boolean" },
     reconnect_for_ms = { merged.reconnect_for_ms, "number" },
+    ask = { merged.ask, "boolean" },
   })
   M.options = merged
 end

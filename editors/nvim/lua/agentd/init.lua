@@ -307,10 +307,9 @@ function M.diff()
   require("agentd.diff").show(s.id, s.edits)
 end
 
-local DECISIONS = { allow = true, always = true, deny = true }
-
---- Answers the oldest pending approval (`allow`, `always`, `deny`) or question (any text) of
---- the current session; without an answer, asks for one.
+--- Answers the oldest pending request of the current session: an approval with `allow`,
+--- `always` or `deny` (optionally followed by a message for the model), a question with any
+--- text. Without an answer, asks for one, showing the command, diff or question.
 ---@param answer? string
 function M.respond(answer)
   local s = M.current_session()
@@ -323,40 +322,11 @@ function M.respond(answer)
     notify("agentd: nothing is waiting for an answer in this session", vim.log.levels.INFO)
     return
   end
-  local function send(text)
-    local params = { session_id = s.id, request_id = request.request_id }
-    if request.kind == "approval_requested" then
-      if not DECISIONS[text] then
-        notify(("agentd: answer an approval with allow, always or deny, not %q"):format(text))
-        return
-      end
-      params.decision = text
-    else
-      params.answer = text
-    end
-    conn.call("session/respond", params)
-  end
+  local requests = require("agentd.requests")
   if answer and answer ~= "" then
-    send(answer)
-    return
-  end
-  if request.kind == "approval_requested" then
-    vim.ui.select({ "allow", "always", "deny" }, {
-      prompt = ("agentd: %s %s"):format(request.tool or "", request.summary or ""),
-      kind = "agentd.approval",
-    }, function(choice)
-      if choice then
-        send(choice)
-      end
-    end)
-  elseif request.options and #request.options > 0 then
-    vim.ui.select(request.options, { prompt = request.question, kind = "agentd.question" }, function(choice)
-      if choice then
-        send(choice)
-      end
-    end)
+    requests.answer(s, request, answer)
   else
-    with_text(nil, request.question .. " ", send)
+    requests.ask(s, request)
   end
 end
 

@@ -3,6 +3,7 @@
 --- exactly once, in order), its state for the statusline, its pending approvals and questions,
 --- its edits, and its transcript.
 local conn = require("agentd.conn")
+local requests = require("agentd.requests")
 local transcript = require("agentd.transcript")
 
 local M = {}
@@ -16,7 +17,8 @@ local M = {}
 ---@field sub? string the current subscription
 ---@field view agentd.Transcript
 ---@field edits {name: string, arguments: any, status: string, call_id: string}[]
----@field pending table[] approvals and questions waiting for an answer, oldest first
+---@field pending table[] approvals and questions waiting for an answer, oldest first (the
+--- event's data and its `kind`)
 ---@field calls table<string, table> tool calls started and not ended, by call id
 local Session = {}
 Session.__index = Session
@@ -55,6 +57,7 @@ end
 ---@param ev table
 function Session:apply(ev)
   local kind, d = ev.kind, ev.data or {}
+  local asked
   if kind == "state_changed" then
     self.state = d.state
   elseif kind == "session_end" then
@@ -78,13 +81,18 @@ function Session:apply(ev)
       end
     end
   elseif kind == "approval_requested" or kind == "question_requested" then
-    self.pending[#self.pending + 1] = vim.tbl_extend("force", { kind = kind }, d)
+    local request = vim.tbl_extend("force", { kind = kind }, d)
+    self.pending[#self.pending + 1] = request
+    asked = request
   elseif kind == "approval_resolved" or kind == "question_resolved" then
     self.pending = vim.tbl_filter(function(p)
       return p.request_id ~= d.request_id
     end, self.pending)
   end
   self.view:render(ev)
+  if asked then
+    requests.requested(self, asked)
+  end
   conn.fire("AgentdEvent", { session_id = self.id, event = ev })
   if kind == "state_changed" or kind == "session_end" then
     conn.fire("AgentdStatus", { session_id = self.id, state = self.state })

@@ -463,26 +463,42 @@ end
 
 function handlers.approval_requested(self, ev)
   local d = ev.data
-  self:append({ "", ("? approval needed [%s]: %s"):format(d.request_id, d.tool or "") })
-  if d.summary and d.summary ~= "" then
-    self:append(prefixed(d.summary, ARG))
-  end
+  self:append({ "", ("? approval needed: %s [%s]"):format(d.tool, d.call_id) })
+  self:append(prefixed(d.summary, ARG))
   self:append({ "  answer with :Agentd respond allow|always|deny" })
 end
 
+local DECIDED = { allow = "allowed", allow_always = "allowed always", deny = "denied" }
+
 function handlers.approval_resolved(self, ev)
   local d = ev.data
-  self:append({ ("? [%s] %s%s"):format(d.request_id, d.decision, d.by and (" by " .. d.by) or "") })
+  local line = ("? %s [%s] %s by %s"):format(d.tool, d.call_id, DECIDED[d.decision] or d.decision, d.by)
+  self:append(prefixed(d.message and (line .. ": " .. d.message) or line, ""))
 end
 
 function handlers.question_requested(self, ev)
   local d = ev.data
-  self:append({ "", ("? question [%s]"):format(d.request_id) })
+  self:append({ "", ("? question [%s]"):format(d.call_id) })
   self:append(prefixed(d.question, ARG))
   if d.options and #d.options > 0 then
     self:append({ "  options: " .. table.concat(d.options, " / ") })
   end
   self:append({ "  answer with :Agentd respond {answer}" })
+end
+
+function handlers.question_resolved(self, ev)
+  local d = ev.data
+  self:append(prefixed(d.answer or "(no answer)", ("? answered by %s: "):format(d.by)))
+end
+
+function handlers.client_tool_requested(self, ev)
+  local d = ev.data
+  self:append({ ("? client tool %s [%s] waits for the client that provides it"):format(d.tool, d.call_id) })
+end
+
+function handlers.client_tool_resolved(self, ev)
+  local d = ev.data
+  self:append({ ("? client tool [%s] %s by %s"):format(d.call_id, d.is_error and "failed" or "answered", d.by) })
 end
 
 --- Renders one event. Kinds without a view (state and queue changes: the status shows them)
