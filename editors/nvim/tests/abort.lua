@@ -33,6 +33,8 @@ local function running(p)
   return text:match("%) (%a)") ~= "Z"
 end
 H.truthy(running(pid), "the command runs before the abort")
+vim.cmd("Agentd follow_up later")
+H.wait_note("queued as a follow-up")
 
 vim.keymap.set("n", "<F2>", "<Plug>(agentd-abort)")
 vim.api.nvim_feedkeys(vim.keycode("<F2>"), "x", false)
@@ -46,4 +48,18 @@ H.wait("status idle", function()
 end)
 H.contains(H.text(buf), "── aborted ──")
 H.contains(H.text(buf), "✗ failed")
+H.contains(H.text(buf), "  │ PID=" .. pid .. "\n  │ error: [Command aborted by the user.]\n")
+
+-- The follow-up stayed queued: listed, then cleared.
+H.wait_note("1 queued item(s) kept")
+vim.cmd("Agentd queue clear")
+H.wait_note("agentd: removed from the queue:\nfollow-up: later")
+vim.cmd("Agentd queue")
+H.wait_note("agentd queue:\n(empty)")
+
+-- An error from the provider is shown in the transcript.
+vim.cmd("Agentd submit again")
+local failed = H.wait_event("processing_end", 2)
+H.eq("error", failed.data.reason, "processing_end reason")
+H.contains(H.text(buf), "✗ fatal error: Anthropic API error 401 authentication_error: invalid x-api-key")
 H.done()

@@ -44,6 +44,18 @@ H.wait_event("processing_end", 3)
 H.contains(H.text(s.view.buf), "## You\nthird question\n\nctx.lua:\n```lua\nlocal x = 1\nlocal y = 2\nreturn x + y\n```")
 vim.cmd.buffer(s.view.buf)
 
+-- Deleting the transcript stops following; attaching again replays it whole.
+vim.cmd("bdelete! " .. s.view.buf)
+H.eq(nil, agentd.current_session(), "no session followed after :bdelete")
+local before = #H.of_kind("user_input", id)
+vim.cmd("Agentd attach " .. id)
+H.wait("the replay", function()
+  return #H.of_kind("user_input", id) == 2 * before
+end)
+s = agentd.current_session()
+H.contains(H.text(s.view.buf), "## You\nhello from agentctl", 1)
+H.contains(H.text(s.view.buf), "## Agent\nSecond reply.", 1)
+
 vim.cmd("Agentd fork")
 H.wait("the fork", function()
   local c = agentd.current_session()

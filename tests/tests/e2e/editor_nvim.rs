@@ -3,7 +3,7 @@
 //! `editors/nvim/tests/` under `nvim --headless -u NONE -l`, and checks its exit status and what
 //! the daemon and the mock saw.
 
-use agentd_tests::mock::{Chunk, MockAnthropic};
+use agentd_tests::mock::{Chunk, MockAnthropic, Reply};
 use agentd_tests::{TestDaemon, bin_dir, prerequisite, sse};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -199,10 +199,16 @@ async fn steers_and_queues_a_follow_up_while_the_session_works() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn aborts_with_one_key_and_the_process_is_gone() {
+async fn aborts_with_one_key_then_clears_the_queue_and_shows_a_provider_error() {
     let Some(nvim) = nvim() else { return };
     let (mock, daemon, workdir) = daemon().await;
     mock.push_stream(sse::shell("t1", "sleep 1000 & echo PID=$!; wait"));
+    mock.push(Reply::Status(
+        401,
+        vec![],
+        r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#
+            .into(),
+    ));
     let out = run(&nvim, &daemon, "abort.lua", workdir.path()).await;
     let pid = String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -216,7 +222,11 @@ async fn aborts_with_one_key_and_the_process_is_gone() {
                 .is_some_and(|(_, r)| r.trim_start().starts_with('Z')),
         "the command's process {pid} still runs: {stat}"
     );
-    assert_eq!(mock.requests().len(), 1, "nothing ran after the abort");
+    assert_eq!(
+        mock.requests().len(),
+        2,
+        "the cleared follow-up never ran; the next submit did"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

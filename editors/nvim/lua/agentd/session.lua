@@ -124,7 +124,7 @@ function Session:on_item(item, subscription)
   -- daemon_shutdown: the connection drops next and the reconnection subscribes again.
 end
 
---- Stops following the session (its buffer was wiped).
+--- Stops following the session (its buffer was unloaded or wiped).
 function Session:detach()
   conn.unroute(self.id)
   M.all[self.id] = nil
@@ -163,7 +163,8 @@ function M.attach(snapshot, keymaps)
       self:subscribe()
     end,
   })
-  vim.api.nvim_create_autocmd("BufWipeout", {
+  -- `:bdelete` unloads the buffer and its text with it: stop following until attached again.
+  vim.api.nvim_create_autocmd("BufUnload", {
     buffer = self.view.buf,
     once = true,
     callback = function()

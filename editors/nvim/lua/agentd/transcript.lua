@@ -68,6 +68,8 @@ function M.new(session_id, keymaps)
     buf = vim.api.nvim_create_buf(true, true)
     vim.api.nvim_buf_set_name(buf, name)
   end
+  -- A buffer `:bdelete` unloaded (which detached its session) is loaded again, empty.
+  vim.fn.bufload(buf)
   local bo = vim.bo[buf]
   bo.buftype = "nofile"
   bo.bufhidden = "hide"
@@ -323,12 +325,17 @@ function Transcript:tool_end(ev)
       if line == call.prefix and call.out_lines > 1 then
         vim.api.nvim_buf_set_lines(self.buf, tail, tail + 1, false, {})
         call.out_lines = call.out_lines - 1
+        call.open_line = false
         vim.api.nvim_buf_set_extmark(self.buf, ns, tail - 1, 0, { id = call.tail })
       end
     end)
   end
   if d.error then
-    self:call_output(call, "error: " .. d.error)
+    -- A failed command's error repeats the output already streamed, then says how it ended:
+    -- after streamed output, that last line is what is new.
+    local shown = call.out_lines > 0 and d.error:match("([^\n]*)\n*$") or d.error
+    call.open_line = false
+    self:call_output(call, "error: " .. shown)
   end
   local status = d.error and "✗ failed" or "✓ done"
   self:write(function()
