@@ -445,3 +445,26 @@ async fn approvals_and_questions_are_asked_and_answered() {
     let answered = requests[3].body["messages"].to_string();
     assert!(answered.contains("blue"), "{answered}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resumes_a_lagged_stream_without_loss_or_duplicates() {
+    let Some(nvim) = nvim() else { return };
+    let (mock, daemon, workdir) = daemon().await;
+    // Far more events than the daemon buffers for a subscriber that does not read.
+    mock.push_stream(sse::text(&vec!["w"; 6000].join(" ")));
+    let mut child = start(&nvim, &daemon, "lagged.lua", workdir.path(), &[]);
+    let ready = workdir.path().join("ready");
+    wait_file(&ready, &mut child).await;
+    let session = std::fs::read_to_string(&ready).unwrap().trim().to_owned();
+
+    let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let mut client = daemon.client().await.unwrap();
+    let events = client.run(&session, "talk a lot").await.unwrap();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let last = events.last().unwrap()["seq"].as_u64().unwrap();
+    std::fs::write(workdir.path().join("flooded"), last.to_string()).unwrap();
+
+    let out = child.wait_with_output().await.unwrap();
+    passed("lagged.lua", &out, &daemon);
+}

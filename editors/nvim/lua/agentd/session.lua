@@ -20,6 +20,7 @@ local M = {}
 ---@field pending table[] approvals and questions waiting for an answer, oldest first (the
 --- event's data and its `kind`)
 ---@field calls table<string, table> tool calls started and not ended, by call id
+---@field resumed integer how many times a `lagged` stream was resumed
 local Session = {}
 Session.__index = Session
 
@@ -116,6 +117,7 @@ function Session:on_item(item, subscription)
   end
   self.sub = nil
   if item.reason == "lagged" then
+    self.resumed = self.resumed + 1
     self:subscribe()
   elseif item.reason == "session_closed" then
     self.state = "closed"
@@ -151,6 +153,7 @@ function M.attach(snapshot, keymaps)
     edits = {},
     pending = {},
     calls = {},
+    resumed = 0,
   }, Session)
   self.view = transcript.new(self.id, keymaps)
   M.all[self.id] = self
