@@ -46,7 +46,7 @@ H.eq("agentd (approvals) asks: Which color?", prompts[3].prompt, "the question")
 H.eq({ "red", "blue" }, prompts[3].items, "the options")
 
 H.wait_event("processing_end")
-H.eq("idle", agentd.status(), "status after")
+H.wait_idle()
 local text = H.text(s.view.buf)
 H.contains(text, "? approval needed: shell [c1]\n  $ echo approved > out.txt")
 H.contains(text, "? shell [c1] allowed by client")

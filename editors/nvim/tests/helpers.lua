@@ -74,6 +74,13 @@ function H.wait_event(kind, n, id)
   return H.of_kind(kind, id)[n or 1]
 end
 
+--- Waits for the current session to be idle (its `state_changed` follows `processing_end`).
+function H.wait_idle()
+  H.wait("status idle", function()
+    return require("agentd").status() == "idle"
+  end)
+end
+
 --- The current session, once there is one.
 function H.session()
   H.wait("a current session", function()

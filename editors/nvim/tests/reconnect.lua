@@ -25,7 +25,7 @@ H.wait_event("processing_end", 2)
 
 vim.cmd("Agentd submit third")
 H.wait_event("processing_end", 3)
-H.eq("idle", agentd.status(), "status")
+H.wait_idle()
 
 local text = H.text(s.view.buf)
 for _, needle in ipairs({ "## You\nfirst", "## You\nsecond", "## You\nthird", "One.", "Two.", "Three." }) do

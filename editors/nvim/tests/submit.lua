@@ -22,7 +22,7 @@ H.out("session=" .. s.id)
 
 vim.cmd("Agentd submit look around")
 H.wait_event("processing_end")
-H.eq("idle", agentd.status(), "status after the work")
+H.wait_idle()
 H.truthy(vim.tbl_contains(H.states, "processing"), "the status went through processing: " .. vim.inspect(H.states))
 
 local text = H.text(buf)

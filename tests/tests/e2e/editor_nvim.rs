@@ -459,12 +459,91 @@ async fn resumes_a_lagged_stream_without_loss_or_duplicates() {
 
     let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    // This client does not subscribe (on a loaded machine it could lag too): it waits for the
+    // session to be idle again.
     let mut client = daemon.client().await.unwrap();
-    let events = client.run(&session, "talk a lot").await.unwrap();
+    let params = json!({"session_id": session});
+    client
+        .call(
+            "session/submit",
+            json!({"session_id": session, "text": "talk a lot"}),
+        )
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + agentd_tests::WAIT;
+    let last = loop {
+        let snapshot = client.call("session/get", params.clone()).await.unwrap();
+        if snapshot["state"] == "idle" && snapshot["turns"].as_u64() == Some(2) {
+            break snapshot["last_seq"].as_u64().unwrap();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the flood did not end"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
-    let last = events.last().unwrap()["seq"].as_u64().unwrap();
     std::fs::write(workdir.path().join("flooded"), last.to_string()).unwrap();
 
     let out = child.wait_with_output().await.unwrap();
     passed("lagged.lua", &out, &daemon);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attaching_to_a_waiting_session_prompts_only_for_what_is_pending() {
+    let Some(nvim) = nvim() else { return };
+    let (mock, daemon, workdir) = daemon().await;
+    mock.push_stream(sse::shell("c1", "echo one"));
+    mock.push_stream(sse::shell("c2", "echo two > two.txt"));
+    mock.push_stream(sse::text("Understood."));
+    let mut client = daemon.client().await.unwrap();
+    let session = daemon
+        .create_session(
+            &mut client,
+            workdir.path(),
+            json!({"title": "waiting", "config": {"approval": {"mode": "ask"}}}),
+        )
+        .await
+        .unwrap();
+    client.subscribe(&session, Some(0)).await.unwrap();
+    client
+        .call(
+            "session/submit",
+            json!({"session_id": session, "text": "go"}),
+        )
+        .await
+        .unwrap();
+    let first = client
+        .events_until("approval_requested", |_| true)
+        .await
+        .unwrap();
+    let request = first.last().unwrap()["data"]["request_id"].clone();
+    client
+        .call(
+            "session/respond",
+            json!({"session_id": session, "request_id": request, "decision": "allow"}),
+        )
+        .await
+        .unwrap();
+    client
+        .events_until("approval_requested", |e| e["data"]["call_id"] == "c2")
+        .await
+        .unwrap();
+
+    let out = start(
+        &nvim,
+        &daemon,
+        "approval_attach.lua",
+        workdir.path(),
+        &[("AGENTD_TEST_SESSION", &session)],
+    )
+    .wait_with_output()
+    .await
+    .unwrap();
+    passed("approval_attach.lua", &out, &daemon);
+    assert!(
+        !workdir.path().join("two.txt").exists(),
+        "the denied command did not run"
+    );
+    assert_eq!(mock.requests().len(), 3);
 }

@@ -1,6 +1,6 @@
 --- Approvals and questions a session waits on: asking the user as they arrive (one prompt at a
---- time, and only for requests the daemon still lists as pending, so a replayed request that
---- was answered long ago never prompts) and sending the answer with `session/respond`.
+--- time, and only for requests still pending when their turn comes) and sending the answer
+--- with `session/respond`.
 local config = require("agentd.config")
 local conn = require("agentd.conn")
 
@@ -84,33 +84,25 @@ function M.ask(session, request, done)
   end
 end
 
---- Asks about the next queued request that the daemon still lists as pending.
+--- Asks about the next queued request that is still pending.
 local function pump()
   if asking or #queue == 0 then
     return
   end
   local next_one = table.remove(queue, 1)
-  local session = next_one.session
+  local request = pending(next_one.session, next_one.request_id)
+  if not request then
+    pump()
+    return
+  end
   asking = true
-  local function skip()
+  M.ask(next_one.session, request, function()
     asking = false
     pump()
-  end
-  conn.call("session/get", { session_id = session.id }, function(snapshot)
-    local live = false
-    for _, p in ipairs(snapshot.pending or {}) do
-      live = live or p.request_id == next_one.request_id
-    end
-    local request = pending(session, next_one.request_id)
-    if not (live and request) then
-      skip()
-      return
-    end
-    M.ask(session, request, skip)
-  end, skip)
+  end)
 end
 
---- A request arrived: shown in the transcript already; ask about it unless `ask` is off.
+--- A request is waiting (shown in the transcript already): ask about it unless `ask` is off.
 ---@param session agentd.Session
 ---@param request table
 function M.requested(session, request)

@@ -21,6 +21,9 @@ local M = {}
 --- event's data and its `kind`)
 ---@field calls table<string, table> tool calls started and not ended, by call id
 ---@field resumed integer how many times a `lagged` stream was resumed
+---@field replay_until integer the newest seq when the session was attached: events up to it are
+--- its past, whose requests are asked about only if still pending once it is all shown
+---@field caught_up boolean whether the events up to `replay_until` are all shown
 local Session = {}
 Session.__index = Session
 
@@ -91,7 +94,12 @@ function Session:apply(ev)
     end, self.pending)
   end
   self.view:render(ev)
-  if asked then
+  if not self.caught_up and ev.seq >= self.replay_until then
+    self.caught_up = true
+    for _, request in ipairs(self.pending) do
+      requests.requested(self, request)
+    end
+  elseif asked and self.caught_up then
     requests.requested(self, asked)
   end
   conn.fire("AgentdEvent", { session_id = self.id, event = ev })
@@ -154,6 +162,8 @@ function M.attach(snapshot, keymaps)
     pending = {},
     calls = {},
     resumed = 0,
+    replay_until = snapshot.last_seq or 0,
+    caught_up = false,
   }, Session)
   self.view = transcript.new(self.id, keymaps)
   M.all[self.id] = self
