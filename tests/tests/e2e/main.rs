@@ -30,6 +30,7 @@ mod conversation;
 mod daemon;
 mod durability;
 mod editor_emacs;
+mod editor_nvim;
 mod examples;
 mod families;
 mod hostile;
