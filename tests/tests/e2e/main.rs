@@ -26,6 +26,7 @@ mod connections;
 mod control;
 mod daemon;
 mod durability;
+mod editor_vscode;
 mod examples;
 mod families;
 mod hostile;

@@ -1,0 +1,94 @@
+/**
+ * The session the editor is attached to: its transcript, kept current from the session's event
+ * stream (replayed from the first event, then live, across reconnects), its state for the
+ * status bar, and the diffs of the files its live tool calls edit.
+ */
+
+import type { AgentdClient, SessionWatch } from "./client";
+import type { EditDiffs } from "./diff";
+import type { AgentdEvent, SessionId, SessionState } from "./protocol";
+import { type Op, Transcript } from "./transcript";
+
+export interface AttachedListener {
+  ops(ops: Op[]): void;
+  state(state: SessionState): void;
+}
+
+export class AttachedSession {
+  private watch: SessionWatch | undefined;
+  private disposed = false;
+
+  private constructor(
+    readonly id: SessionId,
+    readonly title: string,
+    readonly transcript: Transcript,
+    /** Events up to this seq happened before the attach: no diffs pop up for them. */
+    private readonly liveAfter: number,
+    private readonly diffs: EditDiffs,
+    private readonly listener: AttachedListener,
+  ) {}
+
+  /** Attaches to `id`: replays its events from the start, then follows it. */
+  static async attach(client: AgentdClient, id: SessionId, diffs: EditDiffs, listener: AttachedListener): Promise<AttachedSession> {
+    const snapshot = await client.request("session/get", { session_id: id });
+    const transcript = new Transcript(snapshot.cwd);
+    const title = snapshot.title || id.slice(0, 8);
+    transcript.state = snapshot.state;
+    const attached = new AttachedSession(id, title, transcript, snapshot.last_seq, diffs, listener);
+    listener.state(snapshot.state);
+    // The replay walks the states again and ends at the current one.
+    attached.watch = await client.watchSession(id, 0, (event) => attached.onEvent(event));
+    return attached;
+  }
+
+  get state(): SessionState {
+    return this.transcript.state;
+  }
+
+  /** The files a tool call item edits, for the chat view's "Show diff". */
+  async showDiff(itemId: string): Promise<void> {
+    const item = this.transcript.items.find((i) => i.id === itemId);
+    if (item?.kind === "tool") {
+      await this.diffs.open(item.id, item.files);
+    }
+  }
+
+  async detach(): Promise<void> {
+    this.disposed = true;
+    await this.watch?.stop().catch(() => undefined);
+  }
+
+  private onEvent(event: AgentdEvent): void {
+    if (this.disposed) {
+      return;
+    }
+    const before = this.transcript.state;
+    const ops = this.transcript.apply(event);
+    if (ops.length > 0) {
+      this.listener.ops(ops);
+    }
+    if (this.transcript.state !== before) {
+      this.listener.state(this.transcript.state);
+    }
+    if (event.seq > this.liveAfter) {
+      this.liveEdits(event);
+    }
+  }
+
+  /** Snapshots the files an edit is about to change, and opens the diff once it is done. */
+  private liveEdits(event: AgentdEvent): void {
+    if (event.kind !== "tool_call_start" && event.kind !== "tool_call_end") {
+      return;
+    }
+    const id = `t${event.data.call_id}`;
+    const item = this.transcript.items.find((i) => i.id === id);
+    if (item?.kind !== "tool" || item.files.length === 0) {
+      return;
+    }
+    if (event.kind === "tool_call_start") {
+      void this.diffs.snapshot(id, item.files);
+    } else if (!event.data.error) {
+      void this.diffs.open(id, item.files);
+    }
+  }
+}

@@ -1,0 +1,244 @@
+/**
+ * The transcript of one session as the chat view shows it: a list of items (user input,
+ * assistant text, reasoning, tool calls with their arguments, status and output, warnings and
+ * errors, usage) folded from the session's events, plus the small operations that bring a view
+ * from one state to the next. Pure: no I/O and no `vscode` import, so tests feed it real events.
+ */
+
+import type { AgentdEvent, SessionState, Usage } from "./protocol";
+import * as path from "node:path";
+
+export type Item =
+  | { id: string; kind: "user"; text: string }
+  | { id: string; kind: "steering"; text: string }
+  | { id: string; kind: "assistant"; text: string; done: boolean }
+  | { id: string; kind: "reasoning"; text: string }
+  | {
+      id: string;
+      kind: "tool";
+      tool: string;
+      /** The arguments, pretty-printed. */
+      args: string;
+      status: "running" | "ok" | "error";
+      output: string;
+      /** Files the call edits (absolute), for the diff view. */
+      files: string[];
+    }
+  | { id: string; kind: "notice"; level: "info" | "warning" | "error"; text: string }
+  | { id: string; kind: "usage"; text: string };
+
+/** A change to apply to a rendered transcript (items in ops are copies, never shared). */
+export type Op =
+  | { op: "add"; item: Item }
+  | { op: "update"; item: Item }
+  | { op: "append"; id: string; text: string };
+
+/** Tools that change files, and where their arguments name the files. */
+const EDIT_TOOLS = new Set(["write_file", "edit_file", "apply_patch"]);
+
+/**
+ * The files an editing tool call changes, resolved against the session's `cwd`: `file_path`
+ * (or `path`) for write/edit, the `*** Add|Update|Delete File:` and `*** Move to:` lines of a
+ * patch. Empty for other tools.
+ */
+export function editedFiles(tool: string, args: unknown, cwd: string): string[] {
+  if (!EDIT_TOOLS.has(tool) || typeof args !== "object" || args === null) {
+    return [];
+  }
+  const record = args as Record<string, unknown>;
+  const named: string[] = [];
+  for (const key of ["file_path", "path"]) {
+    const value = record[key];
+    if (typeof value === "string") {
+      named.push(value);
+    }
+  }
+  const patch = record["patch"] ?? record["input"];
+  if (typeof patch === "string") {
+    for (const line of patch.split("\n")) {
+      const m = /^\*\*\* (?:(?:Add|Update|Delete) File|Move to): (.+)$/.exec(line.trimEnd());
+      if (m?.[1]) {
+        named.push(m[1].trim());
+      }
+    }
+  }
+  return [...new Set(named.map((p) => path.resolve(cwd, p)))];
+}
+
+/** `tokens in (cached) / out`, and the cost when the daemon knows it. */
+export function formatUsage(call: Usage, total: Usage): string {
+  const part = (u: Usage) => {
+    const cached = u.cache_read_tokens ? ` (${u.cache_read_tokens} cached)` : "";
+    return `${u.input_tokens}${cached} in / ${u.output_tokens} out`;
+  };
+  const cost = typeof total.cost_usd === "number" ? ` · $${total.cost_usd.toFixed(4)}` : "";
+  const unknown = total.unreported_calls ? ` · ${total.unreported_calls} call(s) unreported` : "";
+  return `call ${part(call)} · session ${part(total)}${cost}${unknown}`;
+}
+
+/** A session's transcript, built event by event. */
+export class Transcript {
+  readonly items: Item[] = [];
+  state: SessionState = "idle";
+  private readonly byId = new Map<string, Item>();
+  /** The assistant and reasoning items of the response being streamed. */
+  private assistant: Extract<Item, { kind: "assistant" }> | undefined;
+  private reasoning: Extract<Item, { kind: "reasoning" }> | undefined;
+  private cwd: string;
+
+  constructor(cwd: string) {
+    this.cwd = cwd;
+  }
+
+  /** Folds one event in; returns what changed. */
+  apply(event: AgentdEvent): Op[] {
+    const seq = event.seq;
+    switch (event.kind) {
+      case "session_start":
+        this.cwd = event.data.cwd;
+        return [];
+      case "state_changed":
+        this.state = event.data.state;
+        return [];
+      case "session_end":
+        this.state = "closed";
+        return [this.add({ id: `n${seq}`, kind: "notice", level: "info", text: `Session closed (${event.data.reason}).` })];
+      case "user_input":
+        return [this.add({ id: `u${seq}`, kind: "user", text: event.data.text })];
+      case "steering_injected":
+        return [this.add({ id: `s${seq}`, kind: "steering", text: event.data.text })];
+      case "assistant_text_start":
+        // Reasoning may stream before the start; it belongs to this response.
+        this.assistant = undefined;
+        return [];
+      case "assistant_reasoning_delta": {
+        if (!this.reasoning) {
+          this.reasoning = { id: `r${seq}`, kind: "reasoning", text: "" };
+          const ops = [this.add(this.reasoning)];
+          this.reasoning.text += event.data.delta;
+          ops.push({ op: "append", id: this.reasoning.id, text: event.data.delta });
+          return ops;
+        }
+        this.reasoning.text += event.data.delta;
+        return [{ op: "append", id: this.reasoning.id, text: event.data.delta }];
+      }
+      case "assistant_text_delta": {
+        const ops: Op[] = [];
+        if (!this.assistant) {
+          this.assistant = { id: `a${seq}`, kind: "assistant", text: "", done: false };
+          ops.push(this.add(this.assistant));
+        }
+        this.assistant.text += event.data.delta;
+        ops.push({ op: "append", id: this.assistant.id, text: event.data.delta });
+        return ops;
+      }
+      case "assistant_text_end": {
+        const ops: Op[] = [];
+        const { text, reasoning } = event.data;
+        if (reasoning && !this.reasoning) {
+          // Attached after the reasoning streamed: show it whole.
+          ops.push(this.add({ id: `r${seq}`, kind: "reasoning", text: reasoning }));
+        }
+        if (text) {
+          if (this.assistant) {
+            this.assistant.text = text;
+            this.assistant.done = true;
+            ops.push({ op: "update", item: { ...this.assistant } });
+          } else {
+            ops.push(this.add({ id: `a${seq}`, kind: "assistant", text, done: true }));
+          }
+        }
+        this.assistant = undefined;
+        this.reasoning = undefined;
+        return ops;
+      }
+      case "tool_call_start": {
+        const { call_id, tool_name, arguments: args } = event.data;
+        return [
+          this.add({
+            id: `t${call_id}`,
+            kind: "tool",
+            tool: tool_name,
+            args: typeof args === "string" ? args : JSON.stringify(args, null, 2),
+            status: "running",
+            output: "",
+            files: editedFiles(tool_name, args, this.cwd),
+          }),
+        ];
+      }
+      case "tool_call_output_delta": {
+        const item = this.byId.get(`t${event.data.call_id}`);
+        if (item?.kind !== "tool") {
+          return [];
+        }
+        item.output += event.data.delta;
+        return [{ op: "append", id: item.id, text: event.data.delta }];
+      }
+      case "tool_call_end": {
+        const { call_id, tool_name, output, error } = event.data;
+        const existing = this.byId.get(`t${call_id}`);
+        const item =
+          existing?.kind === "tool"
+            ? existing
+            : { id: `t${call_id}`, kind: "tool" as const, tool: tool_name, args: "", status: "running" as const, output: "", files: [] };
+        const updated: Item = { ...item, status: error ? "error" : "ok", output: error ?? output ?? "" };
+        if (!existing) {
+          return [this.add(updated)];
+        }
+        this.replace(updated);
+        return [{ op: "update", item: updated }];
+      }
+      case "processing_end":
+        this.assistant = undefined;
+        this.reasoning = undefined;
+        return event.data.reason === "completed"
+          ? []
+          : [this.add({ id: `n${seq}`, kind: "notice", level: event.data.reason === "error" ? "error" : "info", text: `Stopped: ${event.data.reason.replace(/_/g, " ")}.` })];
+      case "warning":
+        return [this.add({ id: `n${seq}`, kind: "notice", level: "warning", text: event.data.message })];
+      case "error":
+        return [this.add({ id: `n${seq}`, kind: "notice", level: "error", text: event.data.message })];
+      case "loop_detection":
+        return [this.add({ id: `n${seq}`, kind: "notice", level: "warning", text: event.data.message })];
+      case "turn_limit":
+        return [this.add({ id: `n${seq}`, kind: "notice", level: "warning", text: `Turn limit reached (${event.data.limit}: ${event.data.count}).` })];
+      case "compaction":
+        return [this.add({ id: `n${seq}`, kind: "notice", level: "info", text: `Compacted: ${event.data.tokens_before} → ${event.data.tokens_after} tokens.` })];
+      case "subagent_spawned":
+        return [this.add({ id: `n${seq}`, kind: "notice", level: "info", text: `Subagent ${event.data.agent_id}: ${event.data.task}` })];
+      case "subagent_finished":
+        return [this.add({ id: `n${seq}`, kind: "notice", level: "info", text: `Subagent ${event.data.agent_id} finished (${event.data.success ? "ok" : "failed"}).` })];
+      case "events_missing":
+        return [this.add({ id: `n${seq}`, kind: "notice", level: "warning", text: `Events ${event.data.first_seq}–${event.data.last_seq} were never stored (the daemon stopped).` })];
+      case "usage": {
+        const text = formatUsage(event.data.call, event.data.total);
+        const last = this.items[this.items.length - 1];
+        if (last?.kind === "usage") {
+          const updated: Item = { ...last, text };
+          this.replace(updated);
+          return [{ op: "update", item: updated }];
+        }
+        return [this.add({ id: `g${seq}`, kind: "usage", text })];
+      }
+      case "rollback":
+      case "queue_changed":
+        return [];
+    }
+    return [];
+  }
+
+  private add(item: Item): Op {
+    this.items.push(item);
+    this.byId.set(item.id, item);
+    // A copy: the item goes on changing, and the op must say what it was now.
+    return { op: "add", item: { ...item } };
+  }
+
+  private replace(item: Item): void {
+    const index = this.items.findIndex((i) => i.id === item.id);
+    if (index >= 0) {
+      this.items[index] = item;
+    }
+    this.byId.set(item.id, item);
+  }
+}
