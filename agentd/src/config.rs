@@ -338,6 +338,8 @@ pub fn default_session_config(provider: &str, model: &str) -> SessionConfig {
         auto_compact_percent: 80,
         max_subagent_depth: 1,
         max_concurrent_subagents: 4,
+        approval: agentd_proto::ApprovalConfig::default(),
+        client_tools: Vec::new(),
     }
 }
 
@@ -566,6 +568,10 @@ pub fn validate_session_config(c: &SessionConfig) -> Result<(), Error> {
     if c.auto_compact_percent > 100 {
         return bad("auto_compact_percent", "must be 0 (off) to 100");
     }
+    if c.approval.timeout_ms == 0 {
+        return bad("approval.timeout_ms", "must be at least 1");
+    }
+    crate::agent::approval::validate(&c.approval).map_err(Error::Invalid)?;
     Ok(())
 }
 

@@ -31,8 +31,9 @@ use crate::store::{EventReader, ParentLink, SessionFiles, SessionRecord};
 use crate::tools::SubagentResult;
 use agentd_proto::{
     AbortResponse, CompactResponse, ConfigPatch, DaemonEvent, EntryId, Event, EventBody,
-    ForkOrigin, HistoryEntry, QueueContents, RollbackResponse, SessionConfig, SessionId,
-    SessionSnapshot, SessionState, SessionSummary, SubmitResponse, Usage, WhenBusy,
+    ForkOrigin, HistoryEntry, QueueContents, RespondParams, RespondResponse, RollbackResponse,
+    SessionConfig, SessionId, SessionSnapshot, SessionState, SessionSummary, SubmitResponse, Usage,
+    WhenBusy,
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -72,6 +73,9 @@ pub enum Error {
     /// A parameter names something that does not exist or cannot be done.
     #[error("{0}")]
     InvalidParams(String),
+    /// No pending request has this id (never raised, or already settled: the message says).
+    #[error("{0}")]
+    RequestNotFound(String),
     /// A bug stopped the request (a crashed task); the daemon goes on.
     #[error("internal error: {0}")]
     Internal(String),
@@ -207,6 +211,10 @@ enum Command {
     Result(oneshot::Sender<SubagentResult>),
     /// Replies once everything so far, the record included, is stored.
     Saved(oneshot::Sender<()>),
+    Respond {
+        params: RespondParams,
+        reply: oneshot::Sender<Result<RespondResponse, Error>>,
+    },
 }
 
 /// Replayed events and the live receiver that continues right after them.
@@ -373,6 +381,12 @@ impl Session {
     /// session is idle it starts processing at once.
     pub async fn follow_up(&self, text: String) -> Result<SubmitResponse, Error> {
         self.submit(text, None, WhenBusy::Queue).await
+    }
+
+    /// Answers a pending request (`session/respond`); the first answer wins.
+    pub async fn respond(&self, params: RespondParams) -> Result<RespondResponse, Error> {
+        self.call(|reply| Command::Respond { params, reply })
+            .await?
     }
 
     /// Removes and returns every queued item.
@@ -553,7 +567,7 @@ impl Session {
     /// Waits until the session is not processing.
     pub(crate) async fn settled(&self) {
         let mut view = self.view.clone();
-        let _ = view.wait_for(|v| v.state != SessionState::Processing).await;
+        let _ = view.wait_for(|v| !v.state.is_working()).await;
     }
 
     /// Tokens used so far.

@@ -20,6 +20,7 @@ macro_rules! each_family {
     )*};
 }
 
+mod approvals;
 mod cli;
 mod compaction;
 mod connections;
