@@ -7,11 +7,13 @@
 import type { AgentdClient, SessionWatch } from "./client";
 import type { EditDiffs } from "./diff";
 import type { AgentdEvent, SessionId, SessionState } from "./protocol";
-import { type Op, Transcript } from "./transcript";
+import { type Op, pendingItem, type RequestItem, Transcript } from "./transcript";
 
 export interface AttachedListener {
   ops(ops: Op[]): void;
   state(state: SessionState): void;
+  /** A request waits for an answer: raised live, or pending when the editor attached. */
+  request(item: RequestItem): void;
 }
 
 export class AttachedSession {
@@ -38,6 +40,12 @@ export class AttachedSession {
     listener.state(snapshot.state);
     // The replay walks the states again and ends at the current one.
     attached.watch = await client.watchSession(id, 0, (event) => attached.onEvent(event));
+    for (const pending of snapshot.pending ?? []) {
+      const item = pendingItem(pending);
+      if (item) {
+        listener.request(item);
+      }
+    }
     return attached;
   }
 
@@ -72,6 +80,11 @@ export class AttachedSession {
     }
     if (event.seq > this.liveAfter) {
       this.liveEdits(event);
+      for (const op of ops) {
+        if (op.op === "add" && op.item.kind === "request") {
+          this.listener.request(op.item);
+        }
+      }
     }
   }
 

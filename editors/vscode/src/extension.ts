@@ -12,6 +12,7 @@ import { AgentdClient, type DaemonWatch } from "./client";
 import { BEFORE_SCHEME, EditDiffs } from "./diff";
 import type { SessionId, SessionState, SessionSummary } from "./protocol";
 import { SessionsTree } from "./sessionsTree";
+import { type RequestItem, responseFor } from "./transcript";
 
 const STATUS_TEXT: Record<SessionState | "disconnected", string> = {
   idle: "$(hubot) agentd: idle",
@@ -64,6 +65,7 @@ class Extension implements vscode.Disposable {
       "agentd.attach": (id?: string) => this.attachCommand(id),
       "agentd.queue": () => this.showQueue(),
       "agentd.clearQueue": () => this.clearQueue(),
+      "agentd.respond": (choice?: string) => this.respondCommand(choice),
       "agentd.refreshSessions": () => this.tree.refresh(),
     };
     for (const [name, run] of Object.entries(commands)) {
@@ -146,6 +148,7 @@ class Extension implements vscode.Disposable {
           this.showState(state);
         }
       },
+      request: (item) => void this.guard(() => this.notify(id, item)),
     });
     this.attached = attached;
     this.chat.reset(attached.title, attached.state, attached.transcript.items);
@@ -208,7 +211,12 @@ class Extension implements vscode.Disposable {
     if (title === undefined) {
       return;
     }
-    const snapshot = await this.client.request("session/create", title ? { cwd, title } : { cwd });
+    const mode = vscode.workspace.getConfiguration("agentd").get<string>("approvalMode");
+    const snapshot = await this.client.request("session/create", {
+      cwd,
+      ...(title ? { title } : {}),
+      ...(mode === "ask" || mode === "auto" ? { config: { approval: { mode } } } : {}),
+    });
     await this.attach(snapshot.session_id);
   }
 
@@ -330,6 +338,57 @@ class Extension implements vscode.Disposable {
     }
   }
 
+  /** Shows a waiting request as a notification whose buttons answer it. */
+  private async notify(session: SessionId, item: RequestItem): Promise<void> {
+    const show = "Show";
+    const text =
+      item.type === "approval"
+        ? `agentd: ${item.title} ${item.detail.split("\n", 1)[0] ?? ""}`
+        : `agentd asks: ${item.detail}`;
+    const choice = await vscode.window.showWarningMessage(text, ...item.options, show);
+    if (choice === show) {
+      this.chat.reveal();
+    } else if (choice) {
+      await this.respond(session, item, choice);
+    }
+  }
+
+  /** Answers a request with one of its options (typing the answer when the option says so). */
+  private async respond(session: SessionId, item: RequestItem, choice: string): Promise<void> {
+    let response = responseFor(item, choice);
+    if (!response) {
+      const answer = await vscode.window.showInputBox({ prompt: item.detail, ignoreFocusOut: true });
+      if (answer === undefined) {
+        return;
+      }
+      response = { answer };
+    }
+    await this.client.request("session/respond", { session_id: session, request_id: item.requestId, ...response });
+  }
+
+  /** `agentd.respond [choice]`: answers the oldest waiting request of the attached session. */
+  private async respondCommand(choice?: string): Promise<void> {
+    const attached = this.attached;
+    if (!attached) {
+      throw new Error("no session attached (agentd: Sessions attaches one)");
+    }
+    const pending = attached.transcript.pending();
+    const picked =
+      pending.length > 1
+        ? (await vscode.window.showQuickPick(pending.map((item) => ({ label: item.title, detail: item.detail, item }))))?.item
+        : pending[0];
+    if (!picked) {
+      if (pending.length === 0) {
+        void vscode.window.showInformationMessage("agentd: nothing is waiting for an answer.");
+      }
+      return;
+    }
+    const answer = choice ?? (await vscode.window.showQuickPick(picked.options, { placeHolder: `${picked.title} ${picked.detail.split("\n", 1)[0] ?? ""}` }));
+    if (answer) {
+      await this.respond(attached.id, picked, answer);
+    }
+  }
+
   private async fromPage(message: FromPage): Promise<void> {
     switch (message.type) {
       case "input": {
@@ -343,7 +402,13 @@ class Extension implements vscode.Disposable {
         return this.abort();
       case "openDiff":
         return this.attached?.showDiff(message.id);
-      case "respond":
+      case "respond": {
+        const item = this.attached?.transcript.pending().find((i) => i.requestId === message.requestId);
+        if (!item || !this.attached) {
+          throw new Error("that request is no longer waiting");
+        }
+        return this.respond(this.attached.id, item, message.choice);
+      }
       case "ready":
         return;
     }

@@ -25,6 +25,7 @@ export interface Methods {
   "session/abort": [AbortParams, AbortResponse];
   "session/close": [SessionParams, { state: SessionState }];
   "session/fork": [ForkParams, SessionSnapshot];
+  "session/respond": [RespondParams, { request_id: RequestId; pending: number }];
 }
 
 export type Method = keyof Methods;
@@ -51,7 +52,34 @@ export interface CreateParams {
   provider?: string;
   model?: string;
   profile?: string;
+  /** Overrides of the session defaults (the part this extension sets). */
+  config?: { approval?: { mode?: ApprovalMode; timeout_ms?: number; ask_user?: boolean } };
 }
+
+export type RequestId = string;
+/** Whether calls that write files or run commands wait for an approval. */
+export type ApprovalMode = "auto" | "ask";
+/** An answer to an approval. */
+export type Decision = "allow" | "allow_always" | "deny";
+/** Who settled a pending request. */
+export type ResolvedBy = "client" | "rule" | "timeout" | "abort";
+
+/** Answers a pending request: `decision` for an approval, `answer` for a question. */
+export interface RespondParams extends SessionParams {
+  request_id: RequestId;
+  decision?: Decision;
+  message?: string;
+  answer?: string;
+  output?: string;
+  is_error?: boolean;
+}
+
+/** A request waiting for an answer, as `session/get` lists it. */
+export type PendingRequest = { request_id: RequestId; call_id: string; created: string; expires: string } & (
+  | { type: "approval"; tool: string; arguments: unknown; summary: string }
+  | { type: "question"; question: string; options: string[] }
+  | { type: "client_tool"; tool: string; arguments: unknown }
+);
 
 export interface ListParams {
   cwd?: string;
@@ -136,6 +164,8 @@ export interface SessionSnapshot {
   queue: QueueContents;
   usage: Usage;
   config: { provider: string; model: string };
+  /** Requests waiting for a client's answer, oldest first. */
+  pending?: PendingRequest[];
 }
 
 /** Event kinds and their data, as `session/event` carries them. */
@@ -166,6 +196,12 @@ export interface EventData {
   subagent_finished: { agent_id: SessionId; success: boolean; turns_used: number };
   rollback: { leaf?: string | null; removed: number };
   events_missing: { first_seq: number; last_seq: number };
+  approval_requested: { request_id: RequestId; call_id: string; tool: string; arguments: unknown; summary: string };
+  approval_resolved: { request_id: RequestId; call_id: string; tool: string; decision: Decision; by: ResolvedBy; message?: string | null };
+  question_requested: { request_id: RequestId; call_id: string; question: string; options: string[] };
+  question_resolved: { request_id: RequestId; call_id: string; answer?: string | null; by: ResolvedBy };
+  client_tool_requested: { request_id: RequestId; call_id: string; tool: string; arguments: unknown };
+  client_tool_resolved: { request_id: RequestId; call_id: string; is_error: boolean; by: ResolvedBy };
   warning: { message: string };
   error: { message: string; fatal: boolean };
   usage: { call: Usage; total: Usage };
@@ -196,6 +232,12 @@ export const EVENT_KINDS: readonly EventKind[] = [
   "subagent_finished",
   "rollback",
   "events_missing",
+  "approval_requested",
+  "approval_resolved",
+  "question_requested",
+  "question_resolved",
+  "client_tool_requested",
+  "client_tool_resolved",
   "warning",
   "error",
   "usage",
@@ -217,6 +259,7 @@ export const METHOD_NAMES: readonly Method[] = [
   "session/abort",
   "session/close",
   "session/fork",
+  "session/respond",
 ];
 
 /** One event of one session; `kind` selects the shape of `data`. */

@@ -5,7 +5,7 @@
  * from one state to the next. Pure: no I/O and no `vscode` import, so tests feed it real events.
  */
 
-import type { AgentdEvent, SessionState, Usage } from "./protocol";
+import type { AgentdEvent, Decision, PendingRequest, SessionState, Usage } from "./protocol";
 import * as path from "node:path";
 
 export type Item =
@@ -25,7 +25,65 @@ export type Item =
       files: string[];
     }
   | { id: string; kind: "notice"; level: "info" | "warning" | "error"; text: string }
-  | { id: string; kind: "usage"; text: string };
+  | { id: string; kind: "usage"; text: string }
+  | {
+      id: string;
+      kind: "request";
+      requestId: string;
+      type: "approval" | "question";
+      /** One line: what is asked. */
+      title: string;
+      /** The command, the file and its diff, or the question. */
+      detail: string;
+      /** The buttons to offer. */
+      options: string[];
+      /** How it was settled (`null` while it waits). */
+      resolved: string | null;
+    };
+
+/** The buttons of an approval, and the decision each sends. */
+export const APPROVAL_CHOICES: Readonly<Record<string, Decision>> = { Allow: "allow", Always: "allow_always", Deny: "deny" };
+/** The button of a question that asks for a typed answer. */
+export const TYPE_ANSWER = "Answer…";
+
+export type RequestItem = Extract<Item, { kind: "request" }>;
+
+/** The item of an approval request. */
+export function approvalItem(requestId: string, tool: string, summary: string): RequestItem {
+  return { id: `q${requestId}`, kind: "request", requestId, type: "approval", title: `Allow ${tool}?`, detail: summary, options: Object.keys(APPROVAL_CHOICES), resolved: null };
+}
+
+/** The item of a question from the model. */
+export function questionItem(requestId: string, question: string, options: string[]): RequestItem {
+  return { id: `q${requestId}`, kind: "request", requestId, type: "question", title: "The agent asks", detail: question, options: [...options, TYPE_ANSWER], resolved: null };
+}
+
+/** The item of a request `session/get` lists as pending (client tools have none here). */
+export function pendingItem(p: PendingRequest): RequestItem | undefined {
+  switch (p.type) {
+    case "approval":
+      return approvalItem(p.request_id, p.tool, p.summary);
+    case "question":
+      return questionItem(p.request_id, p.question, p.options);
+    case "client_tool":
+      return undefined;
+  }
+}
+
+/**
+ * What `session/respond` sends for `choice` on a request item: a decision, an answer, or
+ * `undefined` when the user is to type the answer.
+ */
+export function responseFor(item: RequestItem, choice: string): { decision: Decision } | { answer: string } | undefined {
+  if (item.type === "approval") {
+    const decision = APPROVAL_CHOICES[choice];
+    if (!decision) {
+      throw new Error(`"${choice}" is not an answer to an approval (${Object.keys(APPROVAL_CHOICES).join(", ")})`);
+    }
+    return { decision };
+  }
+  return choice === TYPE_ANSWER ? undefined : { answer: choice };
+}
 
 /** A change to apply to a rendered transcript (items in ops are copies, never shared). */
 export type Op =
@@ -220,11 +278,46 @@ export class Transcript {
         }
         return [this.add({ id: `g${seq}`, kind: "usage", text })];
       }
+      case "approval_requested": {
+        const { request_id, tool, summary } = event.data;
+        return [this.add(approvalItem(request_id, tool, summary))];
+      }
+      case "approval_resolved": {
+        const { request_id, decision, by, message } = event.data;
+        const said = `${decision.replace("_", " ")}${by === "client" ? "" : ` (by ${by})`}${message ? `: ${message}` : ""}`;
+        return this.resolve(`q${request_id}`, said);
+      }
+      case "question_requested": {
+        const { request_id, question, options } = event.data;
+        return [this.add(questionItem(request_id, question, options))];
+      }
+      case "question_resolved": {
+        const { request_id, answer, by } = event.data;
+        return this.resolve(`q${request_id}`, answer ? `answered: ${answer}` : `unanswered (${by})`);
+      }
+      case "client_tool_requested":
+        return [this.add({ id: `n${seq}`, kind: "notice", level: "info", text: `Client tool ${event.data.tool} called; the client that defined it answers.` })];
+      case "client_tool_resolved":
       case "rollback":
       case "queue_changed":
         return [];
     }
     return [];
+  }
+
+  /** The requests still waiting for an answer. */
+  pending(): RequestItem[] {
+    return this.items.filter((i): i is RequestItem => i.kind === "request" && i.resolved === null);
+  }
+
+  private resolve(id: string, resolved: string): Op[] {
+    const item = this.byId.get(id);
+    if (item?.kind !== "request") {
+      return [];
+    }
+    const updated: Item = { ...item, resolved };
+    this.replace(updated);
+    return [{ op: "update", item: updated }];
   }
 
   private add(item: Item): Op {

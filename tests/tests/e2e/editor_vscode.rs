@@ -4,8 +4,8 @@
 //! Node and the extension's `node_modules` are prerequisites: `.ci/run` installs them.
 //!
 //! The mock answers from the prompt itself, so the Node scenarios script their own turns:
-//! `run: CMD` asks for a `shell` call running CMD, `think: X` streams reasoning before its
-//! answer, anything else is echoed; after tool results the answer quotes them, and any
+//! `run: CMD` asks for a `shell` call running CMD, `call: TOOL {JSON}` for any tool call,
+//! `think: X` streams reasoning before its answer, anything else is echoed; after tool results the answer quotes them, and any
 //! steering text the request carries.
 
 use agentd_tests::mock::{Chunk, MockAnthropic, Reply};
@@ -103,6 +103,11 @@ fn scripted(body: &Value) -> Reply {
     if let Some(command) = prompt.strip_prefix("run: ") {
         let id = format!("toolu_vscode{:04}", CALLS.fetch_add(1, Ordering::Relaxed));
         return Reply::Stream(sse::shell(&id, command));
+    }
+    if let Some((name, args)) = prompt.strip_prefix("call: ").and_then(|c| c.split_once(' ')) {
+        let id = format!("toolu_vscode{:04}", CALLS.fetch_add(1, Ordering::Relaxed));
+        let args: Value = serde_json::from_str(args).unwrap_or(Value::Null);
+        return Reply::Stream(sse::tools("", &[(&id, name, args)]));
     }
     if let Some(topic) = prompt.strip_prefix("think: ") {
         let mut chunks = vec![sse::message_start()];

@@ -1,8 +1,8 @@
 /**
  * The client and the transcript model against the real daemon. Run through
  * `cargo test -p agentd-tests --test e2e -- editor_vscode`, which starts agentd on a temp
- * socket with a scripted mock provider (`run: CMD` asks for a shell call, `think: X` streams
- * reasoning, anything else is echoed; answers after tool results quote them and any steering)
+ * socket with a scripted mock provider (`run: CMD` asks for a shell call, `call: TOOL {JSON}`
+ * for any call, `think: X` streams reasoning, anything else is echoed; answers after tool results quote them and any steering)
  * and passes `AGENTD_SOCKET` and `AGENTCTL`. Tests run in order; the last restarts the daemon.
  */
 
@@ -14,7 +14,7 @@ import * as path from "node:path";
 import { after, test } from "node:test";
 import { AgentdClient, RpcError, type SessionWatch } from "../client";
 import type { AgentdEvent, EventKind } from "../protocol";
-import { Transcript } from "../transcript";
+import { pendingItem, responseFor, TYPE_ANSWER, Transcript } from "../transcript";
 
 const socketPath = process.env["AGENTD_SOCKET"] ?? "";
 const agentctl = process.env["AGENTCTL"] ?? "";
@@ -104,10 +104,10 @@ class Events {
   }
 }
 
-/** A new session in a temp dir, watched from its first event. */
-async function session(client: AgentdClient, title: string): Promise<{ id: string; cwd: string; events: Events; watch: SessionWatch }> {
+/** A new session in a temp dir (approvals asked when `ask`), watched from its first event. */
+async function session(client: AgentdClient, title: string, ask = false): Promise<{ id: string; cwd: string; events: Events; watch: SessionWatch }> {
   const cwd = tempDir();
-  const snapshot = await client.request("session/create", { cwd, title });
+  const snapshot = await client.request("session/create", ask ? { cwd, title, config: { approval: { mode: "ask" } } } : { cwd, title });
   assert.equal(snapshot.state, "idle");
   assert.equal(snapshot.title, title);
   const events = new Events();
@@ -267,6 +267,82 @@ test("attach to a session agentctl started, replaying it from the start", async 
   await events.finished("second");
   await runAgentctl(["close", id]);
   await events.wait("session_end", (e) => e.kind === "session_end");
+});
+
+test("an approval waits for an answer; Allow runs the command and the request shows settled", async () => {
+  const client = newClient();
+  const s = await session(client, "approve", true);
+  const prompt = "run: echo approved > out.txt";
+  await client.request("session/submit", { session_id: s.id, text: prompt });
+  const asked = await s.events.wait("approval_requested", (e) => e.kind === "approval_requested");
+  assert.ok(asked.kind === "approval_requested");
+  assert.equal(asked.data.summary, "$ echo approved > out.txt");
+  await s.events.wait("awaiting_input", (e) => e.kind === "state_changed" && e.data.state === "awaiting_input");
+  const snapshot = await client.request("session/get", { session_id: s.id });
+  assert.equal(snapshot.state, "awaiting_input");
+  const listed = (snapshot.pending ?? []).map(pendingItem);
+  assert.equal(listed.length, 1);
+  assert.ok(!fs.existsSync(path.join(s.cwd, "out.txt")), "nothing runs before the answer");
+
+  const transcript = transcriptOf(s.cwd, s.events.all);
+  const [item] = transcript.pending();
+  assert.deepEqual(item, listed[0], "the event and session/get describe the same request");
+  assert.ok(item);
+  assert.deepEqual(item.options, ["Allow", "Always", "Deny"]);
+  assert.equal(item.detail, "$ echo approved > out.txt");
+  const response = responseFor(item, "Allow");
+  assert.deepEqual(response, { decision: "allow" });
+  const answered = await client.request("session/respond", { session_id: s.id, request_id: item.requestId, ...response });
+  assert.equal(answered.pending, 0);
+  await s.events.finished(prompt);
+  const resolved = s.events.kind("approval_resolved");
+  assert.deepEqual(resolved.map((e) => [e.data.decision, e.data.by]), [["allow", "client"]]);
+  assert.equal(fs.readFileSync(path.join(s.cwd, "out.txt"), "utf8"), "approved\n");
+  const after = transcriptOf(s.cwd, s.events.all);
+  assert.deepEqual(after.pending(), []);
+  assert.ok(after.items.some((i) => i.kind === "request" && i.resolved === "allow"));
+  const second = await client.request("session/respond", { session_id: s.id, request_id: item.requestId, decision: "deny" }).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  assert.ok(second instanceof RpcError && second.kind === "request_not_found", String(second));
+});
+
+test("Deny: the command never runs and the model is told", async () => {
+  const client = newClient();
+  const s = await session(client, "deny", true);
+  const prompt = "run: echo denied > out.txt";
+  await client.request("session/submit", { session_id: s.id, text: prompt });
+  await s.events.wait("approval_requested", (e) => e.kind === "approval_requested");
+  const [item] = transcriptOf(s.cwd, s.events.all).pending();
+  assert.ok(item);
+  await client.request("session/respond", { session_id: s.id, request_id: item.requestId, ...responseFor(item, "Deny"), message: "not now" });
+  await s.events.finished(prompt);
+  assert.ok(!fs.existsSync(path.join(s.cwd, "out.txt")));
+  assert.deepEqual(s.events.kind("approval_resolved").map((e) => [e.data.decision, e.data.message]), [["deny", "not now"]]);
+  const answer = s.events.kind("assistant_text_end").map((e) => e.data.text).join("");
+  assert.match(answer, /^result: .*not now/s);
+  assert.ok(transcriptOf(s.cwd, s.events.all).items.some((i) => i.kind === "request" && i.resolved === "deny: not now"));
+});
+
+test("a question from the model is answered with typed text", async () => {
+  const client = newClient();
+  const s = await session(client, "question", true);
+  const prompt = 'call: ask_user {"question": "Which colour?", "options": ["red", "blue"]}';
+  await client.request("session/submit", { session_id: s.id, text: prompt });
+  await s.events.wait("question_requested", (e) => e.kind === "question_requested");
+  const [item] = transcriptOf(s.cwd, s.events.all).pending();
+  assert.ok(item);
+  assert.equal(item.type, "question");
+  assert.equal(item.detail, "Which colour?");
+  assert.deepEqual(item.options, ["red", "blue", TYPE_ANSWER]);
+  assert.deepEqual(responseFor(item, "blue"), { answer: "blue" });
+  assert.equal(responseFor(item, TYPE_ANSWER), undefined, "the user types the answer");
+  await client.request("session/respond", { session_id: s.id, request_id: item.requestId, answer: "green" });
+  await s.events.finished(prompt);
+  assert.deepEqual(s.events.kind("question_resolved").map((e) => e.data.answer), ["green"]);
+  assert.match(s.events.kind("assistant_text_end").map((e) => e.data.text).join(""), /^result: .*green/s);
+  assert.ok(transcriptOf(s.cwd, s.events.all).items.some((i) => i.kind === "request" && i.resolved === "answered: green"));
 });
 
 test("daemon errors arrive typed, with the daemon's message", async () => {
