@@ -17,7 +17,9 @@ Keys (as the flags of `agentctl new`):
   max-turns, max-rounds    0 is unlimited
   timeout, max-timeout     shell command time limits: 30s, 5m, 1h
   max-output-tokens, loop-detection (true/false), loop-window, context-window,
-  auto-compact (percent; 0 is off), max-subagent-depth, max-subagents";
+  auto-compact (percent; 0 is off), max-subagent-depth, max-subagents
+  approval                 auto, or ask (commands and file changes wait for an answer)
+  approval-timeout, ask-user (true/false: offer the model the ask_user tool)";
 
 #[derive(clap::Args)]
 #[command(after_help = KEYS_HELP)]
@@ -40,6 +42,8 @@ enum Kind {
     /// A duration (`30s`, `5m`), sent in milliseconds.
     Millis,
     Bool,
+    /// One of these words.
+    Choice(&'static [&'static str]),
 }
 
 /// One setting: the name people use, the protocol field, how its value is written, and what
@@ -138,6 +142,24 @@ const SETTINGS: &[Setting] = &[
         kind: Kind::Count(U32),
         what: "most subagents working at once",
     },
+    Setting {
+        key: "approval",
+        field: "approval.mode",
+        kind: Kind::Choice(&["auto", "ask"]),
+        what: "ask: commands and file changes wait for an answer (agentctl respond)",
+    },
+    Setting {
+        key: "approval-timeout",
+        field: "approval.timeout_ms",
+        kind: Kind::Millis,
+        what: "how long a request waits for an answer before it is refused",
+    },
+    Setting {
+        key: "ask-user",
+        field: "approval.ask_user",
+        kind: Kind::Bool,
+        what: "offer the model the ask_user tool (always offered with approval=ask)",
+    },
 ];
 
 fn known_keys() -> String {
@@ -221,6 +243,8 @@ fn parse_value(s: &Setting, value: &str) -> std::result::Result<Value, String> {
             "false" | "off" | "no" | "0" => Ok(json!(false)),
             _ => Err("use true or false".into()),
         },
+        Kind::Choice(words) if words.contains(&value) => Ok(json!(value)),
+        Kind::Choice(words) => Err(format!("use {}", words.join(" or "))),
     }
 }
 
@@ -242,7 +266,22 @@ fn patch(pairs: &[String]) -> Result<ConfigPatch> {
         };
         let value = parse_value(s, value.trim())
             .map_err(|why| Failure::usage(format!("bad value for {}: {value:?}: {why}", s.key)))?;
-        fields.insert(s.field.to_owned(), value);
+        // A dotted field is nested: `approval.mode` is `{"approval": {"mode": ...}}`.
+        let mut object = &mut fields;
+        let mut path = s.field.split('.').peekable();
+        while let Some(name) = path.next() {
+            if path.peek().is_none() {
+                object.insert(name.to_owned(), value);
+                break;
+            }
+            let inner = object
+                .entry(name.to_owned())
+                .or_insert_with(|| Value::Object(serde_json::Map::new()));
+            let Value::Object(inner) = inner else {
+                unreachable!("only settings make nested objects")
+            };
+            object = inner;
+        }
     }
     serde_json::from_value(Value::Object(fields))
         .map_err(|e| Failure::usage(format!("bad settings: {e}")))
@@ -250,7 +289,7 @@ fn patch(pairs: &[String]) -> Result<ConfigPatch> {
 
 /// The value of `s` in `config`, written as `config` takes it.
 fn shown(s: &Setting, config: &Value) -> String {
-    let v = &config[s.field];
+    let v = s.field.split('.').fold(config, |v, name| &v[name]);
     match s.kind {
         Kind::Effort if v.is_null() => "default".into(),
         Kind::Millis => v
@@ -267,7 +306,10 @@ pub(crate) fn print_config(config: &SessionConfig, only: Option<&[&str]>) {
     let value = serde_json::to_value(config).unwrap_or_default();
     let rows: Vec<Vec<String>> = SETTINGS
         .iter()
-        .filter(|s| only.is_none_or(|keys| keys.contains(&s.field)))
+        .filter(|s| {
+            let top = s.field.split('.').next().unwrap_or_default();
+            only.is_none_or(|keys| keys.contains(&top))
+        })
         .map(|s| {
             let mut row = vec![s.key.to_owned(), shown(s, &value)];
             if only.is_none() {

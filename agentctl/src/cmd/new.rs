@@ -7,7 +7,10 @@ use super::{Context, daemon_hint, print};
 use crate::client::Connection;
 use crate::error::{Failure, Result};
 use agentd_proto::methods as m;
-use agentd_proto::{ConfigPatch, CreateParams, ReasoningEffort, SessionSnapshot, SetConfigParams};
+use agentd_proto::{
+    ApprovalMode, ApprovalPatch, ApprovalRule, ConfigPatch, CreateParams, ReasoningEffort,
+    SessionSnapshot, SetConfigParams,
+};
 use std::path::PathBuf;
 
 /// `--effort`: the values of [`ReasoningEffort`].
@@ -64,6 +67,34 @@ pub(crate) struct NewArgs {
     /// Refuse file writes and deletes (commands still run).
     #[arg(long)]
     read_only: bool,
+    /// `ask`: every command and file change waits for approval (answered at the terminal
+    /// with --follow, or with `agentctl respond`); `auto` runs them.
+    #[arg(long, value_enum, value_name = "MODE")]
+    approval: Option<ApprovalArg>,
+    /// A call that runs without asking, as `tool` or `tool(pattern)`: `--allow 'shell(git
+    /// status*)'`. Repeatable.
+    #[arg(long, value_name = "RULE")]
+    allow: Vec<String>,
+    /// A call that is refused without asking, in every mode: `--deny 'shell(rm *)'`.
+    /// Repeatable; deny wins over allow.
+    #[arg(long, value_name = "RULE")]
+    deny: Vec<String>,
+}
+
+/// `--approval`: the values of [`ApprovalMode`].
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub(crate) enum ApprovalArg {
+    Auto,
+    Ask,
+}
+
+impl From<ApprovalArg> for ApprovalMode {
+    fn from(a: ApprovalArg) -> Self {
+        match a {
+            ApprovalArg::Auto => ApprovalMode::Auto,
+            ApprovalArg::Ask => ApprovalMode::Ask,
+        }
+    }
 }
 
 impl NewArgs {
@@ -74,7 +105,16 @@ impl NewArgs {
             None => std::env::current_dir(),
         }
         .map_err(|e| Failure::failed(format!("cannot resolve the working directory: {e}")))?;
+        let rules =
+            |r: Vec<String>| (!r.is_empty()).then(|| r.into_iter().map(ApprovalRule).collect());
+        let approval = ApprovalPatch {
+            mode: self.approval.map(Into::into),
+            allow: rules(self.allow),
+            deny: rules(self.deny),
+            ..ApprovalPatch::default()
+        };
         let patch = ConfigPatch {
+            approval: (approval != ApprovalPatch::default()).then_some(approval),
             reasoning_effort: self.effort.map(|e| Some(e.into())),
             max_turns: self.max_turns,
             max_tool_rounds_per_input: self.max_rounds,

@@ -164,25 +164,22 @@ impl Agent<'_> {
             by: ResolvedBy::Rule,
             message: Some(rule),
         };
-        let subject: ApprovalSubject = match approval::decide(
-            settings,
-            &call.name,
-            subject.as_ref(),
-            cwd,
-        ) {
-            Verdict::Run => return Ok(()),
-            Verdict::AllowedBy(rule) => {
+        let verdict = approval::decide(settings, &call.name, subject.as_ref(), cwd);
+        let subject: ApprovalSubject = match (verdict, subject) {
+            (Verdict::AllowedBy(rule), _) => {
                 self.host.emit(ruled(Decision::Allow, rule));
                 return Ok(());
             }
-            Verdict::DeniedBy(rule) => {
+            (Verdict::DeniedBy(rule), _) => {
                 let refusal = format!(
                     "Refused: the session's approval rule `{rule}` denies this call, so it was not run. Do not retry it; find another way or ask the user."
                 );
                 self.host.emit(ruled(Decision::Deny, rule));
                 return Err(refusal);
             }
-            Verdict::Ask => subject.expect("only a call with a subject asks"),
+            (Verdict::Ask, Some(subject)) => subject,
+            // Only a call with a subject is ever asked about.
+            (Verdict::Run | Verdict::Ask, _) => return Ok(()),
         };
         let Some(requests) = self.host.requests() else {
             return Err("Refused: this call needs approval and nobody can give it here.".into());

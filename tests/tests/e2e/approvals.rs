@@ -543,3 +543,176 @@ async fn bad_settings_and_unknown_requests_get_clear_errors() {
         .unwrap();
     assert_eq!(created["error"]["data"]["kind"], "invalid_config");
 }
+
+fn text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agentctl_lists_and_answers_pending_requests() {
+    let mut s = setup_with(json!({})).await;
+    let cwd = s.workdir.path().to_str().unwrap().to_owned();
+    let new = s
+        .daemon
+        .agentctl(
+            &[
+                "new",
+                "--cwd",
+                &cwd,
+                "--approval",
+                "ask",
+                "--allow",
+                "shell(ls*)",
+                "--deny",
+                "shell(rm *)",
+            ],
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(new.status.success(), "{}", text(&new));
+    s.session = String::from_utf8_lossy(&new.stdout).trim().to_owned();
+    let config = s.call("session/get", json!({})).await["config"]["approval"].clone();
+    assert_eq!(config["mode"], "ask");
+    assert_eq!(config["allow"], json!(["shell(ls*)"]));
+    assert_eq!(config["deny"], json!(["shell(rm *)"]));
+
+    push_calls(&s, &[shell("g1", "touch denied.txt")]);
+    s.mock.push_stream(sse::text("fine"));
+    let events = submit_until(&mut s, "touch it", "approval_requested").await;
+    let id = request_id(events.last().unwrap());
+    let pending = s
+        .daemon
+        .agentctl(&["pending", &s.session], None)
+        .await
+        .unwrap();
+    let listed = text(&pending);
+    assert!(
+        listed.contains(&id) && listed.contains("shell: $ touch denied.txt"),
+        "{listed}"
+    );
+    let answered = s
+        .daemon
+        .agentctl(
+            &[
+                "respond",
+                &s.session,
+                &id[..10],
+                "deny",
+                "--message",
+                "not now",
+            ],
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(answered.status.success(), "{}", text(&answered));
+    let rest = s.until("processing_end").await;
+    assert_eq!(
+        of_kind(&rest, "approval_resolved")[0]["data"]["message"],
+        "not now"
+    );
+    assert!(!s.workdir.path().join("denied.txt").exists());
+    // Too late now: a clear error and a failing exit.
+    let late = s
+        .daemon
+        .agentctl(&["respond", &s.session, &id, "allow"], None)
+        .await
+        .unwrap();
+    assert_eq!(late.status.code(), Some(1), "{}", text(&late));
+    assert!(text(&late).contains("already answered"), "{}", text(&late));
+    // The setting reads back, and changes, with `config`.
+    let shown = s
+        .daemon
+        .agentctl(&["config", &s.session], None)
+        .await
+        .unwrap();
+    assert!(text(&shown).contains("approval"), "{}", text(&shown));
+    let changed = s
+        .daemon
+        .agentctl(
+            &["config", &s.session, "approval=auto", "approval-timeout=2m"],
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(changed.status.success(), "{}", text(&changed));
+    let config = s.call("session/get", json!({})).await["config"]["approval"].clone();
+    assert_eq!(config["mode"], "auto");
+    assert_eq!(config["timeout_ms"], 120_000);
+    assert_eq!(config["allow"], json!(["shell(ls*)"]), "other fields kept");
+    let bad = s
+        .daemon
+        .agentctl(&["config", &s.session, "approval=maybe"], None)
+        .await
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad).contains("use auto or ask"), "{}", text(&bad));
+}
+
+/// `submit --follow` on a terminal asks, and the answer typed there decides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follow_on_a_terminal_asks_and_takes_the_typed_answer() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Some(script) = agentd_tests::program("script") else {
+        agentd_tests::prerequisite("script (util-linux) for a pseudo-terminal", false);
+        return;
+    };
+    let s = setup_with(ask(json!({}))).await;
+    push_calls(&s, &[shell("i1", "echo typed > typed.txt")]);
+    s.mock.push_stream(sse::text("all done"));
+    let agentctl = agentd_tests::bin_dir().join("agentctl");
+    let line = format!(
+        "{} submit --follow {} 'do it'",
+        agentctl.display(),
+        s.session
+    );
+    let mut cmd = s.daemon.program(script);
+    cmd.args(["-qfec", &line, "/dev/null"])
+        .env("NO_COLOR", "1")
+        .current_dir(s.workdir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = tokio::process::Command::from(cmd).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut seen = String::new();
+    let mut buf = [0u8; 4096];
+    let deadline = std::time::Duration::from_secs(60);
+    tokio::time::timeout(deadline, async {
+        while !seen.contains("allow? [y]es") {
+            let n = stdout.read(&mut buf).await.unwrap();
+            assert!(n > 0, "agentctl ended before asking: {seen}");
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no prompt; saw {seen}"));
+    assert!(seen.contains("? approve shell"), "{seen}");
+    assert!(seen.contains("$ echo typed > typed.txt"), "{seen}");
+    stdin.write_all(b"y\n").await.unwrap();
+    let status = tokio::time::timeout(deadline, async {
+        loop {
+            let n = stdout.read(&mut buf).await.unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        child.wait().await.unwrap()
+    })
+    .await
+    .unwrap_or_else(|_| panic!("agentctl did not finish; saw {seen}"));
+    assert!(status.success(), "{seen}");
+    assert!(seen.contains("✓ allowed shell (by a client)"), "{seen}");
+    assert!(seen.contains("all done"), "{seen}");
+    assert_eq!(
+        std::fs::read_to_string(s.workdir.path().join("typed.txt")).unwrap(),
+        "typed\n"
+    );
+}
