@@ -57,7 +57,7 @@ export class AttachedSession {
   async showDiff(itemId: string): Promise<void> {
     const item = this.transcript.items.find((i) => i.id === itemId);
     if (item?.kind === "tool") {
-      await this.diffs.open(item.id, item.files);
+      await this.diffs.open(item.id, item.files, item.tool, item.arguments);
     }
   }
 
@@ -101,7 +101,7 @@ export class AttachedSession {
     if (event.kind === "tool_call_start") {
       void this.diffs.snapshot(id, item.files);
     } else if (!event.data.error) {
-      void this.diffs.open(id, item.files);
+      void this.diffs.open(id, item.files, item.tool, item.arguments);
     }
   }
 }

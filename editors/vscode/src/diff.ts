@@ -1,12 +1,15 @@
 /**
  * Edits by the agent as diffs: the content a file had when its editing tool call started is
  * kept under an `agentd-before:` URI, and the call's end opens VS Code's diff of that against
- * the file on disk.
+ * the file on disk. The daemon runs a call right after announcing it, so unless the call waited
+ * for an approval the snapshot may already show the edit; then an `edit_file` is worked back
+ * from its arguments, and any other edit opens the file itself.
  */
 
 import * as fs from "node:fs/promises";
 import * as path from "node:path";
 import * as vscode from "vscode";
+import { beforeEdit } from "./transcript";
 
 export const BEFORE_SCHEME = "agentd-before";
 
@@ -46,18 +49,25 @@ export class EditDiffs implements vscode.TextDocumentContentProvider {
     );
   }
 
-  /** Opens the diff of each file the call changed (the file itself when no snapshot exists). */
-  async open(callId: string, files: string[]): Promise<void> {
+  /**
+   * Opens the diff of each file the call (`tool` with `args`) changed, or the file itself when
+   * its content before is unknown.
+   */
+  async open(callId: string, files: string[], tool: string, args: unknown): Promise<void> {
     await this.reading.get(callId);
     for (const file of files) {
       const k = key(callId, file);
       const target = vscode.Uri.file(file);
-      if (!this.before.has(k)) {
-        await vscode.commands.executeCommand("vscode.open", target, { preview: true });
+      const after = await fs.readFile(file, "utf8").catch(() => "");
+      const snapshot = this.before.get(k);
+      const before = snapshot !== undefined && snapshot !== after ? snapshot : beforeEdit(tool, args, after);
+      if (before === undefined) {
+        await vscode.commands.executeCommand("vscode.open", target, { preview: true, preserveFocus: true });
         continue;
       }
-      const before = vscode.Uri.from({ scheme: BEFORE_SCHEME, path: file, query: k });
-      await vscode.commands.executeCommand("vscode.diff", before, target, `${path.basename(file)} (agent edit)`, {
+      this.before.set(k, before);
+      const left = vscode.Uri.from({ scheme: BEFORE_SCHEME, path: file, query: k });
+      await vscode.commands.executeCommand("vscode.diff", left, target, `${path.basename(file)} (agent edit)`, {
         preview: true,
         preserveFocus: true,
       });

@@ -66,7 +66,7 @@ class Extension implements vscode.Disposable {
       "agentd.queue": () => this.showQueue(),
       "agentd.clearQueue": () => this.clearQueue(),
       "agentd.respond": (choice?: string) => this.respondCommand(choice),
-      "agentd.refreshSessions": () => this.tree.refresh(),
+      "agentd.refreshSessions": () => this.start(),
     };
     for (const [name, run] of Object.entries(commands)) {
       this.disposables.push(vscode.commands.registerCommand(name, (...args: never[]) => this.guard(() => run(...args))));
@@ -98,7 +98,8 @@ class Extension implements vscode.Disposable {
 
   /** Connects (starting the daemon if allowed) and follows the daemon's session changes. */
   private async start(): Promise<void> {
-    this.daemonWatch = await this.client.watchDaemon((event) => {
+    // Once per client; a later refresh retries when the first attempt found no daemon.
+    this.daemonWatch ??= await this.client.watchDaemon((event) => {
       void this.tree.refresh();
       if (event.kind === "session_deleted" && event.session_id === this.attached?.id) {
         void this.detach();
@@ -112,6 +113,7 @@ class Extension implements vscode.Disposable {
     const id = this.attached?.id;
     await this.detach();
     await this.daemonWatch?.stop().catch(() => undefined);
+    this.daemonWatch = undefined;
     this.client.dispose();
     this.client = this.newClient();
     await this.start();

@@ -19,6 +19,8 @@ export type Item =
       tool: string;
       /** The arguments, pretty-printed. */
       args: string;
+      /** The arguments as the model sent them. */
+      arguments: unknown;
       status: "running" | "ok" | "error";
       output: string;
       /** Files the call edits (absolute), for the diff view. */
@@ -123,6 +125,26 @@ export function editedFiles(tool: string, args: unknown, cwd: string): string[] 
   return [...new Set(named.map((p) => path.resolve(cwd, p)))];
 }
 
+/**
+ * The content a file had before an `edit_file` call, worked back from its content after: the
+ * call's `new_string` put back to `old_string`, when it occurs exactly once (so the inversion
+ * is unambiguous). `undefined` for other tools and ambiguous edits.
+ */
+export function beforeEdit(tool: string, args: unknown, after: string): string | undefined {
+  if (tool !== "edit_file" || typeof args !== "object" || args === null) {
+    return undefined;
+  }
+  const { old_string: from, new_string: to } = args as Record<string, unknown>;
+  if (typeof from !== "string" || typeof to !== "string" || to === "") {
+    return undefined;
+  }
+  const at = after.indexOf(to);
+  if (at < 0 || after.indexOf(to, at + 1) >= 0) {
+    return undefined;
+  }
+  return after.slice(0, at) + from + after.slice(at + to.length);
+}
+
 /** `tokens in (cached) / out`, and the cost when the daemon knows it. */
 export function formatUsage(call: Usage, total: Usage): string {
   const part = (u: Usage) => {
@@ -218,6 +240,7 @@ export class Transcript {
             kind: "tool",
             tool: tool_name,
             args: typeof args === "string" ? args : JSON.stringify(args, null, 2),
+            arguments: args,
             status: "running",
             output: "",
             files: editedFiles(tool_name, args, this.cwd),
@@ -238,7 +261,7 @@ export class Transcript {
         const item =
           existing?.kind === "tool"
             ? existing
-            : { id: `t${call_id}`, kind: "tool" as const, tool: tool_name, args: "", status: "running" as const, output: "", files: [] };
+            : { id: `t${call_id}`, kind: "tool" as const, tool: tool_name, args: "", arguments: null, status: "running" as const, output: "", files: [] };
         const updated: Item = { ...item, status: error ? "error" : "ok", output: error ?? output ?? "" };
         if (!existing) {
           return [this.add(updated)];

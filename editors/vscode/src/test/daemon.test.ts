@@ -308,6 +308,27 @@ test("an approval waits for an answer; Allow runs the command and the request sh
   assert.ok(second instanceof RpcError && second.kind === "request_not_found", String(second));
 });
 
+test("an edit asks with its diff, and its tool item names the file for the diff view", async () => {
+  const client = newClient();
+  const s = await session(client, "edit", true);
+  fs.writeFileSync(path.join(s.cwd, "notes.txt"), "old line\n");
+  const args = { file_path: "notes.txt", old_string: "old line", new_string: "new line" };
+  const prompt = `call: edit_file ${JSON.stringify(args)}`;
+  await client.request("session/submit", { session_id: s.id, text: prompt });
+  await s.events.wait("approval_requested", (e) => e.kind === "approval_requested");
+  const [item] = transcriptOf(s.cwd, s.events.all).pending();
+  assert.ok(item);
+  assert.match(item.detail, /notes\.txt/);
+  assert.match(item.detail, /^-old line$/m);
+  assert.match(item.detail, /^\+new line$/m);
+  await client.request("session/respond", { session_id: s.id, request_id: item.requestId, ...responseFor(item, "Allow") });
+  await s.events.finished(prompt);
+  assert.equal(fs.readFileSync(path.join(s.cwd, "notes.txt"), "utf8"), "new line\n");
+  const tool = transcriptOf(s.cwd, s.events.all).items.find((i) => i.kind === "tool");
+  assert.ok(tool?.kind === "tool" && tool.status === "ok", JSON.stringify(tool));
+  assert.deepEqual(tool.files, [path.join(s.cwd, "notes.txt")]);
+});
+
 test("Deny: the command never runs and the model is told", async () => {
   const client = newClient();
   const s = await session(client, "deny", true);
