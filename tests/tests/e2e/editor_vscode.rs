@@ -104,7 +104,10 @@ fn scripted(body: &Value) -> Reply {
         let id = format!("toolu_vscode{:04}", CALLS.fetch_add(1, Ordering::Relaxed));
         return Reply::Stream(sse::shell(&id, command));
     }
-    if let Some((name, args)) = prompt.strip_prefix("call: ").and_then(|c| c.split_once(' ')) {
+    if let Some((name, args)) = prompt
+        .strip_prefix("call: ")
+        .and_then(|c| c.split_once(' '))
+    {
         let id = format!("toolu_vscode{:04}", CALLS.fetch_add(1, Ordering::Relaxed));
         let args: Value = serde_json::from_str(args).unwrap_or(Value::Null);
         return Reply::Stream(sse::tools("", &[(&id, name, args)]));
