@@ -218,6 +218,8 @@ export class AgentdClient {
   ): Promise<SessionWatch> {
     const since = sinceSeq ?? (await this.request("session/get", { session_id: sessionId })).last_seq;
     const watch = new SessionWatch(this, sessionId, since, onEvent, onEnd);
+    // Connected first: a connection made now resubscribes the watches it finds.
+    await this.connect();
     this.watches.add(watch);
     try {
       await watch.subscribe();
@@ -231,6 +233,7 @@ export class AgentdClient {
   /** Watches daemon-wide notifications (sessions created, deleted, changing state). */
   async watchDaemon(onEvent: (event: DaemonEvent) => void): Promise<DaemonWatch> {
     const watch = new DaemonWatch(this, onEvent);
+    await this.connect();
     this.watches.add(watch);
     try {
       await watch.subscribe();

@@ -105,6 +105,46 @@ test("a subscription's first items, in the same read as its reply, reach the wat
   }
 });
 
+test("a lagged stream resubscribes after the newest event it delivered", async () => {
+  const sinces: unknown[] = [];
+  const event = (sub: string, seq: number) =>
+    JSON.stringify({ jsonrpc: "2.0", method: "session/event", params: { subscription: sub, result: { type: "event", session_id: "s", seq, ts: "t", kind: "warning", data: { message: "" } } } });
+  const server = await fakeServer((msg, reply) => {
+    const m = msg as { id: number; params: { since_seq?: unknown } };
+    sinces.push(m.params.since_seq);
+    const sub = `sub-${sinces.length}`;
+    const lines = [JSON.stringify({ jsonrpc: "2.0", id: m.id, result: sub })];
+    if (sinces.length === 1) {
+      // Events 1 and 2, then the daemon drops this slow subscriber.
+      lines.push(event(sub, 1), event(sub, 2), JSON.stringify({ jsonrpc: "2.0", method: "session/event", params: { subscription: sub, result: { type: "end", session_id: "s", last_seq: 2, reason: "lagged" } } }));
+    } else {
+      // The replay overlaps what was delivered once (seq 2); the watcher must not see it twice.
+      lines.push(event(sub, 2), event(sub, 3));
+    }
+    reply(`${lines.join("\n")}\n`);
+  });
+  const client = new AgentdClient({ socketPath: server.socket, reconnect: false });
+  try {
+    const seen: number[] = [];
+    let done: () => void = () => undefined;
+    const three = new Promise<void>((resolve) => (done = resolve));
+    const watch = await client.watchSession("s", 0, (e) => {
+      seen.push(e.seq);
+      if (e.seq === 3) {
+        done();
+      }
+    });
+    await three;
+    assert.deepEqual(sinces, [0, 2]);
+    assert.deepEqual(seen, [1, 2, 3]);
+    assert.equal(watch.duplicatesDropped, 1);
+    assert.equal(watch.resubscriptions, 1);
+  } finally {
+    client.dispose();
+    server.close();
+  }
+});
+
 test("no daemon and no agentctl: a clear error naming the socket", async () => {
   const socket = path.join(os.tmpdir(), `agentd-none-${process.pid}.sock`);
   const client = new AgentdClient({ socketPath: socket, reconnect: false });
