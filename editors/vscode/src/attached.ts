@@ -1,13 +1,19 @@
 /**
  * The session the editor is attached to: its transcript, kept current from the session's event
  * stream (replayed from the first event, then live, across reconnects), its state for the
- * status bar, and the diffs of the files its live tool calls edit.
+ * status bar, and the diffs of the files its live tool calls edit. No `vscode` import (the
+ * editor's parts come in as [`Diffs`] and [`AttachedListener`]), so tests run it under Node.
  */
 
 import type { AgentdClient, SessionWatch } from "./client";
-import type { EditDiffs } from "./diff";
 import type { AgentdEvent, SessionId, SessionState } from "./protocol";
 import { type Op, pendingItem, type RequestItem, Transcript } from "./transcript";
+
+/** Where live edits go: a snapshot when a call starts, a diff when it ends ([`EditDiffs`]). */
+export interface Diffs {
+  snapshot(callId: string, files: string[]): Promise<void>;
+  open(callId: string, files: string[], tool: string, args: unknown): Promise<void>;
+}
 
 export interface AttachedListener {
   ops(ops: Op[]): void;
@@ -26,12 +32,12 @@ export class AttachedSession {
     readonly transcript: Transcript,
     /** Events up to this seq happened before the attach: no diffs pop up for them. */
     private readonly liveAfter: number,
-    private readonly diffs: EditDiffs,
+    private readonly diffs: Diffs,
     private readonly listener: AttachedListener,
   ) {}
 
   /** Attaches to `id`: replays its events from the start, then follows it. */
-  static async attach(client: AgentdClient, id: SessionId, diffs: EditDiffs, listener: AttachedListener): Promise<AttachedSession> {
+  static async attach(client: AgentdClient, id: SessionId, diffs: Diffs, listener: AttachedListener): Promise<AttachedSession> {
     const snapshot = await client.request("session/get", { session_id: id });
     const transcript = new Transcript(snapshot.cwd);
     const title = snapshot.title || id.slice(0, 8);

@@ -9,6 +9,7 @@
 import * as fs from "node:fs/promises";
 import * as path from "node:path";
 import * as vscode from "vscode";
+import type { Diffs } from "./attached";
 import { beforeEdit } from "./transcript";
 
 export const BEFORE_SCHEME = "agentd-before";
@@ -16,7 +17,7 @@ export const BEFORE_SCHEME = "agentd-before";
 /** Most snapshots kept; the oldest go first (a long session edits many files). */
 const MAX_SNAPSHOTS = 200;
 
-export class EditDiffs implements vscode.TextDocumentContentProvider {
+export class EditDiffs implements vscode.TextDocumentContentProvider, Diffs {
   private readonly before = new Map<string, string>();
   /** Snapshots still being read, by call: the diff waits for them. */
   private readonly reading = new Map<string, Promise<void>>();

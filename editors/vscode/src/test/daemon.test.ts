@@ -12,9 +12,10 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { after, test } from "node:test";
+import { AttachedSession } from "../attached";
 import { AgentdClient, RpcError, type SessionWatch } from "../client";
-import type { AgentdEvent, EventKind } from "../protocol";
-import { pendingItem, responseFor, TYPE_ANSWER, Transcript } from "../transcript";
+import type { AgentdEvent, EventKind, SessionState } from "../protocol";
+import { type Op, pendingItem, type RequestItem, responseFor, TYPE_ANSWER, Transcript } from "../transcript";
 
 const socketPath = process.env["AGENTD_SOCKET"] ?? "";
 const agentctl = process.env["AGENTCTL"] ?? "";
@@ -327,6 +328,57 @@ test("an edit asks with its diff, and its tool item names the file for the diff 
   const tool = transcriptOf(s.cwd, s.events.all).items.find((i) => i.kind === "tool");
   assert.ok(tool?.kind === "tool" && tool.status === "ok", JSON.stringify(tool));
   assert.deepEqual(tool.files, [path.join(s.cwd, "notes.txt")]);
+});
+
+test("the attached session raises pending and live requests once, and diffs live edits", async () => {
+  const client = newClient();
+  const s = await session(client, "attached", true);
+  const file = path.join(s.cwd, "notes.txt");
+  fs.writeFileSync(file, "one\n");
+  const first = `call: edit_file ${JSON.stringify({ file_path: "notes.txt", old_string: "one", new_string: "two" })}`;
+  await client.request("session/submit", { session_id: s.id, text: first });
+  await s.events.wait("approval_requested", (e) => e.kind === "approval_requested");
+
+  // What the editor does on attach, with its views replaced by recorders.
+  const requests: RequestItem[] = [];
+  const states: SessionState[] = [];
+  const ops: Op[] = [];
+  const diffCalls: string[] = [];
+  const attached = await AttachedSession.attach(
+    client,
+    s.id,
+    {
+      snapshot: async (callId, files) => void diffCalls.push(`snapshot ${callId} ${files.join(",")} ${fs.readFileSync(file, "utf8").trim()}`),
+      open: async (callId, files, tool) => void diffCalls.push(`open ${callId} ${files.join(",")} ${tool}`),
+    },
+    { ops: (o) => ops.push(...o), state: (st) => states.push(st), request: (item) => requests.push(item) },
+  );
+  assert.equal(attached.state, "awaiting_input");
+  assert.deepEqual(requests.map((r) => r.detail.includes("-one") && r.options.join("/")), ["Allow/Always/Deny"], "the pending approval, once");
+  const [pending] = requests;
+  assert.ok(pending);
+  await client.request("session/respond", { session_id: s.id, request_id: pending.requestId, ...responseFor(pending, "Allow") });
+  await s.events.finished(first);
+  await until("the attached view to see the answer", () => attached.transcript.items.some((i) => i.kind === "assistant"));
+  assert.equal(fs.readFileSync(file, "utf8"), "two\n");
+  const [call1] = s.events.kind("tool_call_start").map((e) => `t${e.data.call_id}`);
+  // The call started before the attach: no snapshot, but its end is live and opens the diff.
+  assert.deepEqual(diffCalls, [`open ${call1} ${file} edit_file`]);
+
+  const second = `call: edit_file ${JSON.stringify({ file_path: "notes.txt", old_string: "two", new_string: "three" })}`;
+  await client.request("session/submit", { session_id: s.id, text: second });
+  await until("the live request", () => requests.length === 2);
+  const live = requests[1];
+  assert.ok(live && live.type === "approval" && live.resolved === null);
+  await client.request("session/respond", { session_id: s.id, request_id: live.requestId, ...responseFor(live, "Always") });
+  await s.events.finished(second);
+  await until("the attached view to finish", () => attached.transcript.items.filter((i) => i.kind === "assistant").length === 2);
+  const call2 = s.events.kind("tool_call_start").map((e) => `t${e.data.call_id}`)[1];
+  assert.deepEqual(diffCalls.slice(1), [`snapshot ${call2} ${file} two`, `open ${call2} ${file} edit_file`], "the snapshot is taken before the approved edit runs");
+  assert.ok(states.includes("awaiting_input") && states[states.length - 1] === "idle", states.join(","));
+  assert.ok(ops.some((op) => op.op === "update" && op.item.kind === "request" && op.item.resolved === "allow always"));
+  assert.deepEqual(attached.transcript.pending(), []);
+  await attached.detach();
 });
 
 test("Deny: the command never runs and the model is told", async () => {
