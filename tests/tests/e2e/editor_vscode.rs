@@ -215,6 +215,8 @@ async fn client_against_the_real_daemon() {
         tests_written(&dir),
         "every test written ran:\n{report}"
     );
+    let summary: Vec<&str> = stdout.lines().filter(|l| l.starts_with("# ")).collect();
+    println!("npm test: {}", summary.join("; "));
 }
 
 /// `tsc --noEmit` against `@types/vscode` (strict; the extension and its webview page), then
