@@ -25,6 +25,8 @@ export interface AttachedListener {
 export class AttachedSession {
   private watch: SessionWatch | undefined;
   private disposed = false;
+  /** The state shown: the snapshot's while the replay walks through older states. */
+  private current: SessionState;
 
   private constructor(
     readonly id: SessionId,
@@ -34,7 +36,9 @@ export class AttachedSession {
     private readonly liveAfter: number,
     private readonly diffs: Diffs,
     private readonly listener: AttachedListener,
-  ) {}
+  ) {
+    this.current = transcript.state;
+  }
 
   /** Attaches to `id`: replays its events from the start, then follows it. */
   static async attach(client: AgentdClient, id: SessionId, diffs: Diffs, listener: AttachedListener): Promise<AttachedSession> {
@@ -56,7 +60,7 @@ export class AttachedSession {
   }
 
   get state(): SessionState {
-    return this.transcript.state;
+    return this.current;
   }
 
   /** The files a tool call item edits, for the chat view's "Show diff". */
@@ -76,13 +80,13 @@ export class AttachedSession {
     if (this.disposed) {
       return;
     }
-    const before = this.transcript.state;
     const ops = this.transcript.apply(event);
     if (ops.length > 0) {
       this.listener.ops(ops);
     }
-    if (this.transcript.state !== before) {
-      this.listener.state(this.transcript.state);
+    if (event.seq >= this.liveAfter && this.transcript.state !== this.current) {
+      this.current = this.transcript.state;
+      this.listener.state(this.current);
     }
     if (event.seq > this.liveAfter) {
       this.liveEdits(event);

@@ -372,7 +372,7 @@ test("the attached session raises pending and live requests once, and diffs live
   assert.ok(live && live.type === "approval" && live.resolved === null);
   await client.request("session/respond", { session_id: s.id, request_id: live.requestId, ...responseFor(live, "Always") });
   await s.events.finished(second);
-  await until("the attached view to finish", () => attached.transcript.items.filter((i) => i.kind === "assistant").length === 2);
+  await until("the attached view to finish", () => attached.state === "idle" && attached.transcript.items.filter((i) => i.kind === "assistant").length === 2);
   const call2 = s.events.kind("tool_call_start").map((e) => `t${e.data.call_id}`)[1];
   assert.deepEqual(diffCalls.slice(1), [`snapshot ${call2} ${file} two`, `open ${call2} ${file} edit_file`], "the snapshot is taken before the approved edit runs");
   assert.ok(states.includes("awaiting_input") && states[states.length - 1] === "idle", states.join(","));
