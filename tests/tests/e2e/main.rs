@@ -27,6 +27,7 @@ mod connections;
 mod control;
 mod daemon;
 mod durability;
+mod editor_emacs;
 mod editor_vscode;
 mod examples;
 mod families;
