@@ -14,7 +14,7 @@ import * as path from "node:path";
 import { after, test } from "node:test";
 import { AttachedSession } from "../attached";
 import { AgentdClient, RpcError, type SessionWatch } from "../client";
-import type { AgentdEvent, EventKind, SessionState } from "../protocol";
+import type { AgentdEvent, DaemonEvent, EventKind, SessionState } from "../protocol";
 import { type Op, pendingItem, type RequestItem, responseFor, TYPE_ANSWER, Transcript } from "../transcript";
 
 const socketPath = process.env["AGENTD_SOCKET"] ?? "";
@@ -454,6 +454,8 @@ test("reconnect after a daemon restart: every event once, resumed with since_seq
   await client.request("session/submit", { session_id: s.id, text: "before restart" });
   await s.events.finished("before restart");
   const before = await client.request("daemon/info", {});
+  const daemonEvents: DaemonEvent[] = [];
+  await client.watchDaemon((e) => daemonEvents.push(e));
   const states: string[] = [];
   client.onState((state) => states.push(state));
 
@@ -473,4 +475,7 @@ test("reconnect after a daemon restart: every event once, resumed with since_seq
   assert.equal(s.watch.duplicatesDropped, 0, "the resubscription started after the newest event seen");
   assert.ok(s.watch.resubscriptions >= 1);
   assert.ok(s.events.kind("user_input").map((e) => e.data.text).includes("after restart"));
+  // The daemon-wide watch (the Sessions view's) was resubscribed too.
+  const created = await client.request("session/create", { cwd: s.cwd, title: "after restart" });
+  await until("session_created", () => daemonEvents.some((e) => e.kind === "session_created" && e.session_id === created.session_id));
 });
