@@ -31,6 +31,7 @@ mod daemon;
 mod durability;
 mod editor_emacs;
 mod editor_nvim;
+mod editor_vscode;
 mod examples;
 mod families;
 mod hostile;
