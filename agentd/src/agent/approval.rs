@@ -18,6 +18,9 @@ pub enum Verdict {
     AllowedBy(String),
     /// Refuse it: this deny rule matched.
     DeniedBy(String),
+    /// Refuse it for this reason, which no rule gave (running outside the sandbox with nobody
+    /// to ask).
+    Refused(String),
     /// Ask a person.
     Ask,
 }
@@ -96,12 +99,15 @@ fn covers(rule: &Rule<'_>, tool: &str, targets: &[String], kind: TargetKind, eve
     }
 }
 
-/// Decides a call of `tool` whose approval subject is `subject` (`None`: the tool never asks).
+/// Decides a call of `tool` whose approval subject is `subject` (`None`: the tool never asks),
+/// in a session whose commands run `sandboxed` or not. A call that asks to leave the sandbox
+/// is never allowed by a rule: a person decides, or nobody may.
 pub fn decide(
     config: &ApprovalConfig,
     tool: &str,
     subject: Option<&ApprovalSubject>,
     cwd: &Path,
+    sandboxed: bool,
 ) -> Verdict {
     let Some(subject) = subject else {
         return Verdict::Run;
@@ -115,6 +121,14 @@ pub fn decide(
     };
     if let Some(rule) = rules(&config.deny, false) {
         return Verdict::DeniedBy(rule);
+    }
+    if subject.outside_sandbox && sandboxed {
+        return match config.mode {
+            ApprovalMode::Ask => Verdict::Ask,
+            ApprovalMode::Auto => Verdict::Refused(
+                "Refused: running outside the sandbox needs the user's approval, and this session does not ask (approval mode auto). Work within the sandbox, or tell the user what needs their permission.".into(),
+            ),
+        };
     }
     if config.mode == ApprovalMode::Auto {
         return Verdict::Run;
@@ -205,6 +219,7 @@ mod tests {
             kind: TargetKind::Command,
             targets: vec![c.into()],
             summary: c.into(),
+            outside_sandbox: false,
         }
     }
 
@@ -213,6 +228,7 @@ mod tests {
             kind: TargetKind::Paths,
             targets: p.iter().map(|p| (*p).into()).collect(),
             summary: String::new(),
+            outside_sandbox: false,
         }
     }
 
@@ -226,7 +242,7 @@ mod tests {
             &[],
         );
         let cwd = Path::new(CWD);
-        let d = |cmd| decide(&c, "shell", Some(&command(cmd)), cwd);
+        let d = |cmd| decide(&c, "shell", Some(&command(cmd)), cwd, true);
         assert_eq!(
             d("git status --short"),
             Verdict::AllowedBy("shell(git status*)".into())
@@ -244,11 +260,14 @@ mod tests {
         let c = config(ApprovalMode::Auto, &["shell"], &["shell(rm *)"]);
         let cwd = Path::new(CWD);
         assert_eq!(
-            decide(&c, "shell", Some(&command("rm -rf x")), cwd),
+            decide(&c, "shell", Some(&command("rm -rf x")), cwd, true),
             Verdict::DeniedBy("shell(rm *)".into())
         );
-        assert_eq!(decide(&c, "shell", Some(&command("ls")), cwd), Verdict::Run);
-        assert_eq!(decide(&c, "read_file", None, cwd), Verdict::Run);
+        assert_eq!(
+            decide(&c, "shell", Some(&command("ls")), cwd, true),
+            Verdict::Run
+        );
+        assert_eq!(decide(&c, "read_file", None, cwd, true), Verdict::Run);
     }
 
     #[test]
@@ -259,7 +278,7 @@ mod tests {
             &[],
         );
         let cwd = Path::new(CWD);
-        let d = |tool, p: &[&str]| decide(&c, tool, Some(&paths(p)), cwd);
+        let d = |tool, p: &[&str]| decide(&c, tool, Some(&paths(p)), cwd, true);
         assert!(matches!(
             d("write_file", &["src/a/b.rs"]),
             Verdict::AllowedBy(_)
@@ -293,11 +312,11 @@ mod tests {
         };
         validate(&c).unwrap();
         assert!(matches!(
-            decide(&c, "shell", Some(&odd), cwd),
+            decide(&c, "shell", Some(&odd), cwd, true),
             Verdict::AllowedBy(_)
         ));
         assert_eq!(
-            decide(&c, "shell", Some(&command("echo a1 (b) {c}x")), cwd),
+            decide(&c, "shell", Some(&command("echo a1 (b) {c}x")), cwd, true),
             Verdict::Ask
         );
         let file = paths(&["/work/project/src/lib.rs"]);
@@ -305,6 +324,33 @@ mod tests {
             always_rules("write_file", &file, cwd),
             [ApprovalRule("write_file(src/lib.rs)".into())]
         );
+    }
+
+    #[test]
+    fn leaving_the_sandbox_is_for_a_person_to_allow() {
+        let cwd = Path::new(CWD);
+        let mut outside = command("make install");
+        outside.outside_sandbox = true;
+        let ask = config(ApprovalMode::Ask, &["shell"], &[]);
+        assert_eq!(
+            decide(&ask, "shell", Some(&outside), cwd, true),
+            Verdict::Ask
+        );
+        let auto = config(ApprovalMode::Auto, &["shell"], &[]);
+        assert!(matches!(
+            decide(&auto, "shell", Some(&outside), cwd, true),
+            Verdict::Refused(_)
+        ));
+        // Without a sandbox there is nothing to leave.
+        assert_eq!(
+            decide(&auto, "shell", Some(&outside), cwd, false),
+            Verdict::Run
+        );
+        let deny = config(ApprovalMode::Ask, &[], &["shell(make *)"]);
+        assert!(matches!(
+            decide(&deny, "shell", Some(&outside), cwd, true),
+            Verdict::DeniedBy(_)
+        ));
     }
 
     #[test]

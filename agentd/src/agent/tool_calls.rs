@@ -115,11 +115,14 @@ impl Agent<'_> {
                 call.name
             ));
         }
-        self.approve(call, registered, round).await?;
-        // The seam for running a call outside the sandbox (an approval that says so): a
-        // policy of `None` here runs this call unrestricted.
-        let policy = SandboxPolicy::new(round.config, self.env)
-            .map_err(|e| format!("Tool error ({}): {e}", call.name))?;
+        let unconfined = self.approve(call, registered, round).await?;
+        // A call a person allowed to run outside the sandbox gets no policy.
+        let policy = if unconfined {
+            None
+        } else {
+            SandboxPolicy::new(round.config, self.env)
+                .map_err(|e| format!("Tool error ({}): {e}", call.name))?
+        };
         let env = Sandboxed::new(self.env, policy.as_ref());
         let host = self.host;
         let output = |stream, delta: &str| {
@@ -161,13 +164,14 @@ impl Agent<'_> {
         }
     }
 
-    /// Applies the session's approval settings to a validated call: `Ok` when it may run.
+    /// Applies the session's approval settings to a validated call: `Ok` when it may run,
+    /// with `true` when a person allowed it to run outside the sandbox.
     async fn approve(
         &self,
         call: &ToolCall,
         registered: &RegisteredTool,
         round: &Round<'_>,
-    ) -> Result<(), String> {
+    ) -> Result<bool, String> {
         let subject = registered.tool.approval(&call.arguments);
         let cwd = self.env.working_directory();
         let settings = &round.config.approval;
@@ -179,11 +183,12 @@ impl Agent<'_> {
             by: ResolvedBy::Rule,
             message: Some(rule),
         };
-        let verdict = approval::decide(settings, &call.name, subject.as_ref(), cwd);
+        let sandboxed = round.config.sandbox != agentd_proto::SandboxMode::Off;
+        let verdict = approval::decide(settings, &call.name, subject.as_ref(), cwd, sandboxed);
         let subject: ApprovalSubject = match (verdict, subject) {
             (Verdict::AllowedBy(rule), _) => {
                 self.host.emit(ruled(Decision::Allow, rule));
-                return Ok(());
+                return Ok(false);
             }
             (Verdict::DeniedBy(rule), _) => {
                 let refusal = format!(
@@ -192,14 +197,21 @@ impl Agent<'_> {
                 self.host.emit(ruled(Decision::Deny, rule));
                 return Err(refusal);
             }
+            (Verdict::Refused(why), _) => return Err(why),
             (Verdict::Ask, Some(subject)) => subject,
             // Only a call with a subject is ever asked about.
-            (Verdict::Run | Verdict::Ask, _) => return Ok(()),
+            (Verdict::Run | Verdict::Ask, _) => return Ok(false),
         };
         let Some(requests) = self.host.requests() else {
             return Err("Refused: this call needs approval and nobody can give it here.".into());
         };
-        let always = approval::always_rules(&call.name, &subject, cwd);
+        let unconfined = subject.outside_sandbox && sandboxed;
+        // Rules never let a call out of the sandbox, so `allow_always` adds none for one.
+        let always = if unconfined {
+            Vec::new()
+        } else {
+            approval::always_rules(&call.name, &subject, cwd)
+        };
         let body = RequestBody::Approval {
             tool: call.name.clone(),
             arguments: call.arguments.clone(),
@@ -209,7 +221,7 @@ impl Agent<'_> {
             Settled::Answered(Answer::Approval {
                 decision: Decision::Allow | Decision::AllowAlways,
                 ..
-            }) => Ok(()),
+            }) => Ok(unconfined),
             Settled::Answered(Answer::Approval { message, .. }) => Err(match message {
                 Some(m) if !m.trim().is_empty() => format!(
                     "Refused by the user: this call was not run. Their message: {}",

@@ -103,6 +103,8 @@ pub struct ApprovalSubject {
     pub targets: Vec<String>,
     /// What a person reads: the command, or the file and a diff.
     pub summary: String,
+    /// The call asks to run outside the session's sandbox: only a person may allow that.
+    pub outside_sandbox: bool,
 }
 
 /// Most characters of an approval summary; a longer one ends with a note saying so.
@@ -123,6 +125,7 @@ impl ApprovalSubject {
             kind,
             targets,
             summary,
+            outside_sandbox: false,
         }
     }
 }

@@ -34,7 +34,9 @@ impl Tool for Shell {
                     "timeout_ms": {"type": "integer", "minimum": 1,
                         "description": "Kill the command after this many milliseconds."},
                     "description": {"type": "string",
-                        "description": "A short human-readable description of what the command does."}
+                        "description": "A short human-readable description of what the command does."},
+                    "outside_sandbox": {"type": "boolean",
+                        "description": "Run outside the session's sandbox. Only after the sandbox refused a command that must write or connect where it may not; the user is asked first, and without a user to ask it is refused."}
                 },
                 "required": ["command"],
                 "additionalProperties": false
@@ -44,11 +46,15 @@ impl Tool for Shell {
 
     fn approval(&self, args: &serde_json::Value) -> Option<ApprovalSubject> {
         let command = args.get("command")?.as_str()?.to_owned();
-        Some(ApprovalSubject::new(
-            TargetKind::Command,
-            vec![command.clone()],
-            format!("$ {command}"),
-        ))
+        let outside = args.get("outside_sandbox").and_then(|v| v.as_bool()) == Some(true);
+        let summary = if outside {
+            format!("outside the sandbox (it may write anywhere and use the network):\n$ {command}")
+        } else {
+            format!("$ {command}")
+        };
+        let mut subject = ApprovalSubject::new(TargetKind::Command, vec![command], summary);
+        subject.outside_sandbox = outside;
+        Some(subject)
     }
 
     async fn execute(
@@ -105,8 +111,13 @@ impl Tool for Shell {
         if let (Some(policy), false) = (ctx.sandbox, result.exit_code == Some(0))
             && text.contains("Permission denied")
         {
+            let escalate = if ctx.config.approval.mode == agentd_proto::ApprovalMode::Ask {
+                "; if the command must, call shell again with outside_sandbox: true to ask the user"
+            } else {
+                ""
+            };
             text.push_str(&format!(
-                "[{}; a write or connection outside it fails with \"Permission denied\"]\n",
+                "[{}; a write or connection outside it fails with \"Permission denied\"{escalate}]\n",
                 policy.describe()
             ));
         }
