@@ -111,4 +111,9 @@ pub(crate) enum Online {
     /// Show a session's config, or change it from the next LLM call: `config SESSION
     /// max-turns=20 effort=high`.
     Config(cmd::config::Config),
+    /// List the requests a session waits on: approvals, questions, client tool calls.
+    Pending(cmd::respond::Pending),
+    /// Answer a pending request: `respond SESSION REQUEST allow|allow_always|deny
+    /// [--message TEXT]`, or the answer to a question.
+    Respond(cmd::respond::Respond),
 }

@@ -8,7 +8,8 @@
 //! under the tool call, as soon as it is complete.
 
 use agentd_proto::{
-    Event, EventBody, LimitKind, ProcessingEndReason, SessionState, ToolCallId, Usage,
+    Decision, Event, EventBody, LimitKind, ProcessingEndReason, ResolvedBy, SessionState,
+    ToolCallId, Usage,
 };
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
@@ -265,6 +266,78 @@ impl Renderer {
                 eprintln!(
                     "{}",
                     style.paint("33", &format!("■ stopped at {what}: {count}"))
+                );
+            }
+            EventBody::ApprovalRequested {
+                request_id,
+                tool,
+                summary,
+                ..
+            } => {
+                self.close_line();
+                eprintln!(
+                    "{} {tool} (request {request_id}):",
+                    style.paint("1;35", "? approve")
+                );
+                for line in summary.lines() {
+                    eprintln!("  {line}");
+                }
+            }
+            EventBody::ApprovalResolved {
+                tool,
+                decision,
+                by,
+                message,
+                ..
+            } => {
+                let (mark, color) = match decision {
+                    Decision::Deny => ("✗ denied", "31"),
+                    Decision::Allow => ("✓ allowed", "32"),
+                    Decision::AllowAlways => ("✓ allowed always", "32"),
+                };
+                let why = match (by, message) {
+                    (ResolvedBy::Rule, Some(rule)) => format!("by the rule {rule}"),
+                    (ResolvedBy::Client, Some(m)) => format!("by a client: {m}"),
+                    (ResolvedBy::Client, None) => "by a client".into(),
+                    (ResolvedBy::Timeout, _) => "nobody answered in time".into(),
+                    (ResolvedBy::Abort, _) | (ResolvedBy::Rule, None) => {
+                        "the work was aborted".into()
+                    }
+                };
+                eprintln!("  {} {tool} ({why})", style.paint(color, mark));
+            }
+            EventBody::QuestionRequested {
+                request_id,
+                question,
+                options,
+                ..
+            } => {
+                self.close_line();
+                eprintln!(
+                    "{} {question} (request {request_id})",
+                    style.paint("1;35", "? question:")
+                );
+                for (i, option) in options.iter().enumerate() {
+                    eprintln!("  {}. {option}", i + 1);
+                }
+            }
+            EventBody::QuestionResolved { answer, by, .. } => match answer {
+                Some(a) => eprintln!("  {} {a}", style.paint("32", "↳ answered:")),
+                None => eprintln!(
+                    "  {} ({})",
+                    style.paint("33", "↳ unanswered"),
+                    if *by == ResolvedBy::Timeout {
+                        "timed out"
+                    } else {
+                        "withdrawn"
+                    }
+                ),
+            },
+            EventBody::ClientToolRequested { tool, .. } => {
+                self.close_line();
+                eprintln!(
+                    "{}",
+                    style.paint("2", &format!("… waiting for a client to run {tool}"))
                 );
             }
             EventBody::LoopDetection { message } => {

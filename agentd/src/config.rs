@@ -341,6 +341,8 @@ pub fn default_session_config(provider: &str, model: &str) -> SessionConfig {
         sandbox: SandboxMode::WorkspaceWrite,
         sandbox_writable_roots: Vec::new(),
         sandbox_network: false,
+        approval: agentd_proto::ApprovalConfig::default(),
+        client_tools: Vec::new(),
     }
 }
 
@@ -587,6 +589,10 @@ pub fn validate_session_config(c: &SessionConfig) -> Result<(), Error> {
             ),
         );
     }
+    if c.approval.timeout_ms == 0 {
+        return bad("approval.timeout_ms", "must be at least 1");
+    }
+    crate::agent::approval::validate(&c.approval).map_err(Error::Invalid)?;
     Ok(())
 }
 

@@ -67,8 +67,14 @@ _agentctl() {
             agentctl,new)
                 cmd="agentctl__subcmd__new"
                 ;;
+            agentctl,pending)
+                cmd="agentctl__subcmd__pending"
+                ;;
             agentctl,queue)
                 cmd="agentctl__subcmd__queue"
+                ;;
+            agentctl,respond)
+                cmd="agentctl__subcmd__respond"
                 ;;
             agentctl,rm)
                 cmd="agentctl__subcmd__rm"
@@ -163,8 +169,14 @@ _agentctl() {
             agentctl__subcmd__help,new)
                 cmd="agentctl__subcmd__help__subcmd__new"
                 ;;
+            agentctl__subcmd__help,pending)
+                cmd="agentctl__subcmd__help__subcmd__pending"
+                ;;
             agentctl__subcmd__help,queue)
                 cmd="agentctl__subcmd__help__subcmd__queue"
+                ;;
+            agentctl__subcmd__help,respond)
+                cmd="agentctl__subcmd__help__subcmd__respond"
                 ;;
             agentctl__subcmd__help,rm)
                 cmd="agentctl__subcmd__help__subcmd__rm"
@@ -200,7 +212,7 @@ _agentctl() {
 
     case "${cmd}" in
         agentctl)
-            opts="-h -V --socket --json --help --version status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help"
+            opts="-h -V --socket --json --help --version status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config pending respond doctor daemon completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -556,7 +568,7 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__help)
-            opts="status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config doctor daemon completions man help"
+            opts="status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config pending respond doctor daemon completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -849,7 +861,35 @@ _agentctl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        agentctl__subcmd__help__subcmd__pending)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         agentctl__subcmd__help__subcmd__queue)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__help__subcmd__respond)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1036,7 +1076,7 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__new)
-            opts="-h --cwd --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --sandbox --writable-roots --sandbox-network --socket --json --help"
+            opts="-h --cwd --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --sandbox --writable-roots --sandbox-network --approval --allow --deny --socket --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1090,6 +1130,36 @@ _agentctl() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --approval)
+                    COMPREPLY=($(compgen -W "auto ask" -- "${cur}"))
+                    return 0
+                    ;;
+                --allow)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --deny)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__pending)
+            opts="-h --socket --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --socket)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -1108,6 +1178,32 @@ _agentctl() {
                 return 0
             fi
             case "${prev}" in
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__respond)
+            opts="-m -h --message --error --socket --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --message)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -m)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --socket)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -1214,7 +1310,7 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__submit)
-            opts="-f -h --new --follow --when-busy --client-input-id --cwd --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --sandbox --writable-roots --sandbox-network --socket --json --help"
+            opts="-f -h --new --follow --when-busy --client-input-id --cwd --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --sandbox --writable-roots --sandbox-network --approval --allow --deny --socket --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1273,6 +1369,18 @@ _agentctl() {
                     return 0
                     ;;
                 --writable-roots)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --approval)
+                    COMPREPLY=($(compgen -W "auto ask" -- "${cur}"))
+                    return 0
+                    ;;
+                --allow)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --deny)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

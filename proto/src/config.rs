@@ -1,6 +1,7 @@
 //! Session configuration as it appears on the wire: the full [`SessionConfig`] in snapshots
 //! and the partial [`ConfigPatch`] accepted by `session/create` and `session/set_config`.
 
+use crate::requests::{ApprovalConfig, ApprovalPatch, ClientToolDefinition};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -93,6 +94,12 @@ pub struct SessionConfig {
     /// `workspace_write` only; `off` never restricts).
     #[serde(default)]
     pub sandbox_network: bool,
+    /// Which calls wait for a person's approval, and the rules that decide without asking.
+    #[serde(default)]
+    pub approval: ApprovalConfig,
+    /// Tools that a client executes (see `client_tool_requested`).
+    #[serde(default)]
+    pub client_tools: Vec<ClientToolDefinition>,
 }
 
 /// A partial [`SessionConfig`]: every field that is present replaces the current value.
@@ -162,6 +169,12 @@ pub struct ConfigPatch {
     /// See [`SessionConfig::sandbox_network`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox_network: Option<bool>,
+    /// Merged into [`SessionConfig::approval`]: each field present replaces its value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalPatch>,
+    /// Replaces [`SessionConfig::client_tools`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_tools: Option<Vec<ClientToolDefinition>>,
 }
 
 impl SessionConfig {
@@ -201,6 +214,12 @@ impl SessionConfig {
         }
         if let Some(m) = p.tool_line_limits {
             self.tool_line_limits.extend(m);
+        }
+        if let Some(a) = &p.approval {
+            self.approval.apply(a);
+        }
+        if let Some(t) = p.client_tools {
+            self.client_tools = t;
         }
     }
 }

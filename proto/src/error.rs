@@ -32,6 +32,9 @@ pub enum ErrorKind {
     /// The LLM provider failed a request the daemon made for the client (a compaction
     /// summary); the message carries the provider's error.
     ProviderFailed,
+    /// No pending request of the session has that id: it never existed, or it was already
+    /// settled (the message says how).
+    RequestNotFound,
     /// A bug in the daemon stopped the request (a crashed task); the session and the daemon
     /// go on, and the message says what failed.
     Internal,
@@ -51,6 +54,7 @@ impl ErrorKind {
             Self::ProviderNotConfigured => -32021,
             Self::StorageFailed => -32030,
             Self::ProviderFailed => -32022,
+            Self::RequestNotFound => -32013,
             Self::Internal => -32040,
         }
     }
@@ -68,6 +72,7 @@ impl ErrorKind {
             Self::ProviderNotConfigured => "provider_not_configured",
             Self::StorageFailed => "storage_failed",
             Self::ProviderFailed => "provider_failed",
+            Self::RequestNotFound => "request_not_found",
             Self::Internal => "internal",
         }
     }
@@ -78,13 +83,14 @@ impl ErrorKind {
     }
 
     /// Every kind, for documentation and schema export.
-    pub const ALL: [ErrorKind; 11] = [
+    pub const ALL: [ErrorKind; 12] = [
         Self::Overloaded,
         Self::Unauthorized,
         Self::ShuttingDown,
         Self::SessionNotFound,
         Self::SessionBusy,
         Self::SessionClosed,
+        Self::RequestNotFound,
         Self::InvalidConfig,
         Self::ProviderNotConfigured,
         Self::StorageFailed,

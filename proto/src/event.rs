@@ -4,6 +4,7 @@
 //! always one final [`StreamEnd`] saying why the stream stopped.
 
 use crate::params::{QueueContents, SessionState};
+use crate::requests::{Decision, RequestId, ResolvedBy};
 use crate::{EntryId, InputId, SessionConfig, SessionId, ToolCallId, Usage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -229,6 +230,82 @@ pub enum EventBody {
         /// The last missing seq.
         last_seq: u64,
     },
+    /// A call waits for approval (`approval.mode` is `ask` and no rule decided it); the
+    /// session is `awaiting_input` until every request is settled. Answer with
+    /// `session/respond {decision}`.
+    ApprovalRequested {
+        /// The request, for `session/respond`.
+        request_id: RequestId,
+        /// The call waiting.
+        call_id: ToolCallId,
+        /// The tool.
+        tool: String,
+        /// The arguments the model sent.
+        arguments: serde_json::Value,
+        /// What a person reads: the command line, or the file and a diff.
+        summary: String,
+    },
+    /// An approval was settled; a denied call is not run and the model is told why.
+    ApprovalResolved {
+        /// The request (a fresh id when a rule decided without asking).
+        request_id: RequestId,
+        /// The call.
+        call_id: ToolCallId,
+        /// The tool.
+        tool: String,
+        /// The decision.
+        decision: Decision,
+        /// Who decided.
+        by: ResolvedBy,
+        /// The message given with a denial, or the rule that decided.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+    /// The model asks the user (`ask_user`). Answer with `session/respond {answer}`.
+    QuestionRequested {
+        /// The request, for `session/respond`.
+        request_id: RequestId,
+        /// The `ask_user` call.
+        call_id: ToolCallId,
+        /// The question.
+        question: String,
+        /// Suggested answers; any text is accepted.
+        options: Vec<String>,
+    },
+    /// A question was settled.
+    QuestionResolved {
+        /// The request.
+        request_id: RequestId,
+        /// The `ask_user` call.
+        call_id: ToolCallId,
+        /// The answer (`None` when nobody answered: timeout or abort).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer: Option<String>,
+        /// Who settled it.
+        by: ResolvedBy,
+    },
+    /// The model called a client tool. Answer with `session/respond {output, is_error}`.
+    ClientToolRequested {
+        /// The request, for `session/respond`.
+        request_id: RequestId,
+        /// The call.
+        call_id: ToolCallId,
+        /// The client tool.
+        tool: String,
+        /// The arguments the model sent.
+        arguments: serde_json::Value,
+    },
+    /// A client tool call was settled.
+    ClientToolResolved {
+        /// The request.
+        request_id: RequestId,
+        /// The call.
+        call_id: ToolCallId,
+        /// Whether the result is an error (always for timeout and abort).
+        is_error: bool,
+        /// Who settled it.
+        by: ResolvedBy,
+    },
     /// A non-fatal problem (context usage, retries, interrupted work).
     Warning {
         /// What happened.
@@ -279,6 +356,12 @@ impl EventBody {
             Self::SubagentFinished { .. } => "subagent_finished",
             Self::Rollback { .. } => "rollback",
             Self::EventsMissing { .. } => "events_missing",
+            Self::ApprovalRequested { .. } => "approval_requested",
+            Self::ApprovalResolved { .. } => "approval_resolved",
+            Self::QuestionRequested { .. } => "question_requested",
+            Self::QuestionResolved { .. } => "question_resolved",
+            Self::ClientToolRequested { .. } => "client_tool_requested",
+            Self::ClientToolResolved { .. } => "client_tool_resolved",
             Self::Warning { .. } => "warning",
             Self::Error { .. } => "error",
             Self::Usage { .. } => "usage",

@@ -24,6 +24,7 @@ mod history;
 mod ids;
 pub mod methods;
 mod params;
+mod requests;
 pub mod schema;
 pub mod socket;
 
@@ -38,6 +39,10 @@ pub use history::{
 };
 pub use ids::{EntryId, InputId, SessionId, ToolCallId};
 pub use params::*;
+pub use requests::{
+    ApprovalConfig, ApprovalMode, ApprovalPatch, ApprovalRule, ClientToolDefinition, Decision,
+    PendingRequest, RequestBody, RequestId, ResolvedBy, RespondParams, RespondResponse,
+};
 
 /// Protocol version, bumped on every incompatible change to the wire types.
 pub const PROTOCOL_VERSION: u32 = 1;

@@ -101,6 +101,9 @@ methods! {
     SessionRollback = "session/rollback" (RollbackParams) -> RollbackResponse;
     /// Replace older turns with a summary written by the session's model (idle only).
     SessionCompact = "session/compact" (SessionParams) -> CompactResponse;
+    /// Answer a pending request (an approval, a question, a client tool call); the first
+    /// answer wins.
+    SessionRespond = "session/respond" (RespondParams) -> RespondResponse;
     /// Close the session if needed and delete it with its stored history and events.
     SessionDelete = "session/delete" (SessionParams) -> DeleteResponse;
 }

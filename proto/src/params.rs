@@ -19,10 +19,18 @@ pub enum SessionState {
     Idle,
     /// Running the agentic loop.
     Processing,
-    /// The model asked the user a question.
+    /// Running, and waiting for a client to answer a pending request (an approval, a
+    /// question, a client tool call); `session/get` lists them.
     AwaitingInput,
     /// Terminated; takes no more input.
     Closed,
+}
+
+impl SessionState {
+    /// Whether the session is working on an input (`processing` or `awaiting_input`).
+    pub fn is_working(self) -> bool {
+        matches!(self, Self::Processing | Self::AwaitingInput)
+    }
 }
 
 /// What `session/submit` does when the session is already processing.
@@ -120,6 +128,9 @@ pub struct SessionSnapshot {
     /// The session that spawned this one as a subagent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_id: Option<SessionId>,
+    /// Requests waiting for a client's answer (`session/respond`), oldest first.
+    #[serde(default)]
+    pub pending: Vec<crate::PendingRequest>,
 }
 
 /// Where a forked session came from.

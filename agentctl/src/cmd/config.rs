@@ -20,7 +20,9 @@ Keys (as the flags of `agentctl new`):
   auto-compact (percent; 0 is off), max-subagent-depth, max-subagents
   sandbox                  read_only, workspace_write or off (what commands and file tools may write)
   writable-roots           more absolute directories workspace_write may write, comma-separated
-  sandbox-network          whether sandboxed commands may use TCP (true/false)";
+  sandbox-network          whether sandboxed commands may use TCP (true/false)
+  approval                 auto, or ask (commands and file changes wait for an answer)
+  approval-timeout, ask-user (true/false: offer the model the ask_user tool)";
 
 #[derive(clap::Args)]
 #[command(after_help = KEYS_HELP)]
@@ -43,10 +45,10 @@ enum Kind {
     /// A duration (`30s`, `5m`), sent in milliseconds.
     Millis,
     Bool,
-    /// `read_only`, `workspace_write` or `off`.
-    Sandbox,
     /// Absolute paths, comma-separated; empty for none.
     Paths,
+    /// One of these words.
+    Choice(&'static [&'static str]),
 }
 
 /// One setting: the name people use, the protocol field, how its value is written, and what
@@ -148,7 +150,7 @@ const SETTINGS: &[Setting] = &[
     Setting {
         key: "sandbox",
         field: "sandbox",
-        kind: Kind::Sandbox,
+        kind: Kind::Choice(&["read_only", "workspace_write", "off"]),
         what: "what commands and file tools may write: read_only, workspace_write or off",
     },
     Setting {
@@ -162,6 +164,24 @@ const SETTINGS: &[Setting] = &[
         field: "sandbox_network",
         kind: Kind::Bool,
         what: "whether sandboxed commands may use TCP",
+    },
+    Setting {
+        key: "approval",
+        field: "approval.mode",
+        kind: Kind::Choice(&["auto", "ask"]),
+        what: "ask: commands and file changes wait for an answer (agentctl respond)",
+    },
+    Setting {
+        key: "approval-timeout",
+        field: "approval.timeout_ms",
+        kind: Kind::Millis,
+        what: "how long a request waits for an answer before it is refused",
+    },
+    Setting {
+        key: "ask-user",
+        field: "approval.ask_user",
+        kind: Kind::Bool,
+        what: "offer the model the ask_user tool (always offered with approval=ask)",
     },
 ];
 
@@ -249,10 +269,6 @@ fn parse_value(s: &Setting, value: &str) -> std::result::Result<Value, String> {
             "false" | "off" | "no" | "0" => Ok(json!(false)),
             _ => Err("use true or false".into()),
         },
-        Kind::Sandbox => match value.replace('-', "_").as_str() {
-            v @ ("read_only" | "workspace_write" | "off") => Ok(json!(v)),
-            _ => Err("use read_only, workspace_write or off".into()),
-        },
         Kind::Paths => {
             let paths: Vec<&str> = value
                 .split(',')
@@ -264,6 +280,11 @@ fn parse_value(s: &Setting, value: &str) -> std::result::Result<Value, String> {
                 None => Ok(json!(paths)),
             }
         }
+        // `read-only` as the flags write it, `read_only` as the protocol does.
+        Kind::Choice(words) => match value.replace('-', "_") {
+            v if words.contains(&v.as_str()) => Ok(json!(v)),
+            _ => Err(format!("use {}", words.join(" or "))),
+        },
     }
 }
 
@@ -285,7 +306,22 @@ fn patch(pairs: &[String]) -> Result<ConfigPatch> {
         };
         let value = parse_value(s, value.trim())
             .map_err(|why| Failure::usage(format!("bad value for {}: {value:?}: {why}", s.key)))?;
-        fields.insert(s.field.to_owned(), value);
+        // A dotted field is nested: `approval.mode` is `{"approval": {"mode": ...}}`.
+        let mut object = &mut fields;
+        let mut path = s.field.split('.').peekable();
+        while let Some(name) = path.next() {
+            if path.peek().is_none() {
+                object.insert(name.to_owned(), value);
+                break;
+            }
+            let inner = object
+                .entry(name.to_owned())
+                .or_insert_with(|| Value::Object(serde_json::Map::new()));
+            let Value::Object(inner) = inner else {
+                unreachable!("only settings make nested objects")
+            };
+            object = inner;
+        }
     }
     serde_json::from_value(Value::Object(fields))
         .map_err(|e| Failure::usage(format!("bad settings: {e}")))
@@ -293,7 +329,7 @@ fn patch(pairs: &[String]) -> Result<ConfigPatch> {
 
 /// The value of `s` in `config`, written as `config` takes it.
 fn shown(s: &Setting, config: &Value) -> String {
-    let v = &config[s.field];
+    let v = s.field.split('.').fold(config, |v, name| &v[name]);
     match s.kind {
         Kind::Effort if v.is_null() => "default".into(),
         Kind::Paths => v
@@ -317,7 +353,10 @@ pub(crate) fn print_config(config: &SessionConfig, only: Option<&[&str]>) {
     let value = serde_json::to_value(config).unwrap_or_default();
     let rows: Vec<Vec<String>> = SETTINGS
         .iter()
-        .filter(|s| only.is_none_or(|keys| keys.contains(&s.field)))
+        .filter(|s| {
+            let top = s.field.split('.').next().unwrap_or_default();
+            only.is_none_or(|keys| keys.contains(&top))
+        })
         .map(|s| {
             let mut row = vec![s.key.to_owned(), shown(s, &value)];
             if only.is_none() {
@@ -506,7 +545,7 @@ mod tests {
         );
         assert_eq!(
             check(&["sandbox=none"]),
-            Err("bad value for sandbox: \"none\": use read_only, workspace_write or off".into())
+            Err("bad value for sandbox: \"none\": use read_only or workspace_write or off".into())
         );
         assert_eq!(
             check(&["writable-roots=/a,b"]),

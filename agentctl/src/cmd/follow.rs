@@ -2,6 +2,7 @@
 //! with.
 
 use super::print;
+use super::respond::Prompter;
 use super::stream::{EventStream, Next, reason_name};
 use crate::client::Connection;
 use crate::error::{
@@ -25,6 +26,11 @@ pub(super) async fn work(
     json: bool,
 ) -> Result<u8> {
     let mut renderer = render::Renderer::default();
+    let mut prompter = if json {
+        None
+    } else {
+        Prompter::on_terminal(session_id.clone())
+    };
     let mut seen_input = false;
     let mut interrupted = false;
     // The limit the last `turn_limit` event named: it decides the exit code.
@@ -35,6 +41,14 @@ pub(super) async fn work(
             next = stream.next() => next?,
             _ = ticker.tick(), if renderer.animated() && !json => {
                 renderer.tick();
+                continue;
+            }
+            Some(line) = async { prompter.as_mut()?.line().await }, if prompter.is_some() => {
+                if let Some(params) = prompter.as_mut().and_then(|p| p.answer(&line))
+                    && let Err(e) = conn.call::<m::SessionRespond>(params).await
+                {
+                    eprintln!("(not answered: {})", Failure::from(e).message);
+                }
                 continue;
             }
             _ = sigint.recv(), if !interrupted => {
@@ -69,6 +83,22 @@ pub(super) async fn work(
             print(true, &*event, |_| {});
         } else {
             renderer.event(&event);
+            match (&mut prompter, &event.body) {
+                (Some(prompter), body) => prompter.event(body),
+                (
+                    None,
+                    EventBody::ApprovalRequested { request_id, .. }
+                    | EventBody::QuestionRequested { request_id, .. },
+                ) => eprintln!(
+                    "  (answer with: agentctl respond {session_id} {request_id} {})",
+                    if matches!(event.body, EventBody::ApprovalRequested { .. }) {
+                        "allow|allow_always|deny"
+                    } else {
+                        "ANSWER"
+                    }
+                ),
+                _ => {}
+            }
         }
         match &event.body {
             EventBody::UserInput { input_id: id, .. } if *id == input_id => seen_input = true,

@@ -16,6 +16,7 @@ pub(crate) mod man;
 pub(crate) mod models;
 pub(crate) mod new;
 pub(crate) mod queue;
+pub(crate) mod respond;
 pub(crate) mod rm;
 pub(crate) mod rollback;
 pub(crate) mod show;
@@ -64,6 +65,8 @@ pub(crate) async fn run(command: Online, ctx: &Context) -> Result<u8> {
         Online::Rm(args) => args.run(ctx).await,
         Online::Gc(args) => args.run(ctx).await,
         Online::Config(args) => args.run(ctx).await,
+        Online::Pending(args) => args.run(ctx).await,
+        Online::Respond(args) => args.run(ctx).await,
     }
 }
 

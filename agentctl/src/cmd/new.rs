@@ -8,24 +8,25 @@ use crate::client::Connection;
 use crate::error::{Failure, Result};
 use agentd_proto::methods as m;
 use agentd_proto::{
-    ConfigPatch, CreateParams, ReasoningEffort, SandboxMode, SessionSnapshot, SetConfigParams,
+    ApprovalMode, ApprovalPatch, ApprovalRule, ConfigPatch, CreateParams, ReasoningEffort,
+    SandboxMode, SessionSnapshot, SetConfigParams,
 };
 use std::path::PathBuf;
 
 /// `--sandbox`: the values of [`SandboxMode`].
 #[derive(Clone, Copy, clap::ValueEnum)]
-pub(crate) enum Sandbox {
+pub(crate) enum SandboxArg {
     ReadOnly,
     WorkspaceWrite,
     Off,
 }
 
-impl From<Sandbox> for SandboxMode {
-    fn from(s: Sandbox) -> Self {
+impl From<SandboxArg> for SandboxMode {
+    fn from(s: SandboxArg) -> Self {
         match s {
-            Sandbox::ReadOnly => SandboxMode::ReadOnly,
-            Sandbox::WorkspaceWrite => SandboxMode::WorkspaceWrite,
-            Sandbox::Off => SandboxMode::Off,
+            SandboxArg::ReadOnly => SandboxMode::ReadOnly,
+            SandboxArg::WorkspaceWrite => SandboxMode::WorkspaceWrite,
+            SandboxArg::Off => SandboxMode::Off,
         }
     }
 }
@@ -88,7 +89,7 @@ pub(crate) struct NewArgs {
     /// workspace-write (the working directory, the temp dir and --writable-roots) or off
     /// [default: the configured one, workspace-write unless changed]
     #[arg(long, value_enum, value_name = "MODE")]
-    sandbox: Option<Sandbox>,
+    sandbox: Option<SandboxArg>,
     /// More directories the workspace-write sandbox may write under (absolute; repeat or
     /// separate with commas).
     #[arg(long, value_name = "DIR", value_delimiter = ',')]
@@ -96,6 +97,34 @@ pub(crate) struct NewArgs {
     /// Let sandboxed commands open TCP connections and listen.
     #[arg(long)]
     sandbox_network: bool,
+    /// `ask`: every command and file change waits for approval (answered at the terminal
+    /// with --follow, or with `agentctl respond`); `auto` runs them.
+    #[arg(long, value_enum, value_name = "MODE")]
+    approval: Option<ApprovalArg>,
+    /// A call that runs without asking, as `tool` or `tool(pattern)`: `--allow 'shell(git
+    /// status*)'`. Repeatable.
+    #[arg(long, value_name = "RULE")]
+    allow: Vec<String>,
+    /// A call that is refused without asking, in every mode: `--deny 'shell(rm *)'`.
+    /// Repeatable; deny wins over allow.
+    #[arg(long, value_name = "RULE")]
+    deny: Vec<String>,
+}
+
+/// `--approval`: the values of [`ApprovalMode`].
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub(crate) enum ApprovalArg {
+    Auto,
+    Ask,
+}
+
+impl From<ApprovalArg> for ApprovalMode {
+    fn from(a: ApprovalArg) -> Self {
+        match a {
+            ApprovalArg::Auto => ApprovalMode::Auto,
+            ApprovalArg::Ask => ApprovalMode::Ask,
+        }
+    }
 }
 
 impl NewArgs {
@@ -110,7 +139,16 @@ impl NewArgs {
             std::path::absolute(p)
                 .map_err(|e| Failure::failed(format!("cannot resolve {}: {e}", p.display())))
         };
+        let rules =
+            |r: Vec<String>| (!r.is_empty()).then(|| r.into_iter().map(ApprovalRule).collect());
+        let approval = ApprovalPatch {
+            mode: self.approval.map(Into::into),
+            allow: rules(self.allow),
+            deny: rules(self.deny),
+            ..ApprovalPatch::default()
+        };
         let patch = ConfigPatch {
+            approval: (approval != ApprovalPatch::default()).then_some(approval),
             reasoning_effort: self.effort.map(|e| Some(e.into())),
             max_turns: self.max_turns,
             max_tool_rounds_per_input: self.max_rounds,

@@ -6,6 +6,7 @@
 //! The loop knows nothing of sockets or the registry: it talks to its session through
 //! [`Host`].
 
+pub mod approval;
 mod compaction;
 mod loop_detection;
 mod tool_calls;
@@ -15,6 +16,7 @@ pub use compaction::CompactError;
 use crate::exec::ExecutionEnvironment;
 use crate::llm::{self, Delta, ErrorKind, ProviderSet, RetryPolicy};
 use crate::profile::Profile;
+use crate::tools::{Requests, ToolRegistry};
 use agentd_proto::{
     EventBody, HistoryEntry, LimitKind, ProviderKind, QueuedInput, SessionConfig, Turn, Usage,
 };
@@ -42,6 +44,17 @@ pub trait Host: Send + Sync {
     fn system_prompt(&self, model: &str) -> String;
     /// Child sessions for the subagent tools; `None` where the host has none.
     fn subagents(&self) -> Option<&dyn crate::tools::Subagents>;
+    /// The tools the model is offered now: the profile's, plus `ask_user` and client tools
+    /// when the config asks for them.
+    fn tools(&self) -> Arc<ToolRegistry>;
+    /// The session's clients, for approvals, questions and client tools; `None` where
+    /// nobody can answer (then `ask` mode refuses what it would ask about).
+    fn requests(&self) -> Option<&dyn Requests>;
+}
+
+/// A new id for a pending request (or a rule's decision), unique in the daemon.
+pub fn new_request_id() -> agentd_proto::RequestId {
+    agentd_proto::RequestId(format!("req_{}", uuid::Uuid::new_v4().simple()))
 }
 
 /// What the session's tools and model are.
@@ -157,11 +170,12 @@ impl Agent<'_> {
             let api = Some(provider.kind());
             let system = host.system_prompt(&config.model);
             let history: Vec<&Turn> = entries.iter().map(|e| &e.turn).collect();
+            let tools = host.tools();
             let request = llm::Request {
                 model: &config.model,
                 system: &system,
                 history: &history,
-                tools: self.profile.tools.definitions().collect(),
+                tools: tools.definitions().collect(),
                 reasoning_effort: config.reasoning_effort,
                 max_output_tokens: config.max_output_tokens,
             };
@@ -273,6 +287,7 @@ impl Agent<'_> {
             rounds += 1;
             let round = tool_calls::Round {
                 config: &config,
+                tools: &tools,
                 cancel,
                 accepts_images: provider.accepts_images(),
             };

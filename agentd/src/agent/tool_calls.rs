@@ -1,10 +1,17 @@
 //! Running the tool calls of one response (spec 2.5 `execute_tool_calls`): look up, validate,
-//! execute, truncate, emit. Every failure becomes an error result for the model.
+//! approve, execute, truncate, emit. Every failure, and every refusal, becomes an error result
+//! for the model.
 
 use super::Agent;
+use super::approval::{self, Verdict};
 use crate::exec::{SandboxPolicy, Sandboxed};
-use crate::tools::{ToolContext, truncate::truncate_tool_output};
-use agentd_proto::{EventBody, ImageData, SessionConfig, ToolCall, ToolResult};
+use crate::tools::{
+    Answer, ApprovalSubject, RegisteredTool, Settled, ToolContext, ToolRegistry,
+    truncate::truncate_tool_output,
+};
+use agentd_proto::{
+    Decision, EventBody, ImageData, RequestBody, ResolvedBy, SessionConfig, ToolCall, ToolResult,
+};
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Mutex;
@@ -15,6 +22,8 @@ use tokio_util::sync::CancellationToken;
 pub(super) struct Round<'a> {
     /// The session's settings for this round.
     pub config: &'a SessionConfig,
+    /// The tools offered in this round.
+    pub tools: &'a ToolRegistry,
     /// Fires on abort.
     pub cancel: &'a CancellationToken,
     /// Whether the model of this round takes images in tool results.
@@ -83,11 +92,11 @@ impl Agent<'_> {
         round: &Round<'_>,
         images: &Mutex<Vec<ImageData>>,
     ) -> Result<String, String> {
-        let Some(registered) = self.profile.tools.get(&call.name) else {
+        let Some(registered) = round.tools.get(&call.name) else {
             return Err(format!(
                 "Unknown tool: {}. Available tools: {}",
                 call.name,
-                self.profile.tools.names().join(", ")
+                round.tools.names().join(", ")
             ));
         };
         if let serde_json::Value::String(raw) = &call.arguments {
@@ -102,6 +111,7 @@ impl Agent<'_> {
                 call.name
             ));
         }
+        self.approve(call, registered, round).await?;
         // The seam for running a call outside the sandbox (an approval that says so): a
         // policy of `None` here runs this call unrestricted.
         let policy = SandboxPolicy::new(round.config, self.env)
@@ -129,6 +139,8 @@ impl Agent<'_> {
             accepts_images: round.accepts_images,
             attach_image: &attach,
             subagents: self.host.subagents(),
+            call_id: &call.id,
+            requests: self.host.requests(),
         };
         // A panicking tool is a failed call, not a dead session.
         match AssertUnwindSafe(registered.tool.execute(call.arguments.clone(), &ctx))
@@ -138,6 +150,70 @@ impl Agent<'_> {
             Ok(Ok(out)) => Ok(out),
             Ok(Err(e)) => Err(format!("Tool error ({}): {e}", call.name)),
             Err(_) => Err(format!("Tool error ({}): the tool crashed", call.name)),
+        }
+    }
+
+    /// Applies the session's approval settings to a validated call: `Ok` when it may run.
+    async fn approve(
+        &self,
+        call: &ToolCall,
+        registered: &RegisteredTool,
+        round: &Round<'_>,
+    ) -> Result<(), String> {
+        let subject = registered.tool.approval(&call.arguments);
+        let cwd = self.env.working_directory();
+        let settings = &round.config.approval;
+        let ruled = |decision, rule: String| EventBody::ApprovalResolved {
+            request_id: super::new_request_id(),
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            decision,
+            by: ResolvedBy::Rule,
+            message: Some(rule),
+        };
+        let verdict = approval::decide(settings, &call.name, subject.as_ref(), cwd);
+        let subject: ApprovalSubject = match (verdict, subject) {
+            (Verdict::AllowedBy(rule), _) => {
+                self.host.emit(ruled(Decision::Allow, rule));
+                return Ok(());
+            }
+            (Verdict::DeniedBy(rule), _) => {
+                let refusal = format!(
+                    "Refused: the session's approval rule `{rule}` denies this call, so it was not run. Do not retry it; find another way or ask the user."
+                );
+                self.host.emit(ruled(Decision::Deny, rule));
+                return Err(refusal);
+            }
+            (Verdict::Ask, Some(subject)) => subject,
+            // Only a call with a subject is ever asked about.
+            (Verdict::Run | Verdict::Ask, _) => return Ok(()),
+        };
+        let Some(requests) = self.host.requests() else {
+            return Err("Refused: this call needs approval and nobody can give it here.".into());
+        };
+        let always = approval::always_rules(&call.name, &subject, cwd);
+        let body = RequestBody::Approval {
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+            summary: subject.summary,
+        };
+        match requests.raise(&call.id, body, always, round.cancel).await {
+            Settled::Answered(Answer::Approval {
+                decision: Decision::Allow | Decision::AllowAlways,
+                ..
+            }) => Ok(()),
+            Settled::Answered(Answer::Approval { message, .. }) => Err(match message {
+                Some(m) if !m.trim().is_empty() => format!(
+                    "Refused by the user: this call was not run. Their message: {}",
+                    m.trim()
+                ),
+                _ => "Refused by the user: this call was not run. Take another way, or ask the user what they want.".into(),
+            }),
+            Settled::Answered(other) => Err(format!("Refused: unexpected answer {other:?}")),
+            Settled::TimedOut(secs) => Err(format!(
+                "Refused: nobody approved this call within {secs} s, so it was not run."
+            )),
+            Settled::Aborted => Err("Tool call skipped: the user aborted the work.".into()),
         }
     }
 }

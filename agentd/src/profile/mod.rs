@@ -146,6 +146,7 @@ impl Profile {
     /// descriptions, project instructions, then the user's instructions last.
     pub fn system_prompt(
         &self,
+        tools: &ToolRegistry,
         env: &dyn ExecutionEnvironment,
         context: &EnvironmentContext,
         model: &str,
@@ -176,7 +177,7 @@ impl Profile {
         prompt.push_str(&format!("Today's date: {}\n", context.date));
         prompt.push_str(&format!("Model: {model}\n"));
         prompt.push_str("</environment>\n\n<tools>\n");
-        for def in self.tools.definitions() {
+        for def in tools.definitions() {
             prompt.push_str(&format!(
                 "- {}: {}\n",
                 def.name,

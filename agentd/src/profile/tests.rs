@@ -166,7 +166,13 @@ fn prompt_layers_come_in_order() {
     let profile = Profile::named("openai").unwrap();
     let context = capture(dir.path(), profile.doc_names);
     let env = LocalExecutionEnvironment::new(dir.path().to_owned(), EnvPolicy::InheritCore);
-    let prompt = profile.system_prompt(&env, &context, "gpt-test", Some("USER OVERRIDE"));
+    let prompt = profile.system_prompt(
+        &profile.tools,
+        &env,
+        &context,
+        "gpt-test",
+        Some("USER OVERRIDE"),
+    );
     let at = |needle: &str| {
         prompt
             .find(needle)

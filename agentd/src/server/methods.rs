@@ -57,6 +57,9 @@ impl From<session::Error> for ErrorObjectOwned {
             session::Error::InvalidParams(_) => {
                 ErrorObjectOwned::owned(INVALID_PARAMS_CODE, message, None::<()>)
             }
+            session::Error::RequestNotFound(_) => {
+                app_error(ErrorKind::RequestNotFound, message, None)
+            }
             session::Error::Internal(_) => app_error(ErrorKind::Internal, message, None),
         }
     }
@@ -283,6 +286,9 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
         tokio::spawn(async move { session.compact().await })
             .await
             .map_err(crashed)?
+    });
+    register::<m::SessionRespond, _, _>(&mut module, |d, p| async move {
+        d.registry.get(&p.session_id).await?.respond(p).await
     });
     register::<m::SessionDelete, _, _>(&mut module, |d, p| async move {
         tokio::spawn(async move {

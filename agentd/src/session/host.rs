@@ -7,12 +7,14 @@ use super::task::Task;
 use super::{Registry, Session, Template};
 use crate::agent::Host;
 use crate::profile::EnvironmentContext;
-use crate::tools::{SpawnRequest, SubagentResult, Subagents};
+use crate::tools::{Requests, Settled, SpawnRequest, SubagentResult, Subagents, ToolRegistry};
 use agentd_proto::{
-    EventBody, HistoryEntry, QueuedInput, SessionConfig, SessionId, Turn, Usage, WhenBusy,
+    ApprovalRule, EventBody, HistoryEntry, QueuedInput, RequestBody, ResolvedBy, SessionConfig,
+    SessionId, ToolCallId, Turn, Usage, WhenBusy,
 };
 use async_trait::async_trait;
 use std::sync::{Arc, Weak};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 impl Host for Task {
@@ -62,7 +64,9 @@ impl Host for Task {
                 &minimal
             }
         };
+        let tools = self.tools();
         self.info.profile.system_prompt(
+            &tools,
             self.info.env.as_ref(),
             context,
             model,
@@ -72,6 +76,39 @@ impl Host for Task {
 
     fn subagents(&self) -> Option<&dyn Subagents> {
         self.registry.as_ref().map(|_| self as &dyn Subagents)
+    }
+
+    fn tools(&self) -> Arc<ToolRegistry> {
+        self.core().tools.clone()
+    }
+
+    fn requests(&self) -> Option<&dyn Requests> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Requests for Task {
+    async fn raise(
+        &self,
+        call_id: &ToolCallId,
+        body: RequestBody,
+        always: Vec<ApprovalRule>,
+        cancel: &CancellationToken,
+    ) -> Settled {
+        let (answer, mut answered) = oneshot::channel();
+        let (request_id, timeout) = self.core().raise(call_id, body, always, answer);
+        let (unanswered, by) = tokio::select! {
+            answer = &mut answered => return answer.map_or(Settled::Aborted, Settled::Answered),
+            () = tokio::time::sleep(timeout) => (Settled::TimedOut(timeout.as_secs()), ResolvedBy::Timeout),
+            () = cancel.cancelled() => (Settled::Aborted, ResolvedBy::Abort),
+        };
+        // An answer that got in first wins.
+        if self.core().settle(&request_id, by) {
+            unanswered
+        } else {
+            answered.try_recv().map_or(unanswered, Settled::Answered)
+        }
     }
 }
 
@@ -98,10 +135,14 @@ impl Subagents for Task {
     async fn spawn(&self, request: SpawnRequest) -> Result<String, String> {
         let registry = registry(self.registry.as_ref())?;
         let task = request.task.clone();
+        // A subagent's calls of client tools would reach no client: the client watches the
+        // parent. It keeps the approval settings (its requests are on its own stream).
+        let mut config = (*self.core().config).clone();
+        config.client_tools.clear();
         let template = Template {
             cwd: self.info.cwd.clone(),
             profile: self.info.profile.clone(),
-            config: (*self.core().config).clone(),
+            config,
             instructions: self.info.instructions.clone(),
             read_only: self.info.read_only,
         };

@@ -31,8 +31,9 @@ use crate::store::{EventReader, ParentLink, SessionFiles, SessionRecord};
 use crate::tools::SubagentResult;
 use agentd_proto::{
     AbortResponse, CompactResponse, ConfigPatch, DaemonEvent, EntryId, Event, EventBody,
-    ForkOrigin, HistoryEntry, QueueContents, RollbackResponse, SessionConfig, SessionId,
-    SessionSnapshot, SessionState, SessionSummary, SubmitResponse, Usage, WhenBusy,
+    ForkOrigin, HistoryEntry, QueueContents, RespondParams, RespondResponse, RollbackResponse,
+    SessionConfig, SessionId, SessionSnapshot, SessionState, SessionSummary, SubmitResponse, Usage,
+    WhenBusy,
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -72,6 +73,9 @@ pub enum Error {
     /// A parameter names something that does not exist or cannot be done.
     #[error("{0}")]
     InvalidParams(String),
+    /// No pending request has this id (never raised, or already settled: the message says).
+    #[error("{0}")]
+    RequestNotFound(String),
     /// A bug stopped the request (a crashed task); the daemon goes on.
     #[error("internal error: {0}")]
     Internal(String),
@@ -180,7 +184,7 @@ enum Command {
     },
     QueueClear(oneshot::Sender<QueueContents>),
     SetConfig {
-        patch: ConfigPatch,
+        patch: Box<ConfigPatch>,
         reply: oneshot::Sender<Result<SessionConfig, Error>>,
     },
     Rollback {
@@ -207,6 +211,10 @@ enum Command {
     Result(oneshot::Sender<SubagentResult>),
     /// Replies once everything so far, the record included, is stored.
     Saved(oneshot::Sender<()>),
+    Respond {
+        params: RespondParams,
+        reply: oneshot::Sender<Result<RespondResponse, Error>>,
+    },
 }
 
 /// Replayed events and the live receiver that continues right after them.
@@ -375,6 +383,12 @@ impl Session {
         self.submit(text, None, WhenBusy::Queue).await
     }
 
+    /// Answers a pending request (`session/respond`); the first answer wins.
+    pub async fn respond(&self, params: RespondParams) -> Result<RespondResponse, Error> {
+        self.call(|reply| Command::Respond { params, reply })
+            .await?
+    }
+
     /// Removes and returns every queued item.
     pub async fn queue_clear(&self) -> Result<QueueContents, Error> {
         self.call(Command::QueueClear).await
@@ -382,8 +396,11 @@ impl Session {
 
     /// Applies `patch` from the next LLM call on.
     pub async fn set_config(&self, patch: ConfigPatch) -> Result<SessionConfig, Error> {
-        self.call(|reply| Command::SetConfig { patch, reply })
-            .await?
+        self.call(|reply| Command::SetConfig {
+            patch: Box::new(patch),
+            reply,
+        })
+        .await?
     }
 
     /// Moves the current branch back before the `turns`-th newest user input (an idle
@@ -553,7 +570,7 @@ impl Session {
     /// Waits until the session is not processing.
     pub(crate) async fn settled(&self) {
         let mut view = self.view.clone();
-        let _ = view.wait_for(|v| v.state != SessionState::Processing).await;
+        let _ = view.wait_for(|v| !v.state.is_working()).await;
     }
 
     /// Tokens used so far.

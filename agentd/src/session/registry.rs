@@ -164,7 +164,7 @@ impl Registry {
         }
         let mut interrupted = Vec::new();
         for record in loaded.records {
-            if record.state == SessionState::Processing || record.open {
+            if record.state.is_working() || record.open {
                 interrupted.push(record.id.clone());
             }
             self.sessions
@@ -290,8 +290,8 @@ impl Registry {
             record.queue = queue;
         }
         let interrupted = match loaded.state {
-            Some(state) => state == SessionState::Processing,
-            None => record.state == SessionState::Processing,
+            Some(state) => state.is_working(),
+            None => record.state.is_working(),
         };
         let template = Template {
             cwd: record.cwd.clone(),
@@ -376,6 +376,7 @@ impl Registry {
             Some(name) => Profile::named(name).map_err(|e| Error::InvalidConfig(e.to_string()))?,
             None => Profile::for_provider(self.config.providers[provider_name].kind),
         };
+        crate::tools::session_tools(&profile.tools, &config).map_err(Error::InvalidConfig)?;
         self.start(NewSession {
             template: Template {
                 cwd,
@@ -413,7 +414,7 @@ impl Registry {
         let working = self
             .children_of(parent)
             .iter()
-            .filter(|c| c.state() == SessionState::Processing)
+            .filter(|c| c.state().is_working())
             .count();
         if working >= config.max_concurrent_subagents as usize {
             return Err(Error::InvalidParams(format!(
@@ -668,7 +669,7 @@ impl Registry {
         let processing = self
             .live()
             .iter()
-            .filter(|s| s.state() == SessionState::Processing)
+            .filter(|s| s.state().is_working())
             .count();
         (self.sessions.len(), processing)
     }

@@ -16,11 +16,12 @@ use crate::config::Price;
 use crate::llm::{ProviderSet, RetryPolicy};
 use crate::profile::EnvironmentContext;
 use crate::store::{BACKLOG_LINES, SessionRecord, Writer, WriterStatus};
-use crate::tools::SubagentResult;
+use crate::tools::{Answer, SubagentResult, ToolRegistry, session_tools};
 use agentd_proto::{
-    AbortResponse, CompactResponse, DaemonEvent, Disposition, EntryId, EventBody, InputId,
-    ProcessingEndReason, QueueContents, QueuedInput, RollbackResponse, SessionState,
-    SubmitResponse, ToolResult, Turn, Usage, WhenBusy,
+    AbortResponse, ApprovalRule, CompactResponse, DaemonEvent, Decision, Disposition, EntryId,
+    EventBody, InputId, PendingRequest, ProcessingEndReason, QueueContents, QueuedInput,
+    RequestBody, RequestId, ResolvedBy, RespondParams, RespondResponse, RollbackResponse,
+    SessionState, SubmitResponse, ToolCallId, ToolResult, Turn, Usage, WhenBusy,
 };
 use futures::FutureExt;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -28,10 +29,12 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{OnceCell, broadcast, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
+/// Settled request ids remembered per session, to tell a late answer what happened.
+const SETTLED_REMEMBERED: usize = 256;
 /// Client input ids remembered per session for idempotent submits.
 const IDEMPOTENCY_KEYS: usize = 1024;
 /// Queued steering and follow-up messages, each.
@@ -86,10 +89,86 @@ pub(super) struct Core {
     aborts: Vec<(oneshot::Sender<Result<AbortResponse, Error>>, bool)>,
     closes: Vec<oneshot::Sender<()>>,
     view: watch::Sender<View>,
+    /// The tools the model is offered; rebuilt when the config changes.
+    pub(super) tools: Arc<ToolRegistry>,
+    /// Requests waiting for a client's answer, oldest first.
+    pending: Vec<Pending>,
+    /// Recently settled requests and who settled them, so a late answer gets a clear error.
+    settled: VecDeque<(RequestId, ResolvedBy)>,
+}
+
+/// A request waiting for an answer, with the waiting call's end of the channel.
+struct Pending {
+    request: PendingRequest,
+    /// The allow rules `allow_always` adds.
+    always: Vec<ApprovalRule>,
+    answer: oneshot::Sender<Answer>,
 }
 
 fn new_id(prefix: &str) -> String {
     format!("{prefix}{}", uuid::Uuid::new_v4().simple())
+}
+
+/// The answer `params` gives to a request with `body`; the error names the field that is
+/// missing or does not belong.
+fn answer_for(body: &RequestBody, params: &RespondParams) -> Result<Answer, Error> {
+    let (kind, field, others): (&str, &str, [(&str, bool); 4]) = match body {
+        RequestBody::Approval { .. } => (
+            "an approval",
+            "decision (allow, allow_always or deny)",
+            [
+                ("answer", params.answer.is_some()),
+                ("output", params.output.is_some()),
+                ("is_error", params.is_error.is_some()),
+                ("", false),
+            ],
+        ),
+        RequestBody::Question { .. } => (
+            "a question",
+            "answer",
+            [
+                ("decision", params.decision.is_some()),
+                ("message", params.message.is_some()),
+                ("output", params.output.is_some()),
+                ("is_error", params.is_error.is_some()),
+            ],
+        ),
+        RequestBody::ClientTool { .. } => (
+            "a client tool call",
+            "output (and is_error)",
+            [
+                ("decision", params.decision.is_some()),
+                ("message", params.message.is_some()),
+                ("answer", params.answer.is_some()),
+                ("", false),
+            ],
+        ),
+    };
+    if let Some((name, _)) = others.iter().find(|(_, present)| *present) {
+        return Err(Error::InvalidParams(format!(
+            "request {} is {kind}: `{name}` does not answer it; send `{field}`",
+            params.request_id
+        )));
+    }
+    let missing = || {
+        Error::InvalidParams(format!(
+            "request {} is {kind}: send `{field}`",
+            params.request_id
+        ))
+    };
+    Ok(match body {
+        RequestBody::Approval { .. } => Answer::Approval {
+            decision: params.decision.ok_or_else(missing)?,
+            message: params.message.clone(),
+        },
+        RequestBody::Question { .. } => {
+            Answer::Question(params.answer.clone().ok_or_else(missing)?)
+        }
+        RequestBody::ClientTool { .. } => Answer::ClientTool {
+            output: params.output.clone().ok_or_else(missing)?,
+            is_error: params.is_error.unwrap_or(false),
+        },
+    })
 }
 
 impl Core {
@@ -108,6 +187,7 @@ impl Core {
             last_end: self.last_end,
             storage_failing: self.storage_error.is_some(),
             active: Instant::now(),
+            pending: Arc::new(self.pending.iter().map(|p| p.request.clone()).collect()),
         }
     }
 
@@ -372,6 +452,8 @@ impl Core {
         next.apply(patch);
         crate::config::validate_session_config(&next)
             .map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        self.tools =
+            Arc::new(session_tools(&self.info.profile.tools, &next).map_err(Error::InvalidConfig)?);
         self.config = Arc::new(next.clone());
         self.publish();
         self.save();
@@ -406,6 +488,189 @@ impl Core {
             entries: self.history.branch_len(),
             removed,
         })
+    }
+
+    /// Raises a request: logs its event, lists it, and moves the state to `awaiting_input`.
+    /// Returns its id and how long it may wait.
+    pub(super) fn raise(
+        &mut self,
+        call_id: &ToolCallId,
+        body: RequestBody,
+        always: Vec<ApprovalRule>,
+        answer: oneshot::Sender<Answer>,
+    ) -> (RequestId, Duration) {
+        let request_id = crate::agent::new_request_id();
+        let timeout = Duration::from_millis(self.config.approval.timeout_ms);
+        let call_id = call_id.clone();
+        self.emit(match &body {
+            RequestBody::Approval {
+                tool,
+                arguments,
+                summary,
+            } => EventBody::ApprovalRequested {
+                request_id: request_id.clone(),
+                call_id: call_id.clone(),
+                tool: tool.clone(),
+                arguments: arguments.clone(),
+                summary: summary.clone(),
+            },
+            RequestBody::Question { question, options } => EventBody::QuestionRequested {
+                request_id: request_id.clone(),
+                call_id: call_id.clone(),
+                question: question.clone(),
+                options: options.clone(),
+            },
+            RequestBody::ClientTool { tool, arguments } => EventBody::ClientToolRequested {
+                request_id: request_id.clone(),
+                call_id: call_id.clone(),
+                tool: tool.clone(),
+                arguments: arguments.clone(),
+            },
+        });
+        let expires = humantime::format_rfc3339_millis(SystemTime::now() + timeout).to_string();
+        self.pending.push(Pending {
+            request: PendingRequest {
+                request_id: request_id.clone(),
+                call_id,
+                created: super::now(),
+                expires,
+                body,
+            },
+            always,
+            answer,
+        });
+        self.pending_changed();
+        (request_id, timeout)
+    }
+
+    /// Settles a request nobody answered (`by` timeout or abort); `false` when an answer
+    /// settled it first.
+    pub(super) fn settle(&mut self, request_id: &RequestId, by: ResolvedBy) -> bool {
+        let Some(at) = self
+            .pending
+            .iter()
+            .position(|p| p.request.request_id == *request_id)
+        else {
+            return false;
+        };
+        let pending = self.pending.remove(at);
+        let request = pending.request;
+        self.emit(match request.body {
+            RequestBody::Approval { tool, .. } => EventBody::ApprovalResolved {
+                request_id: request.request_id.clone(),
+                call_id: request.call_id,
+                tool,
+                decision: Decision::Deny,
+                by,
+                message: None,
+            },
+            RequestBody::Question { .. } => EventBody::QuestionResolved {
+                request_id: request.request_id.clone(),
+                call_id: request.call_id,
+                answer: None,
+                by,
+            },
+            RequestBody::ClientTool { .. } => EventBody::ClientToolResolved {
+                request_id: request.request_id.clone(),
+                call_id: request.call_id,
+                is_error: true,
+                by,
+            },
+        });
+        self.remember_settled(request.request_id, by);
+        self.pending_changed();
+        true
+    }
+
+    /// `session/respond`: checks the answer fits the request, settles it, and hands the
+    /// answer to the waiting call.
+    fn respond(&mut self, params: RespondParams) -> Result<RespondResponse, Error> {
+        let id = &params.request_id;
+        let Some(at) = self
+            .pending
+            .iter()
+            .position(|p| p.request.request_id == *id)
+        else {
+            let why = match self.settled.iter().find(|(r, _)| r == id) {
+                Some((_, ResolvedBy::Client)) => "it was already answered (the first answer wins)",
+                Some((_, ResolvedBy::Timeout)) => {
+                    "nobody answered in time and it was settled by its timeout"
+                }
+                Some((_, ResolvedBy::Abort)) => "the work was aborted and it was withdrawn",
+                Some((_, ResolvedBy::Rule)) => "a rule decided it",
+                None => {
+                    "no request of this session has that id; session/get lists the pending ones"
+                }
+            };
+            return Err(Error::RequestNotFound(format!("request {id}: {why}")));
+        };
+        let answer = answer_for(&self.pending[at].request.body, &params)?;
+        let pending = self.pending.remove(at);
+        let request = pending.request;
+        let resolved = match (&request.body, &answer) {
+            (RequestBody::Approval { tool, .. }, Answer::Approval { decision, message }) => {
+                if *decision == Decision::AllowAlways {
+                    let mut config = (*self.config).clone();
+                    for rule in pending.always {
+                        if !config.approval.allow.contains(&rule) {
+                            config.approval.allow.push(rule);
+                        }
+                    }
+                    self.config = Arc::new(config);
+                    self.save();
+                }
+                EventBody::ApprovalResolved {
+                    request_id: request.request_id.clone(),
+                    call_id: request.call_id,
+                    tool: tool.clone(),
+                    decision: *decision,
+                    by: ResolvedBy::Client,
+                    message: message.clone(),
+                }
+            }
+            (RequestBody::Question { .. }, Answer::Question(text)) => EventBody::QuestionResolved {
+                request_id: request.request_id.clone(),
+                call_id: request.call_id,
+                answer: Some(text.clone()),
+                by: ResolvedBy::Client,
+            },
+            (_, Answer::ClientTool { is_error, .. }) => EventBody::ClientToolResolved {
+                request_id: request.request_id.clone(),
+                call_id: request.call_id,
+                is_error: *is_error,
+                by: ResolvedBy::Client,
+            },
+            _ => unreachable!("answer_for matches the answer to the request"),
+        };
+        self.emit(resolved);
+        self.remember_settled(request.request_id.clone(), ResolvedBy::Client);
+        // The call may be gone (its work crashed); the answer is recorded all the same.
+        let _ = pending.answer.send(answer);
+        self.pending_changed();
+        Ok(RespondResponse {
+            request_id: request.request_id,
+            pending: self.pending.len(),
+        })
+    }
+
+    fn remember_settled(&mut self, id: RequestId, by: ResolvedBy) {
+        if self.settled.len() >= SETTLED_REMEMBERED {
+            self.settled.pop_front();
+        }
+        self.settled.push_back((id, by));
+    }
+
+    /// `awaiting_input` while a request waits, `processing` when none does.
+    fn pending_changed(&mut self) {
+        match self.state {
+            SessionState::Processing if !self.pending.is_empty() => {
+                self.set_state(SessionState::AwaitingInput)
+            }
+            SessionState::AwaitingInput if self.pending.is_empty() => {
+                self.set_state(SessionState::Processing)
+            }
+            _ => self.publish(),
+        }
     }
 
     /// What the session's work produced so far (spec 7.3 `SubAgentResult`).
@@ -524,6 +789,14 @@ pub(super) fn start(
     if spec.read_only {
         config.sandbox = agentd_proto::SandboxMode::ReadOnly;
     }
+    // A config validated at creation; only a record edited by hand can fail here.
+    let (tools, tools_warning) = match session_tools(&info.profile.tools, &config) {
+        Ok(tools) => (tools, None),
+        Err(e) => (
+            info.profile.tools.clone(),
+            Some(format!("the session's client tools are not offered: {e}")),
+        ),
+    };
     let config = Arc::new(config);
     let mut core = Core {
         info: info.clone(),
@@ -547,7 +820,13 @@ pub(super) fn start(
         storage_error: None,
         aborts: Vec::new(),
         closes: Vec::new(),
+        tools: Arc::new(tools),
+        pending: Vec::new(),
+        settled: VecDeque::new(),
     };
+    if let Some(message) = tools_warning {
+        core.emit(EventBody::Warning { message });
+    }
     match restored {
         None => {
             core.emit(EventBody::SessionStart {
@@ -644,6 +923,7 @@ fn placeholder_view(config: Arc<agentd_proto::SessionConfig>) -> View {
         last_end: None,
         storage_failing: false,
         active: Instant::now(),
+        pending: Arc::default(),
     }
 }
 
@@ -807,7 +1087,7 @@ impl Task {
                 let _ = reply.send(joined);
             }
             Command::Abort(reply) => {
-                let working = core.state == SessionState::Processing;
+                let working = core.state.is_working();
                 core.cancel_turn();
                 core.aborts.push((reply, working));
                 if !working && core.next.is_none() {
@@ -824,7 +1104,7 @@ impl Task {
                     core.closing = Some(reason);
                 }
                 core.cancel_turn();
-                if core.state != SessionState::Processing && core.next.is_none() {
+                if !core.state.is_working() && core.next.is_none() {
                     core.next = Some(Work::Close);
                 }
             }
@@ -844,6 +1124,10 @@ impl Task {
                 let _ = reply.send(core.result());
             }
             Command::Saved(reply) => core.reply_when_saved(reply, ()),
+            Command::Respond { params, reply } => {
+                let result = core.respond(params);
+                core.reply_when_written(reply, result);
+            }
         }
     }
 
@@ -1097,11 +1381,19 @@ impl Task {
         core.cancel_turn();
         core.turn = None;
         core.next = None;
+        let waiting: Vec<RequestId> = core
+            .pending
+            .iter()
+            .map(|p| p.request.request_id.clone())
+            .collect();
+        for id in waiting {
+            core.settle(&id, ResolvedBy::Abort);
+        }
         core.emit(EventBody::Error {
             message: format!("internal error: the session task crashed ({message}); it is idle again and takes new input"),
             fatal: false,
         });
-        if core.state == SessionState::Processing {
+        if core.state.is_working() {
             core.last_end = Some(ProcessingEndReason::Error);
             let input_id = core.current_input.take();
             core.set_state_after(

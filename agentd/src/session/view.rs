@@ -4,8 +4,8 @@
 use super::Info;
 use crate::store::{FORMAT_VERSION, SessionRecord};
 use agentd_proto::{
-    EntryId, ProcessingEndReason, QueueContents, SessionConfig, SessionSnapshot, SessionState,
-    Usage,
+    EntryId, PendingRequest, ProcessingEndReason, QueueContents, SessionConfig, SessionSnapshot,
+    SessionState, Usage,
 };
 use std::sync::Arc;
 use std::time::Instant;
@@ -37,6 +37,8 @@ pub struct View {
     pub storage_failing: bool,
     /// When a client or the session's own work last did something with it.
     pub active: Instant,
+    /// Requests waiting for a client's answer, oldest first.
+    pub pending: Arc<Vec<PendingRequest>>,
 }
 
 impl View {
@@ -82,6 +84,7 @@ impl View {
             leaf: self.leaf.clone(),
             forked_from: info.forked_from.clone(),
             parent_id: info.parent.as_ref().map(|p| p.session_id.clone()),
+            pending: (*self.pending).clone(),
         }
     }
 }

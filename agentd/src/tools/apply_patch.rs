@@ -2,7 +2,9 @@
 //! delete, update and move files in one patch; all of it applies or none of it does, and an
 //! error names the file, the hunk and the lines that did not match.
 
-use super::{Tool, ToolContext, ToolDefinition, ToolError, fuzzy, parse_args};
+use super::{
+    ApprovalSubject, TargetKind, Tool, ToolContext, ToolDefinition, ToolError, fuzzy, parse_args,
+};
 use crate::exec::ExecutionEnvironment;
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -380,6 +382,29 @@ impl Tool for ApplyPatch {
                 "additionalProperties": false
             }),
         }
+    }
+
+    fn approval(&self, args: &serde_json::Value) -> Option<ApprovalSubject> {
+        let patch = args.get("patch")?.as_str()?;
+        // A patch that does not parse writes nothing, but it still asks: the rules see no
+        // paths, so only a bare `apply_patch` rule decides it.
+        let targets = parse(patch)
+            .map(|ops| {
+                ops.iter()
+                    .flat_map(|op| match op {
+                        Op::Add { path, .. } | Op::Delete { path } => vec![path.clone()],
+                        Op::Update { path, move_to, .. } => std::iter::once(path.clone())
+                            .chain(move_to.clone())
+                            .collect(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some(ApprovalSubject::new(
+            TargetKind::Paths,
+            targets,
+            patch.trim().to_owned(),
+        ))
     }
 
     async fn execute(

@@ -1,7 +1,10 @@
 //! `edit_file`: replaces an exact string (spec 3.3), falling back to a fuzzy match that
 //! tolerates whitespace and Unicode punctuation drift, and says when it did.
 
-use super::{Tool, ToolContext, ToolDefinition, ToolError, fuzzy, parse_args};
+use super::{
+    ApprovalSubject, TargetKind, Tool, ToolContext, ToolDefinition, ToolError, diff_summary, fuzzy,
+    parse_args,
+};
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::json;
@@ -114,6 +117,16 @@ impl Tool for EditFile {
                 "additionalProperties": false
             }),
         }
+    }
+
+    fn approval(&self, args: &serde_json::Value) -> Option<ApprovalSubject> {
+        let args: Args = serde_json::from_value(args.clone()).ok()?;
+        let summary = diff_summary(&args.file_path, &args.old_string, &args.new_string);
+        Some(ApprovalSubject::new(
+            TargetKind::Paths,
+            vec![args.file_path],
+            summary,
+        ))
     }
 
     async fn execute(

@@ -3,12 +3,15 @@
 //! into an error result for the model; a tool never ends a session.
 
 mod apply_patch;
+mod ask_user;
+mod client_tools;
 mod edit_file;
 mod fuzzy;
 mod list_dir;
 mod read_file;
 mod read_many_files;
 mod registry;
+mod requests;
 mod search;
 mod shell;
 mod subagents;
@@ -20,11 +23,14 @@ pub mod truncate;
 mod write_file;
 
 pub use apply_patch::ApplyPatch;
+pub use ask_user::AskUser;
+pub use client_tools::session_tools;
 pub use edit_file::EditFile;
 pub use list_dir::ListDir;
 pub use read_file::ReadFile;
 pub use read_many_files::ReadManyFiles;
 pub use registry::{RegisterError, RegisteredTool, ToolRegistry};
+pub use requests::{Answer, Requests, Settled};
 pub use search::{Glob, Grep};
 pub use shell::Shell;
 pub use subagents::{
@@ -33,7 +39,7 @@ pub use subagents::{
 pub use write_file::WriteFile;
 
 use crate::exec::{ExecutionEnvironment, OutputSink, SandboxPolicy};
-use agentd_proto::SessionConfig;
+use agentd_proto::{SessionConfig, ToolCallId};
 use async_trait::async_trait;
 use serde::Serialize;
 use std::time::Duration;
@@ -70,6 +76,68 @@ pub struct ToolContext<'a> {
     pub attach_image: &'a (dyn Fn(agentd_proto::ImageData) + Send + Sync),
     /// The session's child sessions, when the host supports subagents.
     pub subagents: Option<&'a dyn Subagents>,
+    /// The call being run.
+    pub call_id: &'a ToolCallId,
+    /// The session's clients, for questions and client tools; `None` where nobody can answer.
+    pub requests: Option<&'a dyn Requests>,
+}
+
+/// What the approval rules of a call match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetKind {
+    /// A command line.
+    Command,
+    /// Paths the call writes.
+    Paths,
+}
+
+/// What a person approves before a call that writes files or runs a command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalSubject {
+    /// Whether `targets` are a command or paths.
+    pub kind: TargetKind,
+    /// The command line, or every path the call writes, as the model gave them.
+    pub targets: Vec<String>,
+    /// What a person reads: the command, or the file and a diff.
+    pub summary: String,
+}
+
+/// Most characters of an approval summary; a longer one ends with a note saying so.
+pub const MAX_SUMMARY_CHARS: usize = 16_000;
+
+impl ApprovalSubject {
+    /// A subject whose summary is capped at [`MAX_SUMMARY_CHARS`].
+    pub fn new(kind: TargetKind, targets: Vec<String>, summary: String) -> Self {
+        let summary = match summary.char_indices().nth(MAX_SUMMARY_CHARS) {
+            Some((cut, _)) => format!(
+                "{}\n[... {} more characters not shown]",
+                &summary[..cut],
+                summary.len() - cut
+            ),
+            None => summary,
+        };
+        Self {
+            kind,
+            targets,
+            summary,
+        }
+    }
+}
+
+/// A diff-like view of replacing `old` by `new` in `path`, for approval summaries.
+pub(crate) fn diff_summary(path: &str, old: &str, new: &str) -> String {
+    let mut out = format!("--- {path}\n+++ {path}\n");
+    for line in old.lines() {
+        out.push('-');
+        out.push_str(line);
+        out.push('\n');
+    }
+    for line in new.lines() {
+        out.push('+');
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
 }
 
 /// A failed tool call; the message goes to the model as an error result.
@@ -88,6 +156,11 @@ impl From<crate::exec::Error> for ToolError {
 pub trait Tool: Send + Sync {
     /// Name, description and argument schema.
     fn definition(&self) -> ToolDefinition;
+    /// What a person approves before this call runs; `None` (the default) for tools that
+    /// only read, which never ask.
+    fn approval(&self, _args: &serde_json::Value) -> Option<ApprovalSubject> {
+        None
+    }
     /// Runs the tool and returns its full output.
     async fn execute(
         &self,

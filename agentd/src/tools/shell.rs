@@ -1,6 +1,8 @@
 //! `shell`: runs a command with `bash -c` in its own process group (spec 3.3, 5.4).
 
-use super::{Tool, ToolContext, ToolDefinition, ToolError, parse_args};
+use super::{
+    ApprovalSubject, TargetKind, Tool, ToolContext, ToolDefinition, ToolError, parse_args,
+};
 use crate::exec::ExecRequest;
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -38,6 +40,15 @@ impl Tool for Shell {
                 "additionalProperties": false
             }),
         }
+    }
+
+    fn approval(&self, args: &serde_json::Value) -> Option<ApprovalSubject> {
+        let command = args.get("command")?.as_str()?.to_owned();
+        Some(ApprovalSubject::new(
+            TargetKind::Command,
+            vec![command.clone()],
+            format!("$ {command}"),
+        ))
     }
 
     async fn execute(

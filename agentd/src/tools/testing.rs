@@ -24,6 +24,8 @@ pub(crate) fn run(
         accepts_images: false,
         attach_image: &|_| {},
         subagents: None,
+        call_id: &agentd_proto::ToolCallId::from("call-test"),
+        requests: None,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

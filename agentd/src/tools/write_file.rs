@@ -1,6 +1,9 @@
 //! `write_file`: writes a whole file, creating parent directories (spec 3.3).
 
-use super::{Tool, ToolContext, ToolDefinition, ToolError, parse_args};
+use super::{
+    ApprovalSubject, TargetKind, Tool, ToolContext, ToolDefinition, ToolError, diff_summary,
+    parse_args,
+};
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::json;
@@ -34,6 +37,16 @@ impl Tool for WriteFile {
                 "additionalProperties": false
             }),
         }
+    }
+
+    fn approval(&self, args: &serde_json::Value) -> Option<ApprovalSubject> {
+        let args: Args = serde_json::from_value(args.clone()).ok()?;
+        let summary = diff_summary(&args.file_path, "", &args.content);
+        Some(ApprovalSubject::new(
+            TargetKind::Paths,
+            vec![args.file_path],
+            summary,
+        ))
     }
 
     async fn execute(

@@ -20,12 +20,14 @@ macro_rules! each_family {
     )*};
 }
 
+mod approvals;
 mod cli;
 mod compaction;
 mod connections;
 mod control;
 mod daemon;
 mod durability;
+mod editor_emacs;
 mod examples;
 mod families;
 mod hostile;
