@@ -586,3 +586,64 @@ async fn agentctl_sets_and_shows_the_sandbox() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A refused write tells the model how to ask; the call that asks to leave the sandbox waits
+/// for a person (whose yes runs it unconfined), and a session that does not ask refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_may_let_a_command_out_of_the_sandbox() {
+    let dirs = Dirs::new();
+    let o = dirs.outside.display().to_string();
+    let mut s = session(
+        &dirs,
+        "anthropic",
+        json!({"sandbox": "workspace_write", "approval": {"mode": "ask", "allow": ["shell"]}}),
+    )
+    .await;
+    let inside = shell("confined", format!("touch {o}/new.txt"));
+    let results = round(&mut s, &[inside]).await;
+    refused(
+        &results,
+        &["confined"],
+        "outside_sandbox: true to ask the user",
+    );
+    assert_eq!(Dirs::files(&dirs.outside), untouched());
+
+    let outside = (
+        "unconfined",
+        "shell",
+        json!({"command": format!("touch {o}/new.txt"), "outside_sandbox": true}),
+    );
+    s.mock.push_stream(ANTHROPIC.tools("", &[outside]));
+    s.mock.push_stream(ANTHROPIC.text("done"));
+    let since = s.call("session/get", json!({})).await["last_seq"].as_u64();
+    s.client.subscribe(&s.session, since).await.unwrap();
+    s.call("session/submit", json!({"text": "again"})).await;
+    // The allow rule for `shell` does not cover leaving the sandbox: a person is asked.
+    let events = s.until("approval_requested").await;
+    let asked = events.last().unwrap();
+    let summary = asked["data"]["summary"].as_str().unwrap();
+    assert!(summary.starts_with("outside the sandbox"), "{summary}");
+    s.call(
+        "session/respond",
+        json!({"request_id": asked["data"]["request_id"], "decision": "allow"}),
+    )
+    .await;
+    s.until("processing_end").await;
+    assert!(dirs.outside.join("new.txt").exists());
+
+    // Without anyone to ask, leaving the sandbox is refused.
+    std::fs::remove_file(dirs.outside.join("new.txt")).unwrap();
+    s.call(
+        "session/set_config",
+        json!({"config": {"approval": {"mode": "auto"}}}),
+    )
+    .await;
+    let again = (
+        "auto",
+        "shell",
+        json!({"command": format!("touch {o}/new.txt"), "outside_sandbox": true}),
+    );
+    let results = round(&mut s, &[again]).await;
+    refused(&results, &["auto"], "needs the user's approval");
+    assert_eq!(Dirs::files(&dirs.outside), untouched());
+}
