@@ -121,10 +121,33 @@ impl Family {
                     r#""type":"response.completed""#,
                     r#""type":"response.incomplete""#,
                 );
-                rewrite(
-                    r#""status":"completed","usage""#,
-                    r#""incomplete_details":{"reason":"max_output_tokens"},"status":"incomplete","usage""#,
-                );
+                // Rewritten as JSON: the order of a serialized object's keys is not fixed.
+                let mut found = false;
+                for chunk in &mut chunks {
+                    let Chunk::Data(d) = chunk else { continue };
+                    let lines: Vec<String> = d
+                        .split('\n')
+                        .map(|line| {
+                            let Some(json) = line.strip_prefix("data: ") else {
+                                return line.to_owned();
+                            };
+                            let Ok(mut event) = serde_json::from_str::<serde_json::Value>(json)
+                            else {
+                                return line.to_owned();
+                            };
+                            if event["response"]["status"] != "completed" {
+                                return line.to_owned();
+                            }
+                            event["response"]["status"] = "incomplete".into();
+                            event["response"]["incomplete_details"] =
+                                serde_json::json!({"reason": "max_output_tokens"});
+                            found = true;
+                            format!("data: {event}")
+                        })
+                        .collect();
+                    *d = lines.join("\n");
+                }
+                assert!(found, "{self:?}: no completed response in the stream");
             }
         }
         chunks

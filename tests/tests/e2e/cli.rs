@@ -642,7 +642,8 @@ async fn new_takes_the_session_options_and_config_changes_them() {
     let (_, _, err) = run(&s, &["new", "--provider", "anthropc"]).await;
     assert!(
         err.contains("unknown provider \"anthropc\"")
-            && err.contains("if you added it to the config file since agentd started"),
+            && err.contains("write [providers.anthropc] in")
+            && err.contains("`agentctl daemon reload`"),
         "{err}"
     );
 

@@ -213,7 +213,7 @@ async fn check_config_names_the_bad_key() {
         "{out}"
     );
     assert!(
-        out.contains("provider anthropic: anthropic https://api.anthropic.com (ready"),
+        out.contains("provider anthropic: ready (key from ANTHROPIC_API_KEY); anthropic https://api.anthropic.com"),
         "{out}"
     );
 
