@@ -232,7 +232,7 @@ mod tests {
         }
     }
 
-    const CWD: &str = "/work/project";
+    const CWD: &str = "/projects/demo";
 
     #[test]
     fn commands_match_globs_across_spaces_and_slashes() {
@@ -284,7 +284,7 @@ mod tests {
             Verdict::AllowedBy(_)
         ));
         assert!(matches!(
-            d("write_file", &["/work/project/src/x.rs"]),
+            d("write_file", &["/projects/demo/src/x.rs"]),
             Verdict::AllowedBy(_)
         ));
         assert_eq!(d("write_file", &["src/../../etc/passwd"]), Verdict::Ask);
@@ -319,7 +319,7 @@ mod tests {
             decide(&c, "shell", Some(&command("echo a1 (b) {c}x")), cwd, true),
             Verdict::Ask
         );
-        let file = paths(&["/work/project/src/lib.rs"]);
+        let file = paths(&["/projects/demo/src/lib.rs"]);
         assert_eq!(
             always_rules("write_file", &file, cwd),
             [ApprovalRule("write_file(src/lib.rs)".into())]
