@@ -101,9 +101,10 @@ pub(super) struct Facts {
 }
 
 /// What the remote machine must have; checked once, with a message naming what is missing.
-const PROBE: &str = r#"for p in bash setsid env cat find mkdir rm uname; do
+const PROBE: &str = r#"for p in bash setsid env cat head find mkdir mktemp rm uname; do
   command -v "$p" >/dev/null 2>&1 || { echo "the remote machine has no $p on PATH" >&2; exit 3; }
 done
+[ -r "/proc/$$/fdinfo/0" ] || { echo "the remote machine has no /proc (it must run Linux)" >&2; exit 3; }
 uname -s; uname -sr
 if command -v rg >/dev/null 2>&1; then echo rg; else echo no-rg; fi
 env -0"#;
@@ -116,27 +117,37 @@ fn ssh_marker() -> String {
 
 /// The file operations' server: one long-lived bash on the remote that runs each request's
 /// script in a subshell, so an operation costs a round trip and a fork instead of a new
-/// channel and a login shell (whose startup files may do slow work). A request is
-/// `ARGS CAP INPUT\n`, then each argument as `LENGTH\nBYTES` (the script first), then INPUT
-/// bytes of stdin; the answer is `CODE OUT ERR\n` then OUT bytes of stdout (`-1`: more than
-/// CAP, not sent) and ERR bytes of stderr (at most 64 KiB). `SSH_CLIENT` is unset so no bash
-/// it starts takes itself for an ssh login and reads `~/.bashrc`.
+/// channel and a login shell (whose startup files may do slow work). `SSH_CLIENT` is unset
+/// so no bash it starts takes itself for an ssh login and reads `~/.bashrc`.
+///
+/// A request is `ARGS CAP INPUT RAW\n`, then each argument as `LENGTH\nBYTES` (the script
+/// first), then INPUT bytes of stdin; the answer is `CODE OUT ERR\n` then OUT bytes of stdout
+/// (`-1`: more than CAP, not sent) and ERR bytes of stderr (at most 64 KiB, trailing newlines
+/// dropped). Everything but the script runs in bash's builtins, since each fork and exec
+/// costs about a millisecond: small inputs and outputs pass through `read -N` (RAW 0: no NUL
+/// byte, which a bash string cannot hold), stdout's size is its descriptor's offset in
+/// `/proc`, and stderr is read with `$(<file)`, which does not fork.
 const WORKER: &str = r#"export LC_ALL=C; unset SSH_CLIENT SSH2_CLIENT
 t=$(mktemp -d) || exit 1; trap 'rm -rf "$t"' EXIT
-while read -r n cap len; do
+while read -r n cap len raw; do
   a=(); i=0
   while [ "$i" -lt "$n" ]; do read -r l || exit 0; v=; [ "$l" -gt 0 ] && { IFS= read -r -N "$l" v || exit 0; }; a+=("$v"); i=$((i+1)); done
-  if [ "$len" -gt 0 ]; then head -c "$len" >"$t/in"; else : >"$t/in"; fi
-  ( set -- "${a[@]:1}"; eval "${a[0]}" ) <"$t/in" >"$t/out" 2>"$t/err"; c=$?
-  z=$(stat -c %s "$t/out" "$t/err"); o=${z%%$'
-'*}; e=${z##*$'
-'}
-  [ "$e" -gt 65536 ] && e=65536
-  if [ "$o" -gt "$cap" ]; then printf '%s -1 %s
-' "$c" "$e"; head -c "$e" "$t/err"
-  else printf '%s %s %s
-' "$c" "$o" "$e"; cat "$t/out"; head -c "$e" "$t/err"; fi
+  if [ "$raw" = 1 ]; then head -c "$len" >"$t/in"
+  else v=; [ "$len" -gt 0 ] && { IFS= read -r -N "$len" v || exit 0; }; printf %s "$v" >"$t/in"; fi
+  exec 3>"$t/out"
+  ( set -- "${a[@]:1}"; eval "${a[0]}" ) <"$t/in" >&3 2>"$t/err"; c=$?
+  f=$(</proc/$$/fdinfo/3); exec 3>&-
+  o=${f#pos:}; o=${o%%$'\n'*}; o=${o//[!0-9]/}
+  e=$(<"$t/err"); e=${e:0:65536}
+  if [ "$o" -gt "$cap" ]; then printf '%s -1 %s\n%s' "$c" "${#e}" "$e"; continue; fi
+  printf '%s %s %s\n' "$c" "$o" "${#e}"
+  v=; [ "$o" -gt 0 ] && [ "$o" -le 65536 ] && IFS= read -r -N "$o" v <"$t/out"
+  if [ "${#v}" = "$o" ]; then printf %s%s "$v" "$e"; else cat "$t/out"; printf %s "$e"; fi
 done"#;
+
+/// Inputs larger than this go to the worker through `head -c`: `read -N` reads a pipe a
+/// byte at a time.
+const WORKER_READ_INPUT: usize = 1024 * 1024;
 
 /// A request to the master's task: make sure the master runs, then answer.
 type Ensure = oneshot::Sender<Result<(), String>>;
@@ -389,11 +400,13 @@ impl Worker {
         request: &Request,
     ) -> std::io::Result<Result<Output, WorkerError>> {
         use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+        let raw = request.input.len() > WORKER_READ_INPUT || request.input.contains(&0);
         let mut message = format!(
-            "{} {} {}\n",
+            "{} {} {} {}\n",
             request.parts.len(),
             request.cap,
-            request.input.len()
+            request.input.len(),
+            u8::from(raw)
         )
         .into_bytes();
         for part in &request.parts {
