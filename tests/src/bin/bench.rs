@@ -1,8 +1,10 @@
 //! Benchmarks of the real daemon against an instant mock provider (run by hand, not in CI):
 //!
 //! ```text
-//! cargo run --release -p agentd-tests --bin agentd-bench
+//! cargo run --release -p agentd-tests --bin agentd-bench [ssh]
 //! ```
+//!
+//! With `ssh`, only the figure for sessions over ssh.
 //!
 //! Prints: per-tool-round overhead of a 10-round `echo` task (median of runs), the cost of the
 //! bare `bash -c echo` it includes, daemon RSS idle and with 100 idle sessions, the latency
@@ -66,6 +68,10 @@ fn tool_results(body: &Value) -> usize {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    if std::env::args().nth(1).as_deref() == Some("ssh") {
+        print_ssh(ssh_bench().await.as_ref());
+        return;
+    }
     let mock = MockAnthropic::start().await.unwrap();
     let daemon = TestDaemon::start(&mock.url).await.unwrap();
     let pid = daemon.pid();
@@ -221,16 +227,7 @@ async fn main() {
         None => println!("session/create: git is not installed; not measured"),
     }
     println!("{search}");
-    match &ssh {
-        Some(f) => {
-            let (local, remote) = (ms(f.local[SSH_RUNS / 2]), ms(f.remote[SSH_RUNS / 2]));
-            println!(
-                "ssh: per read_file round, {SSH_ROUNDS}-round task, sshd on 127.0.0.1: local median {local:.2} ms, ssh median {remote:.2} ms, +{:.2} ms per round ({SSH_RUNS} runs each, by turns)",
-                remote - local
-            );
-        }
-        None => println!("ssh: sshd is not installed; not measured"),
-    }
+    print_ssh(ssh.as_ref());
     println!("{}", store.line);
     match &disk {
         Some((plain, slow)) => {
@@ -477,6 +474,19 @@ const SSH_RUNS: usize = 15;
 struct SshFigures {
     local: Vec<Duration>,
     remote: Vec<Duration>,
+}
+
+fn print_ssh(figures: Option<&SshFigures>) {
+    let Some(f) = figures else {
+        println!("ssh: sshd is not installed; not measured");
+        return;
+    };
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let (local, remote) = (ms(f.local[SSH_RUNS / 2]), ms(f.remote[SSH_RUNS / 2]));
+    println!(
+        "ssh: per read_file round, {SSH_ROUNDS}-round task, sshd on 127.0.0.1: local median {local:.2} ms, ssh median {remote:.2} ms, +{:.2} ms per round ({SSH_RUNS} runs each, by turns)",
+        remote - local
+    );
 }
 
 /// Answers `SSH_ROUNDS` `read_file` calls, then text.
