@@ -30,10 +30,21 @@ fn brief(text: &str) -> String {
     }
 }
 
+/// ` [N image(s)]` after a user's text, when it had images.
+fn image_note(images: &[agentd_proto::ImageData]) -> String {
+    match images.len() {
+        0 => String::new(),
+        1 => " [1 image]".into(),
+        n => format!(" [{n} images]"),
+    }
+}
+
 /// One line describing a turn.
 fn describe(turn: &Turn) -> String {
     match turn {
-        Turn::User { text, .. } => format!("user       {}", brief(text)),
+        Turn::User { text, images, .. } => {
+            format!("user       {}{}", brief(text), image_note(images))
+        }
         Turn::Assistant {
             text, tool_calls, ..
         } => {
@@ -61,7 +72,9 @@ fn describe(turn: &Turn) -> String {
                 format!("tools      {} result(s): {first}", results.len())
             }
         }
-        Turn::Steering { text, .. } => format!("steering   {}", brief(text)),
+        Turn::Steering { text, images, .. } => {
+            format!("steering   {}{}", brief(text), image_note(images))
+        }
         Turn::System { text } => format!("note       {}", brief(text)),
         Turn::Compaction {
             summary,
@@ -83,12 +96,14 @@ impl History {
                 session_id,
                 offset: self.offset,
                 limit: self.limit,
+                input_id: None,
             })
             .await?;
         for e in &h.entries {
             print(ctx.json, e, |e| println!("{}  {}", e.id, describe(&e.turn)));
         }
         let shown = self.offset + h.entries.len();
+        // A page may end early (large images) as well as at --limit.
         if !ctx.json && shown < h.total {
             eprintln!(
                 "({} of {} entries; more with --offset {shown})",
