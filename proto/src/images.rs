@@ -44,7 +44,7 @@ pub fn image_media_type(bytes: &[u8]) -> Option<&'static str> {
 /// stay small; `session/history` with the input's id returns the images themselves).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ImageInfo {
-    /// One of [`IMAGE_MEDIA_TYPES`].
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
     pub media_type: String,
     /// Its size, decoded.
     pub bytes: u64,

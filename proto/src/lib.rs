@@ -42,8 +42,8 @@ pub use history::{
 };
 pub use ids::{EntryId, InputId, SessionId, ToolCallId};
 pub use images::{
-    IMAGE_MEDIA_TYPES, ImageInfo, MAX_IMAGE_BYTES, MAX_IMAGES, MAX_IMAGES_BYTES,
-    MAX_REQUEST_BYTES, image_media_type,
+    IMAGE_MEDIA_TYPES, ImageInfo, MAX_IMAGE_BYTES, MAX_IMAGES, MAX_IMAGES_BYTES, MAX_REQUEST_BYTES,
+    image_media_type,
 };
 pub use params::*;
 pub use requests::{

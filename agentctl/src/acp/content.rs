@@ -34,7 +34,10 @@ pub(super) fn input(blocks: &[acp::ContentBlock]) -> Result<Input, Error> {
     let mut text = String::new();
     let mut images = Vec::new();
     for block in blocks {
-        if !text.is_empty() && !text.ends_with('\n') && !matches!(block, acp::ContentBlock::Image(_)) {
+        if !text.is_empty()
+            && !text.ends_with('\n')
+            && !matches!(block, acp::ContentBlock::Image(_))
+        {
             text.push('\n');
         }
         match block {
@@ -122,9 +125,9 @@ pub(super) async fn replayed_images(
     };
     if data.is_empty() {
         let text = format!("[{} image(s) not available]", images.len());
-        return vec![acp::SessionUpdate::UserMessageChunk(acp::ContentChunk::new(
-            acp::ContentBlock::Text(acp::TextContent::new(text)),
-        ))];
+        return vec![acp::SessionUpdate::UserMessageChunk(
+            acp::ContentChunk::new(acp::ContentBlock::Text(acp::TextContent::new(text))),
+        )];
     }
     data.into_iter()
         .map(|i| {
@@ -175,7 +178,10 @@ mod tests {
         assert_eq!(input(&[image]).map(|i| i.images.len()).ok(), Some(1));
         let audio = acp::ContentBlock::Audio(acp::AudioContent::new("AAAA", "audio/wav"));
         let err = input(&[audio]).err().map(|e| e.data);
-        assert!(format!("{err:?}").contains("audio cannot be sent"), "{err:?}");
+        assert!(
+            format!("{err:?}").contains("audio cannot be sent"),
+            "{err:?}"
+        );
         assert!(input(&[]).is_err());
     }
 }

@@ -132,8 +132,10 @@ mod tests {
             check(&vec![image("image/png", PNG); 11]),
             "11 images were sent; an input takes at most 10"
         );
-        assert!(check(&[image("image/png", PNG), image("image/bmp", b"BM")])
-            .starts_with("images[1]: media type \"image/bmp\" is not taken"));
+        assert!(
+            check(&[image("image/png", PNG), image("image/bmp", b"BM")])
+                .starts_with("images[1]: media type \"image/bmp\" is not taken")
+        );
         let bad = ImageData {
             media_type: "image/png".into(),
             data: "not base64!".into(),
@@ -144,7 +146,10 @@ mod tests {
             "images[0]: media type is image/jpeg but the bytes are image/png"
         );
         assert!(check(&[image("image/png", b"plain text")]).contains("are not a png"));
-        assert_eq!(check(&[image("image/png", b"")]), "images[0]: data is empty");
+        assert_eq!(
+            check(&[image("image/png", b"")]),
+            "images[0]: data is empty"
+        );
         let mut big = PNG.to_vec();
         big.resize(MAX_IMAGE_BYTES + 1, 0);
         assert!(check(&[image("image/png", &big)]).starts_with("images[0]: 5242881 bytes"));

@@ -19,9 +19,7 @@ use crate::exec::ExecutionEnvironment;
 use crate::llm::{self, Delta, ErrorKind, ProviderSet, RetryPolicy};
 use crate::profile::Profile;
 use crate::tools::{Requests, ToolRegistry};
-use agentd_proto::{
-    EventBody, HistoryEntry, LimitKind, ProviderKind, SessionConfig, Turn, Usage,
-};
+use agentd_proto::{EventBody, HistoryEntry, LimitKind, ProviderKind, SessionConfig, Turn, Usage};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 

@@ -12,8 +12,7 @@ use super::{
 };
 use crate::config::ApiKey;
 use agentd_proto::{
-    ImageData,
-    ProviderKind, ReasoningBlock, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage,
+    ImageData, ProviderKind, ReasoningBlock, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage,
 };
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -226,12 +225,7 @@ fn contents(turns: &[&Turn]) -> Vec<Value> {
                     })
                     .collect();
                 // Images go beside the responses, as inline data.
-                parts.extend(
-                    results
-                        .iter()
-                        .flat_map(|r| &r.images)
-                        .map(image),
-                );
+                parts.extend(results.iter().flat_map(|r| &r.images).map(image));
                 push("user", parts);
             }
         }

@@ -13,8 +13,7 @@ use super::{
 };
 use crate::config::ApiKey;
 use agentd_proto::{
-    ImageData,
-    ProviderKind, ReasoningBlock, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage,
+    ImageData, ProviderKind, ReasoningBlock, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage,
 };
 use async_trait::async_trait;
 use futures::StreamExt;

@@ -352,12 +352,15 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
     register::<m::SessionHistory, _, _>(&mut module, |d, p| async move {
         let session = d.registry.get(&p.session_id).await?;
         if let Some(input_id) = p.input_id {
-            let entry = session.input_entry(input_id.clone()).await?.ok_or_else(|| {
-                session::Error::InvalidParams(format!(
-                    "input_id: session {} has no input {input_id}",
-                    p.session_id
-                ))
-            })?;
+            let entry = session
+                .input_entry(input_id.clone())
+                .await?
+                .ok_or_else(|| {
+                    session::Error::InvalidParams(format!(
+                        "input_id: session {} has no input {input_id}",
+                        p.session_id
+                    ))
+                })?;
             return Ok(HistoryResponse {
                 entries: vec![(*entry).clone()],
                 total: 1,

@@ -9,8 +9,8 @@ use crate::agent::Host;
 use crate::profile::EnvironmentContext;
 use crate::tools::{Requests, Settled, SpawnRequest, SubagentResult, Subagents, ToolRegistry};
 use agentd_proto::{
-    ApprovalRule, EventBody, HistoryEntry, RequestBody, ResolvedBy, SessionConfig,
-    SessionId, ToolCallId, Turn, Usage, WhenBusy,
+    ApprovalRule, EventBody, HistoryEntry, RequestBody, ResolvedBy, SessionConfig, SessionId,
+    ToolCallId, Turn, Usage, WhenBusy,
 };
 use async_trait::async_trait;
 use std::sync::{Arc, Weak};

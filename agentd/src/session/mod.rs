@@ -31,9 +31,9 @@ use crate::store::{EventReader, ParentLink, SessionFiles, SessionRecord};
 use crate::tools::SubagentResult;
 use agentd_proto::{
     AbortResponse, CompactResponse, ConfigPatch, DaemonEvent, EntryId, Environment, Event,
-    EventBody, ForkOrigin, HistoryEntry, ImageData, InputId, QueueContents, RespondParams, RespondResponse,
-    RollbackResponse, SessionConfig, SessionId, SessionSnapshot, SessionState, SessionSummary,
-    SubmitResponse, Usage, WhenBusy,
+    EventBody, ForkOrigin, HistoryEntry, ImageData, InputId, QueueContents, RespondParams,
+    RespondResponse, RollbackResponse, SessionConfig, SessionId, SessionSnapshot, SessionState,
+    SessionSummary, SubmitResponse, Usage, WhenBusy,
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -543,7 +543,11 @@ async fn an_image_prompt_reaches_the_provider_and_load_replays_it() {
     assert_eq!(user["role"], "user", "{body}");
     let image = &user["content"][0];
     assert_eq!(
-        (&image["type"], &image["source"]["media_type"], &image["source"]["data"]),
+        (
+            &image["type"],
+            &image["source"]["media_type"],
+            &image["source"]["data"]
+        ),
         (&json!("image"), &json!("image/png"), &json!(data)),
         "{user}"
     );

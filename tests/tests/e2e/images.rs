@@ -124,7 +124,8 @@ async fn each_bad_image_gets_its_own_error() {
         data.resize(bytes, 0);
         json!({"media_type": "image/png", "data": encode(&data)})
     };
-    let jpeg_named_png = json!({"media_type": "image/png", "data": encode(b"\xff\xd8\xff\xe0JFIF")});
+    let jpeg_named_png =
+        json!({"media_type": "image/png", "data": encode(b"\xff\xd8\xff\xe0JFIF")});
     let cases = [
         (
             json!(vec![png(); 11]),
@@ -225,7 +226,10 @@ async fn a_provider_without_images_refuses_them_and_is_never_sent_them() {
         )
         .await
         .unwrap();
-    client.events_until("processing_end", |_| true).await.unwrap();
+    client
+        .events_until("processing_end", |_| true)
+        .await
+        .unwrap();
     client
         .call(
             "session/set_config",
@@ -234,7 +238,10 @@ async fn a_provider_without_images_refuses_them_and_is_never_sent_them() {
         .await
         .unwrap();
     client
-        .call("session/submit", json!({"session_id": session, "text": "and now?"}))
+        .call(
+            "session/submit",
+            json!({"session_id": session, "text": "and now?"}),
+        )
         .await
         .unwrap();
     let events = client
@@ -248,7 +255,11 @@ async fn a_provider_without_images_refuses_them_and_is_never_sent_them() {
             .is_some_and(|m| m.contains("the conversation holds images and provider \"textonly\"")),
         "{error}"
     );
-    assert_eq!(mock.requests().len(), 1, "the text-only model was never called");
+    assert_eq!(
+        mock.requests().len(),
+        1,
+        "the text-only model was never called"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -270,7 +281,10 @@ async fn an_image_is_kept_over_a_restart_and_sent_again() {
         )
         .await
         .unwrap();
-    client.events_until("processing_end", |_| true).await.unwrap();
+    client
+        .events_until("processing_end", |_| true)
+        .await
+        .unwrap();
     drop(client);
     daemon
         .stop_with(nix::sys::signal::Signal::SIGTERM)
@@ -288,10 +302,16 @@ async fn an_image_is_kept_over_a_restart_and_sent_again() {
     mock.push_stream(sse::text("Still a square."));
     client.subscribe(&session, None).await.unwrap();
     client
-        .call("session/submit", json!({"session_id": session, "text": "again?"}))
+        .call(
+            "session/submit",
+            json!({"session_id": session, "text": "again?"}),
+        )
         .await
         .unwrap();
-    client.events_until("processing_end", |_| true).await.unwrap();
+    client
+        .events_until("processing_end", |_| true)
+        .await
+        .unwrap();
     let image = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": encode(PNG)}});
     assert!(holds(&mock.requests()[1].body, &image), "sent again");
 }
@@ -315,7 +335,11 @@ async fn agentctl_submit_sends_image_files_and_checks_them_first() {
         )
         .await
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let image = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": encode(PNG)}});
     assert!(holds(&mock.requests()[0].body, &image));
 
@@ -330,7 +354,10 @@ async fn agentctl_submit_sends_image_files_and_checks_them_first() {
         .flatten()
         .collect();
     let cases = [
-        (vec!["--image".to_owned(), missing.display().to_string()], "cannot read it"),
+        (
+            vec!["--image".to_owned(), missing.display().to_string()],
+            "cannot read it",
+        ),
         (
             vec!["--image".to_owned(), text.display().to_string()],
             "not an image agentd takes (image/png, image/jpeg, image/gif, image/webp)",
