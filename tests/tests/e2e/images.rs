@@ -383,3 +383,90 @@ async fn agentctl_submit_sends_image_files_and_checks_them_first() {
     }
     assert_eq!(mock.requests().len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steering_carries_images_and_a_restart_says_queued_ones_were_lost() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let mut daemon = daemon(&mock).await;
+    let mut client = daemon.client().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let session = daemon
+        .create_session(&mut client, dir.path(), json!({}))
+        .await
+        .unwrap();
+    // Steering sent while idle waits for the next input, with its image.
+    client
+        .call(
+            "session/steer",
+            json!({"session_id": session, "text": "see this", "images": [png()]}),
+        )
+        .await
+        .unwrap();
+    let queue = client
+        .call("session/queue", json!({"session_id": session}))
+        .await
+        .unwrap();
+    assert_eq!(
+        queue["steering"][0]["images"],
+        json!([{"media_type": "image/png", "bytes": PNG.len()}]),
+        "queues list type and size: {queue}"
+    );
+    mock.push_stream(sse::text("Seen."));
+    client.subscribe(&session, None).await.unwrap();
+    client
+        .call(
+            "session/submit",
+            json!({"session_id": session, "text": "go"}),
+        )
+        .await
+        .unwrap();
+    let events = client
+        .events_until("processing_end", |_| true)
+        .await
+        .unwrap();
+    let injected = of_kind(&events, "steering_injected")[0]["data"].clone();
+    assert_eq!(injected["images"][0]["bytes"], PNG.len(), "{injected}");
+    let image = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": encode(PNG)}});
+    assert!(
+        holds(&mock.requests()[0].body, &image),
+        "steering's image sent"
+    );
+
+    // Queued images live in memory: a restart keeps the text and says the images are gone.
+    client
+        .call(
+            "session/steer",
+            json!({"session_id": session, "text": "and this", "images": [png()]}),
+        )
+        .await
+        .unwrap();
+    drop(client);
+    daemon
+        .stop_with(nix::sys::signal::Signal::SIGTERM)
+        .await
+        .unwrap();
+    daemon.restart().await.unwrap();
+    let mut client = daemon.client().await.unwrap();
+    let queue = client
+        .call("session/queue", json!({"session_id": session}))
+        .await
+        .unwrap();
+    assert_eq!(queue["steering"][0]["text"], "and this");
+    assert!(queue["steering"][0].get("images").is_none(), "{queue}");
+    client.subscribe(&session, Some(0)).await.unwrap();
+    let events = client
+        .events_until("warning", |e| {
+            e["data"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("queued inputs"))
+        })
+        .await
+        .unwrap();
+    let warning = events.last().unwrap()["data"]["message"].clone();
+    assert!(
+        warning
+            .as_str()
+            .is_some_and(|m| m.contains("were not kept over the restart")),
+        "{warning}"
+    );
+}
