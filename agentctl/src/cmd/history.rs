@@ -30,20 +30,15 @@ fn brief(text: &str) -> String {
     }
 }
 
-/// ` [N image(s)]` after a user's text, when it had images.
-fn image_note(images: &[agentd_proto::ImageData]) -> String {
-    match images.len() {
-        0 => String::new(),
-        1 => " [1 image]".into(),
-        n => format!(" [{n} images]"),
-    }
-}
-
 /// One line describing a turn.
 fn describe(turn: &Turn) -> String {
     match turn {
         Turn::User { text, images, .. } => {
-            format!("user       {}{}", brief(text), image_note(images))
+            format!(
+                "user       {}{}",
+                brief(text),
+                crate::render::image_note(images.len())
+            )
         }
         Turn::Assistant {
             text, tool_calls, ..
@@ -73,7 +68,11 @@ fn describe(turn: &Turn) -> String {
             }
         }
         Turn::Steering { text, images, .. } => {
-            format!("steering   {}{}", brief(text), image_note(images))
+            format!(
+                "steering   {}{}",
+                brief(text),
+                crate::render::image_note(images.len())
+            )
         }
         Turn::System { text } => format!("note       {}", brief(text)),
         Turn::Compaction {

@@ -335,13 +335,18 @@ async fn agentctl_submit_sends_image_files_and_checks_them_first() {
         )
         .await
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("what is it [1 image]"), "{stderr}");
     let image = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": encode(PNG)}});
     assert!(holds(&mock.requests()[0].body, &image));
+    let id = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("session "))
+        .expect("the new session's id");
+    let out = daemon.agentctl(&["history", id], None).await.unwrap();
+    let history = String::from_utf8_lossy(&out.stdout);
+    assert!(history.contains("what is it [1 image]"), "{history}");
 
     let text = dir.path().join("notes.png");
     std::fs::write(&text, "not a picture").unwrap();
