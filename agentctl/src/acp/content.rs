@@ -10,7 +10,9 @@ use crate::client::Connection;
 use agent_client_protocol::Error;
 use agent_client_protocol::v1::schema as acp;
 use agentd_proto::methods::SessionHistory;
-use agentd_proto::{EventBody, HistoryParams, ImageData, SessionId, Turn};
+use agentd_proto::{
+    EventBody, HistoryParams, ImageData, MAX_IMAGES, MAX_IMAGES_BYTES, SessionId, Turn,
+};
 use std::fmt::Write;
 
 /// The most text one prompt may carry (the daemon's own input bound is larger; this keeps a
@@ -72,6 +74,18 @@ pub(super) fn input(blocks: &[acp::ContentBlock]) -> Result<Input, Error> {
                 MAX_PROMPT_BYTES >> 20
             )));
         }
+    }
+    // The daemon checks each image; what would not fit in one request is refused here, with
+    // the bounds' own words rather than the socket's "request too large".
+    let encoded: usize = images.iter().map(|i| i.data.len()).sum();
+    if images.len() > MAX_IMAGES || encoded / 4 * 3 > MAX_IMAGES_BYTES + 2 * images.len() {
+        return Err(Error::invalid_params().data(format!(
+            "the prompt has {} images of about {} bytes in all; agentd takes at most \
+             {MAX_IMAGES} images and {} MiB of them per prompt",
+            images.len(),
+            encoded / 4 * 3,
+            MAX_IMAGES_BYTES >> 20
+        )));
     }
     if text.trim().is_empty() && images.is_empty() {
         return Err(Error::invalid_params().data("the prompt has no text"));
@@ -183,5 +197,17 @@ mod tests {
             "{err:?}"
         );
         assert!(input(&[]).is_err());
+        let many = vec![image_block(); MAX_IMAGES + 1];
+        let err = input(&many).err().map(|e| e.data);
+        assert!(format!("{err:?}").contains("at most 10 images"), "{err:?}");
+        let big = acp::ContentBlock::Image(acp::ImageContent::new(
+            "A".repeat(MAX_IMAGES_BYTES / 3 * 4 + 8),
+            "image/png",
+        ));
+        assert!(input(&[big]).is_err());
+    }
+
+    fn image_block() -> acp::ContentBlock {
+        acp::ContentBlock::Image(acp::ImageContent::new("AAAA", "image/png"))
     }
 }
