@@ -62,6 +62,12 @@ fn free_port() -> Result<u16> {
 impl SshServer {
     /// Starts a server, or `None` when sshd is missing (and the test may skip).
     pub fn start() -> Result<Option<Self>> {
+        Self::start_with_path(None)
+    }
+
+    /// Like [`Self::start`], with `PATH` set to `path` for every session (the user's shell
+    /// startup files may still add to it).
+    pub fn start_with_path(path: Option<&str>) -> Result<Option<Self>> {
         let Some(sshd) = sshd_program() else {
             return Ok(None);
         };
@@ -89,8 +95,11 @@ impl SshServer {
                      AuthorizedKeysFile {dir}/authorized_keys\nPidFile none\nStrictModes no\n\
                      PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n\
                      PermitRootLogin prohibit-password\nAllowUsers {user}\nMaxSessions 128\n\
-                     MaxStartups 64\nAcceptEnv AGENTD_TEST_*\nLogLevel ERROR\n",
-                    dir = d.display()
+                     MaxStartups 64\nAcceptEnv AGENTD_TEST_*\nLogLevel ERROR\n{path}",
+                    dir = d.display(),
+                    path = path
+                        .map(|p| format!("SetEnv PATH={p}\n"))
+                        .unwrap_or_default()
                 ),
             )?;
             std::fs::write(

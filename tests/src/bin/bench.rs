@@ -11,7 +11,9 @@
 //! `session/create` latency in a git repository, and the `grep` and `glob` tools over a
 //! generated tree of 50,000 files beside `rg` (when installed) on the same tree, and, with
 //! 10,000 stored sessions, the time from starting the daemon to its socket answering,
-//! `session/list`, and the first `session/get` of a stored session (which loads it).
+//! `session/list`, and the first `session/get` of a stored session (which loads it), and
+//! (with `sshd` installed) the time per `read_file` round of a session over ssh beside a
+//! local one.
 //!
 //! With the daemon under `strace` (when installed; the daemons take turns, one task each, so
 //! a shared machine's load weighs on all alike): the same per-round overhead with strace
@@ -172,6 +174,7 @@ async fn main() {
     // block freed (3 MB outputs), and freed blocks below it stay in the heap, counted in RSS.
     let output_mmap = output_bench(&mock, &[("MALLOC_MMAP_THRESHOLD_", "131072")]).await;
     let many = idle_sessions_bench(&mock).await;
+    let ssh = ssh_bench().await;
 
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let mb = |kib: u64| kib as f64 / 1024.0;
@@ -218,6 +221,16 @@ async fn main() {
         None => println!("session/create: git is not installed; not measured"),
     }
     println!("{search}");
+    match &ssh {
+        Some(f) => {
+            let (local, remote) = (ms(f.local[SSH_RUNS / 2]), ms(f.remote[SSH_RUNS / 2]));
+            println!(
+                "ssh: per read_file round, {SSH_ROUNDS}-round task, sshd on 127.0.0.1: local median {local:.2} ms, ssh median {remote:.2} ms, +{:.2} ms per round ({SSH_RUNS} runs each, by turns)",
+                remote - local
+            );
+        }
+        None => println!("ssh: sshd is not installed; not measured"),
+    }
     println!("{}", store.line);
     match &disk {
         Some((plain, slow)) => {
@@ -456,7 +469,103 @@ async fn main() {
     }
 }
 
-/// Answers `ROUNDS` `echo` calls, then text: the per-round task.
+/// Tool rounds of each task of [`ssh_bench`], and its runs in each environment.
+const SSH_ROUNDS: usize = 20;
+const SSH_RUNS: usize = 15;
+
+/// Sorted times per tool round of a local session and of a remote one.
+struct SshFigures {
+    local: Vec<Duration>,
+    remote: Vec<Duration>,
+}
+
+/// Answers `SSH_ROUNDS` `read_file` calls, then text.
+fn read_rounds(body: &Value) -> Reply {
+    let done = tool_results(body);
+    Reply::Stream(if done < SSH_ROUNDS {
+        sse::tools(
+            "",
+            &[(
+                &format!("r{done}"),
+                "read_file",
+                json!({"file_path": "f.txt"}),
+            )],
+        )
+    } else {
+        sse::text("done")
+    })
+}
+
+/// The same `read_file` task, by turns in a local session and in one over ssh to an `sshd`
+/// on 127.0.0.1 (one connection, started before the first timed run); `None` without sshd.
+async fn ssh_bench() -> Option<SshFigures> {
+    let server = agentd_tests::sshd::SshServer::start().unwrap()?;
+    let mock = MockAnthropic::start().await.unwrap();
+    mock.respond_with(read_rounds);
+    let daemon = TestDaemon::start_with_config(
+        &[
+            ("ANTHROPIC_BASE_URL", &mock.url),
+            ("ANTHROPIC_API_KEY", "bench-key"),
+        ],
+        Some(&server.host_entry("box")),
+    )
+    .await
+    .unwrap();
+    let mut client = daemon.client().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("f.txt"), "x\n".repeat(100)).unwrap();
+    let mut figures = SshFigures {
+        local: Vec::new(),
+        remote: Vec::new(),
+    };
+    // The first run of each is a warm-up: it starts the connection and the remote worker.
+    for run in 0..=SSH_RUNS {
+        for remote in [false, true] {
+            let session = if remote {
+                let created = client
+                    .call(
+                        "session/create",
+                        json!({"environment": {"kind": "ssh", "host": "box",
+                            "cwd": dir.path().display().to_string()}}),
+                    )
+                    .await
+                    .unwrap();
+                created["session_id"].as_str().unwrap().to_owned()
+            } else {
+                daemon
+                    .create_session(&mut client, dir.path(), json!({}))
+                    .await
+                    .unwrap()
+            };
+            client.subscribe(&session, None).await.unwrap();
+            let started = Instant::now();
+            client
+                .call(
+                    "session/submit",
+                    json!({"session_id": session, "text": "read"}),
+                )
+                .await
+                .unwrap();
+            client
+                .events_until("processing_end", |_| true)
+                .await
+                .unwrap();
+            let per_round = started.elapsed() / SSH_ROUNDS as u32;
+            if run > 0 {
+                let into = if remote {
+                    &mut figures.remote
+                } else {
+                    &mut figures.local
+                };
+                into.push(per_round);
+            }
+        }
+    }
+    figures.local.sort();
+    figures.remote.sort();
+    Some(figures)
+}
+
 /// Queues a reply that streams [`LATENCY_SAMPLES`] text deltas, each held until its gate opens.
 fn gated_stream(mock: &MockAnthropic) -> Vec<Gate> {
     let gates: Vec<Gate> = (0..LATENCY_SAMPLES).map(|_| Gate::new()).collect();
@@ -539,6 +648,7 @@ async fn acp_bench(mock: &MockAnthropic, daemon: &TestDaemon, cwd: &Path) -> Acp
     }
 }
 
+/// Answers `ROUNDS` `echo` calls, then text: the per-round task.
 fn echo_rounds(body: &Value) -> Reply {
     let done = tool_results(body);
     if done < ROUNDS {

@@ -308,7 +308,8 @@ async fn create_error(daemon: &TestDaemon, cwd: &str) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unknown_host_key_an_unreachable_host_and_a_missing_directory_are_clear_errors() {
+async fn an_unknown_or_changed_host_key_an_unreachable_host_and_a_missing_directory_are_clear_errors()
+ {
     let Some(server) = server() else { return };
     let mock = MockAnthropic::start().await.unwrap();
     let env = [
@@ -336,6 +337,31 @@ async fn an_unknown_host_key_an_unreachable_host_and_a_missing_directory_are_cle
             && message.contains("Host key verification failed"),
         "{message}"
     );
+    drop(daemon);
+
+    // A known host whose key is not the one the server shows: refused, never replaced.
+    let wrong = server.dir.path().join("wrong_known_hosts");
+    let other_key = std::fs::read_to_string(server.dir.path().join("id.pub")).unwrap();
+    let wrong_line = format!("[127.0.0.1]:{} {other_key}", server.port);
+    std::fs::write(&wrong, &wrong_line).unwrap();
+    let daemon = TestDaemon::start_with_config(
+        &env,
+        Some(&server.host_entry_with("box", &wrong, server.port)),
+    )
+    .await
+    .unwrap();
+    let error = create_error(&daemon, &cwd).await;
+    assert_eq!(
+        error["error"]["data"]["kind"], "environment_unavailable",
+        "{error}"
+    );
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("HOST IDENTIFICATION HAS CHANGED")
+            && message.contains("Host key verification failed"),
+        "{message}"
+    );
+    assert_eq!(std::fs::read_to_string(&wrong).unwrap(), wrong_line);
     drop(daemon);
 
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -600,4 +626,261 @@ async fn apply_patch_and_truncation_work_as_locally() {
         last.contains("Tool output was truncated"),
         "the model gets the truncated output"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steering_and_a_follow_up_reach_a_remote_session() {
+    let Some(server) = server() else { return };
+    let mut s = remote_setup(&server).await;
+    let flag = s.workdir.path().join("go");
+    s.mock.push_stream(sse::shell(
+        "w1",
+        &format!(
+            "while [ ! -f {} ]; do sleep 0.02; done; echo released",
+            flag.display()
+        ),
+    ));
+    s.mock.push_stream(sse::text("Adjusted."));
+    s.mock.push_stream(sse::text("Tidied."));
+    s.start("long remote task").await;
+    s.until("tool_call_start").await;
+    let steered = s
+        .call("session/steer", json!({"text": "use the short path"}))
+        .await;
+    assert_eq!(steered["disposition"], "steering");
+    let queued = s
+        .call("session/follow_up", json!({"text": "then tidy up"}))
+        .await;
+    assert_eq!(queued["disposition"], "follow_up");
+    std::fs::write(&flag, "").unwrap();
+    let events = s.until("processing_end").await;
+    let outputs = tool_outputs(&events);
+    assert!(outputs[0].starts_with("released\n"), "{outputs:?}");
+    let order = agentd_tests::kinds(&events);
+    let end = order.iter().position(|k| k == "tool_call_end").unwrap();
+    let injected = order.iter().position(|k| k == "steering_injected").unwrap();
+    assert!(end < injected, "steering follows the tool round: {order:?}");
+    assert_eq!(data_of(&events, "user_input", "text"), ["then tidy up"]);
+    let requests = s.mock.wait_requests(3).await;
+    let blocks = crate::last_user_blocks(&requests[1].body);
+    assert_eq!(blocks[0]["type"], "tool_result");
+    assert_eq!(blocks[1]["text"], "use the short path");
+    assert_eq!(
+        crate::last_user_blocks(&requests[2].body)[0]["text"],
+        "then tidy up"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn images_and_files_with_nul_bytes_or_many_megabytes_travel_intact() {
+    let Some(server) = server() else { return };
+    let mut s = remote_setup(&server).await;
+    let dir = s.workdir.path().to_owned();
+    let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01trailing\n\n".to_vec();
+    std::fs::write(dir.join("shot.png"), &png).unwrap();
+    let big = "0123456789abcdef\n".repeat(100_000);
+    s.mock.push_stream(sse::tools(
+        "",
+        &[
+            ("i1", "read_file", json!({"file_path": "shot.png"})),
+            (
+                "w1",
+                "write_file",
+                json!({"file_path": "nul.txt", "content": "before\u{0}after\n"}),
+            ),
+        ],
+    ));
+    // A turn of its own: so many bytes in the history make the next request a compaction.
+    s.mock.push_stream(sse::tools(
+        "",
+        &[(
+            "w2",
+            "write_file",
+            json!({"file_path": "big.txt", "content": big}),
+        )],
+    ));
+    s.mock.push_stream(sse::text("seen"));
+    let events = s.run("look and write").await;
+    let outputs = tool_outputs(&events);
+    assert_eq!(
+        outputs[0],
+        format!(
+            "Image shot.png (image/png, {} bytes) is attached.",
+            png.len()
+        )
+    );
+    use base64::Engine as _;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&png);
+    let request = s.mock.requests()[1].body.to_string();
+    assert!(
+        request.contains(&encoded),
+        "the image reaches the model as {encoded}: {request}"
+    );
+    assert_eq!(
+        std::fs::read(dir.join("nul.txt")).unwrap(),
+        b"before\0after\n"
+    );
+    assert_eq!(std::fs::read_to_string(dir.join("big.txt")).unwrap(), big);
+}
+
+/// The programs a remote machine needs (the daemon's probe names the first one missing).
+const REMOTE_NEEDS: &[&str] = &[
+    "bash", "setsid", "env", "cat", "head", "find", "grep", "mkdir", "mktemp", "rm", "dirname",
+    "sleep", "uname",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grep_and_glob_report_alike_with_ripgrep_without_it_and_locally() {
+    let Some(rg) = agentd_tests::program("rg") else {
+        return;
+    };
+    let bins = tempfile::tempdir().unwrap();
+    // Without rg: links to exactly the programs the remote needs, and nothing else.
+    let minimal = bins.path().join("minimal");
+    std::fs::create_dir(&minimal).unwrap();
+    for name in REMOTE_NEEDS {
+        let found = agentd_tests::program(name).expect("a program the remote needs");
+        std::os::unix::fs::symlink(found, minimal.join(name)).unwrap();
+    }
+    // With rg: a wrapper that records each call, so the test knows rg did the work.
+    let with_rg = bins.path().join("with-rg");
+    std::fs::create_dir(&with_rg).unwrap();
+    let calls = bins.path().join("rg-calls");
+    let wrapper = with_rg.join("rg");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            calls.display(),
+            rg.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let plain = SshServer::start_with_path(Some(&minimal.display().to_string()))
+        .unwrap()
+        .unwrap();
+    let fast = SshServer::start_with_path(Some(&format!(
+        "{}:/usr/local/bin:/usr/bin:/bin",
+        with_rg.display()
+    )))
+    .unwrap()
+    .unwrap();
+
+    let searches = [
+        ("grep", json!({"pattern": "fn [a-z_]+\\("})),
+        (
+            "grep",
+            json!({"pattern": "todo", "case_insensitive": true, "glob_filter": "*.rs"}),
+        ),
+        (
+            "grep",
+            json!({"pattern": "use ", "output_mode": "files_with_matches"}),
+        ),
+        ("grep", json!({"pattern": "fn", "output_mode": "count"})),
+        ("grep", json!({"pattern": "x", "path": "src/inner"})),
+        ("grep", json!({"pattern": "zzzqqq"})),
+        ("grep", json!({"pattern": "fn"})),
+        ("glob", json!({"pattern": "**/*.rs"})),
+        ("glob", json!({"pattern": "*.txt", "path": "docs"})),
+        ("glob", json!({"pattern": "*"})),
+        // Last: which two of the matches are kept is whichever the search found first.
+        ("grep", json!({"pattern": "fn", "max_results": 2})),
+    ];
+    let mut reports = Vec::new();
+    for (label, mut s) in [
+        ("local", crate::setup().await),
+        ("ssh without rg", remote_setup(&plain).await),
+        ("ssh with rg", remote_setup(&fast).await),
+    ] {
+        write_tree(s.workdir.path());
+        let calls: Vec<(String, &str, Value)> = searches
+            .iter()
+            .enumerate()
+            .map(|(i, (tool, args))| (format!("s{i}"), *tool, args.clone()))
+            .collect();
+        let borrowed: Vec<(&str, &str, Value)> = calls
+            .iter()
+            .map(|(id, tool, args)| (id.as_str(), *tool, args.clone()))
+            .collect();
+        s.mock.push_stream(sse::tools("", &borrowed));
+        s.mock
+            .push_stream(sse::shell("which", "command -v rg || echo no-rg"));
+        s.mock.push_stream(sse::text("searched"));
+        let events = s.run("search").await;
+        // Calls of one round end in any order: sort the outputs by call id.
+        let mut ended: Vec<(String, String)> = of_kind(&events, "tool_call_end")
+            .iter()
+            .map(|e| e["data"]["call_id"].as_str().unwrap().to_owned())
+            .zip(tool_outputs(&events))
+            .collect();
+        ended.sort_by_key(|(id, _)| {
+            id.trim_start_matches('s')
+                .parse::<usize>()
+                .unwrap_or(usize::MAX)
+        });
+        let mut outputs: Vec<String> = ended.into_iter().map(|(_, output)| output).collect();
+        let which = outputs.pop().unwrap();
+        if label == "ssh without rg" {
+            assert!(
+                which.starts_with("no-rg\n"),
+                "the remote's shell startup files put rg on PATH; the fallback cannot be tested: {which}"
+            );
+        }
+        reports.push((label, outputs));
+    }
+    let (_, local) = &reports[0];
+    assert!(local[0].contains("src/main.rs:2:fn main() {}"), "{local:?}");
+    assert!(local[5].contains("No matches found"), "{local:?}");
+    let every_fn: Vec<&str> = local[6].lines().collect();
+    for (label, outputs) in &reports {
+        assert_eq!(outputs.len(), searches.len(), "{label}: {outputs:?}");
+        let (cut, whole) = outputs.split_last().unwrap();
+        for (i, (mine, theirs)) in whole.iter().zip(local).enumerate() {
+            assert_eq!(mine, theirs, "{label}, search {i}: {:?}", searches[i]);
+        }
+        let lines: Vec<&str> = cut.lines().collect();
+        assert_eq!(lines.len(), 3, "{label}: two matches and the note: {cut}");
+        assert!(
+            lines[..2].iter().all(|l| every_fn.contains(l)),
+            "{label}: {cut}"
+        );
+        assert!(lines[2].contains("max_results = 2"), "{label}: {cut}");
+    }
+    let rg_calls = std::fs::read_to_string(&calls).unwrap_or_default();
+    assert!(
+        rg_calls.lines().count() >= searches.len(),
+        "every search with rg on the remote ran rg: {rg_calls:?}"
+    );
+}
+
+/// A small tree with distinct modification times, so glob's newest-first order is defined.
+fn write_tree(dir: &std::path::Path) {
+    let files: &[(&str, &[u8])] = &[
+        (
+            "src/main.rs",
+            b"use std::io;\nfn main() {}\nfn helper_one(x: u32) {}\n// TODO later\n",
+        ),
+        (
+            "src/inner/deep.rs",
+            b"use crate::x;\nfn deep() { let x = 1; }\n// todo: more\n",
+        ),
+        ("docs/notes.txt", b"fn in prose\nTODO list\n"),
+        ("docs/more.txt", b"nothing here\n"),
+        ("README.md", b"use this\n"),
+        ("data.bin", b"fn \0binary\0 fn main(\n"),
+    ];
+    let start = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    for (i, (path, content)) in files.iter().enumerate() {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, content).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(start + Duration::from_secs(60 * i as u64))
+            .unwrap();
+    }
 }

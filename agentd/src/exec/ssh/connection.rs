@@ -101,12 +101,12 @@ pub(super) struct Facts {
 }
 
 /// What the remote machine must have; checked once, with a message naming what is missing.
-const PROBE: &str = r#"for p in bash setsid env cat head find mkdir mktemp rm uname; do
+const PROBE: &str = r#"for p in bash setsid env cat head find grep mkdir mktemp rm dirname sleep uname; do
   command -v "$p" >/dev/null 2>&1 || { echo "the remote machine has no $p on PATH" >&2; exit 3; }
 done
 [ -r "/proc/$$/fdinfo/0" ] || { echo "the remote machine has no /proc (it must run Linux)" >&2; exit 3; }
 uname -s; uname -sr
-if command -v rg >/dev/null 2>&1; then echo rg; else echo no-rg; fi
+if { command -v rg && command -v xargs && command -v stat; } >/dev/null 2>&1; then echo rg; else echo no-rg; fi
 env -0"#;
 
 /// The [`MARKER_VAR`] of the daemon's own ssh processes (masters and mux clients): a daemon

@@ -15,7 +15,8 @@ use std::time::SystemTime;
 
 /// `$1` root, `$2` mode, `$3` ignore case, `$4` glob, `$5` pattern, `$6` path ('' = root),
 /// `$7` most results, `$8` whether to use rg. A line is `path\0line:text` (content),
-/// `path:count` (count) or `path` (files).
+/// `path:count` (count) or `path` (files). rg's stdin is `/dev/null`: given no path and a
+/// file or pipe on stdin (the worker's), rg searches stdin instead of the directory.
 const GREP: &str = r#"cd -- "$1" || exit 3
 [ -z "$6" ] || [ -e "$6" ] || exit 3
 p=(); [ -n "$6" ] && p=(-- "$6")
@@ -24,7 +25,7 @@ if [ "$8" = 1 ]; then
   case $2 in files) a+=(--files-with-matches);; count) a+=(--count --with-filename);; *) a+=(--null --no-heading --with-filename --line-number);; esac
   [ "$3" = 1 ] && a+=(--ignore-case)
   [ -n "$4" ] && a+=(--glob "$4")
-  rg "${a[@]}" --regexp "$5" "${p[@]}" | head -n "$7"
+  rg "${a[@]}" --regexp "$5" "${p[@]}" </dev/null | head -n "$7"
   s=${PIPESTATUS[0]}
 else
   a=(-r -I -E --no-messages -H)
