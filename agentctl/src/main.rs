@@ -109,6 +109,8 @@ async fn run(cli: Cli) -> Result<u8> {
         }
         Command::Online(command) => command,
     };
+    let mut command = command;
+    command.prepare()?;
     let conn = daemon::connect(socket, true).await?;
     let ctx = cmd::Context {
         conn,

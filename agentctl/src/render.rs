@@ -205,15 +205,11 @@ impl Renderer {
                 self.open_line = !delta.ends_with('\n');
             }
             EventBody::AssistantTextEnd { .. } => self.close_line(),
-            EventBody::UserInput { text, .. } => {
+            EventBody::UserInput { text, images, .. } => {
                 self.close_line();
-                eprintln!(
-                    "{}",
-                    style.paint(
-                        "2",
-                        &format!("› {}", text.lines().next().unwrap_or_default())
-                    )
-                );
+                let first = text.lines().next().unwrap_or_default();
+                let line = format!("› {first}{}", image_note(images.len()));
+                eprintln!("{}", style.paint("2", &line));
             }
             EventBody::ToolCallStart {
                 tool_name,
@@ -254,7 +250,9 @@ impl Renderer {
                     e.lines().last().unwrap_or_default()
                 ),
             },
-            EventBody::SteeringInjected { text, .. } => eprintln!("↳ steering: {text}"),
+            EventBody::SteeringInjected { text, images, .. } => {
+                eprintln!("↳ steering: {text}{}", image_note(images.len()));
+            }
             EventBody::TurnLimit { limit, count } => {
                 self.close_line();
                 let what = match limit {
@@ -379,6 +377,15 @@ impl Renderer {
             } => self.close_line(),
             _ => {}
         }
+    }
+}
+
+/// ` [N image(s)]` after a user's text, when it came with images.
+pub(crate) fn image_note(images: usize) -> String {
+    match images {
+        0 => String::new(),
+        1 => " [1 image]".into(),
+        n => format!(" [{n} images]"),
     }
 }
 

@@ -61,6 +61,9 @@ pub struct ProviderConfig {
     pub models: Vec<String>,
     /// Anthropic beta flags, sent as the `anthropic-beta` header.
     pub beta_headers: Vec<String>,
+    /// Whether its models take images in user input (`images`; by default the vendors' APIs
+    /// do and OpenAI-compatible endpoints, often text-only models, do not).
+    pub images: bool,
     /// Timeouts and size caps of its calls (`idle_timeout_secs`, `request_timeout_secs`,
     /// `max_line_bytes`, `max_response_bytes`).
     pub limits: crate::llm::Limits,
@@ -352,6 +355,7 @@ struct FileProvider {
     models: Vec<String>,
     #[serde(default)]
     beta_headers: Vec<String>,
+    images: Option<bool>,
     idle_timeout_secs: Option<u64>,
     request_timeout_secs: Option<u64>,
     max_line_bytes: Option<u64>,
@@ -634,6 +638,10 @@ impl Config {
                     .as_ref()
                     .map(|p| p.beta_headers.clone())
                     .unwrap_or_default(),
+                images: p
+                    .as_ref()
+                    .and_then(|p| p.images)
+                    .unwrap_or(kind != ProviderKind::OpenaiChat),
                 models: p.map(|p| p.models).unwrap_or_default(),
             };
             providers.insert(name, provider);

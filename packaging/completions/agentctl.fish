@@ -103,6 +103,7 @@ complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l when-busy -
 steer\t''
 reject\t''"
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l client-input-id -d 'Idempotency key: a repeated submit with the same key does nothing' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l image -d 'Send an image with the text (png, jpeg, gif or webp; repeatable, at most 10, each at most 5 MiB and 7 MiB in all). The session\'s provider must take images' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l cwd -d 'Working directory [default: the current directory]' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l ssh -d 'Run the session\'s tools on another machine over SSH: `[USER@]HOST:/remote/dir`, where HOST is a `[hosts.NAME]` entry of the daemon\'s config or a host the ssh configuration knows. Host keys must already be in known_hosts' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l ssh-port -d 'The SSH port (with --ssh) [default: the host entry\'s or ssh configuration\'s]' -r
@@ -133,9 +134,11 @@ complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l read-only -
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l sandbox-network -d 'Let sandboxed commands open TCP connections and listen'
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l json -d 'Print machine-readable NDJSON instead of text'
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_using_subcommand steer" -l image -d 'Send an image with the text (png, jpeg, gif or webp; repeatable, at most 10, each at most 5 MiB and 7 MiB in all). The session\'s provider must take images' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand steer" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand steer" -l json -d 'Print machine-readable NDJSON instead of text'
 complete -c agentctl -n "__fish_agentctl_using_subcommand steer" -s h -l help -d 'Print help'
+complete -c agentctl -n "__fish_agentctl_using_subcommand follow-up" -l image -d 'Send an image with the text (png, jpeg, gif or webp; repeatable, at most 10, each at most 5 MiB and 7 MiB in all). The session\'s provider must take images' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand follow-up" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand follow-up" -l json -d 'Print machine-readable NDJSON instead of text'
 complete -c agentctl -n "__fish_agentctl_using_subcommand follow-up" -s h -l help -d 'Print help'

@@ -5,7 +5,7 @@
 
 use crate::params::{QueueContents, SessionState};
 use crate::requests::{Decision, RequestId, ResolvedBy};
-use crate::{EntryId, InputId, SessionConfig, SessionId, ToolCallId, Usage};
+use crate::{EntryId, ImageInfo, InputId, SessionConfig, SessionId, ToolCallId, Usage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -93,6 +93,10 @@ pub enum EventBody {
         input_id: InputId,
         /// Its text.
         text: String,
+        /// The images sent with it: type and size only (`session/history {input_id}` returns
+        /// them).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<ImageInfo>,
     },
     /// The processing cycle finished and the session is idle.
     ProcessingEnd {
@@ -170,6 +174,10 @@ pub enum EventBody {
         input_id: InputId,
         /// The message.
         text: String,
+        /// The images sent with it: type and size only (`session/history {input_id}` returns
+        /// them).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<ImageInfo>,
     },
     /// A turn limit stopped the loop.
     TurnLimit {

@@ -101,7 +101,7 @@ pub struct ToolCall {
     pub signature: Option<String>,
 }
 
-/// An image a tool returned to the model.
+/// An image: one the user sent with an input, or one a tool returned to the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ImageData {
     /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
@@ -151,6 +151,9 @@ pub enum Turn {
         text: String,
         /// The input's id.
         input_id: InputId,
+        /// Images sent with the text, in order.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<ImageData>,
     },
     /// One model response.
     Assistant {
@@ -186,6 +189,9 @@ pub enum Turn {
         /// The input's id, when it came from a client rather than loop detection.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         input_id: Option<InputId>,
+        /// Images sent with the message, in order.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<ImageData>,
     },
     /// A note from the daemon recorded in the conversation (for example an interrupted turn).
     System {

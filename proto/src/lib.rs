@@ -11,9 +11,10 @@
 //!
 //! assert_eq!(SessionSubmit::NAME, "session/submit");
 //! let params = SubmitParams { session_id: SessionId::from("s1"), text: "hi".into(),
-//!     client_input_id: None, when_busy: None };
+//!     images: vec![], client_input_id: None, when_busy: None };
 //! let wire = serde_json::to_value(&params).unwrap();
 //! assert_eq!(wire["text"], "hi");
+//! assert!(wire.get("images").is_none());
 //! ```
 #![deny(missing_docs)]
 
@@ -23,6 +24,7 @@ mod error;
 mod event;
 mod history;
 mod ids;
+mod images;
 pub mod methods;
 mod params;
 mod requests;
@@ -39,6 +41,10 @@ pub use history::{
     HistoryEntry, ImageData, ProviderKind, ReasoningBlock, ToolCall, ToolResult, Turn, Usage,
 };
 pub use ids::{EntryId, InputId, SessionId, ToolCallId};
+pub use images::{
+    IMAGE_MEDIA_TYPES, ImageInfo, MAX_IMAGE_BYTES, MAX_IMAGES, MAX_IMAGES_BYTES, MAX_REQUEST_BYTES,
+    image_media_type,
+};
 pub use params::*;
 pub use requests::{
     ApprovalConfig, ApprovalMode, ApprovalPatch, ApprovalRule, ClientToolDefinition, Decision,

@@ -7,7 +7,9 @@
 //! `ConfigPatch::reasoning_effort`, where `null` explicitly selects the provider's default.
 
 use crate::config::ConfigPatch;
-use crate::{EntryId, HistoryEntry, InputId, SessionConfig, SessionId, Usage};
+use crate::{
+    EntryId, HistoryEntry, ImageData, ImageInfo, InputId, SessionConfig, SessionId, Usage,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -65,6 +67,9 @@ pub struct QueuedInput {
     pub input_id: InputId,
     /// Its text.
     pub text: String,
+    /// Its images: their type and size (their data goes to the model with the text).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ImageInfo>,
 }
 
 /// The steering and follow-up queues of a session.
@@ -444,6 +449,15 @@ pub struct SubmitParams {
     pub session_id: SessionId,
     /// The input.
     pub text: String,
+    /// Images sent with the text (at most 10: png, jpeg, gif or webp; each at most 5 MiB
+    /// and all together at most 7 MiB, decoded). The session's provider must take images.
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    #[schemars(with = "Option<Vec<ImageData>>")]
+    pub images: Vec<ImageData>,
     /// A client-chosen key: a second submit with the same key returns the first result and
     /// queues nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -472,6 +486,15 @@ pub struct TextParams {
     pub session_id: SessionId,
     /// The message.
     pub text: String,
+    /// Images sent with the text (at most 10: png, jpeg, gif or webp; each at most 5 MiB
+    /// and all together at most 7 MiB, decoded). The session's provider must take images.
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    #[schemars(with = "Option<Vec<ImageData>>")]
+    pub images: Vec<ImageData>,
 }
 
 /// Parameters of `session/abort`.
@@ -525,9 +548,16 @@ pub struct HistoryParams {
     #[serde(default, deserialize_with = "null_default")]
     #[schemars(with = "Option<usize>")]
     pub offset: usize,
-    /// Most entries to return (default 100).
+    /// Most entries to return (default 100). A page also ends early, after at least one
+    /// entry, before it would pass 32 MiB (images are large): read on from `offset` plus the
+    /// entries returned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
+    /// Only the entry of this input (a user or steering entry, anywhere in the session's
+    /// tree, rolled-back branches included), for the images a `user_input` or
+    /// `steering_injected` event lists; `offset` and `limit` then do not apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_id: Option<InputId>,
 }
 
 /// Result of `session/history`.
@@ -535,7 +565,7 @@ pub struct HistoryParams {
 pub struct HistoryResponse {
     /// The entries, oldest first.
     pub entries: Vec<HistoryEntry>,
-    /// How many entries the history has in all.
+    /// How many entries the history has in all (with `input_id`: how many were found).
     pub total: usize,
 }
 

@@ -45,7 +45,7 @@ impl Family {
     pub async fn daemon(mock: &MockAnthropic) -> anyhow::Result<TestDaemon> {
         let config = format!(
             "[providers.anthropic]\nbeta_headers = [\"interleaved-thinking-2025-05-14\"]\n\n\
-             [providers.local]\nkind = \"openai_chat\"\nbase_url = \"{}/v1\"\ndefault_model = \"local-model\"\n\n\
+             [providers.local]\nkind = \"openai_chat\"\nbase_url = \"{}/v1\"\ndefault_model = \"local-model\"\nimages = true\n\n\
              [providers.gemini]\ndefault_model = \"gemini-mock\"\n\n\
              [pricing.\"gemini-mock\"]\ninput = 1.0\noutput = 2.0\n",
             mock.url

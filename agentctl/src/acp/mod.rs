@@ -10,7 +10,7 @@
 //! This module owns the method handlers and the bridge's table of attached sessions;
 //! `session` owns one attached session's task (events → `session/update`, prompts answered
 //! when their input ends), `updates` the event → update translation, `tools` how tool calls
-//! look (kind, title, locations, diffs), `content` a prompt's blocks → input text,
+//! look (kind, title, locations, diffs), `content` a prompt's blocks → input text and images,
 //! `approvals` permission requests and the modes (`ask`, `auto`, `read-only`).
 //!
 //! Each request's work runs in its own task: the SDK's dispatch loop waits for a handler to
@@ -235,7 +235,11 @@ impl Bridge {
     fn initialize(&self, req: &acp::InitializeRequest) -> acp::InitializeResponse {
         let capabilities = acp::AgentCapabilities::new()
             .load_session(true)
-            .prompt_capabilities(acp::PromptCapabilities::new().embedded_context(true))
+            .prompt_capabilities(
+                acp::PromptCapabilities::new()
+                    .embedded_context(true)
+                    .image(true),
+            )
             .session_capabilities(
                 acp::SessionCapabilities::new()
                     .list(acp::SessionListCapabilities::new())
@@ -402,7 +406,7 @@ impl Bridge {
         req: acp::PromptRequest,
     ) -> std::result::Result<acp::PromptResponse, Error> {
         let attached = self.attached(&req.session_id)?;
-        let text = content::input_text(&req.prompt)?;
+        let content::Input { text, images } = content::input(&req.prompt)?;
         let steer = match req.meta.as_ref().and_then(|m| m.get("steer")) {
             None | Some(serde_json::Value::Null) => false,
             Some(serde_json::Value::Bool(b)) => *b,
@@ -419,6 +423,12 @@ impl Bridge {
             .await
             .map_err(|_| gone())?;
         if let Some(request_id) = question.await.map_err(|_| gone())? {
+            if !images.is_empty() {
+                return Err(Error::invalid_params().data(
+                    "the model asked a question and waits for a text answer; send the answer \
+                     without images, then the images in the next prompt",
+                ));
+            }
             return self
                 .answer_question(&req.session_id, &attached, request_id, text)
                 .await;
@@ -428,6 +438,7 @@ impl Bridge {
             .call::<m::SessionSubmit>(SubmitParams {
                 session_id: SessionId(req.session_id.0.to_string()),
                 text,
+                images,
                 client_input_id: None,
                 when_busy: Some(if steer {
                     WhenBusy::Steer

@@ -176,6 +176,16 @@ impl Task {
                         Some(Ok(StreamItem::Event(event))) => {
                             since_seq = event.seq;
                             self.event(&event.body);
+                            // Events name a user's images; the history holds them.
+                            if self.replaying {
+                                let daemon = self.daemon.clone();
+                                let images = super::content::replayed_images(
+                                    &daemon, &self.session_id, &event.body,
+                                );
+                                for update in images.await {
+                                    self.send(update);
+                                }
+                            }
                             if event.seq >= replay_until
                                 && let Some(done) = replayed.take()
                             {

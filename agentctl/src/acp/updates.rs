@@ -248,6 +248,7 @@ mod tests {
                 EventBody::UserInput {
                     input_id: agentd_proto::InputId("i".into()),
                     text: "hi".into(),
+                    images: vec![],
                 },
                 delta("a"),
                 delta("b"),
@@ -270,6 +271,7 @@ mod tests {
                 EventBody::UserInput {
                     input_id: agentd_proto::InputId("i".into()),
                     text: "hi".into(),
+                    images: vec![],
                 },
                 delta("a"),
                 EventBody::AssistantTextEnd {

@@ -33,7 +33,13 @@ fn brief(text: &str) -> String {
 /// One line describing a turn.
 fn describe(turn: &Turn) -> String {
     match turn {
-        Turn::User { text, .. } => format!("user       {}", brief(text)),
+        Turn::User { text, images, .. } => {
+            format!(
+                "user       {}{}",
+                brief(text),
+                crate::render::image_note(images.len())
+            )
+        }
         Turn::Assistant {
             text, tool_calls, ..
         } => {
@@ -61,7 +67,13 @@ fn describe(turn: &Turn) -> String {
                 format!("tools      {} result(s): {first}", results.len())
             }
         }
-        Turn::Steering { text, .. } => format!("steering   {}", brief(text)),
+        Turn::Steering { text, images, .. } => {
+            format!(
+                "steering   {}{}",
+                brief(text),
+                crate::render::image_note(images.len())
+            )
+        }
         Turn::System { text } => format!("note       {}", brief(text)),
         Turn::Compaction {
             summary,
@@ -83,12 +95,14 @@ impl History {
                 session_id,
                 offset: self.offset,
                 limit: self.limit,
+                input_id: None,
             })
             .await?;
         for e in &h.entries {
             print(ctx.json, e, |e| println!("{}  {}", e.id, describe(&e.turn)));
         }
         let shown = self.offset + h.entries.len();
+        // A page may end early (large images) as well as at --limit.
         if !ctx.json && shown < h.total {
             eprintln!(
                 "({} of {} entries; more with --offset {shown})",

@@ -11,6 +11,7 @@ pub(crate) mod events;
 pub(crate) mod fork;
 pub(crate) mod gc;
 pub(crate) mod history;
+pub(crate) mod image;
 pub(crate) mod login;
 pub(crate) mod ls;
 pub(crate) mod man;
@@ -42,6 +43,17 @@ pub(crate) struct Context {
     pub(crate) conn: Connection,
     /// `--json`: NDJSON on stdout instead of text.
     pub(crate) json: bool,
+}
+
+impl Online {
+    /// What a command does before the daemon is contacted: reading the files it sends.
+    pub(crate) fn prepare(&mut self) -> Result<()> {
+        match self {
+            Online::Submit(args) => args.images.read(),
+            Online::Steer(args) | Online::FollowUp(args) => args.images.read(),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Runs a command that needs the daemon; returns the exit code.

@@ -9,18 +9,21 @@ use agentd_proto::methods as m;
 pub(crate) struct Message {
     session: String,
     text: Vec<String>,
+    #[command(flatten)]
+    pub(crate) images: super::image::ImageArgs,
 }
 
 impl Message {
-    async fn params(&self, ctx: &Context) -> Result<TextParams> {
+    async fn params(&mut self, ctx: &Context) -> Result<TextParams> {
         Ok(TextParams {
             session_id: resolve(&ctx.conn, &self.session).await?,
             text: join_text(&self.text)?,
+            images: self.images.take(),
         })
     }
 
     /// Injected after the current tool round.
-    pub(crate) async fn steer(self, ctx: &Context) -> Result<u8> {
+    pub(crate) async fn steer(mut self, ctx: &Context) -> Result<u8> {
         let r = ctx
             .conn
             .call::<m::SessionSteer>(self.params(ctx).await?)
@@ -30,7 +33,7 @@ impl Message {
     }
 
     /// Run after the current input completes.
-    pub(crate) async fn follow_up(self, ctx: &Context) -> Result<u8> {
+    pub(crate) async fn follow_up(mut self, ctx: &Context) -> Result<u8> {
         let r = ctx
             .conn
             .call::<m::SessionFollowUp>(self.params(ctx).await?)

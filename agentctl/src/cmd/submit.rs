@@ -31,6 +31,8 @@ pub(crate) struct Submit {
     #[arg(long)]
     client_input_id: Option<String>,
     #[command(flatten)]
+    pub(crate) images: super::image::ImageArgs,
+    #[command(flatten)]
     new_args: NewArgs,
     /// SESSION (unless --new), then the prompt.
     args: Vec<String>,
@@ -56,7 +58,7 @@ fn busy_in_flags(e: jsonrpsee::core::ClientError) -> Failure {
 }
 
 impl Submit {
-    pub(crate) async fn run(self, ctx: &Context) -> Result<u8> {
+    pub(crate) async fn run(mut self, ctx: &Context) -> Result<u8> {
         let (conn, json) = (&ctx.conn, ctx.json);
         let (session_id, words) = if self.new {
             if let Some(first) = self.args.first().filter(|w| id_like(w))
@@ -101,6 +103,7 @@ impl Submit {
         let params = SubmitParams {
             session_id: session_id.clone(),
             text: words,
+            images: self.images.take(),
             client_input_id: self.client_input_id,
             when_busy: Some(when_busy),
         };

@@ -61,6 +61,15 @@ pub(super) fn estimate_tokens(entries: &[Arc<HistoryEntry>]) -> u64 {
         / 4
 }
 
+/// A user's text, with a note of the images sent with it (a transcript carries no images).
+fn with_images(text: &str, images: usize) -> String {
+    match images {
+        0 => text.to_owned(),
+        1 => format!("{text}\n(an image was attached)"),
+        n => format!("{text}\n({n} images were attached)"),
+    }
+}
+
 /// The turns as a plain-text transcript, one labelled block per turn. Reasoning is left out:
 /// it is opaque to other models and the answers carry its conclusions.
 fn transcript(turns: &[&Turn]) -> String {
@@ -73,8 +82,11 @@ fn transcript(turns: &[&Turn]) -> String {
     };
     for turn in turns {
         match turn {
-            Turn::User { text, .. } => block("user", text),
-            Turn::Steering { text, .. } => block("user (while the agent worked)", text),
+            Turn::User { text, images, .. } => block("user", &with_images(text, images.len())),
+            Turn::Steering { text, images, .. } => block(
+                "user (while the agent worked)",
+                &with_images(text, images.len()),
+            ),
             Turn::System { text } => block("note", text),
             Turn::Compaction { summary, .. } => block("summary of earlier turns", summary),
             Turn::Assistant {
@@ -153,6 +165,7 @@ impl Agent<'_> {
                 transcript(&older)
             ),
             input_id: InputId("compaction".into()),
+            images: Vec::new(),
         };
         let history = [&instruction];
         let request = llm::Request {
@@ -252,6 +265,10 @@ mod tests {
             Turn::User {
                 text: "fix the build".into(),
                 input_id: InputId("i".into()),
+                images: vec![agentd_proto::ImageData {
+                    media_type: "image/png".into(),
+                    data: "AAAA".into(),
+                }],
             },
             Turn::Assistant {
                 text: "Looking.".into(),
@@ -283,6 +300,7 @@ mod tests {
             Turn::Steering {
                 text: "use cargo".into(),
                 input_id: None,
+                images: vec![],
             },
             Turn::System {
                 text: "[interrupted]".into(),
@@ -291,7 +309,7 @@ mod tests {
         let refs: Vec<&Turn> = turns.iter().collect();
         assert_eq!(
             transcript(&refs),
-            "[user]\nfix the build\n\n\
+            "[user]\nfix the build\n(an image was attached)\n\n\
              [assistant]\nLooking.\n(calls shell with {\"command\":\"make\"})\n\n\
              [tool error]\nerror: missing ;\n\n\
              [user (while the agent worked)]\nuse cargo\n\n\

@@ -8,18 +8,18 @@
 
 pub mod approval;
 mod compaction;
+mod input;
 mod loop_detection;
 mod tool_calls;
 
 pub use compaction::CompactError;
+pub use input::{Input, check_images, infos};
 
 use crate::exec::ExecutionEnvironment;
 use crate::llm::{self, Delta, ErrorKind, ProviderSet, RetryPolicy};
 use crate::profile::Profile;
 use crate::tools::{Requests, ToolRegistry};
-use agentd_proto::{
-    EventBody, HistoryEntry, LimitKind, ProviderKind, QueuedInput, SessionConfig, Turn, Usage,
-};
+use agentd_proto::{EventBody, HistoryEntry, LimitKind, ProviderKind, SessionConfig, Turn, Usage};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -36,7 +36,7 @@ pub trait Host: Send + Sync {
     /// The config for the next LLM call (`session/set_config` may have changed it).
     fn config(&self) -> SessionConfig;
     /// Removes and returns every queued steering message.
-    fn drain_steering(&self) -> Vec<QueuedInput>;
+    fn drain_steering(&self) -> Vec<Input>;
     /// Prices one call's usage (when the model has a price) and adds it to the session's
     /// total; returns the total.
     fn add_usage(&self, usage: &mut Usage) -> Usage;
@@ -91,15 +91,18 @@ pub enum Outcome {
 impl Agent<'_> {
     /// Processes one input (spec 2.5 `process_input`, without the follow-up tail, which the
     /// session runs so that it can stop after an abort).
-    pub async fn process_input(&self, input: QueuedInput, cancel: &CancellationToken) -> Outcome {
+    pub async fn process_input(&self, input: Input, cancel: &CancellationToken) -> Outcome {
         let host = self.host;
+        let images = infos(&input.images);
         host.append(Turn::User {
             text: input.text.clone(),
             input_id: input.input_id.clone(),
+            images: input.images,
         });
         host.emit(EventBody::UserInput {
             input_id: input.input_id,
             text: input.text,
+            images,
         });
         self.drain_steering();
         let mut rounds = 0u32;
@@ -172,6 +175,19 @@ impl Agent<'_> {
                 });
                 return Outcome::Failed;
             };
+            // The provider may have changed since the images were taken (`set_config`).
+            if !provider.takes_input_images() && entries.iter().any(|e| has_images(&e.turn)) {
+                host.emit(EventBody::Error {
+                    message: format!(
+                        "the conversation holds images and provider {:?} does not take them \
+                         (set `images = true` under [providers.{}] if its models do); switch \
+                         to a provider that does, or roll the images back",
+                        config.provider, config.provider
+                    ),
+                    fatal: false,
+                });
+                return Outcome::Failed;
+            }
             let api = Some(provider.kind());
             let system = host.system_prompt(&config.model);
             let history: Vec<&Turn> = entries.iter().map(|e| &e.turn).collect();
@@ -308,6 +324,7 @@ impl Agent<'_> {
                 host.append(Turn::Steering {
                     text: message.clone(),
                     input_id: None,
+                    images: Vec::new(),
                 });
                 host.emit(EventBody::LoopDetection { message });
             }
@@ -336,13 +353,16 @@ impl Agent<'_> {
         let drained = self.host.drain_steering();
         let any = !drained.is_empty();
         for msg in drained {
+            let images = infos(&msg.images);
             self.host.append(Turn::Steering {
                 text: msg.text.clone(),
                 input_id: Some(msg.input_id.clone()),
+                images: msg.images,
             });
             self.host.emit(EventBody::SteeringInjected {
                 input_id: msg.input_id,
                 text: msg.text,
+                images,
             });
         }
         any
@@ -423,6 +443,11 @@ impl Agent<'_> {
             }
         }
     }
+}
+
+/// Whether a user's turn carries images.
+fn has_images(turn: &Turn) -> bool {
+    matches!(turn, Turn::User { images, .. } | Turn::Steering { images, .. } if !images.is_empty())
 }
 
 fn turn_chars(turn: &Turn) -> usize {

@@ -13,7 +13,7 @@ use super::{
 };
 use crate::config::ApiKey;
 use agentd_proto::{
-    ProviderKind, ReasoningBlock, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage,
+    ImageData, ProviderKind, ReasoningBlock, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage,
 };
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -46,6 +46,14 @@ impl Anthropic {
         }
     }
 
+    /// The same client, saying whether its models take images in user input.
+    pub fn with_images(self, images: bool) -> Self {
+        Self {
+            endpoint: self.endpoint.with_images(images),
+            ..self
+        }
+    }
+
     /// Sends these beta flags (for example `interleaved-thinking-2025-05-14`) with every request.
     pub fn with_betas(mut self, betas: &[String]) -> Self {
         self.betas = betas.join(",");
@@ -61,6 +69,10 @@ impl Provider for Anthropic {
 
     fn kind(&self) -> ProviderKind {
         ProviderKind::Anthropic
+    }
+
+    fn takes_input_images(&self) -> bool {
+        self.endpoint.images()
     }
 
     async fn open(&self, request: &Request<'_>) -> Result<ByteStream, Error> {
@@ -152,16 +164,26 @@ pub fn request_body(request: &Request<'_>) -> Value {
     body
 }
 
+/// An image block, in a user message or a tool result.
+fn image(i: &ImageData) -> Value {
+    json!({"type": "image", "source": {"type": "base64", "media_type": i.media_type, "data": i.data}})
+}
+
 fn messages(history: &[&Turn]) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
     let mut push =
         |role: &str, blocks: Vec<Value>| super::push_merged(&mut out, role, "content", blocks);
     for turn in history {
         match turn {
-            Turn::User { text, .. }
-            | Turn::Steering { text, .. }
-            | Turn::System { text }
-            | Turn::Compaction { summary: text, .. } => {
+            Turn::User { text, images, .. } | Turn::Steering { text, images, .. } => {
+                // Images before the text they go with, as Anthropic's guide advises.
+                let mut blocks: Vec<Value> = images.iter().map(image).collect();
+                if !text.is_empty() || blocks.is_empty() {
+                    blocks.push(json!({"type": "text", "text": text}));
+                }
+                push("user", blocks);
+            }
+            Turn::System { text } | Turn::Compaction { summary: text, .. } => {
                 push("user", vec![json!({"type": "text", "text": text})]);
             }
             Turn::Assistant {
@@ -202,9 +224,7 @@ fn messages(history: &[&Turn]) -> Vec<Value> {
                             json!(r.content)
                         } else {
                             let mut blocks = vec![json!({"type": "text", "text": r.content})];
-                            blocks.extend(r.images.iter().map(|i| {
-                                json!({"type": "image", "source": {"type": "base64", "media_type": i.media_type, "data": i.data}})
-                            }));
+                            blocks.extend(r.images.iter().map(image));
                             Value::Array(blocks)
                         };
                         json!({"type": "tool_result", "tool_use_id": r.call_id, "content": content, "is_error": r.is_error})

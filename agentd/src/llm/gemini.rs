@@ -12,7 +12,7 @@ use super::{
 };
 use crate::config::ApiKey;
 use agentd_proto::{
-    ProviderKind, ReasoningBlock, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage,
+    ImageData, ProviderKind, ReasoningBlock, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage,
 };
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -52,6 +52,13 @@ impl Gemini {
             endpoint: self.endpoint.with_limits(limits),
         }
     }
+
+    /// The same client, saying whether its models take images in user input.
+    pub fn with_images(self, images: bool) -> Self {
+        Self {
+            endpoint: self.endpoint.with_images(images),
+        }
+    }
 }
 
 #[async_trait]
@@ -62,6 +69,10 @@ impl Provider for Gemini {
 
     fn kind(&self) -> ProviderKind {
         ProviderKind::Gemini
+    }
+
+    fn takes_input_images(&self) -> bool {
+        self.endpoint.images()
     }
 
     async fn open(&self, request: &Request<'_>) -> Result<ByteStream, Error> {
@@ -135,6 +146,11 @@ pub fn request_body(request: &Request<'_>) -> Value {
     body
 }
 
+/// An inline image part, in a user turn or beside tool responses.
+fn image(i: &ImageData) -> Value {
+    json!({"inlineData": {"mimeType": i.media_type, "data": i.data}})
+}
+
 fn contents(turns: &[&Turn]) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
     let mut names: HashMap<&str, &str> = HashMap::new();
@@ -142,10 +158,14 @@ fn contents(turns: &[&Turn]) -> Vec<Value> {
         |role: &str, parts: Vec<Value>| super::push_merged(&mut out, role, "parts", parts);
     for turn in turns {
         match turn {
-            Turn::User { text, .. }
-            | Turn::Steering { text, .. }
-            | Turn::System { text }
-            | Turn::Compaction { summary: text, .. } => {
+            Turn::User { text, images, .. } | Turn::Steering { text, images, .. } => {
+                let mut parts: Vec<Value> = images.iter().map(image).collect();
+                if !text.is_empty() || parts.is_empty() {
+                    parts.insert(0, json!({"text": text}));
+                }
+                push("user", parts);
+            }
+            Turn::System { text } | Turn::Compaction { summary: text, .. } => {
                 push("user", vec![json!({"text": text})]);
             }
             Turn::Assistant {
@@ -205,12 +225,7 @@ fn contents(turns: &[&Turn]) -> Vec<Value> {
                     })
                     .collect();
                 // Images go beside the responses, as inline data.
-                parts.extend(
-                    results
-                        .iter()
-                        .flat_map(|r| &r.images)
-                        .map(|i| json!({"inlineData": {"mimeType": i.media_type, "data": i.data}})),
-                );
+                parts.extend(results.iter().flat_map(|r| &r.images).map(image));
                 push("user", parts);
             }
         }

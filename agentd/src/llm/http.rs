@@ -28,6 +28,8 @@ pub(super) struct Endpoint {
     api_key: Option<ApiKey>,
     auth: Auth,
     limits: Limits,
+    /// Whether its models take images in user input (`[providers.NAME] images`).
+    images: bool,
 }
 
 impl Endpoint {
@@ -43,7 +45,18 @@ impl Endpoint {
             api_key,
             auth,
             limits: Limits::default(),
+            images: true,
         }
+    }
+
+    /// The same endpoint, saying whether its models take images in user input.
+    pub(super) fn with_images(self, images: bool) -> Self {
+        Self { images, ..self }
+    }
+
+    /// Whether its models take images in user input.
+    pub(super) fn images(&self) -> bool {
+        self.images
     }
 
     /// The same endpoint with other bounds on its calls.

@@ -286,6 +286,10 @@ pub trait Provider: Send + Sync {
     fn accepts_images(&self) -> bool {
         true
     }
+    /// Whether its models take images in user input (the config's `images`).
+    fn takes_input_images(&self) -> bool {
+        true
+    }
     /// The bounds on its calls.
     fn limits(&self) -> Limits {
         Limits::default()
@@ -437,6 +441,11 @@ pub async fn complete(
     }
 }
 
+/// An image as a `data:` URL, the form both OpenAI APIs take.
+fn data_url(i: &agentd_proto::ImageData) -> String {
+    format!("data:{};base64,{}", i.media_type, i.data)
+}
+
 /// The HTTP client every provider shares (one connection pool for the daemon). It has no read
 /// timeout of its own: each provider's [`Limits::idle_timeout`] bounds every wait, headers
 /// included, so that the configured value is the one that applies.
@@ -450,18 +459,29 @@ pub fn http_client() -> reqwest::Client {
 
 /// The client of the configured provider `p`, over `http`.
 pub fn client(http: reqwest::Client, p: &crate::config::ProviderConfig) -> Arc<dyn Provider> {
-    let (base, key, limits) = (p.base_url.as_str(), p.api_key.clone(), p.limits);
+    let (base, key, limits, images) = (p.base_url.as_str(), p.api_key.clone(), p.limits, p.images);
     match p.kind {
         ProviderKind::Anthropic => Arc::new(
             anthropic::Anthropic::new(http, base, key)
                 .with_betas(&p.beta_headers)
-                .with_limits(limits),
+                .with_limits(limits)
+                .with_images(images),
         ),
-        ProviderKind::Openai => Arc::new(openai::OpenAi::new(http, base, key).with_limits(limits)),
-        ProviderKind::OpenaiChat => {
-            Arc::new(openai_chat::OpenAiChat::new(http, base, key).with_limits(limits))
-        }
-        ProviderKind::Gemini => Arc::new(gemini::Gemini::new(http, base, key).with_limits(limits)),
+        ProviderKind::Openai => Arc::new(
+            openai::OpenAi::new(http, base, key)
+                .with_limits(limits)
+                .with_images(images),
+        ),
+        ProviderKind::OpenaiChat => Arc::new(
+            openai_chat::OpenAiChat::new(http, base, key)
+                .with_limits(limits)
+                .with_images(images),
+        ),
+        ProviderKind::Gemini => Arc::new(
+            gemini::Gemini::new(http, base, key)
+                .with_limits(limits)
+                .with_images(images),
+        ),
     }
 }
 

@@ -13,7 +13,7 @@ use super::{
 };
 use crate::config::ApiKey;
 use agentd_proto::{
-    ProviderKind, ReasoningBlock, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage,
+    ImageData, ProviderKind, ReasoningBlock, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage,
 };
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -39,6 +39,13 @@ impl OpenAi {
             endpoint: self.endpoint.with_limits(limits),
         }
     }
+
+    /// The same client, saying whether its models take images in user input.
+    pub fn with_images(self, images: bool) -> Self {
+        Self {
+            endpoint: self.endpoint.with_images(images),
+        }
+    }
 }
 
 #[async_trait]
@@ -49,6 +56,10 @@ impl Provider for OpenAi {
 
     fn kind(&self) -> ProviderKind {
         ProviderKind::Openai
+    }
+
+    fn takes_input_images(&self) -> bool {
+        self.endpoint.images()
     }
 
     async fn open(&self, request: &Request<'_>) -> Result<ByteStream, Error> {
@@ -99,14 +110,23 @@ pub fn request_body(request: &Request<'_>) -> Value {
     body
 }
 
+/// An `input_image` part, in a user message or a tool's output.
+fn image(i: &ImageData) -> Value {
+    json!({"type": "input_image", "image_url": super::data_url(i)})
+}
+
 fn input(turns: &[&Turn]) -> Vec<Value> {
     let mut items = Vec::new();
     for turn in turns {
         match turn {
-            Turn::User { text, .. }
-            | Turn::Steering { text, .. }
-            | Turn::System { text }
-            | Turn::Compaction { summary: text, .. } => {
+            Turn::User { text, images, .. } | Turn::Steering { text, images, .. } => {
+                let mut content: Vec<Value> = images.iter().map(image).collect();
+                if !text.is_empty() || content.is_empty() {
+                    content.insert(0, json!({"type": "input_text", "text": text}));
+                }
+                items.push(json!({"role": "user", "content": content}));
+            }
+            Turn::System { text } | Turn::Compaction { summary: text, .. } => {
                 items.push(
                     json!({"role": "user", "content": [{"type": "input_text", "text": text}]}),
                 );
@@ -146,7 +166,7 @@ fn input(turns: &[&Turn]) -> Vec<Value> {
                         json!(r.content)
                     } else {
                         let mut parts = vec![json!({"type": "input_text", "text": r.content})];
-                        parts.extend(r.images.iter().map(|i| json!({"type": "input_image", "image_url": format!("data:{};base64,{}", i.media_type, i.data)})));
+                        parts.extend(r.images.iter().map(image));
                         Value::Array(parts)
                     };
                     json!({"type": "function_call_output", "call_id": r.call_id, "output": output})

@@ -36,6 +36,13 @@ impl OpenAiChat {
             endpoint: self.endpoint.with_limits(limits),
         }
     }
+
+    /// The same client, saying whether its models take images in user input.
+    pub fn with_images(self, images: bool) -> Self {
+        Self {
+            endpoint: self.endpoint.with_images(images),
+        }
+    }
 }
 
 #[async_trait]
@@ -46,6 +53,10 @@ impl Provider for OpenAiChat {
 
     fn kind(&self) -> ProviderKind {
         ProviderKind::OpenaiChat
+    }
+
+    fn takes_input_images(&self) -> bool {
+        self.endpoint.images()
     }
 
     /// Many compatible servers run text-only models, and the `tool` role takes only text.
@@ -135,6 +146,18 @@ fn history(turns: &[&Turn]) -> Vec<Value> {
     let mut out = Vec::new();
     for turn in turns {
         match turn {
+            Turn::User { text, images, .. } | Turn::Steering { text, images, .. }
+                if !images.is_empty() =>
+            {
+                let mut content: Vec<Value> = images
+                    .iter()
+                    .map(|i| json!({"type": "image_url", "image_url": {"url": super::data_url(i)}}))
+                    .collect();
+                if !text.is_empty() {
+                    content.insert(0, json!({"type": "text", "text": text}));
+                }
+                out.push(json!({"role": "user", "content": content}));
+            }
             Turn::User { text, .. }
             | Turn::Steering { text, .. }
             | Turn::System { text }

@@ -104,6 +104,21 @@ fn parse<T: serde::de::DeserializeOwned>(params: &Params<'_>) -> Result<T, Error
 
 /// A handler's task that ended without an answer: a panic (a bug), or a cancelled task when
 /// the daemon stops.
+/// Image data (base64) one `session/history` page carries at most, beyond its first entry:
+/// with the rest of the entries it stays under the 64 MiB response cap.
+const HISTORY_PAGE_IMAGE_BYTES: usize = 32 << 20;
+
+/// Base64 bytes of the images `turn` carries.
+fn image_data_len(turn: &agentd_proto::Turn) -> usize {
+    use agentd_proto::Turn;
+    let images = match turn {
+        Turn::User { images, .. } | Turn::Steering { images, .. } => images.iter().collect(),
+        Turn::ToolResults { results } => results.iter().flat_map(|r| &r.images).collect(),
+        _ => Vec::new(),
+    };
+    images.iter().map(|i| i.data.len()).sum()
+}
+
 fn crashed(e: tokio::task::JoinError) -> session::Error {
     if e.is_panic() {
         session::Error::Internal("the request's handler crashed; the daemon goes on".into())
@@ -283,14 +298,27 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
         d.registry
             .get(&p.session_id)
             .await?
-            .submit(p.text, p.client_input_id, p.when_busy.unwrap_or_default())
+            .submit(
+                p.text,
+                p.images,
+                p.client_input_id,
+                p.when_busy.unwrap_or_default(),
+            )
             .await
     });
     register::<m::SessionSteer, _, _>(&mut module, |d, p| async move {
-        d.registry.get(&p.session_id).await?.steer(p.text).await
+        d.registry
+            .get(&p.session_id)
+            .await?
+            .steer(p.text, p.images)
+            .await
     });
     register::<m::SessionFollowUp, _, _>(&mut module, |d, p| async move {
-        d.registry.get(&p.session_id).await?.follow_up(p.text).await
+        d.registry
+            .get(&p.session_id)
+            .await?
+            .follow_up(p.text, p.images)
+            .await
     });
     register::<m::SessionQueue, _, _>(&mut module, |d, p| async move {
         Ok(d.registry.get(&p.session_id).await?.queue())
@@ -322,12 +350,36 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
         d.registry.set_config(&p.session_id, p.config).await
     });
     register::<m::SessionHistory, _, _>(&mut module, |d, p| async move {
-        let history = d.registry.get(&p.session_id).await?.history().await?;
+        let session = d.registry.get(&p.session_id).await?;
+        if let Some(input_id) = p.input_id {
+            let entry = session
+                .input_entry(input_id.clone())
+                .await?
+                .ok_or_else(|| {
+                    session::Error::InvalidParams(format!(
+                        "input_id: session {} has no input {input_id}",
+                        p.session_id
+                    ))
+                })?;
+            return Ok(HistoryResponse {
+                entries: vec![(*entry).clone()],
+                total: 1,
+            });
+        }
+        let history = session.history().await?;
         let limit = p.limit.unwrap_or(100);
+        // Images make entries large: a page stops before its images pass the bound, so it
+        // stays under the response size cap.
+        let mut image_bytes = 0;
         let entries = history
             .iter()
             .skip(p.offset)
             .take(limit)
+            .take_while(|e| {
+                let first = image_bytes == 0;
+                image_bytes += image_data_len(&e.turn);
+                first || image_bytes <= HISTORY_PAGE_IMAGE_BYTES
+            })
             .map(|e| (**e).clone())
             .collect();
         Ok(HistoryResponse {

@@ -67,7 +67,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            max_request_size: 10 * 1024 * 1024,
+            max_request_size: agentd_proto::MAX_REQUEST_BYTES as u32,
             max_response_size: 64 * 1024 * 1024,
             message_buffer: 256,
             max_concurrent_calls: 64,

@@ -3,7 +3,7 @@
 //! entry after a rollback starts a branch, and compaction adds an entry that stands in for
 //! what came before it in the model's context.
 
-use agentd_proto::{EntryId, HistoryEntry, Turn};
+use agentd_proto::{EntryId, HistoryEntry, InputId, Turn};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -89,6 +89,18 @@ impl History {
             .map_or(0, |&i| self.depths[i])
     }
 
+    /// The user or steering entry of input `id`, on any branch.
+    pub fn input(&self, id: &InputId) -> Option<Arc<HistoryEntry>> {
+        self.entries
+            .iter()
+            .find(|e| match &e.turn {
+                Turn::User { input_id, .. } => input_id == id,
+                Turn::Steering { input_id, .. } => input_id.as_ref() == Some(id),
+                _ => false,
+            })
+            .cloned()
+    }
+
     /// The current branch, oldest first.
     pub fn branch(&self) -> Vec<Arc<HistoryEntry>> {
         self.branch_to(self.leaf.as_ref())
@@ -156,6 +168,7 @@ mod tests {
         Turn::User {
             text: text.into(),
             input_id: InputId(text.into()),
+            images: vec![],
         }
     }
 

@@ -9,8 +9,8 @@ use crate::agent::Host;
 use crate::profile::EnvironmentContext;
 use crate::tools::{Requests, Settled, SpawnRequest, SubagentResult, Subagents, ToolRegistry};
 use agentd_proto::{
-    ApprovalRule, EventBody, HistoryEntry, QueuedInput, RequestBody, ResolvedBy, SessionConfig,
-    SessionId, ToolCallId, Turn, Usage, WhenBusy,
+    ApprovalRule, EventBody, HistoryEntry, RequestBody, ResolvedBy, SessionConfig, SessionId,
+    ToolCallId, Turn, Usage, WhenBusy,
 };
 use async_trait::async_trait;
 use std::sync::{Arc, Weak};
@@ -38,7 +38,7 @@ impl Host for Task {
         (*self.core().config).clone()
     }
 
-    fn drain_steering(&self) -> Vec<QueuedInput> {
+    fn drain_steering(&self) -> Vec<crate::agent::Input> {
         self.core().drain_steering()
     }
 
@@ -157,7 +157,7 @@ impl Subagents for Task {
             task: task.clone(),
         });
         child
-            .submit(task, None, WhenBusy::Queue)
+            .submit(task, Vec::new(), None, WhenBusy::Queue)
             .await
             .map_err(|e| e.to_string())?;
         Ok(child.id().to_string())
@@ -166,7 +166,7 @@ impl Subagents for Task {
     async fn send_input(&self, agent_id: &str, message: String) -> Result<(), String> {
         self.child(agent_id)
             .await?
-            .submit(message, None, WhenBusy::Steer)
+            .submit(message, Vec::new(), None, WhenBusy::Steer)
             .await
             .map(|_| ())
             .map_err(|e| e.to_string())

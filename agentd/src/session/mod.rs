@@ -31,9 +31,9 @@ use crate::store::{EventReader, ParentLink, SessionFiles, SessionRecord};
 use crate::tools::SubagentResult;
 use agentd_proto::{
     AbortResponse, CompactResponse, ConfigPatch, DaemonEvent, EntryId, Environment, Event,
-    EventBody, ForkOrigin, HistoryEntry, QueueContents, RespondParams, RespondResponse,
-    RollbackResponse, SessionConfig, SessionId, SessionSnapshot, SessionState, SessionSummary,
-    SubmitResponse, Usage, WhenBusy,
+    EventBody, ForkOrigin, HistoryEntry, ImageData, InputId, QueueContents, RespondParams,
+    RespondResponse, RollbackResponse, SessionConfig, SessionId, SessionSnapshot, SessionState,
+    SessionSummary, SubmitResponse, Usage, WhenBusy,
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -190,12 +190,14 @@ pub(crate) struct Template {
 enum Command {
     Submit {
         text: String,
+        images: Vec<ImageData>,
         client_input_id: Option<String>,
         when_busy: WhenBusy,
         reply: oneshot::Sender<Result<SubmitResponse, Error>>,
     },
     Steer {
         text: String,
+        images: Vec<ImageData>,
         reply: oneshot::Sender<Result<SubmitResponse, Error>>,
     },
     QueueClear(oneshot::Sender<QueueContents>),
@@ -211,6 +213,10 @@ enum Command {
     },
     Compact(oneshot::Sender<Result<CompactResponse, Error>>),
     History(oneshot::Sender<Vec<Arc<HistoryEntry>>>),
+    InputEntry {
+        input_id: InputId,
+        reply: oneshot::Sender<Option<Arc<HistoryEntry>>>,
+    },
     Subscribe {
         since_seq: Option<u64>,
         reply: oneshot::Sender<events::Joined>,
@@ -371,17 +377,22 @@ impl Session {
         retry.await.map_err(Error::Storage)
     }
 
-    /// Submits input: starts processing when idle; otherwise queues it as `when_busy` says.
-    /// A repeated `client_input_id` returns the first result and does nothing else.
+    /// Submits input (text and images): starts processing when idle; otherwise queues it as
+    /// `when_busy` says. A repeated `client_input_id` returns the first result and does
+    /// nothing else. Images must pass [`crate::agent::check_images`] and the session's
+    /// provider must take them.
     pub async fn submit(
         &self,
         text: String,
+        images: Vec<ImageData>,
         client_input_id: Option<String>,
         when_busy: WhenBusy,
     ) -> Result<SubmitResponse, Error> {
+        crate::agent::check_images(&images).map_err(Error::InvalidParams)?;
         self.check_storage().await?;
         self.call(|reply| Command::Submit {
             text,
+            images,
             client_input_id,
             when_busy,
             reply,
@@ -391,15 +402,29 @@ impl Session {
 
     /// Queues a steering message (spec 2.6); delivered after the current tool round, or with
     /// the next submit when idle.
-    pub async fn steer(&self, text: String) -> Result<SubmitResponse, Error> {
+    pub async fn steer(
+        &self,
+        text: String,
+        images: Vec<ImageData>,
+    ) -> Result<SubmitResponse, Error> {
+        crate::agent::check_images(&images).map_err(Error::InvalidParams)?;
         self.check_storage().await?;
-        self.call(|reply| Command::Steer { text, reply }).await?
+        self.call(|reply| Command::Steer {
+            text,
+            images,
+            reply,
+        })
+        .await?
     }
 
     /// Queues a follow-up (spec 2.6), processed after the current input completes. When the
     /// session is idle it starts processing at once.
-    pub async fn follow_up(&self, text: String) -> Result<SubmitResponse, Error> {
-        self.submit(text, None, WhenBusy::Queue).await
+    pub async fn follow_up(
+        &self,
+        text: String,
+        images: Vec<ImageData>,
+    ) -> Result<SubmitResponse, Error> {
+        self.submit(text, images, None, WhenBusy::Queue).await
     }
 
     /// Answers a pending request (`session/respond`); the first answer wins.
@@ -446,6 +471,12 @@ impl Session {
     /// The current branch of the history, oldest first.
     pub async fn history(&self) -> Result<Vec<Arc<HistoryEntry>>, Error> {
         self.call(Command::History).await
+    }
+
+    /// The user or steering entry of input `input_id`, on any branch (with its images).
+    pub async fn input_entry(&self, input_id: InputId) -> Result<Option<Arc<HistoryEntry>>, Error> {
+        self.call(|reply| Command::InputEntry { input_id, reply })
+            .await
     }
 
     /// The current branch up to and including `id`, or `None` when `id` is not on it.

@@ -11,7 +11,7 @@ use super::events::{EventLog, Joined};
 use super::history::History;
 use super::view::View;
 use super::{Command, Error, Info, Registry, SessionSpec};
-use crate::agent::{Agent, CompactError, Outcome};
+use crate::agent::{Agent, CompactError, Input, Outcome};
 use crate::config::Price;
 use crate::llm::{ProviderSet, RetryPolicy};
 use crate::profile::EnvironmentContext;
@@ -19,7 +19,7 @@ use crate::store::{BACKLOG_LINES, SessionRecord, Writer, WriterStatus};
 use crate::tools::{Answer, SubagentResult, ToolRegistry, session_tools};
 use agentd_proto::{
     AbortResponse, ApprovalRule, CompactResponse, DaemonEvent, Decision, Disposition, EntryId,
-    EventBody, InputId, PendingRequest, ProcessingEndReason, QueueContents, QueuedInput,
+    EventBody, ImageData, InputId, PendingRequest, ProcessingEndReason, QueueContents, QueuedInput,
     RequestBody, RequestId, ResolvedBy, RespondParams, RespondResponse, RollbackResponse,
     SessionState, SubmitResponse, ToolCallId, ToolResult, Turn, Usage, WhenBusy,
 };
@@ -50,7 +50,7 @@ pub(super) type StorageRetry = Pin<Box<dyn Future<Output = Result<(), String>> +
 /// Work the task runs while it keeps answering commands.
 enum Work {
     /// An input, then the follow-ups queued meanwhile.
-    Process(QueuedInput, CancellationToken),
+    Process(Input, CancellationToken),
     Compact(
         CancellationToken,
         oneshot::Sender<Result<CompactResponse, Error>>,
@@ -68,8 +68,8 @@ pub(super) struct Core {
     state: SessionState,
     /// Set once a close is requested: the reason, for `session_end`.
     closing: Option<String>,
-    steering: VecDeque<QueuedInput>,
-    follow_up: VecDeque<QueuedInput>,
+    steering: VecDeque<Input>,
+    follow_up: VecDeque<Input>,
     /// Cancels the current work.
     turn: Option<CancellationToken>,
     next: Option<Work>,
@@ -205,8 +205,8 @@ impl Core {
 
     fn queue(&self) -> QueueContents {
         QueueContents {
-            steering: self.steering.iter().cloned().collect(),
-            follow_up: self.follow_up.iter().cloned().collect(),
+            steering: self.steering.iter().map(Input::queued).collect(),
+            follow_up: self.follow_up.iter().map(Input::queued).collect(),
         }
     }
 
@@ -327,10 +327,11 @@ impl Core {
         }
     }
 
-    fn new_input(&self, text: String) -> QueuedInput {
-        QueuedInput {
+    fn new_input(&self, text: String, images: Vec<ImageData>) -> Input {
+        Input {
             input_id: InputId(new_id("in_")),
             text,
+            images,
         }
     }
 
@@ -344,6 +345,7 @@ impl Core {
         &mut self,
         cancel: &CancellationToken,
         text: String,
+        images: Vec<ImageData>,
         client_input_id: Option<String>,
         when_busy: WhenBusy,
     ) -> Result<SubmitResponse, Error> {
@@ -352,7 +354,7 @@ impl Core {
             return Ok(previous.clone());
         }
         self.check_storage()?;
-        let input = self.new_input(text);
+        let input = self.new_input(text, images);
         let input_id = input.input_id.clone();
         let disposition = if self.state == SessionState::Idle && self.next.is_none() {
             let token = cancel.child_token();
@@ -396,7 +398,7 @@ impl Core {
         Ok(response)
     }
 
-    fn steer(&mut self, text: String) -> Result<SubmitResponse, Error> {
+    fn steer(&mut self, text: String, images: Vec<ImageData>) -> Result<SubmitResponse, Error> {
         self.check_open()?;
         self.check_storage()?;
         if self.steering.len() >= MAX_QUEUED {
@@ -404,7 +406,7 @@ impl Core {
                 "the steering queue is full ({MAX_QUEUED} items); wait for the next tool round"
             )));
         }
-        let input = self.new_input(text);
+        let input = self.new_input(text, images);
         let input_id = input.input_id.clone();
         self.steering.push_back(input);
         self.queue_changed();
@@ -416,7 +418,7 @@ impl Core {
     }
 
     /// Removes and returns every queued steering message.
-    pub(super) fn drain_steering(&mut self) -> Vec<QueuedInput> {
+    pub(super) fn drain_steering(&mut self) -> Vec<Input> {
         if self.steering.is_empty() {
             return Vec::new();
         }
@@ -843,8 +845,23 @@ pub(super) fn start(
         }
         Some(r) => {
             core.usage = r.record.usage;
-            core.steering = r.record.queue.steering.into();
-            core.follow_up = r.record.queue.follow_up.into();
+            let (steering, follow_up) = (r.record.queue.steering, r.record.queue.follow_up);
+            let lost: Vec<InputId> = steering
+                .iter()
+                .chain(&follow_up)
+                .filter(|q| !q.images.is_empty())
+                .map(|q| q.input_id.clone())
+                .collect();
+            core.steering = steering.into_iter().map(restored_input).collect();
+            core.follow_up = follow_up.into_iter().map(restored_input).collect();
+            if !lost.is_empty() {
+                let ids: Vec<&str> = lost.iter().map(|i| i.0.as_str()).collect();
+                core.emit(EventBody::warning(format!(
+                    "the images of queued inputs {} were not kept over the restart (queued \
+                     images live in memory only); their text is still queued",
+                    ids.join(", ")
+                )));
+            }
             core.state = match r.record.state {
                 SessionState::Closed => SessionState::Closed,
                 _ if r.interrupted => SessionState::Processing,
@@ -884,6 +901,15 @@ pub(super) fn start(
     }
     tasks.spawn(supervise(task, commands));
     (info, view)
+}
+
+/// A queued input read back from a record: the record keeps its images' type and size only.
+fn restored_input(q: QueuedInput) -> Input {
+    Input {
+        input_id: q.input_id,
+        text: q.text,
+        images: Vec::new(),
+    }
 }
 
 /// Captures the environment context; a panic in it (a bug) leaves the minimal context, so
@@ -1036,15 +1062,24 @@ impl Task {
         match command {
             Command::Submit {
                 text,
+                images,
                 client_input_id,
                 when_busy,
                 reply,
             } => {
-                let result = core.submit(&self.cancel, text, client_input_id, when_busy);
+                let result = self.check_takes_images(&core, &images).and_then(|()| {
+                    core.submit(&self.cancel, text, images, client_input_id, when_busy)
+                });
                 core.reply_when_written(reply, result);
             }
-            Command::Steer { text, reply } => {
-                let result = core.steer(text);
+            Command::Steer {
+                text,
+                images,
+                reply,
+            } => {
+                let result = self
+                    .check_takes_images(&core, &images)
+                    .and_then(|()| core.steer(text, images));
                 core.reply_when_written(reply, result);
             }
             Command::QueueClear(reply) => {
@@ -1087,6 +1122,9 @@ impl Task {
             }
             Command::History(reply) => {
                 let _ = reply.send(core.history.branch());
+            }
+            Command::InputEntry { input_id, reply } => {
+                let _ = reply.send(core.history.input(&input_id));
             }
             Command::Subscribe { since_seq, reply } => {
                 let joined: Joined = core.log.subscribe(since_seq);
@@ -1135,6 +1173,26 @@ impl Task {
                 core.reply_when_written(reply, result);
             }
         }
+    }
+
+    /// Images are taken only when the session's provider takes them: refused here, never
+    /// dropped on the way to the model.
+    fn check_takes_images(&self, core: &Core, images: &[ImageData]) -> Result<(), Error> {
+        let provider = &core.config.provider;
+        let takes = self
+            .providers
+            .get(provider)
+            .is_none_or(|p| p.takes_input_images());
+        if images.is_empty() || takes {
+            return Ok(());
+        }
+        Err(Error::InvalidParams(format!(
+            "images: provider {provider:?} does not take images (its models are text-only by \
+             default; set `images = true` under [providers.{provider}] in the daemon's config \
+             if they take them), so {} image(s) cannot be sent; switch the session to a \
+             provider that does, or send text only",
+            images.len()
+        )))
     }
 
     fn storage_changed(&self, status: WriterStatus) {
@@ -1256,7 +1314,7 @@ impl Task {
     }
 
     /// Runs `input` and the follow-ups after it, then ends the processing cycle.
-    async fn process(&self, mut input: QueuedInput, mut token: CancellationToken) {
+    async fn process(&self, mut input: Input, mut token: CancellationToken) {
         self.context_ready().await;
         loop {
             self.core().current_input = Some(input.input_id.clone());

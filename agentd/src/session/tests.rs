@@ -154,7 +154,7 @@ async fn a_host_runs_a_session_with_its_own_tools() {
     let session = Session::spawn(spec, None, &tokio_util::task::TaskTracker::new());
     let mut events = session.subscribe(Some(0)).await.unwrap().live;
     session
-        .submit("test it".into(), None, WhenBusy::Queue)
+        .submit("test it".into(), Vec::new(), None, WhenBusy::Queue)
         .await
         .unwrap();
     let mut ends = Vec::new();
@@ -232,7 +232,7 @@ impl Provider for Panicky {
 async fn run(session: &Session, text: &str) -> Vec<EventBody> {
     let mut live = session.subscribe(None).await.unwrap().live;
     session
-        .submit(text.into(), None, WhenBusy::Queue)
+        .submit(text.into(), Vec::new(), None, WhenBusy::Queue)
         .await
         .unwrap();
     let mut events = Vec::new();

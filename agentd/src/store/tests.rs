@@ -211,10 +211,13 @@ fn state_is_private() {
 fn the_format_is_pinned() {
     let mut r = record("a");
     r.open = true;
+    let (input, images) = user_input_with_an_image();
     let lines = [
         String::from_utf8(r.to_json()).unwrap(),
         String::from_utf8(files::event_line(&event(1))).unwrap(),
         String::from_utf8(files::entry_line(&entry("e1"))).unwrap(),
+        String::from_utf8(files::entry_line(&input)).unwrap(),
+        String::from_utf8(files::event_line(&images)).unwrap(),
     ];
     let got = lines.join("\n") + "\n";
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store/testdata/format-v2.txt");
@@ -226,6 +229,57 @@ fn the_format_is_pinned() {
         got, want,
         "the on-disk format changed (see this test's doc)"
     );
+}
+
+/// A user entry with an image, and the event that says the input started.
+fn user_input_with_an_image() -> (HistoryEntry, Event) {
+    let image = agentd_proto::ImageData {
+        media_type: "image/png".into(),
+        data: "iVBORw0KGgo=".into(),
+    };
+    let entry = HistoryEntry {
+        id: EntryId("e2".into()),
+        parent_id: Some(EntryId("e1".into())),
+        ts: "2026-01-01T00:00:00.000Z".into(),
+        turn: Turn::User {
+            text: "what is this?".into(),
+            input_id: agentd_proto::InputId("in_1".into()),
+            images: vec![image],
+        },
+    };
+    let event = Event {
+        session_id: SessionId::from("a"),
+        seq: 2,
+        ts: "2026-01-01T00:00:00.000Z".into(),
+        body: EventBody::UserInput {
+            input_id: agentd_proto::InputId("in_1".into()),
+            text: "what is this?".into(),
+            images: vec![agentd_proto::ImageInfo {
+                media_type: "image/png".into(),
+                bytes: 8,
+            }],
+        },
+    };
+    (entry, event)
+}
+
+/// Lines written before inputs had images load as inputs without images.
+#[test]
+fn a_user_entry_from_before_images_loads() {
+    let line = r#"{"entry":{"id":"e2","parent_id":null,"ts":"2026-01-01T00:00:00.000Z","type":"user","text":"hi","input_id":"in_1"}}"#;
+    let old: serde_json::Value = serde_json::from_str(line).unwrap();
+    let entry: HistoryEntry = serde_json::from_value(old["entry"].clone()).unwrap();
+    assert_eq!(
+        entry.turn,
+        Turn::User {
+            text: "hi".into(),
+            input_id: agentd_proto::InputId("in_1".into()),
+            images: vec![]
+        }
+    );
+    let event = r#"{"session_id":"a","seq":2,"ts":"2026-01-01T00:00:00.000Z","kind":"user_input","data":{"input_id":"in_1","text":"hi"}}"#;
+    let old: Event = serde_json::from_str(event).unwrap();
+    assert!(matches!(old.body, EventBody::UserInput { images, .. } if images.is_empty()));
 }
 
 /// Records written before sessions had sandboxes load with the default sandbox.

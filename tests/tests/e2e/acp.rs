@@ -200,7 +200,7 @@ async fn initialize_advertises_load_list_and_an_auth_method() {
     assert_eq!(init.protocol_version, ProtocolVersion::V1);
     assert!(init.agent_capabilities.load_session);
     assert!(init.agent_capabilities.prompt_capabilities.embedded_context);
-    assert!(!init.agent_capabilities.prompt_capabilities.image);
+    assert!(init.agent_capabilities.prompt_capabilities.image);
     assert!(init.agent_capabilities.session_capabilities.list.is_some());
     let auth = &init.auth_methods;
     assert_eq!(auth.len(), 1, "{auth:?}");
@@ -506,7 +506,68 @@ async fn bad_requests_get_specific_errors() {
         "{relative:?}"
     );
     assert_eq!(i32::from(image.code), -32602, "{image:?}");
-    assert!(format!("{:?}", image.data).contains("images"), "{image:?}");
+    assert!(
+        format!("{:?}", image.data).contains(
+            "images[0]: media type is image/png but the bytes are not a png, jpeg, gif or webp"
+        ),
+        "{image:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_prompt_reaches_the_provider_and_load_replays_it() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    // A PNG's magic number, then anything: the bytes need only survive the trip.
+    let data = "iVBORw0KGgoAAAANSUhEUnBpeGVscw==";
+    mock.push_stream(sse::text("A red square."));
+    let (id, stop) = with_acp(&daemon, async |cx, _updates| {
+        let session = new_session(&cx, dir.path()).await;
+        let r = cx
+            .send_request(acp::PromptRequest::new(
+                session.clone(),
+                vec![
+                    acp::ContentBlock::Text(acp::TextContent::new("what is this?")),
+                    acp::ContentBlock::Image(acp::ImageContent::new(data, "image/png")),
+                ],
+            ))
+            .block_task()
+            .await?;
+        Ok((session, r.stop_reason))
+    })
+    .await;
+    assert_eq!(stop, acp::StopReason::EndTurn);
+    let body = &mock.requests()[0].body;
+    let user = &body["messages"][0];
+    assert_eq!(user["role"], "user", "{body}");
+    let image = &user["content"][0];
+    assert_eq!(
+        (
+            &image["type"],
+            &image["source"]["media_type"],
+            &image["source"]["data"]
+        ),
+        (&json!("image"), &json!("image/png"), &json!(data)),
+        "{user}"
+    );
+
+    let replay = with_acp(&daemon, async |cx, mut updates| {
+        cx.send_request(acp::LoadSessionRequest::new(id.clone(), dir.path()))
+            .block_task()
+            .await?;
+        Ok(updates.drain())
+    })
+    .await;
+    assert_eq!(shape(&replay), ["user", "user", "agent"], "{replay:#?}");
+    assert_eq!(text_of(&replay, "user"), "what is this?");
+    let acp::SessionUpdate::UserMessageChunk(chunk) = &replay[1] else {
+        panic!("{replay:#?}")
+    };
+    assert_eq!(
+        chunk.content,
+        acp::ContentBlock::Image(acp::ImageContent::new(data, "image/png"))
+    );
 }
 
 /// What an SDK will not send: string ids, an unknown method, malformed params. Every line on

@@ -531,7 +531,7 @@ async fn an_image_reaches_models_that_take_images(family: Family) {
 
 /// Whether some object in `value` has every field of `part` with the same value (`part`'s
 /// nested objects matched the same way), whatever the order of keys.
-fn holds(value: &Value, part: &Value) -> bool {
+pub(crate) fn holds(value: &Value, part: &Value) -> bool {
     fn matches(v: &Value, p: &Value) -> bool {
         match (v, p) {
             (Value::Object(v), Value::Object(p)) => p

@@ -35,6 +35,7 @@ mod editor_vscode;
 mod examples;
 mod families;
 mod hostile;
+mod images;
 mod keys;
 mod loop_basics;
 mod openai_compat;

@@ -282,12 +282,16 @@ fn error_bodies_are_read_leniently() {
 }
 
 #[test]
-fn history_maps_to_alternating_messages_with_results_first() {
+fn history_maps_to_alternating_messages_with_results_first_and_user_images() {
     use agentd_proto::{InputId, ToolResult};
     let turns = [
         Turn::User {
             text: "go".into(),
             input_id: InputId("i1".into()),
+            images: vec![agentd_proto::ImageData {
+                media_type: "image/png".into(),
+                data: "iVBORw0K".into(),
+            }],
         },
         Turn::Assistant {
             text: "ok".into(),
@@ -314,13 +318,16 @@ fn history_maps_to_alternating_messages_with_results_first() {
         Turn::Steering {
             text: "also b".into(),
             input_id: None,
+            images: vec![],
         },
     ];
     let refs: Vec<&Turn> = turns.iter().collect();
     assert_eq!(
         messages(&refs),
         vec![
-            json!({"role": "user", "content": [{"type": "text", "text": "go"}]}),
+            json!({"role": "user", "content": [
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"}},
+                {"type": "text", "text": "go"}]}),
             json!({"role": "assistant", "content": [
                 {"type": "thinking", "thinking": "hm", "signature": "sig"},
                 {"type": "text", "text": "ok"},

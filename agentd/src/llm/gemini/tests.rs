@@ -195,6 +195,7 @@ fn history_echoes_signatures_on_the_same_parts() {
         Turn::User {
             text: "weather?".into(),
             input_id: InputId("i".into()),
+            images: vec![],
         },
         Turn::Assistant {
             text: "Checking.".into(),

@@ -217,6 +217,7 @@ fn stateless_input_replays_reasoning_only_to_openai() {
         Turn::User {
             text: "add".into(),
             input_id: InputId("i".into()),
+            images: vec![],
         },
         assistant(Some(ProviderKind::Openai)),
         Turn::ToolResults {

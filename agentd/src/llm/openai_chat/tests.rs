@@ -289,6 +289,7 @@ fn history_maps_to_chat_messages() {
         Turn::User {
             text: "go".into(),
             input_id: InputId("i".into()),
+            images: vec![],
         },
         Turn::Assistant {
             text: String::new(),
