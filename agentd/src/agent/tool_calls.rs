@@ -36,31 +36,51 @@ pub(super) struct Round<'a> {
 
 impl Agent<'_> {
     /// Runs `calls` (concurrently when the profile allows) and returns results in call order.
+    /// Concurrent calls all start, in call order, before any ends: whether a fast command
+    /// finishes within its first poll must not change what clients see.
     pub(super) async fn execute_tool_calls(
         &self,
         calls: &[ToolCall],
         round: &Round<'_>,
     ) -> Vec<ToolResult> {
         if self.profile.supports_parallel_tool_calls && calls.len() > 1 {
-            futures::future::join_all(calls.iter().map(|c| self.execute_single_tool(c, round)))
-                .await
+            let started = Instant::now();
+            for call in calls {
+                self.announce(call);
+            }
+            futures::future::join_all(
+                calls
+                    .iter()
+                    .map(|c| self.execute_single_tool(c, round, started)),
+            )
+            .await
         } else {
             let mut results = Vec::with_capacity(calls.len());
             for call in calls {
-                results.push(self.execute_single_tool(call, round).await);
+                let started = Instant::now();
+                self.announce(call);
+                results.push(self.execute_single_tool(call, round, started).await);
             }
             results
         }
     }
 
-    async fn execute_single_tool(&self, call: &ToolCall, round: &Round<'_>) -> ToolResult {
-        let host = self.host;
-        let started = Instant::now();
-        host.emit(EventBody::ToolCallStart {
+    fn announce(&self, call: &ToolCall) {
+        self.host.emit(EventBody::ToolCallStart {
             call_id: call.id.clone(),
             tool_name: call.name.clone(),
             arguments: call.arguments.clone(),
         });
+    }
+
+    /// Runs one announced call and emits its end.
+    async fn execute_single_tool(
+        &self,
+        call: &ToolCall,
+        round: &Round<'_>,
+        started: Instant,
+    ) -> ToolResult {
+        let host = self.host;
         let images = Mutex::new(Vec::new());
         let outcome = if round.cancel.is_cancelled() {
             Err("Tool call skipped: the user aborted the work.".to_owned())

@@ -194,6 +194,46 @@ async fn a_host_runs_a_session_with_its_own_tools() {
     );
 }
 
+/// Calls of one response run concurrently, and all of them start before any ends, even when
+/// the first finishes without ever waiting (as a fast command can on a loaded machine).
+#[tokio::test]
+async fn concurrent_calls_all_start_before_any_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut profile = crate::profile::Profile::named("anthropic").unwrap();
+    assert!(profile.supports_parallel_tool_calls);
+    profile.tools.register(Arc::new(RunTests)).unwrap();
+    let mut both = call("t1", "run_tests", json!({"filter": "a"}));
+    both.tool_calls
+        .extend(call("t2", "run_tests", json!({"filter": "b"})).tool_calls);
+    let script = vec![
+        both,
+        Response {
+            text: "done".into(),
+            ..Response::default()
+        },
+    ];
+    let providers = ProviderSet::default();
+    providers.insert(
+        "scripted",
+        Arc::new(Scripted(std::sync::Mutex::new(script))),
+    );
+    let session = Session::spawn(
+        spec(dir.path(), profile, providers),
+        None,
+        &tokio_util::task::TaskTracker::new(),
+    );
+    let order: Vec<String> = run(&session, "test both")
+        .await
+        .iter()
+        .filter_map(|e| match e {
+            EventBody::ToolCallStart { call_id, .. } => Some(format!("start {}", call_id.0)),
+            EventBody::ToolCallEnd { call_id, .. } => Some(format!("end {}", call_id.0)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(order, ["start t1", "start t2", "end t1", "end t2"]);
+}
+
 /// Answers "ok", except that it panics where a bug would: in its first answer, and on every
 /// request without tools (a compaction's summary request).
 struct Panicky(std::sync::atomic::AtomicUsize);
