@@ -459,7 +459,8 @@ impl Bridge {
     }
 
     /// A prompt sent while the model waits on its question is the answer; it ends with the
-    /// input that asked.
+    /// input that asked. The prompt rides with that input before the answer is sent, so the
+    /// input cannot end unseen in between.
     async fn answer_question(
         &self,
         id: &acp::SessionId,
@@ -467,6 +468,13 @@ impl Bridge {
         request_id: agentd_proto::RequestId,
         text: String,
     ) -> std::result::Result<acp::PromptResponse, Error> {
+        let gone = || Error::internal_error().data("the session is no longer followed");
+        let (reply, outcome) = oneshot::channel();
+        attached
+            .commands
+            .send(Command::Ride { reply })
+            .await
+            .map_err(|_| gone())?;
         self.daemon
             .call::<m::SessionRespond>(agentd_proto::RespondParams {
                 session_id: SessionId(id.0.to_string()),
@@ -479,13 +487,6 @@ impl Bridge {
             })
             .await
             .map_err(daemon_error)?;
-        let gone = || Error::internal_error().data("the session is no longer followed");
-        let (reply, outcome) = oneshot::channel();
-        attached
-            .commands
-            .send(Command::Ride { reply })
-            .await
-            .map_err(|_| gone())?;
         Ok(acp::PromptResponse::new(
             outcome.await.map_err(|_| gone())??,
         ))

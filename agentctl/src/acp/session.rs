@@ -336,7 +336,8 @@ impl Task {
         }
     }
 
-    /// The current input and its riders ended with `outcome`.
+    /// The current input, its riders and the prompts that answered its questions ended with
+    /// `outcome`.
     fn end_current(&mut self, outcome: Outcome) {
         let ended: Vec<InputId> = self
             .current
@@ -346,6 +347,9 @@ impl Task {
             .collect();
         for id in ended {
             self.end(id, outcome.clone());
+        }
+        for reply in self.answer_riders.drain(..) {
+            let _ = reply.send(outcome.clone());
         }
     }
 

@@ -903,7 +903,6 @@ async fn read_only_mode_refuses_writes() {
 /// A question from the model (`ask_user`) shows as the agent's text; the next prompt answers
 /// it rather than starting new work, and both prompts end with the input that asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "hangs since the merge of issues 12-17 into main (the question never reaches the ACP client); tracked in issue 15"]
 async fn the_next_prompt_answers_the_models_question() {
     let mock = MockAnthropic::start().await.unwrap();
     let daemon = daemon(&mock).await;
