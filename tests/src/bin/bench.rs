@@ -470,10 +470,13 @@ async fn main() {
 const SSH_ROUNDS: usize = 20;
 const SSH_RUNS: usize = 15;
 
-/// Sorted times per tool round of a local session and of a remote one.
+/// Sorted times per tool round of a local session and of a remote one, after the first; and
+/// of the first round, which includes the session's start (its git snapshot and project docs).
 struct SshFigures {
     local: Vec<Duration>,
     remote: Vec<Duration>,
+    local_first: Vec<Duration>,
+    remote_first: Vec<Duration>,
 }
 
 fn print_ssh(figures: Option<&SshFigures>) {
@@ -486,6 +489,13 @@ fn print_ssh(figures: Option<&SshFigures>) {
     println!(
         "ssh: per read_file round, {SSH_ROUNDS}-round task, sshd on 127.0.0.1: local median {local:.2} ms, ssh median {remote:.2} ms, +{:.2} ms per round ({SSH_RUNS} runs each, by turns)",
         remote - local
+    );
+    let (local, remote) = (
+        ms(f.local_first[SSH_RUNS / 2]),
+        ms(f.remote_first[SSH_RUNS / 2]),
+    );
+    println!(
+        "  first round of a new session (its start: git snapshot, project docs): local median {local:.2} ms, ssh median {remote:.2} ms"
     );
 }
 
@@ -527,6 +537,8 @@ async fn ssh_bench() -> Option<SshFigures> {
     let mut figures = SshFigures {
         local: Vec::new(),
         remote: Vec::new(),
+        local_first: Vec::new(),
+        remote_first: Vec::new(),
     };
     // The first run of each is a warm-up: it starts the connection and the remote worker.
     for run in 0..=SSH_RUNS {
@@ -557,22 +569,35 @@ async fn ssh_bench() -> Option<SshFigures> {
                 .await
                 .unwrap();
             client
+                .events_until("tool_call_end", |_| true)
+                .await
+                .unwrap();
+            let first = started.elapsed();
+            let started = Instant::now();
+            client
                 .events_until("processing_end", |_| true)
                 .await
                 .unwrap();
-            let per_round = started.elapsed() / SSH_ROUNDS as u32;
+            let per_round = started.elapsed() / (SSH_ROUNDS - 1) as u32;
             if run > 0 {
-                let into = if remote {
-                    &mut figures.remote
+                let (rounds, firsts) = if remote {
+                    (&mut figures.remote, &mut figures.remote_first)
                 } else {
-                    &mut figures.local
+                    (&mut figures.local, &mut figures.local_first)
                 };
-                into.push(per_round);
+                rounds.push(per_round);
+                firsts.push(first);
             }
         }
     }
-    figures.local.sort();
-    figures.remote.sort();
+    for times in [
+        &mut figures.local,
+        &mut figures.remote,
+        &mut figures.local_first,
+        &mut figures.remote_first,
+    ] {
+        times.sort();
+    }
     Some(figures)
 }
 
