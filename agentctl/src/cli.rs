@@ -15,6 +15,7 @@ Exit codes:
   3    submit --follow: the work stopped at the session's turn limit (--max-turns)
   4    submit --follow: the work stopped at the round limit for one input (--max-rounds)
   5    submit --follow: the answer was cut off at the output-token limit
+  6    submit --follow: the model declined to answer (a refusal or a safety block)
   69   the daemon cannot be reached, or it shut down while followed
   77   the daemon refused this user
   130  interrupted (Ctrl-C aborted the work)

@@ -29,6 +29,8 @@ pub(crate) const EX_ROUND_LIMIT: u8 = 4;
 /// The followed work's answer was cut off at the model's output token limit
 /// (`processing_end`'s `max_tokens`).
 pub(crate) const EX_MAX_TOKENS: u8 = 5;
+/// The followed work's model declined to answer (`processing_end`'s `refusal`).
+pub(crate) const EX_REFUSED: u8 = 6;
 /// The daemon cannot be reached (sysexits' EX_UNAVAILABLE).
 pub(crate) const EX_UNAVAILABLE: u8 = 69;
 /// The daemon refused this user (sysexits' EX_NOPERM).

@@ -5,8 +5,8 @@
 //!
 //! The exit codes are listed in `error.rs` (and the README and man page): 0 success; 1 an error;
 //! 2 bad usage; 3 and 4 the followed work stopped at a turn or round limit; 5 the answer was cut
-//! off at the output-token limit; 69 the daemon cannot
-//! be reached; 77 the daemon refused this user; 130 interrupted.
+//! off at the output-token limit; 6 the model declined to answer; 69 the daemon cannot be
+//! reached; 77 the daemon refused this user; 130 interrupted.
 //!
 //! `main` parses the command line and picks the exit code; `cli` is the command line's shape,
 //! `cmd/` has one module per command (as mini-redis does), `acp` the editor bridge, `client` the connection, `daemon`

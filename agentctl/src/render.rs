@@ -362,10 +362,11 @@ impl Renderer {
                     ProcessingEndReason::Error => {
                         eprintln!("{}", style.paint("31", "■ stopped by an error"))
                     }
-                    // The `warning` before it already says what was cut off and why.
+                    // The `warning` before it already says what was cut off or refused, and why.
                     ProcessingEndReason::Completed
                     | ProcessingEndReason::TurnLimit
-                    | ProcessingEndReason::MaxTokens => {}
+                    | ProcessingEndReason::MaxTokens
+                    | ProcessingEndReason::Refusal => {}
                 }
             }
             EventBody::SessionEnd { reason, .. } => {

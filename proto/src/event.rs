@@ -38,6 +38,10 @@ pub enum ProcessingEndReason {
     /// The model's answer was cut off at the output-token limit (`max_output_tokens`); a
     /// `warning` event naming the limit came before. The partial answer is in the history.
     MaxTokens,
+    /// The model declined to answer (its provider reported a refusal or a safety block); a
+    /// `warning` event came before, and whatever text it gave is the answer. Queued follow-ups
+    /// go on, as after `completed`.
+    Refusal,
 }
 
 /// Which limit a `turn_limit` event reports.

@@ -153,6 +153,50 @@ impl Family {
         chunks
     }
 
+    /// A model declining to answer, in each family's words: Anthropic `stop_reason: refusal`
+    /// after its text, a Responses `refusal` part (streamed as `response.refusal.delta`), a
+    /// Chat Completions `delta.refusal`, and Gemini `finishReason: SAFETY` (Gemini gives no
+    /// text, so `text` is not sent).
+    pub fn refused(self, text: &str) -> Vec<Chunk> {
+        match self {
+            Self::Anthropic => {
+                let mut chunks = sse::text(text);
+                for chunk in &mut chunks {
+                    if let Chunk::Data(d) = chunk {
+                        *d = d.replace(r#""stop_reason":"end_turn""#, r#""stop_reason":"refusal""#);
+                    }
+                }
+                chunks
+            }
+            Self::OpenAi => responses_refusal(text),
+            Self::Chat => {
+                let chunk = |delta: Value, finish: Value| {
+                    data(
+                        json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": "gpt-mock",
+                        "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]}),
+                    )
+                };
+                let mut chunks = vec![chunk(
+                    json!({"role": "assistant", "content": null, "refusal": ""}),
+                    Value::Null,
+                )];
+                for p in pieces(text, 6) {
+                    chunks.push(chunk(json!({"content": null, "refusal": p}), Value::Null));
+                }
+                chunks.push(chunk(json!({}), json!("stop")));
+                chunks.push(Chunk::Data("data: [DONE]\n\n".into()));
+                chunks
+            }
+            Self::Gemini => {
+                let chunk = json!({"candidates": [{"finishReason": "SAFETY", "index": 0,
+                    "safetyRatings": [{"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": true}]}],
+                    "usageMetadata": {"promptTokenCount": 150, "totalTokenCount": 150},
+                    "modelVersion": "gemini-mock", "responseId": "gem_mock"});
+                vec![Chunk::Data(format!("data: {chunk}\r\n\r\n"))]
+            }
+        }
+    }
+
     /// A stream that ends before any text and without saying why the model stopped: the
     /// opening events and EOF, or for Chat Completions the role chunk and `[DONE]` (what
     /// llama-cpp-python sent).
@@ -310,6 +354,39 @@ fn responses(text: &str, calls: &[(&str, &str, Value)]) -> Vec<Chunk> {
         "model": "gpt-mock", "output": output,
         "usage": {"input_tokens": 150, "input_tokens_details": {"cached_tokens": 50}, "output_tokens": 20,
                   "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 170}}})));
+    chunks
+}
+
+/// A Responses stream whose one message is a `refusal` part.
+fn responses_refusal(text: &str) -> Vec<Chunk> {
+    let ev = |v: Value| {
+        let kind = v["type"].as_str().unwrap_or_default().to_owned();
+        Chunk::Data(format!("event: {kind}\ndata: {v}\n\n"))
+    };
+    let item = json!({"id": "msg_1", "type": "message", "status": "completed", "role": "assistant",
+        "content": [{"type": "refusal", "refusal": text}]});
+    let mut chunks = vec![
+        ev(
+            json!({"type": "response.created", "response": {"id": "resp_mock", "status": "in_progress", "model": "gpt-mock", "output": []}}),
+        ),
+        ev(
+            json!({"type": "response.output_item.added", "output_index": 0,
+            "item": {"id": "msg_1", "type": "message", "status": "in_progress", "role": "assistant", "content": []}}),
+        ),
+        ev(
+            json!({"type": "response.content_part.added", "item_id": "msg_1", "output_index": 0, "content_index": 0,
+            "part": {"type": "refusal", "refusal": ""}}),
+        ),
+    ];
+    for p in pieces(text, 6) {
+        chunks.push(ev(json!({"type": "response.refusal.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": p})));
+    }
+    chunks.push(ev(json!({"type": "response.refusal.done", "item_id": "msg_1", "output_index": 0, "content_index": 0, "refusal": text})));
+    chunks.push(ev(
+        json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+    ));
+    chunks.push(ev(json!({"type": "response.completed", "response": {"id": "resp_mock", "status": "completed", "model": "gpt-mock",
+        "output": [item], "usage": {"input_tokens": 150, "output_tokens": 8, "total_tokens": 158}}})));
     chunks
 }
 

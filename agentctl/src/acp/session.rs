@@ -323,6 +323,7 @@ impl Task {
                     ProcessingEndReason::Aborted => Ok(acp::StopReason::Cancelled),
                     ProcessingEndReason::TurnLimit => Ok(acp::StopReason::MaxTurnRequests),
                     ProcessingEndReason::MaxTokens => Ok(acp::StopReason::MaxTokens),
+                    ProcessingEndReason::Refusal => Ok(acp::StopReason::Refusal),
                     ProcessingEndReason::Error => Err(Error::internal_error().data(
                         self.last_error
                             .take()

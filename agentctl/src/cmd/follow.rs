@@ -6,7 +6,8 @@ use super::respond::Prompter;
 use super::stream::{EventStream, Next, reason_name};
 use crate::client::Connection;
 use crate::error::{
-    EX_FAILURE, EX_INTERRUPTED, EX_MAX_TOKENS, EX_ROUND_LIMIT, EX_TURN_LIMIT, Failure, Result,
+    EX_FAILURE, EX_INTERRUPTED, EX_MAX_TOKENS, EX_REFUSED, EX_ROUND_LIMIT, EX_TURN_LIMIT, Failure,
+    Result,
 };
 use crate::render;
 use agentd_proto::methods as m;
@@ -119,6 +120,7 @@ pub(super) async fn work(
                         Ok(EX_INTERRUPTED)
                     }
                     ProcessingEndReason::MaxTokens => Ok(EX_MAX_TOKENS),
+                    ProcessingEndReason::Refusal => Ok(EX_REFUSED),
                     ProcessingEndReason::Error => Ok(EX_FAILURE),
                 };
             }

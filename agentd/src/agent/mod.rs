@@ -80,6 +80,8 @@ pub enum Outcome {
     TurnLimit,
     /// The model's answer was cut off at the output-token limit.
     MaxTokens,
+    /// The model declined to answer.
+    Refusal,
     /// The work was aborted.
     Aborted,
     /// An error stopped it; the session can take more input.
@@ -259,7 +261,9 @@ impl Agent<'_> {
             // A response cut off at the output-token limit is not an answer: its last tool call
             // may be half written, so none of its calls run, and the input ends visibly.
             let truncated = response.stop_reason == Some(llm::StopReason::MaxTokens);
-            let calls = if truncated {
+            // Nor is a refusal: whatever it asked to run, it declined the request.
+            let refused = response.stop_reason == Some(llm::StopReason::Refusal);
+            let calls = if truncated || refused {
                 Vec::new()
             } else {
                 response.tool_calls
@@ -291,6 +295,17 @@ impl Agent<'_> {
                     config.max_output_tokens
                 )));
                 return Outcome::MaxTokens;
+            }
+            if refused {
+                host.append(Turn::System {
+                    text: "[The model declined to answer the previous request.]".to_owned(),
+                });
+                host.emit(EventBody::warning(format!(
+                    "the model declined to answer ({}/{} reported a refusal or a safety block); \
+                     rephrase the request or switch the model",
+                    config.provider, config.model
+                )));
+                return Outcome::Refusal;
             }
             if calls.is_empty() {
                 // Steering that arrived while the model wrote its answer belongs to this

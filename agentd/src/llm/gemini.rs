@@ -331,11 +331,9 @@ async fn decode_stream(
             response.usage = Some(u);
         }
         let Some(candidate) = chunk["candidates"].as_array().and_then(|c| c.first()) else {
-            if let Some(reason) = chunk["promptFeedback"]["blockReason"].as_str() {
-                return Err(Error::new(
-                    ErrorKind::InvalidRequest,
-                    format!("Gemini blocked the prompt: {reason}"),
-                ));
+            // A prompt blocked for its content comes without candidates: a refusal.
+            if chunk["promptFeedback"]["blockReason"].is_string() {
+                response.stop_reason = Some(StopReason::Refusal);
             }
             continue;
         };
@@ -401,6 +399,10 @@ async fn decode_stream(
                 "STOP" if !response.tool_calls.is_empty() => StopReason::ToolUse,
                 "STOP" => StopReason::EndTurn,
                 "MAX_TOKENS" => StopReason::MaxTokens,
+                // Content the model would not produce (safety, blocklists, personal data).
+                "SAFETY" | "PROHIBITED_CONTENT" | "BLOCKLIST" | "SPII" | "IMAGE_SAFETY" => {
+                    StopReason::Refusal
+                }
                 other => StopReason::Other(other.to_owned()),
             });
         }

@@ -225,6 +225,9 @@ fn collect(items: &BTreeMap<u64, Value>, response: &mut Response) {
                 for part in item["content"].as_array().into_iter().flatten() {
                     if let Some(text) = part["text"].as_str() {
                         response.text.push_str(text);
+                    } else if let Some(refusal) = part["refusal"].as_str() {
+                        response.text.push_str(refusal);
+                        response.stop_reason = Some(StopReason::Refusal);
                     }
                 }
             }
@@ -298,7 +301,10 @@ async fn decode_stream(
                 // Keeps the streamed text equal to the final text when a response has two messages.
                 deltas.text("\n\n");
             }
-            "response.output_text.delta" => deltas.text(data["delta"].as_str().unwrap_or_default()),
+            // A refusal is the answer's text, in a part of its own.
+            "response.output_text.delta" | "response.refusal.delta" => {
+                deltas.text(data["delta"].as_str().unwrap_or_default())
+            }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
                 deltas.reasoning(data["delta"].as_str().unwrap_or_default());
             }
@@ -327,6 +333,7 @@ async fn decode_stream(
                         .unwrap_or_default()
                     {
                         "max_output_tokens" => StopReason::MaxTokens,
+                        "content_filter" => StopReason::Refusal,
                         other => StopReason::Other(other.to_owned()),
                     }
                 });

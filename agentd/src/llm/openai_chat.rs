@@ -297,6 +297,7 @@ async fn decode_stream(
     let mut reasoning = String::new();
     let mut deltas = Deltas::new(on_delta);
     let mut done = false;
+    let mut refused = false;
     while let Some(event) = events.next().await {
         let event = event?;
         if event.data.trim() == "[DONE]" {
@@ -330,6 +331,12 @@ async fn decode_stream(
             response.text.push_str(text);
             deltas.text(text);
         }
+        // A refusal comes in its own field, and is the answer's text.
+        if let Some(text) = delta["refusal"].as_str().filter(|t| !t.is_empty()) {
+            refused = true;
+            response.text.push_str(text);
+            deltas.text(text);
+        }
         if let Some(r) = delta["reasoning_content"]
             .as_str()
             .or(delta["reasoning"].as_str())
@@ -346,9 +353,13 @@ async fn decode_stream(
                 "stop" => StopReason::EndTurn,
                 "tool_calls" | "function_call" => StopReason::ToolUse,
                 "length" => StopReason::MaxTokens,
+                "content_filter" => StopReason::Refusal,
                 other => StopReason::Other(other.to_owned()),
             });
         }
+    }
+    if refused && response.stop_reason.is_some() {
+        response.stop_reason = Some(StopReason::Refusal);
     }
     if response.stop_reason.is_none() {
         return Err(if done {

@@ -1339,8 +1339,10 @@ impl Task {
                 self.info.env.terminate_all().await;
             }
             let mut core = self.core();
-            if matches!(outcome, Outcome::Completed | Outcome::TurnLimit)
-                && core.closing.is_none()
+            if matches!(
+                outcome,
+                Outcome::Completed | Outcome::TurnLimit | Outcome::Refusal
+            ) && core.closing.is_none()
                 && let Some(next) = core.follow_up.pop_front()
             {
                 token = self.cancel.child_token();
@@ -1354,6 +1356,7 @@ impl Task {
                 Outcome::Completed => ProcessingEndReason::Completed,
                 Outcome::TurnLimit => ProcessingEndReason::TurnLimit,
                 Outcome::MaxTokens => ProcessingEndReason::MaxTokens,
+                Outcome::Refusal => ProcessingEndReason::Refusal,
                 // The store failing stopped it, not a client.
                 Outcome::Aborted if core.storage_error.is_some() => ProcessingEndReason::Error,
                 Outcome::Aborted => ProcessingEndReason::Aborted,

@@ -6,6 +6,7 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::{AcpAgent, AcpAgentConfig, Agent, Client};
 use agentd_tests::TestDaemon;
+use agentd_tests::family::Family;
 use agentd_tests::mock::{Chunk, Gate, MockAnthropic};
 use agentd_tests::sse;
 use serde_json::{Value, json};
@@ -293,6 +294,28 @@ async fn a_prompt_with_a_tool_round_streams_calls_diffs_text_and_ends_the_turn()
     let output = format!("{:?}", shell.fields.content);
     assert!(output.contains("from-the-shell"), "{output}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "new text\n");
+}
+
+/// A model that declines to answer ends the prompt with `refusal`, its words shown as the
+/// agent's message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_ends_the_prompt_with_refusal() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    mock.push_stream(Family::Anthropic.refused("I won't do that."));
+    let cwd = dir.path().to_owned();
+    let (stop, updates) = with_acp(&daemon, async |cx, mut updates| {
+        let session = new_session(&cx, &cwd).await;
+        let r = cx
+            .send_request(prompt(&session, "do it"))
+            .block_task()
+            .await?;
+        Ok((r.stop_reason, updates.drain()))
+    })
+    .await;
+    assert_eq!(stop, acp::StopReason::Refusal);
+    assert_eq!(text_of(&updates, "agent"), "I won't do that.");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

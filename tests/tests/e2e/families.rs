@@ -15,7 +15,8 @@ each_family!(
     broken_stream_is_an_error,
     an_unfinished_stream_is_retried_before_any_text,
     an_absurd_retry_delay_is_ignored,
-    a_response_cut_off_at_the_token_limit_ends_with_max_tokens
+    a_response_cut_off_at_the_token_limit_ends_with_max_tokens,
+    a_refusal_ends_the_input_with_refusal
 );
 
 async fn tool_round_trip(family: Family) {
@@ -346,6 +347,65 @@ async fn a_response_cut_off_at_the_token_limit_ends_with_max_tokens(family: Fami
         "{family:?}: {sent}"
     );
     assert!(!sent.contains("echo never"), "{family:?}: {sent}");
+}
+
+/// A model that declines to answer ends the input with `refusal` after a warning naming the
+/// provider and model; its refusal is the answer, and the next input is sent a valid history
+/// that says so.
+async fn a_refusal_ends_the_input_with_refusal(family: Family) {
+    let mut s = setup_family(family, json!({})).await;
+    s.mock
+        .push_stream(family.refused("I can't help with that."));
+    let events = s.run("something it will not do").await;
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "refusal",
+        "{family:?}: {events:?}"
+    );
+    let warnings = data_of(&events, "warning", "message");
+    assert_eq!(warnings.len(), 1, "{family:?}: {warnings:?}");
+    assert!(
+        warnings[0].starts_with(&format!(
+            "the model declined to answer ({}/",
+            family.provider()
+        )),
+        "{family:?}: {warnings:?}"
+    );
+    let answer = if family == Family::Gemini {
+        ""
+    } else {
+        "I can't help with that."
+    };
+    assert_eq!(data_of(&events, "assistant_text_end", "text"), [answer]);
+
+    s.mock.push_stream(family.text("Sure."));
+    let events = s.run("something else").await;
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "completed"
+    );
+    let sent = s.mock.requests()[1].body.to_string();
+    assert!(
+        sent.contains("declined to answer the previous request"),
+        "{family:?}: {sent}"
+    );
+}
+
+/// `agentctl submit --follow` exits 6 when the model declined to answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agentctl_exits_6_when_the_model_refuses() {
+    let s = setup_family(Family::Anthropic, json!({})).await;
+    s.mock
+        .push_stream(Family::Anthropic.refused("I won't do that."));
+    let out = s
+        .daemon
+        .agentctl(&["submit", "--follow", &s.session, "do it"], None)
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "I won't do that.\n");
+    assert!(stderr.contains("the model declined to answer"), "{stderr}");
 }
 
 /// `agentctl submit --follow` exits 3 when the answer was cut off, so scripts can tell a

@@ -338,3 +338,24 @@ fn history_maps_to_alternating_messages_with_results_first_and_user_images() {
         ]
     );
 }
+
+/// `stop_reason: refusal` ends the response as a refusal, with whatever text came before.
+#[test]
+fn a_refusal_stop_reason_is_a_refusal() {
+    let ev = |v: Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap());
+    let sse: String = [
+        json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant",
+            "model": "claude-mock", "content": [], "stop_reason": null, "usage": {"input_tokens": 9, "output_tokens": 1}}}),
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "I won't"}}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "refusal"}, "usage": {"output_tokens": 3}}),
+        json!({"type": "message_stop"}),
+    ]
+    .into_iter()
+    .map(ev)
+    .collect();
+    let got = decode(sse.into_bytes()).0.unwrap();
+    assert_eq!(got.stop_reason, Some(StopReason::Refusal));
+    assert_eq!(got.text, "I won't");
+}

@@ -251,3 +251,27 @@ fn history_echoes_signatures_on_the_same_parts() {
         ]
     );
 }
+
+/// A candidate stopped for its content (`SAFETY` and the like, often without any content)
+/// and a prompt blocked before any candidate (`promptFeedback.blockReason`) are refusals.
+#[test]
+fn a_safety_stop_or_a_blocked_prompt_is_a_refusal() {
+    let gemini = Gemini::new(fixtures::http(), "http://unused", None);
+    for reason in ["SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII"] {
+        let sse = format!(
+            "data: {}\r\n\r\n",
+            json!({"candidates": [{"finishReason": reason, "index": 0,
+                "safetyRatings": [{"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": true}]}]})
+        );
+        let got = fixtures::decode(sse.into_bytes(), &gemini).0.unwrap();
+        assert_eq!(got.stop_reason, Some(StopReason::Refusal), "{reason}");
+        assert_eq!(got.text, "");
+    }
+    let blocked = format!(
+        "data: {}\r\n\r\n",
+        json!({"promptFeedback": {"blockReason": "SAFETY"},
+            "usageMetadata": {"promptTokenCount": 7, "totalTokenCount": 7}})
+    );
+    let got = fixtures::decode(blocked.into_bytes(), &gemini).0.unwrap();
+    assert_eq!(got.stop_reason, Some(StopReason::Refusal));
+}

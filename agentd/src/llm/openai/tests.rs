@@ -264,3 +264,40 @@ fn the_recorded_http_error_body_is_a_quota_error() {
         e.message
     );
 }
+
+/// A refusal is a part of its own (`refusal`, streamed as `response.refusal.delta`): it is
+/// the answer's text and ends the response as a refusal; so does `content_filter`.
+#[test]
+fn a_refusal_part_or_a_content_filter_is_a_refusal() {
+    let ev = |v: Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap());
+    let item = json!({"id": "msg_1", "type": "message", "status": "completed", "role": "assistant",
+        "content": [{"type": "refusal", "refusal": "I can't help with that."}]});
+    let refused: String = [
+        json!({"type": "response.created", "response": {"id": "r1"}}),
+        json!({"type": "response.output_item.added", "output_index": 0,
+            "item": {"id": "msg_1", "type": "message", "content": []}}),
+        json!({"type": "response.content_part.added", "output_index": 0, "content_index": 0,
+            "part": {"type": "refusal", "refusal": ""}}),
+        json!({"type": "response.refusal.delta", "output_index": 0, "content_index": 0, "delta": "I can't "}),
+        json!({"type": "response.refusal.delta", "output_index": 0, "content_index": 0, "delta": "help with that."}),
+        json!({"type": "response.refusal.done", "output_index": 0, "content_index": 0, "refusal": "I can't help with that."}),
+        json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+        json!({"type": "response.completed", "response": {"id": "r1", "status": "completed", "output": [item]}}),
+    ]
+    .into_iter()
+    .map(ev)
+    .collect();
+    let openai = OpenAi::new(fixtures::http(), "http://unused", None);
+    let (got, deltas) = fixtures::decode(refused.into_bytes(), &openai);
+    let got = got.unwrap();
+    assert_eq!(got.stop_reason, Some(StopReason::Refusal));
+    assert_eq!(got.text, "I can't help with that.");
+    assert_eq!(fixtures::streamed_text(&deltas), got.text);
+
+    let filtered = ev(
+        json!({"type": "response.incomplete", "response": {"id": "r2",
+        "status": "incomplete", "incomplete_details": {"reason": "content_filter"}, "output": []}}),
+    );
+    let got = fixtures::decode(filtered.into_bytes(), &openai).0.unwrap();
+    assert_eq!(got.stop_reason, Some(StopReason::Refusal));
+}

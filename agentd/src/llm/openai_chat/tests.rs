@@ -333,3 +333,36 @@ fn history_maps_to_chat_messages() {
         ]
     );
 }
+
+/// A refusal arrives in `delta.refusal` (with `content` null): it is the answer's text and
+/// ends the response as a refusal; so does `finish_reason: content_filter`. An empty or null
+/// `refusal` beside ordinary text is no refusal.
+#[test]
+fn a_refusal_field_or_a_content_filter_is_a_refusal() {
+    let chat = OpenAiChat::new(fixtures::http(), "http://unused", None);
+    let refused = [
+        json!({"choices": [{"delta": {"role": "assistant", "content": null, "refusal": ""}}]}),
+        json!({"choices": [{"delta": {"content": null, "refusal": "I can't "}}]}),
+        json!({"choices": [{"delta": {"content": null, "refusal": "do that."}}]}),
+        json!({"choices": [{"delta": {}, "finish_reason": "stop"}]}),
+    ];
+    let (got, deltas) = fixtures::decode(sse(&refused, true), &chat);
+    let got = got.unwrap();
+    assert_eq!(got.stop_reason, Some(StopReason::Refusal));
+    assert_eq!(got.text, "I can't do that.");
+    assert_eq!(fixtures::streamed_text(&deltas), got.text);
+
+    let filtered = [
+        json!({"choices": [{"delta": {"content": "Here is"}}]}),
+        json!({"choices": [{"delta": {}, "finish_reason": "content_filter"}]}),
+    ];
+    let got = fixtures::decode(sse(&filtered, true), &chat).0.unwrap();
+    assert_eq!(got.stop_reason, Some(StopReason::Refusal));
+
+    let plain = [
+        json!({"choices": [{"delta": {"content": "fine", "refusal": null}}]}),
+        json!({"choices": [{"delta": {"refusal": ""}, "finish_reason": "stop"}]}),
+    ];
+    let got = fixtures::decode(sse(&plain, true), &chat).0.unwrap();
+    assert_eq!(got.stop_reason, Some(StopReason::EndTurn));
+}
