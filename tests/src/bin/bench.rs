@@ -1,10 +1,11 @@
 //! Benchmarks of the real daemon against an instant mock provider (run by hand, not in CI):
 //!
 //! ```text
-//! cargo run --release -p agentd-tests --bin agentd-bench [ssh]
+//! cargo run --release -p agentd-tests --bin agentd-bench [ssh|acp]
 //! ```
 //!
-//! With `ssh`, only the figure for sessions over ssh.
+//! With `ssh`, only the figure for sessions over ssh; with `acp`, only the event latency over
+//! the socket and through `agentctl acp`, and the bridge's RSS.
 //!
 //! Prints: per-tool-round overhead of a 10-round `echo` task (median of runs), the cost of the
 //! bare `bash -c echo` it includes, daemon RSS idle and with 100 idle sessions, the latency
@@ -68,12 +69,21 @@ fn tool_results(body: &Value) -> usize {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    if std::env::args().nth(1).as_deref() == Some("ssh") {
+    let only = std::env::args().nth(1);
+    if only.as_deref() == Some("ssh") {
         print_ssh(ssh_bench().await.as_ref());
         return;
     }
     let mock = MockAnthropic::start().await.unwrap();
     let daemon = TestDaemon::start(&mock.url).await.unwrap();
+    if only.as_deref() == Some("acp") {
+        let mut client = daemon.client().await.unwrap();
+        let workdir = tempfile::tempdir().unwrap();
+        let latencies = socket_latency(&mock, &daemon, &mut client, workdir.path()).await;
+        let acp = acp_bench(&mock, &daemon, workdir.path()).await;
+        print_acp(&latencies, &acp);
+        return;
+    }
     let pid = daemon.pid();
     let mut client = daemon.client().await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -129,36 +139,7 @@ async fn main() {
     }
     bash.sort();
 
-    // Event latency: the provider sends one text delta at a time; measure until the
-    // subscriber has it.
-    let gates = gated_stream(&mock);
-    let session = daemon
-        .create_session(&mut client, workdir.path(), json!({}))
-        .await
-        .unwrap();
-    client.subscribe(&session, None).await.unwrap();
-    client
-        .call(
-            "session/submit",
-            json!({"session_id": session, "text": "stream"}),
-        )
-        .await
-        .unwrap();
-    let mut latencies = Vec::with_capacity(LATENCY_SAMPLES);
-    for gate in &gates {
-        let sent = Instant::now();
-        gate.open();
-        client
-            .events_until("assistant_text_delta", |_| true)
-            .await
-            .unwrap();
-        latencies.push(sent.elapsed());
-    }
-    client
-        .events_until("processing_end", |_| true)
-        .await
-        .unwrap();
-    latencies.sort();
+    let latencies = socket_latency(&mock, &daemon, &mut client, workdir.path()).await;
     let acp = acp_bench(&mock, &daemon, workdir.path()).await;
 
     let after_runs = rss_kib(pid);
@@ -201,15 +182,7 @@ async fn main() {
         percentile(&latencies, 0.99).as_secs_f64() * 1e6,
         latencies[LATENCY_SAMPLES - 1].as_secs_f64() * 1e6
     );
-    println!(
-        "ACP: provider delta -> `agentctl acp` client's agent_message_chunk ({LATENCY_SAMPLES} samples): p50 {:.0} us, p99 {:.0} us, max {:.0} us (socket above: p50 +{:.0} us); bridge RSS {:.1} MB after the stream",
-        percentile(&acp.latencies, 0.5).as_secs_f64() * 1e6,
-        percentile(&acp.latencies, 0.99).as_secs_f64() * 1e6,
-        acp.latencies[LATENCY_SAMPLES - 1].as_secs_f64() * 1e6,
-        (percentile(&acp.latencies, 0.5).as_secs_f64() - percentile(&latencies, 0.5).as_secs_f64())
-            * 1e6,
-        mb(acp.rss_kib)
-    );
+    print_acp(&latencies, &acp);
     println!(
         "daemon RSS: idle {:.1} MB; with 100 idle sessions {:.1} MB (+{:.1} kB per session); after the runs above {:.1} MB",
         mb(idle_rss),
@@ -601,6 +574,42 @@ async fn ssh_bench() -> Option<SshFigures> {
     Some(figures)
 }
 
+/// Event latency: the provider sends one text delta at a time; each is timed until the
+/// subscriber has it. Sorted.
+async fn socket_latency(
+    mock: &MockAnthropic,
+    daemon: &TestDaemon,
+    client: &mut RawClient,
+    cwd: &Path,
+) -> Vec<Duration> {
+    let gates = gated_stream(mock);
+    let session = daemon.create_session(client, cwd, json!({})).await.unwrap();
+    client.subscribe(&session, None).await.unwrap();
+    client
+        .call(
+            "session/submit",
+            json!({"session_id": session, "text": "stream"}),
+        )
+        .await
+        .unwrap();
+    let mut latencies = Vec::with_capacity(LATENCY_SAMPLES);
+    for gate in &gates {
+        let sent = Instant::now();
+        gate.open();
+        client
+            .events_until("assistant_text_delta", |_| true)
+            .await
+            .unwrap();
+        latencies.push(sent.elapsed());
+    }
+    client
+        .events_until("processing_end", |_| true)
+        .await
+        .unwrap();
+    latencies.sort();
+    latencies
+}
+
 /// Queues a reply that streams [`LATENCY_SAMPLES`] text deltas, each held until its gate opens.
 fn gated_stream(mock: &MockAnthropic) -> Vec<Gate> {
     let gates: Vec<Gate> = (0..LATENCY_SAMPLES).map(|_| Gate::new()).collect();
@@ -618,6 +627,20 @@ fn gated_stream(mock: &MockAnthropic) -> Vec<Gate> {
     chunks.extend(sse::message_end("end_turn"));
     mock.push(Reply::Stream(chunks));
     gates
+}
+
+/// The ACP line: the bridge's latency beside the socket's, and its RSS.
+fn print_acp(socket: &[Duration], acp: &AcpFigures) {
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    println!(
+        "ACP: provider delta -> `agentctl acp` client's agent_message_chunk ({LATENCY_SAMPLES} samples): p50 {:.0} us, p99 {:.0} us, max {:.0} us (socket: p50 {:.0} us, so +{:.0} us); bridge RSS {:.1} MB after the stream",
+        us(percentile(&acp.latencies, 0.5)),
+        us(percentile(&acp.latencies, 0.99)),
+        us(acp.latencies[LATENCY_SAMPLES - 1]),
+        us(percentile(socket, 0.5)),
+        us(percentile(&acp.latencies, 0.5)) - us(percentile(socket, 0.5)),
+        acp.rss_kib as f64 / 1024.0
+    );
 }
 
 /// What the ACP bridge adds.
@@ -648,15 +671,18 @@ async fn acp_bench(mock: &MockAnthropic, daemon: &TestDaemon, cwd: &Path) -> Acp
     let mut send = async |v: Value| {
         stdin.write_all(format!("{v}\n").as_bytes()).await.unwrap();
     };
-    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})).await;
-    send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}})).await;
-    let mut session = None;
-    while session.is_none() {
+    // The answer to request `id` (an ACP agent takes nothing before `initialize` is answered).
+    let mut answer = async |id: u64| loop {
         let line: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
-        if line["id"] == 2 {
-            session = line["result"]["sessionId"].as_str().map(str::to_owned);
+        if line["id"] == id {
+            assert!(line["error"].is_null(), "{line}");
+            return line;
         }
-    }
+    };
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})).await;
+    answer(1).await;
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}})).await;
+    let session = answer(2).await["result"]["sessionId"].clone();
     send(json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {"sessionId": session, "prompt": [{"type": "text", "text": "stream"}]}})).await;
     let mut latencies = Vec::with_capacity(LATENCY_SAMPLES);
     for gate in &gates {
