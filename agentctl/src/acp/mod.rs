@@ -415,14 +415,11 @@ impl Bridge {
                     .data(format!("_meta.steer must be true or false, not {other}")));
             }
         };
-        let gone = || Error::internal_error().data("the session is no longer followed");
-        let (reply, question) = oneshot::channel();
-        attached
-            .commands
-            .send(Command::Question { reply })
-            .await
-            .map_err(|_| gone())?;
-        if let Some(request_id) = question.await.map_err(|_| gone())? {
+        let question = attached
+            .request(|reply| Command::Question { reply })
+            .await?
+            .await?;
+        if let Some(request_id) = question {
             if !images.is_empty() {
                 return Err(Error::invalid_params().data(
                     "the model asked a question and waits for a text answer; send the answer \
@@ -448,13 +445,11 @@ impl Bridge {
             })
             .await
             .map_err(daemon_error)?;
-        let (reply, outcome) = oneshot::channel();
-        let command = Command::Await {
-            input_id: submitted.input_id,
-            reply,
-        };
-        attached.commands.send(command).await.map_err(|_| gone())?;
-        let stop = outcome.await.map_err(|_| gone())??;
+        let input_id = submitted.input_id;
+        let stop = attached
+            .request(|reply| Command::Await { input_id, reply })
+            .await?
+            .await??;
         Ok(acp::PromptResponse::new(stop))
     }
 
@@ -468,13 +463,7 @@ impl Bridge {
         request_id: agentd_proto::RequestId,
         text: String,
     ) -> std::result::Result<acp::PromptResponse, Error> {
-        let gone = || Error::internal_error().data("the session is no longer followed");
-        let (reply, outcome) = oneshot::channel();
-        attached
-            .commands
-            .send(Command::Ride { reply })
-            .await
-            .map_err(|_| gone())?;
+        let outcome = attached.request(|reply| Command::Ride { reply }).await?;
         self.daemon
             .call::<m::SessionRespond>(agentd_proto::RespondParams {
                 session_id: SessionId(id.0.to_string()),
@@ -487,9 +476,7 @@ impl Bridge {
             })
             .await
             .map_err(daemon_error)?;
-        Ok(acp::PromptResponse::new(
-            outcome.await.map_err(|_| gone())??,
-        ))
+        Ok(acp::PromptResponse::new(outcome.await??))
     }
 
     async fn set_mode(

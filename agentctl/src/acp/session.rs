@@ -60,6 +60,20 @@ pub(super) struct Attached {
     pub(super) commands: mpsc::Sender<Command>,
 }
 
+impl Attached {
+    /// Sends the command `make` builds around a reply channel; the returned future is its
+    /// answer. Sent and answered are two steps, so a caller can act in between.
+    pub(super) async fn request<T, F: FnOnce(oneshot::Sender<T>) -> Command>(
+        &self,
+        make: F,
+    ) -> Result<impl Future<Output = Result<T, Error>> + use<T, F>, Error> {
+        let gone = || Error::internal_error().data("the session is no longer followed");
+        let (reply, answer) = oneshot::channel();
+        self.commands.send(make(reply)).await.map_err(|_| gone())?;
+        Ok(async move { answer.await.map_err(|_| gone()) })
+    }
+}
+
 /// Where the task starts reading the session's events.
 pub(super) struct Start {
     /// The log position to read from (`Some(0)`: everything).
