@@ -39,8 +39,9 @@ pub enum ProcessingEndReason {
     /// `warning` event naming the limit came before. The partial answer is in the history.
     MaxTokens,
     /// The model declined to answer (its provider reported a refusal or a safety block); a
-    /// `warning` event came before, and whatever text it gave is the answer. Queued follow-ups
-    /// go on, as after `completed`.
+    /// `warning` event came before, and whatever text it gave is the answer. As after
+    /// `max_tokens`, queued follow-ups wait for the next input: the refused request is still
+    /// in the context (roll it back, or rephrase).
     Refusal,
 }
 

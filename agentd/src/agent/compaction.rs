@@ -191,6 +191,21 @@ impl Agent<'_> {
         };
         let response = result.map_err(|e| CompactError::Provider(e.to_string()))?;
         self.record_usage(response.usage);
+        // A refusal or a cut-off answer is no summary, however short.
+        match response.stop_reason {
+            Some(llm::StopReason::Refusal) => {
+                return Err(CompactError::Provider(
+                    "the model declined to summarize the conversation".into(),
+                ));
+            }
+            Some(llm::StopReason::MaxTokens) => {
+                return Err(CompactError::Provider(format!(
+                    "the summary was cut off at the output token limit (max_output_tokens = {})",
+                    config.max_output_tokens
+                )));
+            }
+            _ => {}
+        }
         let text = response.text.trim();
         if text.is_empty() {
             return Err(CompactError::Provider(

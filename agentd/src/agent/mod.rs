@@ -302,7 +302,7 @@ impl Agent<'_> {
                 });
                 host.emit(EventBody::warning(format!(
                     "the model declined to answer ({}/{} reported a refusal or a safety block); \
-                     rephrase the request or switch the model",
+                     roll the request back (session/rollback) and rephrase it, or switch the model",
                     config.provider, config.model
                 )));
                 return Outcome::Refusal;

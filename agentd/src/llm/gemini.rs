@@ -309,6 +309,7 @@ async fn decode_stream(
     let mut thoughts = String::new();
     let mut text_signature: Option<String> = None;
     let mut streaming: Option<Streaming> = None;
+    let mut blocked = false;
     let mut deltas = Deltas::new(on_delta);
     let tag = rand::random::<u64>();
     while let Some(event) = events.next().await {
@@ -330,11 +331,10 @@ async fn decode_stream(
         if let Some(u) = usage(&chunk["usageMetadata"]) {
             response.usage = Some(u);
         }
+        // A prompt blocked for its content (usually without candidates) is a refusal, whatever
+        // else the stream says.
+        blocked |= chunk["promptFeedback"]["blockReason"].is_string();
         let Some(candidate) = chunk["candidates"].as_array().and_then(|c| c.first()) else {
-            // A prompt blocked for its content comes without candidates: a refusal.
-            if chunk["promptFeedback"]["blockReason"].is_string() {
-                response.stop_reason = Some(StopReason::Refusal);
-            }
             continue;
         };
         for part in candidate["content"]["parts"]
@@ -406,6 +406,9 @@ async fn decode_stream(
                 other => StopReason::Other(other.to_owned()),
             });
         }
+    }
+    if blocked {
+        response.stop_reason = Some(StopReason::Refusal);
     }
     if response.stop_reason.is_none() {
         return Err(http::truncated("a finishReason"));

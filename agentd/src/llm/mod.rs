@@ -194,7 +194,8 @@ pub struct Response {
     pub text: String,
     /// Reasoning blocks, verbatim.
     pub reasoning: Vec<ReasoningBlock>,
-    /// Tool calls, in order. The loop decides from these, never from `stop_reason` alone.
+    /// Tool calls, in order. The loop runs these whatever `stop_reason` says, except after
+    /// `MaxTokens` (the last may be half written) and `Refusal`.
     pub tool_calls: Vec<ToolCall>,
     /// Token counts (final cumulative values); `None` when the server reported none.
     pub usage: Option<Usage>,

@@ -223,11 +223,13 @@ fn collect(items: &BTreeMap<u64, Value>, response: &mut Response) {
                     response.text.push_str("\n\n");
                 }
                 for part in item["content"].as_array().into_iter().flatten() {
-                    if let Some(text) = part["text"].as_str() {
-                        response.text.push_str(text);
-                    } else if let Some(refusal) = part["refusal"].as_str() {
-                        response.text.push_str(refusal);
+                    if part["type"] == "refusal" {
+                        response
+                            .text
+                            .push_str(part["refusal"].as_str().unwrap_or_default());
                         response.stop_reason = Some(StopReason::Refusal);
+                    } else if let Some(text) = part["text"].as_str() {
+                        response.text.push_str(text);
                     }
                 }
             }

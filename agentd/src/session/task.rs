@@ -1339,10 +1339,8 @@ impl Task {
                 self.info.env.terminate_all().await;
             }
             let mut core = self.core();
-            if matches!(
-                outcome,
-                Outcome::Completed | Outcome::TurnLimit | Outcome::Refusal
-            ) && core.closing.is_none()
+            if matches!(outcome, Outcome::Completed | Outcome::TurnLimit)
+                && core.closing.is_none()
                 && let Some(next) = core.follow_up.pop_front()
             {
                 token = self.cancel.child_token();

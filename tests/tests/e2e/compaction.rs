@@ -162,3 +162,30 @@ async fn a_discarded_automatic_summary_is_not_retried_every_round() {
     let sent = s.mock.requests().last().unwrap().body.to_string();
     assert!(sent.contains("oldest question"), "the full context went on");
 }
+
+/// A model that declines to summarize gives no summary, however short its refusal: the
+/// compaction fails with that reason and the history is untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_summary_is_no_summary() {
+    let mut s =
+        setup_with(json!({"config": {"context_window_tokens": 1000, "auto_compact_percent": 0}}))
+            .await;
+    s.mock.respond_with(|body| {
+        Reply::Stream(if is_summary_request(body) {
+            Family::Anthropic.refused("No.")
+        } else {
+            sse::text("ok")
+        })
+    });
+    s.run(&format!("oldest question {}", "x".repeat(600))).await;
+    s.run(&format!("middle question {}", "y".repeat(800))).await;
+    s.run("newest question").await;
+    let before = s.call("session/history", json!({})).await["total"].clone();
+    let refused = s.request("session/compact", json!({})).await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("the model declined to summarize the conversation"),
+        "{refused}"
+    );
+    assert_eq!(s.call("session/history", json!({})).await["total"], before);
+}

@@ -391,6 +391,32 @@ async fn a_refusal_ends_the_input_with_refusal(family: Family) {
     );
 }
 
+/// A follow-up queued while the model refuses waits for the next input, as after a cut-off
+/// answer: the refused request is still in the context, and a client that queued it is told
+/// `refusal`, not the follow-up's outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_queued_during_a_refusal_waits_for_the_next_input() {
+    let mut s = setup_family(Family::Anthropic, json!({})).await;
+    let gate = Gate::new();
+    let mut refused = vec![Chunk::Wait(gate.clone())];
+    refused.extend(Family::Anthropic.refused("I won't."));
+    s.mock.push_stream(refused);
+    s.start("refused").await;
+    s.mock.wait_requests(1).await;
+    s.call("session/follow_up", json!({"text": "queued"})).await;
+    gate.open();
+    let events = s.until("processing_end").await;
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "refusal"
+    );
+    let queue = s.call("session/queue", json!({})).await;
+    assert_eq!(queue["follow_up"][0]["text"], "queued", "{queue}");
+    assert_eq!(s.mock.requests().len(), 1, "the follow-up did not run");
+    let warning = &data_of(&events, "warning", "message")[0];
+    assert!(warning.contains("session/rollback"), "{warning}");
+}
+
 /// `agentctl submit --follow` exits 6 when the model declined to answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agentctl_exits_6_when_the_model_refuses() {

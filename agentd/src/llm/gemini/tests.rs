@@ -274,4 +274,12 @@ fn a_safety_stop_or_a_blocked_prompt_is_a_refusal() {
     );
     let got = fixtures::decode(blocked.into_bytes(), &gemini).0.unwrap();
     assert_eq!(got.stop_reason, Some(StopReason::Refusal));
+    // A later candidate's STOP does not undo the block.
+    let then_stop = format!(
+        "data: {}\r\n\r\ndata: {}\r\n\r\n",
+        json!({"promptFeedback": {"blockReason": "OTHER"}}),
+        json!({"candidates": [{"content": {"parts": [{"text": ""}], "role": "model"}, "finishReason": "STOP", "index": 0}]})
+    );
+    let got = fixtures::decode(then_stop.into_bytes(), &gemini).0.unwrap();
+    assert_eq!(got.stop_reason, Some(StopReason::Refusal));
 }
