@@ -164,6 +164,23 @@ pub trait ExecutionEnvironment: Send + Sync {
         output: OutputSink<'_>,
         cancel: &CancellationToken,
     ) -> Result<ExecResult, Error>;
+    /// Runs `script`, a short read-only report for the session's own use (the git snapshot
+    /// of spec 6.4), in the working directory, and returns its stdout; `None` when it could
+    /// not run or took longer than `timeout`. No model asked for it, so nothing streams, and
+    /// an environment may run it on a cheaper path than a command's.
+    async fn report(&self, script: &str, timeout: Duration) -> Option<String> {
+        let request = ExecRequest {
+            command: script,
+            timeout,
+            working_dir: None,
+            sandbox: None,
+        };
+        self.exec_command(request, &|_, _| {}, &CancellationToken::new())
+            .await
+            .ok()
+            .filter(|r| !r.timed_out)
+            .map(|r| r.stdout)
+    }
     /// Terminates every process this environment started that is still alive (commands that
     /// left background children behind, in their groups or out of them), within the grace
     /// period. Called when a session aborts or closes.
@@ -235,6 +252,9 @@ impl<E: ExecutionEnvironment> ExecutionEnvironment for ReadOnly<E> {
         cancel: &CancellationToken,
     ) -> Result<ExecResult, Error> {
         self.0.exec_command(request, output, cancel).await
+    }
+    async fn report(&self, script: &str, timeout: Duration) -> Option<String> {
+        self.0.report(script, timeout).await
     }
     async fn terminate_all(&self) {
         self.0.terminate_all().await

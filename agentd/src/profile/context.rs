@@ -2,10 +2,9 @@
 //! session start through the execution environment: platform, date, a git snapshot, and the
 //! project's instruction files.
 
-use crate::exec::{ExecRequest, ExecutionEnvironment};
+use crate::exec::ExecutionEnvironment;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 /// Budget for project instruction files (spec 6.5).
 pub const PROJECT_DOCS_BUDGET: usize = 32 * 1024;
@@ -44,17 +43,8 @@ const GIT_SNAPSHOT: &str = "git rev-parse --show-toplevel 2>/dev/null || exit 0;
     echo '---'; git log --oneline -n 10 2>/dev/null";
 
 async fn git_snapshot(env: &dyn ExecutionEnvironment) -> Option<GitSnapshot> {
-    let request = ExecRequest {
-        command: GIT_SNAPSHOT,
-        timeout: Duration::from_secs(5),
-        working_dir: None,
-        sandbox: None,
-    };
-    let result = env
-        .exec_command(request, &|_, _| {}, &CancellationToken::new())
-        .await
-        .ok()?;
-    let mut sections = result.stdout.split("---\n");
+    let report = env.report(GIT_SNAPSHOT, Duration::from_secs(5)).await?;
+    let mut sections = report.split("---\n");
     let root = sections.next()?.trim();
     if root.is_empty() {
         return None;

@@ -196,6 +196,39 @@ async fn read_edit_write_shell_grep_glob_and_list_run_on_the_remote() {
     assert!(system.contains("over ssh on box"), "{system}");
 }
 
+/// The system prompt's git snapshot and project docs are read on the remote, in the session's
+/// remote directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_git_snapshot_and_project_docs_come_from_the_remote() {
+    let Some(server) = server() else { return };
+    let mut s = remote_setup(&server).await;
+    let dir = s.workdir.path().to_owned();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .expect("git runs");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q", "-b", "remote-branch"]);
+    std::fs::write(dir.join("AGENTS.md"), "Remote rule: answer in haiku.\n").unwrap();
+    git(&["add", "AGENTS.md"]);
+    git(&["commit", "-q", "-m", "a commit made on the remote"]);
+    std::fs::write(dir.join("untracked.txt"), "x").unwrap();
+    s.mock.push_stream(sse::text("done"));
+    s.run("what is here?").await;
+    let system = s.mock.requests()[0].body["system"].to_string();
+    for expected in [
+        "Git branch: remote-branch",
+        "a commit made on the remote",
+        "Remote rule: answer in haiku.",
+    ] {
+        assert!(system.contains(expected), "{expected:?} in {system}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_ends_the_remote_process_group() {
     let Some(server) = server() else { return };

@@ -54,6 +54,8 @@ const WRITE: &str =
 const REMOVE: &str =
     r#"[ -e "$1" ] || [ -L "$1" ] || exit 3; [ -d "$1" ] && exit 4; exec rm -f -- "$1""#;
 const EXISTS: &str = r#"[ -e "$1" ]"#;
+/// A report (`$2`, bash) in the directory `$1`.
+const REPORT: &str = r#"cd -- "$1" || exit 125; eval "$2""#;
 const IS_DIR: &str = r#"[ -d "$1" ] || exit 6"#;
 /// `find -L` follows links as the local listing does (it stats through them).
 const LIST: &str = r#"[ -e "$1" ] || exit 3; [ -d "$1" ] || exit 6; [ -r "$1" ] || exit 5
@@ -426,6 +428,18 @@ impl ExecutionEnvironment for SshExecutionEnvironment {
             duration: started.elapsed(),
             escaped: Vec::new(),
         })
+    }
+
+    /// On the worker: one round trip, where a command's channel would start a login shell
+    /// whose startup files can take longer than the report itself. A report still running at
+    /// `timeout` is given up here and finishes on the worker (bounded by its own timeout).
+    async fn report(&self, script: &str, timeout: std::time::Duration) -> Option<String> {
+        self.connect().await.ok()?;
+        let cwd = self.cwd.display().to_string();
+        let args = [cwd.as_str(), script];
+        let run = self.link.run(REPORT, &args, None, MAX_LISTING);
+        let out = tokio::time::timeout(timeout, run).await.ok()?.ok()?;
+        Some(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
     async fn terminate_all(&self) {
