@@ -202,7 +202,9 @@ async fn read_edit_write_shell_grep_glob_and_list_run_on_the_remote() {
 async fn the_git_snapshot_and_project_docs_come_from_the_remote() {
     let Some(server) = server() else { return };
     let mut s = remote_setup(&server).await;
-    let dir = s.workdir.path().to_owned();
+    // A session captures its context when it starts: the repository comes first.
+    let project = tempfile::tempdir().unwrap();
+    let dir = project.path().to_owned();
     let git = |args: &[&str]| {
         let out = std::process::Command::new("git")
             .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
@@ -217,6 +219,16 @@ async fn the_git_snapshot_and_project_docs_come_from_the_remote() {
     git(&["add", "AGENTS.md"]);
     git(&["commit", "-q", "-m", "a commit made on the remote"]);
     std::fs::write(dir.join("untracked.txt"), "x").unwrap();
+    let snapshot = s
+        .client
+        .call(
+            "session/create",
+            json!({"environment": {"kind": "ssh", "host": "box",
+                "cwd": dir.display().to_string()}}),
+        )
+        .await
+        .unwrap();
+    s.session = snapshot["session_id"].as_str().unwrap().to_owned();
     s.mock.push_stream(sse::text("done"));
     s.run("what is here?").await;
     let system = s.mock.requests()[0].body["system"].to_string();
