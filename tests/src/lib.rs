@@ -339,8 +339,18 @@ impl TestDaemon {
         }
     }
 
-    /// Starts the daemon again on the same socket and directories (after [`Self::stop_with`]).
+    /// Starts the daemon again on the same socket and directories (after [`Self::stop_with`],
+    /// or a kill). Refuses while the old one runs: the new one would not start (the state
+    /// directory's lock), and the old one would go on answering as if it were new.
     pub async fn restart(&mut self) -> Result<()> {
+        if let Some(child) = self.child.as_mut()
+            && child.try_wait()?.is_none()
+        {
+            bail!(
+                "restart: agentd (pid {}) is still running; stop it first",
+                self.pid()
+            );
+        }
         self.spawn()?;
         self.wait_ready().await
     }

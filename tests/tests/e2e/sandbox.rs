@@ -478,6 +478,10 @@ async fn the_daemon_and_other_sessions_are_not_restricted() {
         json!({"config": {"sandbox": "workspace_write", "sandbox_network": true}}),
     )
     .await;
+    s.daemon
+        .stop_with(nix::sys::signal::Signal::SIGTERM)
+        .await
+        .unwrap();
     s.daemon.restart().await.unwrap();
     s.client = s.daemon.client().await.unwrap();
     let config = &s.call("session/get", json!({})).await["config"];
