@@ -125,6 +125,24 @@ fn spec(
     }
 }
 
+/// A session in `dir` with `profile` whose provider answers `script`.
+fn scripted_session(
+    dir: &std::path::Path,
+    profile: crate::profile::Profile,
+    script: Vec<Response>,
+) -> Arc<Session> {
+    let providers = ProviderSet::default();
+    providers.insert(
+        "scripted",
+        Arc::new(Scripted(std::sync::Mutex::new(script))),
+    );
+    Session::spawn(
+        spec(dir, profile, providers),
+        None,
+        &tokio_util::task::TaskTracker::new(),
+    )
+}
+
 #[tokio::test]
 async fn a_host_runs_a_session_with_its_own_tools() {
     let dir = tempfile::tempdir().unwrap();
@@ -145,13 +163,7 @@ async fn a_host_runs_a_session_with_its_own_tools() {
             ..Response::default()
         },
     ];
-    let providers = ProviderSet::default();
-    providers.insert(
-        "scripted",
-        Arc::new(Scripted(std::sync::Mutex::new(script))),
-    );
-    let spec = spec(dir.path(), profile, providers);
-    let session = Session::spawn(spec, None, &tokio_util::task::TaskTracker::new());
+    let session = scripted_session(dir.path(), profile, script);
     let mut events = session.subscribe(Some(0)).await.unwrap().live;
     session
         .submit("test it".into(), Vec::new(), None, WhenBusy::Queue)
@@ -212,16 +224,7 @@ async fn concurrent_calls_all_start_before_any_ends() {
             ..Response::default()
         },
     ];
-    let providers = ProviderSet::default();
-    providers.insert(
-        "scripted",
-        Arc::new(Scripted(std::sync::Mutex::new(script))),
-    );
-    let session = Session::spawn(
-        spec(dir.path(), profile, providers),
-        None,
-        &tokio_util::task::TaskTracker::new(),
-    );
+    let session = scripted_session(dir.path(), profile, script);
     let order: Vec<String> = run(&session, "test both")
         .await
         .iter()
