@@ -7,7 +7,9 @@ local H = require("helpers")
 vim.cmd("Agentd new")
 local s = H.session()
 H.wait_event("session_start")
-vim.fn.writefile({ s.id }, H.workdir .. "/ready")
+-- Written whole, then renamed: the test reads it as soon as it exists.
+vim.fn.writefile({ s.id }, H.workdir .. "/ready.tmp")
+assert(vim.uv.fs_rename(H.workdir .. "/ready.tmp", H.workdir .. "/ready"))
 H.wait("the flood", function()
   return vim.uv.fs_stat(H.workdir .. "/flooded") ~= nil
 end)

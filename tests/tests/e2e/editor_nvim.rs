@@ -483,7 +483,10 @@ async fn resumes_a_lagged_stream_without_loss_or_duplicates() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     };
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
-    std::fs::write(workdir.path().join("flooded"), last.to_string()).unwrap();
+    // Written whole, then renamed: the scenario reads it as soon as it exists.
+    let flooded = workdir.path().join("flooded");
+    std::fs::write(flooded.with_extension("tmp"), last.to_string()).unwrap();
+    std::fs::rename(flooded.with_extension("tmp"), flooded).unwrap();
 
     let out = child.wait_with_output().await.unwrap();
     passed("lagged.lua", &out, &daemon);
