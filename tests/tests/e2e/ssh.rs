@@ -241,6 +241,41 @@ async fn the_git_snapshot_and_project_docs_come_from_the_remote() {
     }
 }
 
+/// A remote whose `git` hangs: the session starts without a git snapshot after the report's
+/// 5 s, the hanging processes are ended on the remote, and the worker they held serves the
+/// session's file operations again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_git_on_the_remote_costs_the_snapshot_only() {
+    if server().is_none() {
+        return;
+    }
+    let m = marker();
+    let bin = tempfile::tempdir().unwrap();
+    let git = bin.path().join("git");
+    std::fs::write(&git, format!("#!/bin/sh\nexec sleep 600 {m}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&git, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let server = SshServer::start_with_path(Some(&format!(
+        "{}:/usr/local/bin:/usr/bin:/bin",
+        bin.path().display()
+    )))
+    .unwrap()
+    .unwrap();
+    let mut s = remote_setup(&server).await;
+    std::fs::write(s.workdir.path().join("notes.txt"), "still readable\n").unwrap();
+    s.mock.push_stream(sse::tools(
+        "",
+        &[("t1", "read_file", json!({"file_path": "notes.txt"}))],
+    ));
+    s.mock.push_stream(sse::text("done"));
+    let events = s.run("read it").await;
+    let outputs = tool_outputs(&events);
+    assert!(outputs[0].contains("still readable"), "{outputs:?}");
+    let system = s.mock.requests()[0].body["system"].to_string();
+    assert!(system.contains("Is git repository: false"), "{system}");
+    wait_for("the hanging git to be ended", || live_with(&m).is_empty()).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_ends_the_remote_process_group() {
     let Some(server) = server() else { return };

@@ -54,8 +54,14 @@ const WRITE: &str =
 const REMOVE: &str =
     r#"[ -e "$1" ] || [ -L "$1" ] || exit 3; [ -d "$1" ] && exit 4; exec rm -f -- "$1""#;
 const EXISTS: &str = r#"[ -e "$1" ]"#;
-/// A report (`$2`, bash) in the directory `$1`.
-const REPORT: &str = r#"cd -- "$1" || exit 125; eval "$2""#;
+/// A report (`$2`, bash) in the directory `$1`, ended after `$3` seconds by coreutils'
+/// `timeout` (which signals its whole process group) where the remote has it, so that a
+/// hanging report does not hold the worker.
+const REPORT: &str = r#"cd -- "$1" || exit 125
+command -v timeout >/dev/null && exec timeout -k 1 "$3" bash -c "$2"
+eval "$2""#;
+/// `timeout`'s exit code when it ended the report.
+const REPORT_TIMED_OUT: i32 = 124;
 const IS_DIR: &str = r#"[ -d "$1" ] || exit 6"#;
 /// `find -L` follows links as the local listing does (it stats through them).
 const LIST: &str = r#"[ -e "$1" ] || exit 3; [ -d "$1" ] || exit 6; [ -r "$1" ] || exit 5
@@ -431,15 +437,19 @@ impl ExecutionEnvironment for SshExecutionEnvironment {
     }
 
     /// On the worker: one round trip, where a command's channel would start a login shell
-    /// whose startup files can take longer than the report itself. A report still running at
-    /// `timeout` is given up here and finishes on the worker (bounded by its own timeout).
+    /// whose startup files can take longer than the report itself. The remote ends a report
+    /// that runs past `timeout`; this side waits a little longer, for a remote without
+    /// `timeout` (the report then finishes on the worker, bounded by the worker's own limit).
     async fn report(&self, script: &str, timeout: std::time::Duration) -> Option<String> {
         self.connect().await.ok()?;
         let cwd = self.cwd.display().to_string();
-        let args = [cwd.as_str(), script];
+        let seconds = timeout.as_secs().max(1).to_string();
+        let args = [cwd.as_str(), script, seconds.as_str()];
         let run = self.link.run(REPORT, &args, None, MAX_LISTING);
-        let out = tokio::time::timeout(timeout, run).await.ok()?.ok()?;
-        Some(String::from_utf8_lossy(&out.stdout).into_owned())
+        let grace = timeout + KILL_GRACE;
+        let out = tokio::time::timeout(grace, run).await.ok()?.ok()?;
+        (out.code != Some(REPORT_TIMED_OUT))
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
     async fn terminate_all(&self) {
