@@ -327,13 +327,10 @@ async fn decode_stream(
             continue;
         };
         let delta = &choice["delta"];
-        if let Some(text) = delta["content"].as_str() {
-            response.text.push_str(text);
-            deltas.text(text);
-        }
         // A refusal comes in its own field, and is the answer's text.
-        if let Some(text) = delta["refusal"].as_str().filter(|t| !t.is_empty()) {
-            refused = true;
+        let refusal = delta["refusal"].as_str().filter(|t| !t.is_empty());
+        refused |= refusal.is_some();
+        for text in [delta["content"].as_str(), refusal].into_iter().flatten() {
             response.text.push_str(text);
             deltas.text(text);
         }
