@@ -21,7 +21,8 @@ mod utf8;
 pub use env_filter::{DEFAULT_SECRET_PATTERNS, EnvFilter, EnvPolicy};
 pub use local::{LocalExecutionEnvironment, LocalOptions, describe_escaped, end_leftovers};
 pub use process::{
-    MARKER_VAR, ProcessId, become_subreaper, identify, reap_orphans, reap_orphans_forever, run_id,
+    AncestryError, MARKER_VAR, ProcessId, become_subreaper, descends_from, identify, reap_orphans,
+    reap_orphans_forever, run_id,
 };
 pub use sandbox::{SandboxPolicy, Sandboxed};
 pub use search::{GrepMode, GrepOptions};

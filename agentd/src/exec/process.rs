@@ -74,6 +74,84 @@ pub fn identify(pid: i32) -> Option<ProcessId> {
     })
 }
 
+/// The most parent links [`descends_from`] follows: far deeper than any real process tree,
+/// and still a bounded walk.
+const MAX_ANCESTRY: usize = 4096;
+
+/// How many times [`descends_from`] starts over when the chain changed under it.
+const ANCESTRY_ATTEMPTS: usize = 3;
+
+/// Why [`descends_from`] cannot answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AncestryError {
+    /// This process is out of file descriptors (`EMFILE`, `ENFILE`): a later try may work.
+    OutOfFiles,
+    /// The process is gone or unreadable, or its chain too deep or never still.
+    Unknown(String),
+}
+
+/// Whether process `pid` descends from process `ancestor` (its child, grandchild, ...),
+/// following the parent links in `/proc` up to pid 1. `pid` itself does not count as its own
+/// descendant. Bounded: at most [`MAX_ANCESTRY`] links, [`ANCESTRY_ATTEMPTS`] times.
+///
+/// A parent that started after its child is a later process on a reused pid (the real parent
+/// ended while the walk read the chain, and the child was reparented): the walk starts over,
+/// from the child's new parent. `ancestor` must be a live process that cannot exit during the
+/// call (the daemon itself), so its pid is never another's.
+pub fn descends_from(pid: i32, ancestor: i32) -> Result<bool, AncestryError> {
+    for _ in 0..ANCESTRY_ATTEMPTS {
+        if let Some(known) = walk_up(pid, ancestor)? {
+            return Ok(known);
+        }
+    }
+    Err(AncestryError::Unknown(format!(
+        "the ancestry of process {pid} kept changing while it was read"
+    )))
+}
+
+/// One walk of [`descends_from`]: `None` when the chain changed under it.
+fn walk_up(pid: i32, ancestor: i32) -> Result<Option<bool>, AncestryError> {
+    let mut child = match read_stat(pid)? {
+        Some(s) => s,
+        None => return Err(AncestryError::Unknown(format!("process {pid} is gone"))),
+    };
+    for _ in 0..MAX_ANCESTRY {
+        if child.ppid == ancestor {
+            return Ok(Some(true));
+        }
+        // 0: the parent of pid 1, or a parent outside this pid namespace.
+        if child.ppid <= 0 {
+            return Ok(Some(false));
+        }
+        let Some(parent) = read_stat(child.ppid)? else {
+            return Ok(None);
+        };
+        if parent.start_time > child.start_time {
+            return Ok(None);
+        }
+        child = parent;
+    }
+    Err(AncestryError::Unknown(format!(
+        "process {pid} has more than {MAX_ANCESTRY} ancestors"
+    )))
+}
+
+/// The stat of `pid`: `None` when it does not exist, an error when it cannot be read.
+fn read_stat(pid: i32) -> Result<Option<Stat>, AncestryError> {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(text) => parse_stat(&text).map(Some).ok_or_else(|| {
+            AncestryError::Unknown(format!("/proc/{pid}/stat is not in the expected format"))
+        }),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH)) => Ok(None),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+            Err(AncestryError::OutOfFiles)
+        }
+        Err(e) => Err(AncestryError::Unknown(format!(
+            "cannot read /proc/{pid}/stat: {e}"
+        ))),
+    }
+}
+
 /// Every pid in `/proc`.
 fn pids() -> impl Iterator<Item = i32> {
     std::fs::read_dir("/proc")
@@ -304,6 +382,26 @@ mod tests {
             ..me
         };
         assert!(!reused.alive(), "a different start time is another process");
+    }
+
+    #[test]
+    fn a_child_descends_from_this_process_and_this_process_from_none_of_its_children() {
+        let me = std::process::id() as i32;
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        assert_eq!(descends_from(pid, me), Ok(true));
+        assert_eq!(descends_from(me, pid), Ok(false));
+        assert_eq!(descends_from(me, me), Ok(false), "not its own descendant");
+        assert_eq!(descends_from(1, me), Ok(false));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(
+            descends_from(pid, me).is_err(),
+            "a reaped process is unknown"
+        );
     }
 
     #[test]

@@ -653,6 +653,31 @@ pub(super) fn unauthorized() -> ErrorObjectOwned {
     )
 }
 
+/// The error a process the daemon started (a tool command, or anything it ran) gets when it
+/// connects.
+pub(super) fn started_by_daemon() -> ErrorObjectOwned {
+    app_error(
+        ErrorKind::Unauthorized,
+        "permission denied: agentd does not accept connections from processes it started \
+         (tool commands and whatever they run), so a command cannot control agentd or its \
+         sessions"
+            .into(),
+        None,
+    )
+}
+
+/// The error a client gets when the daemon cannot tell whether it started it.
+pub(super) fn unverified_peer(why: &str) -> ErrorObjectOwned {
+    app_error(
+        ErrorKind::Unauthorized,
+        format!(
+            "permission denied: agentd could not verify the connecting process ({why}); it \
+             accepts only processes it did not start"
+        ),
+        None,
+    )
+}
+
 /// The error a client beyond the connection limit gets.
 pub(super) fn too_many_connections(max: usize) -> ErrorObjectOwned {
     app_error(
