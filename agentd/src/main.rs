@@ -50,6 +50,13 @@ enum Command {
 const EX_CONFIG: u8 = 78;
 
 fn main() -> ExitCode {
+    // First of all: the provider keys are in this process's environment and memory, and
+    // commands run as the same user. Not dumpable, `/proc/<pid>/environ`, `mem` and ptrace are
+    // closed to them (and to everything but root), whatever the session's sandbox.
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        eprintln!("agentd: cannot make the process non-dumpable: {e}");
+        return ExitCode::FAILURE;
+    }
     // Before any thread exists: it edits the environment.
     let systemd_fd = server::take_systemd_fd();
     let fd_limit = raise_fd_limit();
@@ -162,15 +169,18 @@ async fn serve(
     state_dir: &std::path::Path,
     limits: Limits,
 ) -> anyhow::Result<()> {
+    let uid = nix::unistd::geteuid().as_raw();
+    // It holds the default socket and the SSH control sockets.
+    if agentd_proto::socket::runtime_dir_is_fallback() {
+        server::ensure_runtime_dir(&agentd_proto::socket::runtime_dir(uid))?;
+    }
     let listener = match systemd_fd {
         Some(fd) => {
             tracing::info!(fd, "adopting the socket passed by systemd");
             Listener::adopt_systemd(fd)?
         }
         None => {
-            let path = socket.unwrap_or_else(|| {
-                agentd_proto::socket::default_socket_path(nix::unistd::geteuid().as_raw())
-            });
+            let path = socket.unwrap_or_else(|| agentd_proto::socket::default_socket_path(uid));
             Listener::bind(&path)?
         }
     };

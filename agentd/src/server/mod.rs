@@ -9,13 +9,15 @@
 
 mod connection;
 mod methods;
+mod peer;
 mod socket;
 
 pub use connection::Peer;
 pub use methods::reload;
-pub use socket::{Error as SocketError, Listener, take_systemd_fd};
+pub use socket::{Error as SocketError, Listener, ensure_runtime_dir, take_systemd_fd};
 
 use crate::session::Registry;
+use peer::{PeerProcess, Refusal};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -28,6 +30,10 @@ use tokio_util::sync::CancellationToken;
 const MAX_REFUSING: usize = 32;
 /// How long a refused client may take to send its first request.
 const REFUSAL_WAIT: Duration = Duration::from_secs(1);
+/// Peer checks run at once (see [`screen`]); each holds up to two descriptors for a moment.
+const MAX_CHECKS: usize = 8;
+/// How long a peer check keeps retrying while the daemon is out of file descriptors.
+const CHECK_PATIENCE: Duration = Duration::from_secs(60);
 /// Longest pause between `accept` attempts while they fail.
 const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 /// At most one log line per this period about failing `accept`s.
@@ -88,7 +94,7 @@ impl Limits {
     /// `max_connections` lowered to fit the file descriptor limit `nofile`, so that refusing a
     /// client (which needs one descriptor for a moment) never fails for want of one.
     pub fn fit_fd_limit(mut self, nofile: u64) -> Self {
-        let reserve = Self::FD_RESERVE.min(nofile / 2) + MAX_REFUSING as u64;
+        let reserve = Self::FD_RESERVE.min(nofile / 2) + (MAX_REFUSING + 2 * MAX_CHECKS) as u64;
         let room = nofile.saturating_sub(reserve).max(1);
         self.max_connections = self
             .max_connections
@@ -122,6 +128,7 @@ pub async fn run(listener: Listener, daemon: Arc<Daemon>, limits: Limits, ready:
     let connections = tokio_util::task::TaskTracker::new();
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let refusals = Arc::new(Semaphore::new(MAX_REFUSING));
+    let checks = Arc::new(Semaphore::new(MAX_CHECKS));
     let input_budget = Arc::new(Semaphore::new(
         limits
             .max_buffered_input
@@ -168,7 +175,8 @@ pub async fn run(listener: Listener, daemon: Arc<Daemon>, limits: Limits, ready:
                 continue;
             }
         };
-        if peer.uid != uid {
+        // Root as well, as ssh-agent does: root can read the daemon's memory anyway.
+        if peer.uid != uid && peer.uid != 0 {
             tracing::warn!(
                 peer_uid = peer.uid,
                 "refused a connection from another user"
@@ -196,8 +204,13 @@ pub async fn run(listener: Listener, daemon: Arc<Daemon>, limits: Limits, ready:
         let closed = closed.clone();
         let budget = input_budget.clone();
         daemon.connections.fetch_add(1, Ordering::Relaxed);
+        let checks = checks.clone();
         connections.spawn(async move {
-            connection::serve(stream, peer, methods, conn_id, limits, budget, shutdown).await;
+            if let Some(error) = screen(&stream, peer.pid, &checks).await {
+                connection::refuse(stream, error, REFUSAL_WAIT).await;
+            } else {
+                connection::serve(stream, peer, methods, conn_id, limits, budget, shutdown).await;
+            }
             daemon.connections.fetch_sub(1, Ordering::Relaxed);
             drop(slot);
             closed.notify_one();
@@ -210,6 +223,59 @@ pub async fn run(listener: Listener, daemon: Arc<Daemon>, limits: Limits, ready:
     connections.close();
     // Connections end once their subscriptions have sent their final notification.
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), connections.wait()).await;
+}
+
+/// The error for a peer the daemon must not serve (see [`peer`]), logged here; `None` lets it
+/// in. At most [`MAX_CHECKS`] run at once (each holds a pidfd and reads `/proc` on the
+/// blocking pool); one that finds the daemon out of file descriptors waits and tries again,
+/// as the accept loop does, for up to [`CHECK_PATIENCE`].
+async fn screen(
+    stream: &tokio::net::UnixStream,
+    pid: Option<i32>,
+    checks: &Semaphore,
+) -> Option<jsonrpsee::types::ErrorObjectOwned> {
+    let daemon = std::process::id() as i32;
+    let deadline = Instant::now() + CHECK_PATIENCE;
+    let mut pause = Duration::from_millis(10);
+    let verdict = loop {
+        let verdict = match checks.acquire().await {
+            Ok(_permit) => match PeerProcess::of(stream, pid) {
+                Ok(process) => tokio::task::spawn_blocking(move || process.check(daemon))
+                    .await
+                    .unwrap_or_else(|e| Err(Refusal::Unknown(format!("the check failed: {e}")))),
+                Err(refusal) => Err(refusal),
+            },
+            Err(_) => Err(Refusal::Unknown("the daemon is stopping".into())),
+        };
+        match verdict {
+            Err(Refusal::OutOfFiles) if Instant::now() < deadline => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(MAX_ACCEPT_BACKOFF);
+            }
+            verdict => break verdict,
+        }
+    };
+    let pid = pid.unwrap_or_default();
+    let (error, why) = match verdict {
+        Ok(()) => return None,
+        Err(Refusal::Descendant) => {
+            tracing::warn!(
+                peer_pid = pid,
+                "refused a connection from a process agentd started (a tool command or its child)"
+            );
+            return Some(methods::started_by_daemon());
+        }
+        Err(Refusal::OutOfFiles) => (
+            methods::unverified_peer("the daemon is out of file descriptors"),
+            "out of file descriptors".to_owned(),
+        ),
+        Err(Refusal::Unknown(why)) => (methods::unverified_peer(&why), why),
+    };
+    tracing::warn!(
+        peer_pid = pid,
+        "refused a connection: cannot verify its process: {why}"
+    );
+    Some(error)
 }
 
 /// Returns memory to the OS after connections close. Their buffers are freed, but glibc's
@@ -300,8 +366,8 @@ mod tests {
     fn the_connection_cap_fits_the_fd_limit() {
         let limits = Limits::default();
         assert_eq!(limits.fit_fd_limit(1 << 20).max_connections, 4096);
-        assert_eq!(limits.fit_fd_limit(1024).max_connections, 1024 - 256 - 32);
-        assert_eq!(limits.fit_fd_limit(100).max_connections, 100 - 50 - 32);
+        assert_eq!(limits.fit_fd_limit(1024).max_connections, 1024 - 256 - 48);
+        assert_eq!(limits.fit_fd_limit(100).max_connections, 100 - 50 - 48);
         assert_eq!(limits.fit_fd_limit(10).max_connections, 1);
     }
 
