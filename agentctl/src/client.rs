@@ -57,10 +57,33 @@ pub(crate) struct Connection {
     client: std::sync::Arc<Client>,
 }
 
+/// Why no connection was made.
+pub(crate) enum ConnectError {
+    /// Nothing could be reached (or the socket is not there).
+    Io(io::Error),
+    /// Something answered that is not this user's daemon: nothing was sent to it.
+    Untrusted(String),
+}
+
 impl Connection {
-    /// Connects to the daemon's socket.
-    pub(crate) async fn connect(socket: &Path) -> io::Result<Self> {
-        let (read, write) = UnixStream::connect(socket).await?.into_split();
+    /// Connects to the daemon's socket and, before sending anything, checks that the process
+    /// serving it runs as this user (`SO_PEERCRED`): another user's process there would read
+    /// every prompt and could answer anything.
+    pub(crate) async fn connect(socket: &Path) -> Result<Self, ConnectError> {
+        let stream = UnixStream::connect(socket)
+            .await
+            .map_err(ConnectError::Io)?;
+        let server = stream.peer_cred().map_err(ConnectError::Io)?.uid();
+        let me = nix::unistd::geteuid().as_raw();
+        if server != me {
+            return Err(ConnectError::Untrusted(format!(
+                "the process serving {} runs as uid {server}, not as you (uid {me}): it is not \
+                 your agentd, so nothing was sent to it; stop it, or use another socket \
+                 (--socket or AGENTD_SOCKET)",
+                socket.display()
+            )));
+        }
+        let (read, write) = stream.into_split();
         let client = ClientBuilder::default()
             // Subscriptions replay whole logs; the default 1024 would drop long ones.
             .max_buffer_capacity_per_subscription(1 << 16)

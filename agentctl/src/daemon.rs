@@ -3,7 +3,7 @@
 //! started daemon is polled until its socket answers (it is usually ready in milliseconds);
 //! if it exits first, its own words (a bad config file, say) are the error, at once.
 
-use crate::client::Connection;
+use crate::client::{ConnectError, Connection};
 use crate::error::{Failure, Result};
 use std::fs::OpenOptions;
 use std::io;
@@ -90,20 +90,21 @@ impl Started {
 
 /// Waits until `socket` answers, polling with a short backoff (the daemon is usually ready in
 /// a few milliseconds), and fails at once, with the daemon's own words, if it exits first.
-async fn wait_ready(
-    socket: &Path,
-    started: &mut Started,
-) -> std::result::Result<Connection, String> {
+async fn wait_ready(socket: &Path, started: &mut Started) -> Result<Connection> {
     let deadline = Instant::now() + READY_WITHIN;
     let mut pause = Duration::from_millis(1);
     loop {
-        if let Ok(conn) = Connection::connect(socket).await {
-            return Ok(conn);
+        match Connection::connect(socket).await {
+            Ok(conn) => return Ok(conn),
+            Err(ConnectError::Untrusted(why)) => return Err(Failure::untrusted(why)),
+            Err(ConnectError::Io(_)) => {}
         }
         if let Ok(Some(status)) = started.child.try_wait() {
             // Another agentctl may have started the daemon first; this one then stops.
-            if let Ok(conn) = Connection::connect(socket).await {
-                return Ok(conn);
+            match Connection::connect(socket).await {
+                Ok(conn) => return Ok(conn),
+                Err(ConnectError::Untrusted(why)) => return Err(Failure::untrusted(why)),
+                Err(ConnectError::Io(_)) => {}
             }
             let said = started.output();
             let said = if said.is_empty() {
@@ -111,21 +112,57 @@ async fn wait_ready(
             } else {
                 said
             };
-            return Err(format!(
-                "agentd could not start: {said}\n(`agentd --check-config` checks the config; \
-                 the daemon's log is {})",
-                started.log.display()
+            return Err(not_started(
+                socket,
+                format!(
+                    "agentd could not start: {said}\n(`agentd --check-config` checks the \
+                     config; the daemon's log is {})",
+                    started.log.display()
+                ),
             ));
         }
         if Instant::now() > deadline {
-            return Err(format!(
-                "agentd was started but did not answer within {} s (see {})",
-                READY_WITHIN.as_secs(),
-                started.log.display()
+            return Err(not_started(
+                socket,
+                format!(
+                    "agentd was started but did not answer within {} s (see {})",
+                    READY_WITHIN.as_secs(),
+                    started.log.display()
+                ),
             ));
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// The failure of a start that did not bring a daemon up.
+fn not_started(socket: &Path, why: String) -> Failure {
+    Failure::unavailable(format!(
+        "nothing answered at {}, so agentctl started agentd; {why}",
+        socket.display()
+    ))
+}
+
+/// Refuses the fallback runtime directory (`<tmp>/agentd-<uid>`, used without
+/// `XDG_RUNTIME_DIR`) unless it is this user's own: whoever owns it could serve a daemon of
+/// their own there. A missing one is fine: agentd creates it.
+fn check_runtime_dir(socket: &Path) -> Result<()> {
+    let uid = nix::unistd::geteuid().as_raw();
+    let dir = agentd_proto::socket::runtime_dir(uid);
+    if !agentd_proto::socket::runtime_dir_is_fallback() || socket.parent() != Some(dir.as_path()) {
+        return Ok(());
+    }
+    let problem = match std::fs::symlink_metadata(&dir) {
+        Ok(meta) => agentd_proto::socket::runtime_dir_problem(&dir, &meta, uid),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => Some(format!("cannot inspect {}: {e}", dir.display())),
+    };
+    match problem {
+        Some(problem) => Err(Failure::untrusted(format!(
+            "refusing to use the runtime directory: {problem}"
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -136,9 +173,11 @@ const READY_WITHIN: Duration = Duration::from_secs(10);
 /// waits for it.
 pub(crate) async fn connect(socket: Option<&Path>, autostart: bool) -> Result<Connection> {
     let socket = socket_path(socket);
+    check_runtime_dir(&socket)?;
     let first = match Connection::connect(&socket).await {
         Ok(conn) => return Ok(conn),
-        Err(e) => e,
+        Err(ConnectError::Untrusted(why)) => return Err(Failure::untrusted(why)),
+        Err(ConnectError::Io(e)) => e,
     };
     let unreachable = |detail: String| {
         Failure::unavailable(format!(
@@ -159,23 +198,14 @@ pub(crate) async fn connect(socket: Option<&Path>, autostart: bool) -> Result<Co
 
 /// Starts agentd on `socket` and connects once it answers.
 pub(crate) async fn launch(socket: &Path) -> Result<Connection> {
+    check_runtime_dir(socket)?;
     let mut started =
         start(socket).map_err(|e| Failure::unavailable(format!("starting agentd failed: {e}")))?;
-    wait_ready(socket, &mut started).await.map_err(|why| {
-        Failure::unavailable(format!(
-            "nothing answered at {}, so agentctl started agentd; {why}",
-            socket.display()
-        ))
-    })
+    wait_ready(socket, &mut started).await
 }
 
-/// Whether the daemon with `pid` runs under systemd (it has an `INVOCATION_ID`), where
-/// `systemctl --user` owns its life. Unknown (another platform, no access) is `false`.
-pub(crate) fn under_systemd(pid: u32) -> bool {
-    std::fs::read(format!("/proc/{pid}/environ"))
-        .map(|env| {
-            env.split(|b| *b == 0)
-                .any(|var| var.starts_with(b"INVOCATION_ID=") || var.starts_with(b"LISTEN_FDS="))
-        })
-        .unwrap_or(false)
+/// Whether the daemon runs under systemd, where `systemctl --user` owns its life. It says
+/// so itself: its `/proc` files are closed to other processes (it is not dumpable).
+pub(crate) fn under_systemd(info: &agentd_proto::DaemonInfo) -> bool {
+    info.started_by == Some(agentd_proto::StartedBy::Systemd)
 }

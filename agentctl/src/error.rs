@@ -12,7 +12,7 @@
 //! | 4 | the followed work stopped at the round limit for one input (`--max-rounds`) |
 //! | 5 | reserved: the model's answer stopped at its output token limit |
 //! | 69 | the daemon cannot be reached, or it stopped while followed |
-//! | 77 | the daemon refused this user |
+//! | 77 | the daemon refused this user (or this process), or agentctl refused the server: another user's socket or runtime directory |
 //! | 130 | interrupted (Ctrl-C aborted the work) |
 
 use jsonrpsee::core::ClientError;
@@ -75,6 +75,18 @@ impl Failure {
     /// The daemon cannot be reached (exit 69).
     pub(crate) fn unavailable(message: impl Into<String>) -> Self {
         Self::local(EX_UNAVAILABLE, "unavailable", message)
+    }
+
+    /// The server is not this user's daemon, or its directory is not this user's own (exit
+    /// 77): nothing was sent.
+    pub(crate) fn untrusted(message: impl Into<String>) -> Self {
+        Self::local(EX_NOPERM, "untrusted", message)
+    }
+
+    /// Whether this is an [`untrusted`](Self::untrusted) failure, which no retry or
+    /// auto-start can fix.
+    pub(crate) fn is_untrusted(&self) -> bool {
+        self.kind == "untrusted"
     }
 
     /// Prints the failure on stderr: one JSON object with `--json`, else a line for people.

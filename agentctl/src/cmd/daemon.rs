@@ -77,7 +77,11 @@ async fn stop(conn: Connection, json: bool) -> Result<u32> {
 
 impl DaemonCommand {
     pub(crate) async fn run(self, socket: Option<&Path>, json: bool) -> Result<u8> {
-        let conn = daemon::connect(socket, false).await;
+        let conn = match daemon::connect(socket, false).await {
+            // Not "not running": something is there that this user must not talk to.
+            Err(f) if f.is_untrusted() => return Err(f),
+            conn => conn,
+        };
         match (self, conn) {
             (DaemonCommand::Status, Ok(conn)) => status::run(&super::Context { conn, json }).await,
             (DaemonCommand::Reload, Err(_)) => Err(Failure::unavailable(format!(
@@ -126,7 +130,7 @@ impl DaemonCommand {
             }
             (DaemonCommand::Stop, Ok(conn)) => {
                 let info = conn.call::<m::DaemonInfoMethod>(Empty {}).await?;
-                let systemd = daemon::under_systemd(info.pid);
+                let systemd = daemon::under_systemd(&info);
                 let pid = stop(conn, json).await?;
                 if json {
                     println!("{{\"stopped\":{pid}}}");
@@ -141,7 +145,7 @@ impl DaemonCommand {
             (DaemonCommand::Restart, conn) => {
                 if let Ok(conn) = conn {
                     let info = conn.call::<m::DaemonInfoMethod>(Empty {}).await?;
-                    if daemon::under_systemd(info.pid) {
+                    if daemon::under_systemd(&info) {
                         return Err(Failure::usage(format!(
                             "agentd (pid {}) runs under systemd: restart it with \
                              `systemctl --user restart agentd.service`",

@@ -4,7 +4,7 @@
 
 use super::table;
 use crate::daemon;
-use crate::error::{EX_FAILURE, EX_UNAVAILABLE, Result};
+use crate::error::{EX_FAILURE, EX_NOPERM, EX_UNAVAILABLE, Result};
 use agentd_proto::methods as m;
 use agentd_proto::{DaemonInfo, Empty};
 use serde::Serialize;
@@ -40,12 +40,18 @@ fn check_config() -> Option<ConfigCheck> {
 pub(crate) async fn run(flag: Option<&std::path::Path>, json: bool) -> Result<u8> {
     let socket = daemon::socket_path(flag);
     let log = daemon::log_path();
-    let info: Option<DaemonInfo> = match daemon::connect(flag, false).await {
-        Ok(conn) => Some(conn.call::<m::DaemonInfoMethod>(Empty {}).await?),
-        Err(_) => None,
-    };
+    let (info, refused): (Option<DaemonInfo>, Option<String>) =
+        match daemon::connect(flag, false).await {
+            Ok(conn) => (
+                Some(conn.call::<m::DaemonInfoMethod>(Empty {}).await?),
+                None,
+            ),
+            Err(f) if f.is_untrusted() => (None, Some(f.message)),
+            Err(_) => (None, None),
+        };
     let check = check_config();
     let code = match (&info, &check) {
+        (None, _) if refused.is_some() => EX_NOPERM,
         (None, _) => EX_UNAVAILABLE,
         (Some(_), Some(c)) if !c.ok => EX_FAILURE,
         _ => 0,
@@ -60,6 +66,7 @@ pub(crate) async fn run(flag: Option<&std::path::Path>, json: bool) -> Result<u8
             "agentctl": env!("CARGO_PKG_VERSION"),
             "socket": socket.display().to_string(),
             "reachable": info.is_some(),
+            "refused": refused,
             "daemon": info,
             "log": log.display().to_string(),
             "config_check": check,
@@ -70,10 +77,15 @@ pub(crate) async fn run(flag: Option<&std::path::Path>, json: bool) -> Result<u8
     }
     println!("agentctl {}", env!("CARGO_PKG_VERSION"));
     let Some(info) = info else {
-        println!("socket   {} (nothing answers)", socket.display());
-        println!(
-            "hint     run any agentctl command to start agentd, or `systemctl --user start agentd.socket`"
-        );
+        match &refused {
+            Some(why) => println!("socket   {} (REFUSED: {why})", socket.display()),
+            None => {
+                println!("socket   {} (nothing answers)", socket.display());
+                println!(
+                    "hint     run any agentctl command to start agentd, or `systemctl --user start agentd.socket`"
+                );
+            }
+        }
         println!(
             "log      {} (where agentctl-started daemons log)",
             log.display()

@@ -43,7 +43,8 @@ fn read(path: &Path) -> Result<Credentials> {
             )));
         }
     };
-    serde_json::from_str(&text).map_err(|e| {
+    // Where and what, never the file's text: it is keys.
+    credentials::parse(&text).map_err(|e| {
         Failure::failed(format!(
             "{} is not a credentials file ({e}); move it away and log in again",
             path.display()
