@@ -468,17 +468,13 @@ pub fn read_credentials(path: &Path) -> Result<Credentials, Error> {
             credentials::MAX_CREDENTIALS_BYTES
         )));
     }
-    // serde_json's messages quote no string values, so no key leaks through them.
-    let creds: Credentials = serde_json::from_str(&text).map_err(|e| {
+    // The error names the place and the kind of problem, never the file's text (its keys).
+    credentials::parse(&text).map_err(|e| {
         bad(format!(
-            "it is not what `agentctl login` writes ({e}); delete it and log in again"
+            "{e}; it is not what `agentctl login` writes: delete it and log in again \
+             (`agentctl login PROVIDER`)"
         ))
-    })?;
-    for (name, key) in &creds.api_keys {
-        credentials::check_key(key)
-            .map_err(|why| bad(format!("the key for {name:?} is unusable: {why}")))?;
-    }
-    Ok(creds)
+    })
 }
 
 /// Where sessions are stored by default: `$XDG_STATE_HOME/agentd` (`~/.local/state/agentd`),
@@ -800,11 +796,60 @@ fn permission_warning(path: &Path) -> Option<String> {
     })
 }
 
+/// Parses the config file. The error names the line and column, and never shows the line
+/// itself or a string value (toml's own report quotes both): a key pasted into the file would
+/// end up in logs and terminals.
 fn parse(text: &str, path: &Path) -> Result<FileConfig, Error> {
-    toml::from_str(text).map_err(|e| Error::Parse {
-        path: path.to_owned(),
-        message: e.to_string().trim_end().to_owned(),
+    serde_path_to_error::deserialize(toml::Deserializer::new(text)).map_err(|e| {
+        let key = e.path().to_string();
+        let e = e.into_inner();
+        let mut message = String::new();
+        if let Some(span) = e.span() {
+            let before = text.get(..span.start).unwrap_or(text);
+            let line = before.matches('\n').count() + 1;
+            let column = before
+                .rsplit('\n')
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .count()
+                + 1;
+            message = format!("line {line}, column {column}: ");
+        }
+        if key != "." {
+            message = format!("{message}{key}: ");
+        }
+        message.push_str(&without_strings(e.message().trim_end()));
+        Error::Parse {
+            path: path.to_owned(),
+            message,
+        }
     })
+}
+
+/// `message` with every double-quoted string in it (serde quotes the value it did not expect,
+/// toml a key) replaced by `"…"`. A quote between backticks is the character itself.
+fn without_strings(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut chars = message.chars().peekable();
+    let mut previous = None;
+    while let Some(c) = chars.next() {
+        out.push(c);
+        let quoted_char = previous == Some('`') && chars.peek() == Some(&'`');
+        previous = Some(c);
+        if c == '"' && !quoted_char {
+            let mut escaped = false;
+            for c in chars.by_ref() {
+                match c {
+                    '\\' if !escaped => escaped = true,
+                    '"' if !escaped => break,
+                    _ => escaped = false,
+                }
+            }
+            out.push_str("…\"");
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -820,6 +865,31 @@ mod tests {
         Config::build(file, None, &move |k| {
             env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
         })
+    }
+
+    #[test]
+    fn a_config_error_shows_neither_the_line_nor_a_string_value() {
+        let key = "sk-ant-SECRET0123";
+        for (text, says) in [
+            (
+                format!("[providers.anthropic]\napi_key = \"{key}\"\n"),
+                "line 2, column 1: providers.anthropic.api_key: unknown field `api_key`, expected one of",
+            ),
+            (
+                format!("[session]\nmax_turns = \"{key}\"\n"),
+                "line 2, column 13: session.max_turns: invalid type: string \"…\", expected",
+            ),
+            (format!("[session]\n{key}\n"), "line 2, column "),
+            (format!("x = \"{key}\n"), "line 1, column "),
+        ] {
+            let err = parse(&text, Path::new("c.toml")).err().unwrap().to_string();
+            assert!(!err.contains("SECRET"), "{text}: {err}");
+            assert!(err.contains(says), "{text}: {err}");
+        }
+        assert_eq!(
+            without_strings(r#"expected `"`, `'` or "a\"b" then "c""#),
+            r#"expected `"`, `'` or "…" then "…""#
+        );
     }
 
     #[test]
@@ -1071,7 +1141,7 @@ mod tests {
         write(r#"{"api_keys": {"anthropic": "sk secret"}}"#, 0o600);
         let err = read_credentials(&path).unwrap_err().to_string();
         assert!(
-            err.contains("\"anthropic\"") && !err.contains("secret"),
+            err.contains("line 1, column 39: unusable key") && !err.contains("secret"),
             "{err}"
         );
         write(r#"{"api_keys": {"anthropic": 5}}"#, 0o600);
