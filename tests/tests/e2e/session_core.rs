@@ -137,12 +137,13 @@ async fn create_answers_before_the_git_snapshot_and_the_first_call_waits_for_it(
     let bin = tempfile::tempdir().unwrap();
     let marks = tempfile::tempdir().unwrap();
     let real_git = agentd_tests::program("git").expect("git is installed");
-    // A git that takes as long as the test says.
+    // A git that takes as long as the test says. It runs in the snapshot's read-only sandbox,
+    // so it cannot leave a mark: the test sees it start in /proc.
     let fake = bin.path().join("git");
     std::fs::write(
         &fake,
         format!(
-            "#!/bin/sh\ntouch '{m}/started'\nwhile [ ! -e '{m}/release' ]; do sleep 0.02; done\nexec '{g}' \"$@\"\n",
+            "#!/bin/sh\nwhile [ ! -e '{m}/release' ]; do sleep 0.02; done\nexec '{g}' \"$@\"\n",
             m = marks.path().display(),
             g = real_git.display()
         ),
@@ -188,8 +189,12 @@ async fn create_answers_before_the_git_snapshot_and_the_first_call_waits_for_it(
         .create_session(&mut client, repo.path(), json!({}))
         .await
         .unwrap();
+    let fake_cmdline = fake.display().to_string();
     eventually("the snapshot to start", async || {
-        marks.path().join("started").exists()
+        std::fs::read_dir("/proc").unwrap().flatten().any(|p| {
+            std::fs::read(p.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&fake_cmdline))
+        })
     })
     .await;
     mock.push_stream(sse::text("hello"));
