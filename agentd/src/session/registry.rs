@@ -106,7 +106,11 @@ pub struct Registry {
 /// use the user's keys.
 fn hidden_from_commands(config: &Config, store: Option<&Store>) -> Arc<[PathBuf]> {
     let uid = nix::unistd::geteuid().as_raw();
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     let mut paths = vec![
         agentd_proto::socket::runtime_dir(uid),
         agentd_proto::socket::default_socket_path(uid),

@@ -3,24 +3,13 @@
 //! of the work, abort ordering, unloading idle sessions, bounded memory, clean shutdowns and
 //! the version 1 on-disk layout.
 
-use crate::{data_of, of_kind, setup};
+use crate::{PATIENCE, data_of, eventually, of_kind, setup};
 use agentd_tests::mock::{Chunk, Gate, MockAnthropic};
 use agentd_tests::{RawClient, TestDaemon, sse};
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 use std::time::Duration;
 use tokio::time::{Instant, sleep};
-
-/// How long a condition polled here may take, on a loaded 2-core machine.
-const PATIENCE: Duration = Duration::from_secs(60);
-
-async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + PATIENCE;
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        sleep(Duration::from_millis(20)).await;
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_non_utf8_variable_in_the_daemons_environment_breaks_nothing() {
