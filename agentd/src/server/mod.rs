@@ -175,7 +175,7 @@ pub async fn run(listener: Listener, daemon: Arc<Daemon>, limits: Limits, ready:
                 continue;
             }
         };
-        // Root as well, as ssh-agent does: root can read the daemon's memory anyway.
+        // Root may connect too, as to ssh-agent: it can read the daemon's memory anyway.
         if peer.uid != uid && peer.uid != 0 {
             tracing::warn!(
                 peer_uid = peer.uid,
