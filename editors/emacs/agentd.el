@@ -214,8 +214,50 @@ This bounds `agentd-send-file' and `agentd-send-region'."
                          (let ((tmp (getenv "TMPDIR")))
                            (if (and tmp (not (string-empty-p tmp))) tmp "/tmp"))))))
 
+(defun agentd--file-kind (attributes)
+  "What the file of ATTRIBUTES (from `file-attributes') is, in words."
+  (pcase (aref (file-attribute-modes attributes) 0)
+    (?d "directory")
+    (?l "symbolic link")
+    (?s "socket")
+    (?- "file")
+    (_ "special file")))
+
+(defun agentd--untrusted (path)
+  "Why the socket at PATH must not be used, or nil.
+Emacs cannot read the credentials of a local socket's peer, so the
+places must prove that the server is the user's own: the socket's
+directory belongs to the user and is closed to group and others
+\(mode 0700), and the socket belongs to the user.  Otherwise another
+user's process could be listening there and read every prompt.  A
+missing directory or socket is left to the connection attempt: nothing
+answers, so agentd may be started, and it makes them right."
+  (let* ((dir (directory-file-name (file-name-directory path)))
+         (uid (user-uid))
+         (fix "; remove it (agentd creates it again, mode 0700) or use another socket")
+         (d (file-attributes dir 'integer))
+         (s (file-attributes path 'integer)))
+    (cond
+     ((and d (not (eq (file-attribute-type d) t)))
+      (format "refusing to use %s: %s is not a directory (a %s)%s"
+              path dir (agentd--file-kind d) fix))
+     ((and d (/= (file-attribute-user-id d) uid))
+      (format "refusing to use %s: its directory %s belongs to uid %d, not to you (uid %d)%s"
+              path dir (file-attribute-user-id d) uid fix))
+     ((and d (/= 0 (logand (file-modes dir 'nofollow) #o077)))
+      (format "refusing to use %s: its directory %s is open to other users (mode %04o; it must be 0700)%s"
+              path dir (file-modes dir 'nofollow) fix))
+     ((and s (or (not (eq (aref (file-attribute-modes s) 0) ?s))
+                 (/= (file-attribute-user-id s) uid)))
+      (format "refusing to use %s: it is a %s of uid %d, not a socket of yours (uid %d)"
+              path (agentd--file-kind s) (file-attribute-user-id s) uid)))))
+
 (defun agentd--open (path)
-  "Connect to the daemon at PATH; return the connection, or nil if none answers."
+  "Connect to the daemon at PATH; return the connection, or nil if none answers.
+Signal `agentd-error' if PATH is not the user's own (`agentd--untrusted')."
+  (let ((why (agentd--untrusted path)))
+    (when why
+      (agentd--fail "%s" why)))
   (condition-case nil
       (let* ((conn (agentd--conn-make :socket path))
              (proc (make-network-process

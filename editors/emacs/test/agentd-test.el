@@ -398,6 +398,39 @@
     (let ((err (should-error (agentd-respond 'allow id) :type 'user-error)))
       (should (string-search "no request waiting" (error-message-string err))))))
 
+(ert-deftest agentd-test-a-socket-others-could-reach-is-refused ()
+  "A socket whose directory others can reach, or another user's, is never used."
+  (let* ((dir (make-temp-file "agentd-untrusted-" t))
+         (path (expand-file-name "agentd.sock" dir))
+         (connections 0)
+         (server (make-network-process
+                  :name "agentd-test-server" :family 'local :service path
+                  :server t :noquery t
+                  :log (lambda (&rest _) (cl-incf connections))))
+         (agentd-socket path)
+         (agentd--conn nil))
+    (unwind-protect
+        (progn
+          (set-file-modes dir #o777)
+          (let ((err (should-error (agentd-new (agentd-test--dir "untrusted"))
+                                   :type 'user-error)))
+            (should (string-search
+                     "is open to other users (mode 0777; it must be 0700)"
+                     (error-message-string err))))
+          (set-file-modes dir #o700)
+          (if (zerop (user-uid))
+              (progn
+                (should (zerop (call-process "chown" nil nil nil "4242" path)))
+                (let ((err (should-error (agentd-new (agentd-test--dir "untrusted"))
+                                         :type 'user-error)))
+                  (should (string-search "it is a socket of uid 4242, not a socket of yours"
+                                         (error-message-string err)))))
+            (should-not (equal (getenv "CI") "true")))
+          (accept-process-output nil 0.1)
+          (should (zerop connections)))
+      (delete-process server)
+      (delete-directory dir t))))
+
 (ert-deftest agentd-test-autostart-through-agentctl ()
   "With no daemon answering, the first command starts one through agentctl."
   :tags '(autostart)

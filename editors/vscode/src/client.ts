@@ -9,6 +9,7 @@
  */
 
 import { execFile } from "node:child_process";
+import * as fs from "node:fs";
 import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -37,6 +38,48 @@ export function defaultSocketPath(env: NodeJS.ProcessEnv = process.env): string 
   const runtime = env["XDG_RUNTIME_DIR"];
   const dir = runtime ? path.join(runtime, "agentd") : path.join(os.tmpdir(), `agentd-${os.userInfo().uid}`);
   return path.join(dir, "agentd.sock");
+}
+
+/** What `lstat` found, in words. */
+function kindOf(stats: fs.Stats): string {
+  if (stats.isSymbolicLink()) return "symbolic link";
+  if (stats.isDirectory()) return "directory";
+  if (stats.isFile()) return "file";
+  if (stats.isSocket()) return "socket";
+  return "special file";
+}
+
+/**
+ * Why the socket at `socketPath` must not be used, or undefined. Node cannot read the peer's
+ * credentials of a Unix socket, so the places must prove that the server is the user's own: the
+ * socket's directory is the user's and closed to group and others (mode 0700), and the socket is
+ * the user's. Otherwise another user's process could be listening there and read every prompt.
+ * A missing directory or socket is left to the connection attempt (nothing answers, so agentd may
+ * be started, and it makes them right).
+ */
+export async function untrustedSocket(socketPath: string, uid = process.geteuid?.() ?? os.userInfo().uid): Promise<string | undefined> {
+  const lstat = (p: string) => fs.promises.lstat(p).catch(() => undefined);
+  const dir = path.dirname(socketPath);
+  const refuse = `refusing to use ${socketPath}:`;
+  const fix = "; remove it (agentd creates it again, mode 0700) or use another socket";
+  const d = await lstat(dir);
+  if (d) {
+    if (!d.isDirectory()) {
+      return `${refuse} ${dir} is not a directory (a ${kindOf(d)})${fix}`;
+    }
+    if (d.uid !== uid) {
+      return `${refuse} its directory ${dir} belongs to uid ${d.uid}, not to you (uid ${uid})${fix}`;
+    }
+    if ((d.mode & 0o077) !== 0) {
+      const mode = (d.mode & 0o7777).toString(8).padStart(4, "0");
+      return `${refuse} its directory ${dir} is open to other users (mode ${mode}; it must be 0700)${fix}`;
+    }
+  }
+  const s = await lstat(socketPath);
+  if (s && (!s.isSocket() || s.uid !== uid)) {
+    return `${refuse} it is a ${kindOf(s)} of uid ${s.uid}, not a socket of yours (uid ${uid})`;
+  }
+  return undefined;
 }
 
 /** A line longer than the bound: the connection is dropped rather than buffering without end. */
@@ -339,7 +382,11 @@ export class AgentdClient {
     await Promise.all([...this.watches].map((w) => w.subscribe().catch((e: Error) => w.failed(e))));
   }
 
-  private open(): Promise<net.Socket> {
+  private async open(): Promise<net.Socket> {
+    const why = await untrustedSocket(this.socketPath);
+    if (why) {
+      throw new UnavailableError(why);
+    }
     return new Promise((resolve, reject) => {
       const socket = net.createConnection({ path: this.socketPath });
       socket.once("connect", () => {

@@ -251,6 +251,7 @@ async fn the_emacs_package_passes_its_suite_against_the_daemon() {
         "fork-rollback-and-close",
         "daemon-errors-are-user-errors",
         "approvals-and-questions-are-answered",
+        "a-socket-others-could-reach-is-refused",
     ] {
         assert!(
             passed(&run.output, &format!("agentd-test-{scenario}")),

@@ -550,3 +550,30 @@ async fn attaching_to_a_waiting_session_prompts_only_for_what_is_pending() {
     );
     assert_eq!(mock.requests().len(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refuses_a_socket_other_users_could_reach_or_own() {
+    let Some(nvim) = nvim() else { return };
+    let (_mock, daemon, workdir) = daemon().await;
+    for case in 0..2 {
+        let Some(says) = crate::untrust_socket(&daemon, case) else {
+            continue;
+        };
+        let out = start(
+            &nvim,
+            &daemon,
+            "untrusted.lua",
+            workdir.path(),
+            &[("AGENTD_TEST_EXPECT", says)],
+        )
+        .wait_with_output()
+        .await
+        .unwrap();
+        passed("untrusted.lua", &out, &daemon);
+    }
+    crate::untrust_socket(&daemon, usize::MAX);
+    // The scenario's `Agentd new` reached nothing: no session exists.
+    let mut client = daemon.client().await.unwrap();
+    let list = client.call("session/list", json!({})).await.unwrap();
+    assert_eq!(list["sessions"], json!([]), "{list}");
+}

@@ -9,11 +9,12 @@
 import { strict as assert } from "node:assert";
 import { execFile } from "node:child_process";
 import * as fs from "node:fs";
+import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { after, test } from "node:test";
 import { AttachedSession } from "../attached";
-import { AgentdClient, RpcError, type SessionWatch } from "../client";
+import { AgentdClient, RpcError, type SessionWatch, UnavailableError } from "../client";
 import type { AgentdEvent, DaemonEvent, EventKind, SessionState } from "../protocol";
 import { type Op, pendingItem, type RequestItem, responseFor, TYPE_ANSWER, Transcript } from "../transcript";
 
@@ -434,6 +435,41 @@ test("daemon errors arrive typed, with the daemon's message", async () => {
   );
   assert.ok(bad instanceof RpcError, String(bad));
   assert.match(bad.message, /cwd|absolute|relative/i);
+});
+
+test("a socket other users could reach, or another user's, is refused before anything is sent", async () => {
+  const dir = tempDir();
+  const socket = path.join(dir, "agentd.sock");
+  let connections = 0;
+  const server = net.createServer((c) => {
+    connections += 1;
+    c.destroy();
+  });
+  await new Promise<void>((resolve) => server.listen(socket, resolve));
+  const refusal = async (): Promise<string> => {
+    const client = new AgentdClient({ socketPath: socket, reconnect: false });
+    clients.push(client);
+    const error = await client.request("daemon/info", {}).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.ok(error instanceof UnavailableError, String(error));
+    return error.message;
+  };
+  try {
+    fs.chmodSync(dir, 0o777);
+    assert.match(await refusal(), /its directory .* is open to other users \(mode 0777; it must be 0700\)/);
+    fs.chmodSync(dir, 0o700);
+    if (process.geteuid?.() === 0) {
+      fs.lchownSync(socket, 4242, 4242);
+      assert.match(await refusal(), /it is a socket of uid 4242, not a socket of yours/);
+    } else {
+      assert.notEqual(process.env["CI"], "true", "under CI=true this runs as root, to give the socket to another user");
+    }
+    assert.equal(connections, 0, "nothing reached the server");
+  } finally {
+    server.close();
+  }
 });
 
 test("a client starts the daemon through agentctl when nothing answers", async () => {
