@@ -54,6 +54,7 @@ mod streams;
 mod subagents;
 mod tidy;
 mod trust_sandbox;
+mod trust_socket;
 
 use agentd_tests::family::Family;
 use agentd_tests::mock::MockAnthropic;
