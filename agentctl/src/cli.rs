@@ -17,11 +17,12 @@ Exit codes:
   5    submit --follow: the answer was cut off at the output-token limit
   6    submit --follow: the model declined to answer (a refusal or a safety block)
   69   the daemon cannot be reached, or it shut down while followed
-  77   the daemon refused this user
+  77   refused: the daemon refused this user (or a process it started), or agentctl
+       refused the server (another user's daemon, or a runtime directory not yours)
   130  interrupted (Ctrl-C aborted the work)
 
 With --json, an error is one JSON object on stderr: {\"code\": JSON-RPC code or null,
-\"kind\": the daemon's data.kind, or usage, unavailable, failed, daemon_shutdown,
+\"kind\": the daemon's data.kind, or usage, unavailable, untrusted, failed, daemon_shutdown,
 \"message\", \"exit_code\"}.";
 
 /// Control agentd sessions from the shell.

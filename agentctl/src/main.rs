@@ -6,7 +6,7 @@
 //! The exit codes are listed in `error.rs` (and the README and man page): 0 success; 1 an error;
 //! 2 bad usage; 3 and 4 the followed work stopped at a turn or round limit; 5 the answer was cut
 //! off at the output-token limit; 6 the model declined to answer; 69 the daemon cannot be
-//! reached; 77 the daemon refused this user; 130 interrupted.
+//! reached; 77 refused (by the daemon, or agentctl refused the server); 130 interrupted.
 //!
 //! `main` parses the command line and picks the exit code; `cli` is the command line's shape,
 //! `cmd/` has one module per command (as mini-redis does), `acp` the editor bridge, `client` the connection, `daemon`

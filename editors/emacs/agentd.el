@@ -38,8 +38,10 @@
 ;;
 ;; The socket is `agentd-socket', else $AGENTD_SOCKET, else
 ;; $XDG_RUNTIME_DIR/agentd/agentd.sock, else $TMPDIR/agentd-UID/agentd.sock
-;; (the daemon's own rule).  When nothing answers there, the daemon is
-;; started through `agentctl' (see `agentd-autostart').  After a daemon
+;; (the daemon's own rule).  Before connecting, the client checks that
+;; the socket's directory is yours with mode 0700 and the socket yours
+;; (Emacs cannot ask who listens there), and refuses otherwise, saying
+;; why.  When nothing answers there, the daemon is started through `agentctl' (see `agentd-autostart').  After a daemon
 ;; restart the client reconnects by itself and resumes every transcript
 ;; from the last event it showed, so nothing is lost or shown twice.
 

@@ -648,7 +648,7 @@ async fn stream_daemon(
 pub(super) fn unauthorized() -> ErrorObjectOwned {
     app_error(
         ErrorKind::Unauthorized,
-        "permission denied: the daemon serves only its own user".into(),
+        "permission denied: the daemon serves only its own user (and root)".into(),
         None,
     )
 }

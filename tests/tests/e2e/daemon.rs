@@ -75,16 +75,39 @@ async fn a_client_of_another_user_is_refused() {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         dir.pop();
     }
-    let mut cmd = s.daemon.command("agentctl");
+    let as_other = |mut cmd: std::process::Command| {
+        std::os::unix::process::CommandExt::uid(&mut cmd, 65534);
+        std::os::unix::process::CommandExt::gid(&mut cmd, 65534);
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        cmd
+    };
+    // agentctl refuses first: the server is not its user's.
+    let mut cmd = as_other(s.daemon.command("agentctl"));
     cmd.args(["--json", "status"]);
-    std::os::unix::process::CommandExt::uid(&mut cmd, 65534);
-    std::os::unix::process::CommandExt::gid(&mut cmd, 65534);
     let out = cmd.output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(77), "{err}");
     assert!(
-        err.contains("permission denied: the daemon serves only its own user"),
+        err.contains("runs as uid 0, not as you (uid 65534)"),
         "{err}"
+    );
+    // A raw client of that user is refused by the daemon.
+    let Some(socat) = agentd_tests::program("socat") else {
+        return;
+    };
+    let mut cmd = as_other(s.daemon.program(socat));
+    cmd.arg("-")
+        .arg(format!("UNIX-CONNECT:{}", s.daemon.socket.display()));
+    let mut child = cmd.spawn().unwrap();
+    let request = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon/info\"}\n";
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), request).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let answer = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        answer.contains("permission denied: the daemon serves only its own user"),
+        "{answer}"
     );
     let mut c = s.daemon.client().await.unwrap();
     c.call("daemon/info", json!({})).await.unwrap();
