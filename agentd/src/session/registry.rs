@@ -302,11 +302,16 @@ impl Registry {
         ssh: &SshEnvironment,
         cwd: &Path,
     ) -> Result<SshExecutionEnvironment, Error> {
+        let timeout = config
+            .hosts
+            .get(&ssh.host)
+            .map_or(crate::config::DEFAULT_FILE_TIMEOUT, |h| h.file_timeout());
         SshExecutionEnvironment::new(
             &self.ssh,
             &Self::ssh_target(config, ssh),
             cwd.to_owned(),
             Self::env_filter(config),
+            timeout,
         )
         .map_err(|e| Error::EnvironmentUnavailable(e.to_string()))
     }
