@@ -19,7 +19,7 @@ use super::{Error, History, Restored, Session, SessionSpec, Template};
 use crate::config::{Config, Price, ProviderConfig};
 use crate::exec::{
     EnvFilter, EnvPolicy, ExecutionEnvironment, LocalExecutionEnvironment, LocalOptions, ProcessId,
-    ProcessLedger, ReadOnly, SshConnections, SshExecutionEnvironment, SshTarget,
+    ProcessLedger, ProtectedPaths, ReadOnly, SshConnections, SshExecutionEnvironment, SshTarget,
 };
 use crate::llm::{ProviderFactory, ProviderSet, RetryPolicy};
 use crate::profile::Profile;
@@ -95,6 +95,49 @@ pub struct Registry {
     ledger: Option<Arc<dyn ProcessLedger>>,
     /// The SSH connections of remote sessions, one per host, shared by the sessions on it.
     ssh: SshConnections,
+    /// agentd's own files, which no environment's file operations open.
+    protected: Arc<ProtectedPaths>,
+}
+
+/// The real path of a subagent's working directory `cwd` (`dir` as the model gave it,
+/// beneath the parent's directory `parent`): opened as a directory and read back from the
+/// open descriptor, so the check and the child see the same directory. Under a sandbox it
+/// must lie inside the parent's writable roots (its directory, plus `sandbox_writable_roots`
+/// in `workspace_write`), so a symlink cannot send the child, and its writes, elsewhere; it
+/// may never be one of agentd's own directories.
+fn child_directory(
+    dir: &str,
+    cwd: &Path,
+    parent: &Path,
+    config: &agentd_proto::SessionConfig,
+    protected: &ProtectedPaths,
+) -> Result<PathBuf, Error> {
+    let real = crate::exec::opened_real_path(cwd, true, protected).map_err(|e| {
+        Error::InvalidParams(format!(
+            "working_dir {dir:?} must be an existing subdirectory of {}: {e}",
+            parent.display()
+        ))
+    })?;
+    let mut roots = vec![parent.to_owned()];
+    match config.sandbox {
+        SandboxMode::Off => return Ok(real),
+        SandboxMode::ReadOnly => {}
+        SandboxMode::WorkspaceWrite => roots.extend(config.sandbox_writable_roots.clone()),
+    }
+    let roots: Vec<PathBuf> = roots
+        .iter()
+        .filter_map(|r| std::fs::canonicalize(r).ok())
+        .collect();
+    if roots.iter().any(|root| real.starts_with(root)) {
+        return Ok(real);
+    }
+    let shown: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+    Err(Error::InvalidParams(format!(
+        "working_dir {dir:?} leads to {}, outside the writable roots of this session ({}); \
+         a subagent works only inside them",
+        real.display(),
+        shown.join(", ")
+    )))
 }
 
 /// The store's group records as environments see them.
@@ -135,10 +178,10 @@ fn crashed(e: tokio::task::JoinError) -> Error {
 
 impl Registry {
     /// A registry using `config` for new sessions, holding the sessions `store` has (none:
-    /// sessions live in memory only). Must be called inside a tokio runtime: it starts the
-    /// recovery of sessions that were processing when the daemon stopped, and the unloading
-    /// of idle ones.
-    pub fn new(config: Config, store: Option<Store>) -> Arc<Self> {
+    /// sessions live in memory only), whose environments never let a tool open `protected`.
+    /// Must be called inside a tokio runtime: it starts the recovery of sessions that were
+    /// processing when the daemon stopped, and the unloading of idle ones.
+    pub fn new(config: Config, store: Option<Store>, protected: ProtectedPaths) -> Arc<Self> {
         let factory = ProviderFactory::default();
         let evict_idle_after = config.evict_idle_after;
         let current = RwLock::new(Arc::new(Current::new(&factory, config)));
@@ -162,6 +205,7 @@ impl Registry {
             ssh: SshConnections::new(
                 agentd_proto::socket::runtime_dir(nix::unistd::geteuid().as_raw()).join("ssh"),
             ),
+            protected: Arc::new(protected),
         });
         let interrupted = registry.load_stored();
         let me = registry.clone();
@@ -270,6 +314,7 @@ impl Registry {
                     LocalOptions {
                         env: Self::env_filter(config),
                         ledger: self.ledger.clone(),
+                        protected: self.protected.clone(),
                     },
                 );
                 if read_only {
@@ -695,15 +740,29 @@ impl Registry {
                     std::path::Component::Normal(_) | std::path::Component::CurDir
                 )
             });
-            let cwd = template.cwd.join(path);
-            // A remote directory is checked by the child's environment when it connects.
-            let exists = !template.environment.is_local() || cwd.is_dir();
-            if !inside || !exists {
+            if !inside {
                 return Err(Error::InvalidParams(format!(
                     "working_dir {dir:?} must be an existing subdirectory of {}",
                     template.cwd.display()
                 )));
             }
+            let cwd = template.cwd.join(path);
+            // A remote directory is checked by the child's environment when it connects.
+            let cwd = if template.environment.is_local() {
+                let (config, parent, protected) = (
+                    template.config.clone(),
+                    template.cwd.clone(),
+                    self.protected.clone(),
+                );
+                let dir = dir.clone();
+                tokio::task::spawn_blocking(move || {
+                    child_directory(&dir, &cwd, &parent, &config, &protected)
+                })
+                .await
+                .map_err(crashed)??
+            } else {
+                cwd
+            };
             // The child works in a part of its parent's tree and may write where it may.
             let parent_cwd = std::mem::replace(&mut template.cwd, cwd);
             template.config.sandbox_writable_roots.push(parent_cwd);

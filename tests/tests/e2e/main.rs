@@ -53,6 +53,7 @@ mod ssh;
 mod streams;
 mod subagents;
 mod tidy;
+mod trust_files;
 
 use agentd_tests::family::Family;
 use agentd_tests::mock::MockAnthropic;
