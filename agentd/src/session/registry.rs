@@ -97,6 +97,21 @@ pub struct Registry {
     ssh: SshConnections,
     /// agentd's own files, which no environment's file operations open.
     protected: Arc<ProtectedPaths>,
+    /// What sandboxed commands must not see: see [`hidden_from_commands`].
+    hidden: Arc<[PathBuf]>,
+}
+
+/// agentd's own directories and files (`protected`: runtime directory and socket, state,
+/// config and credentials) and the user's runtime directory (the session bus and other
+/// services that would run programs on request), which sandboxed commands find empty.
+fn hidden_from_commands(protected: &ProtectedPaths) -> Arc<[PathBuf]> {
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute());
+    // Real paths, and none beneath another (it could not be mounted over once its parent is
+    // an empty read-only tmpfs).
+    let paths = protected.paths().iter().cloned().chain(runtime);
+    ProtectedPaths::new(paths, None).paths().into()
 }
 
 /// The real path of a subagent's working directory `cwd` (`dir` as the model gave it,
@@ -184,6 +199,7 @@ impl Registry {
     pub fn new(config: Config, store: Option<Store>, protected: ProtectedPaths) -> Arc<Self> {
         let factory = ProviderFactory::default();
         let evict_idle_after = config.evict_idle_after;
+        let hidden = hidden_from_commands(&protected);
         let current = RwLock::new(Arc::new(Current::new(&factory, config)));
         let ledger = store.as_ref().and_then(|s| {
             s.process_records(crate::exec::run_id())
@@ -206,6 +222,7 @@ impl Registry {
                 agentd_proto::socket::runtime_dir(nix::unistd::geteuid().as_raw()).join("ssh"),
             ),
             protected: Arc::new(protected),
+            hidden,
         });
         let interrupted = registry.load_stored();
         let me = registry.clone();
@@ -315,6 +332,7 @@ impl Registry {
                         env: Self::env_filter(config),
                         ledger: self.ledger.clone(),
                         protected: self.protected.clone(),
+                        hidden: self.hidden.clone(),
                     },
                 );
                 if read_only {
