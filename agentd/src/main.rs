@@ -178,7 +178,6 @@ async fn serve(
             Listener::bind(&path)?
         }
     };
-    let protected = protected_paths(&config, state_dir, &listener.path);
     let store = match Store::open(state_dir) {
         Ok(store) => store,
         Err(e) => {
@@ -186,6 +185,8 @@ async fn serve(
             anyhow::bail!("cannot use the state directory: {e}");
         }
     };
+    // After the store made the state directory, so its real path is known.
+    let protected = protected_paths(&config, state_dir, &listener.path);
     end_leftovers(&store).await;
     tokio::spawn(agentd::exec::reap_orphans_forever());
     let shutdown = CancellationToken::new();

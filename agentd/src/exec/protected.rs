@@ -114,7 +114,9 @@ pub(crate) fn fd_path(fd: BorrowedFd<'_>) -> std::io::Result<PathBuf> {
 /// The real path of `path`'s deepest existing ancestor followed by the rest; `..` in the rest
 /// drops a part (nothing there can be a symlink yet).
 fn real_path(path: &Path) -> PathBuf {
-    let mut existing = path.to_owned();
+    let Ok(mut existing) = std::path::absolute(path) else {
+        return path.to_owned();
+    };
     let mut rest: Vec<OsString> = Vec::new();
     loop {
         if let Ok(mut real) = std::fs::canonicalize(&existing) {

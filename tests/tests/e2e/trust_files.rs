@@ -5,7 +5,7 @@
 //! `working_dir` that is a symlink out of the workspace, and a symlink swapped under the
 //! writing tools while they write.
 
-use crate::{Setup, of_kind, setup_with};
+use crate::{Setup, of_kind, setup_unprivileged};
 use agentd_tests::family::Family;
 use agentd_tests::mock::Reply;
 use serde_json::{Value, json};
@@ -21,7 +21,7 @@ const PROTECTED: &str = "agentd's own files are not readable by tools";
 
 /// A workspace beside a directory outside it holding `victim.txt`; both real paths.
 struct Dirs {
-    _root: tempfile::TempDir,
+    root: tempfile::TempDir,
     ws: PathBuf,
     outside: PathBuf,
 }
@@ -34,11 +34,7 @@ impl Dirs {
         std::fs::create_dir(&ws).unwrap();
         std::fs::create_dir(&outside).unwrap();
         std::fs::write(outside.join("victim.txt"), "original\n").unwrap();
-        Self {
-            _root: root,
-            ws,
-            outside,
-        }
+        Self { root, ws, outside }
     }
 
     /// Every entry under `dir` (recursively, symlinks not followed), with a file's content.
@@ -72,14 +68,16 @@ impl Dirs {
     }
 }
 
-/// A fresh daemon with a session of `profile` in `cwd` under `config`.
-async fn session(cwd: &Path, profile: &str, config: Value) -> Setup {
-    let mut s = setup_with(json!({})).await;
+/// A fresh daemon running as an ordinary user, with a session of `profile` in `dirs.ws` under
+/// `config`; everything in `dirs` is given to that user first.
+async fn session(dirs: &Dirs, profile: &str, config: Value) -> Setup {
+    let mut s = setup_unprivileged(json!({})).await;
+    s.daemon.give(dirs.root.path()).unwrap();
     let snapshot = s
         .client
         .call(
             "session/create",
-            json!({"cwd": cwd.display().to_string(), "profile": profile, "config": config}),
+            json!({"cwd": dirs.ws.display().to_string(), "profile": profile, "config": config}),
         )
         .await
         .unwrap();
@@ -87,37 +85,13 @@ async fn session(cwd: &Path, profile: &str, config: Value) -> Setup {
     s
 }
 
-/// Runs one round of `calls` and a final answer; returns each call's result as the model got
-/// it (`call id → (is_error, content)`), read from the request that followed the round.
+/// One round of `calls` (see [`crate::round`]), whose ids may be made at run time.
 async fn round(s: &mut Setup, calls: &[(String, &str, Value)]) -> BTreeMap<String, (bool, String)> {
     let calls: Vec<(&str, &str, Value)> = calls
         .iter()
         .map(|(id, name, args)| (id.as_str(), *name, args.clone()))
         .collect();
-    s.mock.push_stream(ANTHROPIC.tools("", &calls));
-    s.mock.push_stream(ANTHROPIC.text("done"));
-    let before = s.mock.requests().len();
-    let events = s.run("go").await;
-    assert_eq!(
-        of_kind(&events, "processing_end")[0]["data"]["reason"],
-        "completed"
-    );
-    let errors: BTreeMap<String, bool> = of_kind(&events, "tool_call_end")
-        .iter()
-        .map(|e| {
-            (
-                e["data"]["call_id"].as_str().unwrap().to_owned(),
-                e["data"]["error"].is_string(),
-            )
-        })
-        .collect();
-    let requests = s.mock.wait_requests(before + 2).await;
-    ANTHROPIC
-        .results(&requests[before + 1].body)
-        .into_iter()
-        .filter(|(id, _)| calls.iter().any(|c| c.0 == id))
-        .map(|(id, content)| (id.clone(), (errors[&id], content)))
-        .collect()
+    crate::round(s, &calls).await
 }
 
 fn call(id: &str, name: &'static str, args: Value) -> (String, &'static str, Value) {
@@ -138,7 +112,7 @@ fn refused(results: &BTreeMap<String, (bool, String)>, ids: &[&str], says: &str)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fifo_is_refused_by_every_file_tool_at_once() {
     let dirs = Dirs::new();
-    let mut s = session(&dirs.ws, "gemini", json!({})).await;
+    let mut s = session(&dirs, "gemini", json!({})).await;
     let made = round(
         &mut s,
         &[call("mkfifo", "shell", json!({"command": "mkfifo p"}))],
@@ -192,7 +166,7 @@ async fn a_fifo_is_refused_by_every_file_tool_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abort_and_sigterm_are_bounded_while_a_file_tool_meets_a_fifo() {
     let dirs = Dirs::new();
-    let mut s = session(&dirs.ws, "gemini", json!({})).await;
+    let mut s = session(&dirs, "gemini", json!({})).await;
     round(
         &mut s,
         &[call("mkfifo", "shell", json!({"command": "mkfifo p"}))],
@@ -221,7 +195,7 @@ async fn abort_and_sigterm_are_bounded_while_a_file_tool_meets_a_fifo() {
 async fn the_stored_key_and_agentd_state_are_not_readable_by_file_tools() {
     const KEY: &str = "sk-ant-trust-files-4f1d0c9e7b2a";
     let dirs = Dirs::new();
-    let mut s = session(&dirs.ws, "gemini", json!({})).await;
+    let mut s = session(&dirs, "gemini", json!({})).await;
     let out = s
         .daemon
         .agentctl(&["login", "anthropic"], Some(KEY))
@@ -392,7 +366,7 @@ async fn a_subagent_working_dir_that_leads_out_of_the_workspace_is_refused() {
     std::fs::create_dir(dirs.ws.join("sub")).unwrap();
     std::os::unix::fs::symlink(&dirs.outside, dirs.ws.join("out")).unwrap();
     std::os::unix::fs::symlink(dirs.ws.join("sub"), dirs.ws.join("to-sub")).unwrap();
-    let mut s = session(&dirs.ws, "anthropic", json!({})).await;
+    let mut s = session(&dirs, "anthropic", json!({})).await;
     s.mock.respond_with(|body| {
         let who = body["messages"][0]["content"].to_string();
         let results = body.to_string().matches("\"tool_result\"").count();
@@ -551,7 +525,7 @@ async fn a_racing_symlink_swap_never_carries_a_write_outside() {
     std::fs::create_dir(&d).unwrap();
     seed(&d);
     std::fs::write(d.join("victim.txt"), "inside\n").unwrap();
-    let mut s = session(&dirs.ws, "anthropic", json!({})).await;
+    let mut s = session(&dirs, "anthropic", json!({})).await;
     let swapper = Swapper::start(&dirs.ws, &dirs.outside);
     let mut calls = Vec::new();
     for i in 0..ATTEMPTS {
