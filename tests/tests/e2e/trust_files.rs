@@ -179,7 +179,11 @@ async fn abort_and_sigterm_are_bounded_while_a_file_tool_meets_a_fifo() {
     s.mock.push_stream(ANTHROPIC.tools("", &calls));
     s.mock.push_stream(ANTHROPIC.text("done"));
     s.start("read the fifo").await;
-    s.until("tool_call_start").await;
+    // Both calls start before either ends.
+    s.client
+        .events_until("tool_call_start", |e| e["data"]["call_id"] == "read")
+        .await
+        .unwrap();
     let aborted = s.request("session/abort", json!({})).await;
     let stopped = s.daemon.stop_with(nix::sys::signal::Signal::SIGTERM).await;
     assert_eq!(aborted["result"]["state"], "idle", "{aborted}");
