@@ -102,15 +102,34 @@ pub struct Registry {
 }
 
 /// agentd's own directories and files (`protected`: runtime directory and socket, state,
-/// config and credentials) and the user's runtime directory (the session bus and other
-/// services that would run programs on request), which sandboxed commands find empty.
+/// config and credentials) and the sockets of the user's services that act on request (the
+/// runtime directory with the session bus and gpg-agent, ssh-agent, X11, tmux), which
+/// sandboxed commands find empty: through them a command could run a program outside its
+/// sandbox or use the user's keys.
 fn hidden_from_commands(protected: &ProtectedPaths) -> Arc<[PathBuf]> {
-    let runtime = std::env::var_os("XDG_RUNTIME_DIR")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute());
+    let uid = nix::unistd::geteuid().as_raw();
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let services = [
+        Some(PathBuf::from("/tmp/.X11-unix")),
+        Some(
+            var("TMUX_TMPDIR")
+                .unwrap_or_else(|| PathBuf::from("/tmp"))
+                .join(format!("tmux-{uid}")),
+        ),
+        var("XDG_RUNTIME_DIR"),
+        var("SSH_AUTH_SOCK"),
+    ];
+    let paths = protected
+        .paths()
+        .iter()
+        .cloned()
+        .chain(services.into_iter().flatten().filter(|p| p.is_absolute()));
     // Real paths, and none beneath another (it could not be mounted over once its parent is
     // an empty read-only tmpfs).
-    let paths = protected.paths().iter().cloned().chain(runtime);
     ProtectedPaths::new(paths, None).paths().into()
 }
 
