@@ -92,7 +92,7 @@ pub enum AncestryError {
 
 /// Whether process `pid` descends from process `ancestor` (its child, grandchild, ...),
 /// following the parent links in `/proc` up to pid 1. `pid` itself does not count as its own
-/// descendant. Bounded: at most [`MAX_ANCESTRY`] links, [`ANCESTRY_ATTEMPTS`] times.
+/// descendant. Bounded: at most 4096 links, three times.
 ///
 /// A parent that started after its child is a later process on a reused pid (the real parent
 /// ended while the walk read the chain, and the child was reparented): the walk starts over,
