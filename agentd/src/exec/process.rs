@@ -91,14 +91,16 @@ pub enum AncestryError {
 }
 
 /// Whether process `pid` descends from process `ancestor` (its child, grandchild, ...),
-/// following the parent links in `/proc` up to pid 1. `pid` itself does not count as its own
-/// descendant. Bounded: at most 4096 links, three times.
+/// following the parent links in `/proc` towards pid 1. `pid` itself does not count as its own
+/// descendant. Bounded: at most 4096 links, three times; usually a link or two, since the walk
+/// stops at the first process older than `ancestor` (everything that descends from it started
+/// after it), such as the shell a client was typed in.
 ///
 /// A parent that started after its child is a later process on a reused pid (the real parent
 /// ended while the walk read the chain, and the child was reparented): the walk starts over,
 /// from the child's new parent. `ancestor` must be a live process that cannot exit during the
 /// call (the daemon itself), so its pid is never another's.
-pub fn descends_from(pid: i32, ancestor: i32) -> Result<bool, AncestryError> {
+pub fn descends_from(pid: i32, ancestor: ProcessId) -> Result<bool, AncestryError> {
     for _ in 0..ANCESTRY_ATTEMPTS {
         if let Some(known) = walk_up(pid, ancestor)? {
             return Ok(known);
@@ -110,13 +112,17 @@ pub fn descends_from(pid: i32, ancestor: i32) -> Result<bool, AncestryError> {
 }
 
 /// One walk of [`descends_from`]: `None` when the chain changed under it.
-fn walk_up(pid: i32, ancestor: i32) -> Result<Option<bool>, AncestryError> {
+fn walk_up(pid: i32, ancestor: ProcessId) -> Result<Option<bool>, AncestryError> {
     let mut child = match read_stat(pid)? {
         Some(s) => s,
         None => return Err(AncestryError::Unknown(format!("process {pid} is gone"))),
     };
     for _ in 0..MAX_ANCESTRY {
-        if child.ppid == ancestor {
+        // Older than the ancestor: neither it nor anything above it descends from it.
+        if child.start_time < ancestor.start_time {
+            return Ok(Some(false));
+        }
+        if child.ppid == ancestor.pid {
             return Ok(Some(true));
         }
         // 0: the parent of pid 1, or a parent outside this pid namespace.
@@ -386,15 +392,21 @@ mod tests {
 
     #[test]
     fn a_child_descends_from_this_process_and_this_process_from_none_of_its_children() {
-        let me = std::process::id() as i32;
+        let me = identify(std::process::id() as i32).unwrap();
+        let parent = identify(std::os::unix::process::parent_id() as i32).unwrap();
         let mut child = std::process::Command::new("sleep")
             .arg("30")
             .spawn()
             .unwrap();
         let pid = child.id() as i32;
         assert_eq!(descends_from(pid, me), Ok(true));
-        assert_eq!(descends_from(me, pid), Ok(false));
-        assert_eq!(descends_from(me, me), Ok(false), "not its own descendant");
+        assert_eq!(descends_from(pid, parent), Ok(true), "a grandchild");
+        assert_eq!(descends_from(me.pid, identify(pid).unwrap()), Ok(false));
+        assert_eq!(
+            descends_from(me.pid, me),
+            Ok(false),
+            "not its own descendant"
+        );
         assert_eq!(descends_from(1, me), Ok(false));
         child.kill().unwrap();
         child.wait().unwrap();

@@ -234,7 +234,7 @@ async fn screen(
     pid: Option<i32>,
     checks: &Semaphore,
 ) -> Option<jsonrpsee::types::ErrorObjectOwned> {
-    let daemon = std::process::id() as i32;
+    let daemon = myself();
     let deadline = Instant::now() + CHECK_PATIENCE;
     let mut pause = Duration::from_millis(10);
     let verdict = loop {
@@ -276,6 +276,16 @@ async fn screen(
         "refused a connection: cannot verify its process: {why}"
     );
     Some(error)
+}
+
+/// The daemon as [`crate::exec::descends_from`] takes it: its pid and start time, read once
+/// (without the start time, 0, every peer's ancestry is walked up to pid 1).
+fn myself() -> crate::exec::ProcessId {
+    static ME: std::sync::OnceLock<crate::exec::ProcessId> = std::sync::OnceLock::new();
+    *ME.get_or_init(|| {
+        let pid = std::process::id() as i32;
+        crate::exec::identify(pid).unwrap_or(crate::exec::ProcessId { pid, start_time: 0 })
+    })
 }
 
 /// Returns memory to the OS after connections close. Their buffers are freed, but glibc's

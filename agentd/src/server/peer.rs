@@ -9,7 +9,7 @@
 //! process's all along, never a later one on a reused pid. A peer that is gone or cannot be
 //! read is refused.
 
-use crate::exec::AncestryError;
+use crate::exec::{AncestryError, ProcessId};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use tokio::net::UnixStream;
 
@@ -76,9 +76,9 @@ impl PeerProcess {
         Ok(Self { pidfd, pid })
     }
 
-    /// Whether this process may talk to the daemon (whose pid is `daemon`). Reads `/proc`:
-    /// call it on the blocking pool.
-    pub(super) fn check(&self, daemon: i32) -> Result<(), Refusal> {
+    /// Whether this process may talk to the daemon (`daemon`: the daemon itself). Reads
+    /// `/proc`: call it on the blocking pool.
+    pub(super) fn check(&self, daemon: ProcessId) -> Result<(), Refusal> {
         let descends = crate::exec::descends_from(self.pid, daemon)?;
         self.alive().map_err(Refusal::Unknown)?;
         if descends {
@@ -169,8 +169,9 @@ mod tests {
             .arg("30")
             .spawn()
             .unwrap();
-        assert!(peer.check(child.id() as i32).is_ok());
-        let parent = std::os::unix::process::parent_id() as i32;
+        let identify = |pid: u32| crate::exec::identify(pid as i32).unwrap();
+        assert!(peer.check(identify(child.id())).is_ok());
+        let parent = identify(std::os::unix::process::parent_id());
         assert!(
             matches!(peer.check(parent), Err(Refusal::Descendant)),
             "this test process descends from its parent"
@@ -193,10 +194,8 @@ mod tests {
         assert!(peer.alive().is_ok());
         child.kill().unwrap();
         child.wait().unwrap();
-        assert!(matches!(
-            peer.check(std::process::id() as i32),
-            Err(Refusal::Unknown(_))
-        ));
+        let me = crate::exec::identify(std::process::id() as i32).unwrap();
+        assert!(matches!(peer.check(me), Err(Refusal::Unknown(_))));
         assert!(peer.alive().unwrap_err().contains("exited"));
     }
 }
