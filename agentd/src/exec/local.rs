@@ -329,6 +329,11 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         blocking(move || list_blocking(&root, depth.max(1))).await
     }
 
+    async fn real_path(&self, path: &Path) -> Result<PathBuf, Error> {
+        let path = self.resolve(path);
+        blocking(move || super::sandbox::real_path(&path, true)).await
+    }
+
     async fn exec_command(
         &self,
         request: ExecRequest<'_>,

@@ -138,7 +138,7 @@ impl SandboxPolicy {
 /// followed by the components that do not exist yet (which can hold neither symlinks nor
 /// `..`). With `follow_last` false an existing last component is not resolved (a removal
 /// acts on the link itself).
-fn real_path(path: &Path, follow_last: bool) -> Result<PathBuf, Error> {
+pub(super) fn real_path(path: &Path, follow_last: bool) -> Result<PathBuf, Error> {
     if !follow_last {
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
             return Err(Error::NotAllowed(format!(
@@ -291,6 +291,9 @@ impl ExecutionEnvironment for Sandboxed<'_> {
     }
     async fn file_exists(&self, path: &Path) -> bool {
         self.inner.file_exists(path).await
+    }
+    async fn real_path(&self, path: &Path) -> Result<PathBuf, Error> {
+        self.inner.real_path(path).await
     }
     async fn list_directory(&self, path: &Path, depth: usize) -> Result<Vec<DirEntry>, Error> {
         self.inner.list_directory(path, depth).await
