@@ -67,7 +67,14 @@ pub struct TestDaemon {
     wrapper: Vec<OsString>,
     /// The daemon's own pid when a wrapper runs it (then `child` is the wrapper).
     daemon_pid: Option<u32>,
+    /// The (uid, gid) the daemon and the programs of [`Self::program`] run as, when not the
+    /// test's own.
+    user: Option<(u32, u32)>,
 }
+
+/// The ordinary user an [`unprivileged`](TestDaemonBuilder::unprivileged) daemon runs as when
+/// the tests run as root: Debian's `nobody` and `nogroup`.
+pub const UNPRIVILEGED: (u32, u32) = (65534, 65534);
 
 /// How to start a [`TestDaemon`]: extra environment, a config file, and a program to run the
 /// daemon under (`TestDaemon::builder().wrap("strace", ["-f", "-o", "FILE"]).start()`).
@@ -77,6 +84,7 @@ pub struct TestDaemonBuilder {
     config: Option<String>,
     wrapper: Vec<OsString>,
     nofile: Option<(u64, u64)>,
+    unprivileged: bool,
 }
 
 impl TestDaemonBuilder {
@@ -114,6 +122,18 @@ impl TestDaemonBuilder {
         self
     }
 
+    /// Runs the daemon, and every program started through [`TestDaemon::program`] (agentctl,
+    /// editors), as an ordinary user ([`UNPRIVILEGED`]) when the tests run as root, as a
+    /// user's daemon runs: what a command may read or signal then depends on the kernel's
+    /// rules for other processes of the same user, not on root's exemptions. The temp root
+    /// is given to that user; give it the directories a session works in with
+    /// [`TestDaemon::give`]. The test itself stays root and may connect as root (agentd
+    /// accepts root's connections, as ssh-agent does).
+    pub fn unprivileged(mut self) -> Self {
+        self.unprivileged = true;
+        self
+    }
+
     /// Starts the daemon and waits until its socket answers.
     pub async fn start(self) -> Result<TestDaemon> {
         // Short paths: sun_path holds 107 bytes.
@@ -132,7 +152,9 @@ impl TestDaemonBuilder {
             wrapper: self.wrapper,
             daemon_pid: None,
             nofile: self.nofile,
+            user: (self.unprivileged && nix::unistd::geteuid().is_root()).then_some(UNPRIVILEGED),
         };
+        daemon.give(daemon.root.path())?;
         daemon.spawn()?;
         daemon.wait_ready().await?;
         Ok(daemon)
@@ -183,6 +205,32 @@ impl TestDaemon {
         TestDaemonBuilder::default()
     }
 
+    /// The (uid, gid) the daemon runs as when it is not the test's own
+    /// ([`TestDaemonBuilder::unprivileged`] under root).
+    pub fn user(&self) -> Option<(u32, u32)> {
+        self.user
+    }
+
+    /// Makes `path` and everything beneath it (symlinks themselves, not their targets) the
+    /// daemon's user's, so an [unprivileged](TestDaemonBuilder::unprivileged) daemon can work
+    /// there; nothing to do when the daemon runs as the test's user.
+    pub fn give(&self, path: &Path) -> Result<()> {
+        let Some((uid, gid)) = self.user else {
+            return Ok(());
+        };
+        let chown = |p: &Path| {
+            std::os::unix::fs::lchown(p, Some(uid), Some(gid))
+                .with_context(|| format!("chown {}", p.display()))
+        };
+        chown(path)?;
+        if std::fs::symlink_metadata(path)?.is_dir() {
+            for entry in std::fs::read_dir(path)? {
+                self.give(&entry?.path())?;
+            }
+        }
+        Ok(())
+    }
+
     /// One of the built binaries (`agentd`, `agentctl`) with the daemon's environment.
     pub fn command(&self, binary: &str) -> Command {
         self.program(bin_dir().join(binary))
@@ -203,6 +251,11 @@ impl TestDaemon {
             .env("AGENTD_LOG", "debug");
         for (k, v) in &self.env {
             cmd.env(k, v);
+        }
+        if let Some((uid, gid)) = self.user {
+            use std::os::unix::process::CommandExt;
+            // std drops the supplementary groups too when root sets a uid.
+            cmd.uid(uid).gid(gid);
         }
         cmd
     }

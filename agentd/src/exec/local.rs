@@ -3,6 +3,7 @@
 use super::process::{
     self, MARKER_VAR, ProcessId, SpawnedChild, group_alive, marked, signal_group,
 };
+use super::sandbox::{Namespaces, SandboxPolicy};
 use super::utf8::Utf8Decoder;
 use super::{
     DirEntry, EnvFilter, EnvPolicy, Error, ExecRequest, ExecResult, ExecutionEnvironment,
@@ -44,6 +45,9 @@ pub struct LocalOptions {
     /// Where the process groups it starts are recorded (a daemon ends the leftovers of a
     /// crashed run at start-up); `None`: nowhere.
     pub ledger: Option<Arc<dyn ProcessLedger>>,
+    /// Directories and files sandboxed commands must not see (agentd's own state, config,
+    /// keys and socket, the user's runtime directory): empty mounts cover them.
+    pub hidden: Arc<[PathBuf]>,
 }
 
 /// Runs tools on the local machine (spec 4.2).
@@ -60,7 +64,13 @@ pub struct LocalExecutionEnvironment {
     /// Sandboxed commands' temp dir, made on first use; removed when the environment is
     /// dropped (the session is unloaded or closed).
     temp: OnceLock<Result<tempfile::TempDir, String>>,
+    /// The namespaces of the latest sandbox policy its commands ran under.
+    namespaces: Mutex<Option<Arc<NamespaceCell>>>,
 }
+
+/// Namespaces for one policy, built by the first command that needs them; `Err`: they
+/// cannot be built here, and commands get Landlock alone.
+type NamespaceCell = tokio::sync::OnceCell<Result<Arc<Namespaces>, String>>;
 
 impl LocalExecutionEnvironment {
     /// An environment rooted at `cwd` whose commands inherit variables per `policy` (secrets
@@ -70,7 +80,7 @@ impl LocalExecutionEnvironment {
             cwd,
             LocalOptions {
                 env: EnvFilter::new(policy),
-                ledger: None,
+                ..LocalOptions::default()
             },
         )
     }
@@ -86,6 +96,48 @@ impl LocalExecutionEnvironment {
             commands: AtomicU64::new(0),
             groups: Mutex::new(HashSet::new()),
             temp: OnceLock::new(),
+            namespaces: Mutex::new(None),
+        }
+    }
+
+    /// The namespaces for `policy`, built on first use and kept while the policy stays the
+    /// same; `None` where they cannot be built (logged once per daemon).
+    async fn namespaces(&self, policy: &SandboxPolicy) -> Option<Arc<Namespaces>> {
+        let cell = {
+            let mut current = self.namespaces.lock().unwrap_or_else(|e| e.into_inner());
+            let stale = current.as_ref().is_some_and(|cell| {
+                cell.get()
+                    .is_some_and(|built| built.as_ref().is_ok_and(|n| n.policy() != policy))
+            });
+            if current.is_none() || stale {
+                *current = Some(Arc::new(NamespaceCell::new()));
+            }
+            current.clone()?
+        };
+        let built = cell
+            .get_or_init(|| async {
+                Namespaces::build(policy, &self.options.hidden)
+                    .await
+                    .map(Arc::new)
+            })
+            .await;
+        match built {
+            Ok(n) if n.policy() == policy => Some(n.clone()),
+            // Built concurrently for another policy: this command gets its own.
+            Ok(_) => Namespaces::build(policy, &self.options.hidden)
+                .await
+                .ok()
+                .map(Arc::new),
+            Err(why) => {
+                static WARNED: std::sync::Once = std::sync::Once::new();
+                WARNED.call_once(|| {
+                    tracing::warn!(
+                        "sandboxed commands run under Landlock alone: {why}; agentd's \
+                         directories and the network namespace are not hidden from them"
+                    )
+                });
+                None
+            }
         }
     }
 
@@ -363,7 +415,8 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
             .stderr(Stdio::piped())
             .process_group(0);
         if let Some(policy) = request.sandbox {
-            sandbox(&mut command, policy)?;
+            let namespaces = self.namespaces(policy).await;
+            sandbox(&mut command, policy, namespaces, &cwd)?;
         }
         let (mut child, spawned_child) = {
             // Listed before the lock is released, so the orphan reaper never takes its status.
@@ -505,6 +558,32 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         })
     }
 
+    /// Runs the report in a read-only sandbox without network: it reads a workspace whose
+    /// configuration the model may have written (a `.git/config` naming programs), so what
+    /// it runs must not reach beyond what a sandboxed command could. Where no sandbox can
+    /// be built there is no report.
+    async fn report(&self, script: &str, timeout: Duration) -> Option<String> {
+        let policy = SandboxPolicy::report(self)
+            .map_err(|e| tracing::warn!("no workspace report: {e}"))
+            .ok()?;
+        let request = ExecRequest {
+            command: script,
+            timeout,
+            working_dir: None,
+            sandbox: Some(&policy),
+        };
+        match self
+            .exec_command(request, &|_, _| {}, &CancellationToken::new())
+            .await
+        {
+            Ok(result) => (!result.timed_out).then_some(result.stdout),
+            Err(e) => {
+                tracing::warn!("no workspace report: {e}");
+                None
+            }
+        }
+    }
+
     async fn grep(&self, mut options: GrepOptions) -> Result<String, Error> {
         options.path = self.resolve(&options.path);
         let root = self.cwd.clone();
@@ -545,20 +624,34 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
     }
 }
 
-/// Makes `command` run under `policy`: its temp dir as `TMPDIR`, and the Landlock ruleset,
-/// built here and applied in the child before `exec`.
+/// Makes `command` run under `policy`: its temp dir as `TMPDIR`, the `namespaces` (when they
+/// could be built) joined in `cwd`, then the Landlock ruleset, built here and applied in the
+/// child before `exec`.
 #[cfg(target_os = "linux")]
-fn sandbox(command: &mut Command, policy: &super::SandboxPolicy) -> Result<(), Error> {
+fn sandbox(
+    command: &mut Command,
+    policy: &SandboxPolicy,
+    namespaces: Option<Arc<Namespaces>>,
+    cwd: &Path,
+) -> Result<(), Error> {
     let mut ruleset = Some(super::sandbox::ruleset(policy)?);
+    let join = namespaces.as_ref().map(|n| n.join(cwd)).transpose()?;
     for var in ["TMPDIR", "TMP", "TEMP", "TEMPDIR"] {
         command.env(var, policy.temp_dir());
     }
-    // SAFETY: the closure runs in the forked child and makes only system calls (prctl and
-    // landlock_restrict_self); the ruleset was allocated before the fork.
+    // SAFETY: the closure runs in the forked child and makes only system calls (setns,
+    // chdir, prctl, capset and landlock_restrict_self); everything it uses was allocated
+    // before the fork, and `namespaces` keeps the descriptors `join` names open.
     unsafe {
-        command.pre_exec(move || match ruleset.take() {
-            Some(ruleset) => super::sandbox::restrict_child(ruleset),
-            None => Err(std::io::Error::from_raw_os_error(libc::EINVAL)),
+        command.pre_exec(move || {
+            let _keep = &namespaces;
+            if let Some(join) = &join {
+                join.enter()?;
+            }
+            match ruleset.take() {
+                Some(ruleset) => super::sandbox::restrict_child(ruleset),
+                None => Err(std::io::Error::from_raw_os_error(libc::EINVAL)),
+            }
         });
     }
     Ok(())
@@ -566,7 +659,12 @@ fn sandbox(command: &mut Command, policy: &super::SandboxPolicy) -> Result<(), E
 
 /// Without Landlock nothing can enforce a policy, so a sandboxed command is refused.
 #[cfg(not(target_os = "linux"))]
-fn sandbox(_command: &mut Command, _policy: &super::SandboxPolicy) -> Result<(), Error> {
+fn sandbox(
+    _command: &mut Command,
+    _policy: &SandboxPolicy,
+    _namespaces: Option<Arc<Namespaces>>,
+    _cwd: &Path,
+) -> Result<(), Error> {
     Err(Error::NotAllowed(
         "cannot sandbox the command: sandboxes need Landlock, which only Linux has; the command \
          was not run (set sandbox = \"off\" to run commands unrestricted)"

@@ -21,6 +21,11 @@ use async_trait::async_trait;
 use std::path::{Component, Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
+#[cfg(target_os = "linux")]
+mod namespace;
+#[cfg(target_os = "linux")]
+pub(crate) use namespace::Namespaces;
+
 /// Devices every sandboxed command may write: output sinks and terminals. Missing ones are
 /// skipped.
 const WRITABLE_DEVICES: &[&str] = &[
@@ -68,6 +73,17 @@ impl SandboxPolicy {
             writable,
             network: config.sandbox_network,
         }))
+    }
+
+    /// The policy of the daemon's own look at a workspace (the git snapshot): nothing
+    /// writable but `env`'s temp dir, no network, whatever the session's sandbox.
+    pub fn report(env: &dyn ExecutionEnvironment) -> Result<Self, Error> {
+        let temp = env.temp_dir()?;
+        Ok(Self {
+            mode: SandboxMode::ReadOnly,
+            writable: vec![std::fs::canonicalize(&temp).map_err(|e| Error::io(&temp, e))?],
+            network: false,
+        })
     }
 
     /// `read_only` or `workspace_write`.

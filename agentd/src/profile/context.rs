@@ -38,9 +38,20 @@ pub struct EnvironmentContext {
     pub project_docs: String,
 }
 
-const GIT_SNAPSHOT: &str = "git rev-parse --show-toplevel 2>/dev/null || exit 0; \
-    echo '---'; git rev-parse --abbrev-ref HEAD 2>/dev/null; echo '---'; git status --porcelain 2>/dev/null; \
-    echo '---'; git log --oneline -n 10 2>/dev/null";
+/// The git snapshot's script. The repository's own configuration is the model's to write
+/// (it lives in the workspace), so git must run nothing it names: no fsmonitor, no hooks
+/// (`--no-optional-locks` also keeps `status` from writing the index, which would run
+/// `post-index-change`), no pager, no signature program, no submodules' configurations.
+/// Filter and diff drivers cannot all be turned off by name, so the report also runs in a
+/// read-only sandbox (see `ExecutionEnvironment::report`).
+const GIT_SNAPSHOT: &str = "g() { GIT_OPTIONAL_LOCKS=0 git --no-pager --no-optional-locks \
+    -c core.fsmonitor=false -c core.hooksPath=/dev/null -c core.pager=cat \
+    -c log.showSignature=false -c diff.external= -c core.untrackedCache=false \
+    -c status.showUntrackedFiles=normal \"$@\" 2>/dev/null; }; \
+    g rev-parse --show-toplevel || exit 0; \
+    echo '---'; g rev-parse --abbrev-ref HEAD; echo '---'; \
+    g status --porcelain --ignore-submodules=all; \
+    echo '---'; g log --no-show-signature --oneline -n 10";
 
 async fn git_snapshot(env: &dyn ExecutionEnvironment) -> Option<GitSnapshot> {
     let report = env.report(GIT_SNAPSHOT, Duration::from_secs(5)).await?;

@@ -168,7 +168,8 @@ pub async fn run(listener: Listener, daemon: Arc<Daemon>, limits: Limits, ready:
                 continue;
             }
         };
-        if peer.uid != uid {
+        // Root may connect too, as to ssh-agent: it can read the daemon's memory anyway.
+        if peer.uid != uid && peer.uid != 0 {
             tracing::warn!(
                 peer_uid = peer.uid,
                 "refused a connection from another user"

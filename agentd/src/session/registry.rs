@@ -95,6 +95,46 @@ pub struct Registry {
     ledger: Option<Arc<dyn ProcessLedger>>,
     /// The SSH connections of remote sessions, one per host, shared by the sessions on it.
     ssh: SshConnections,
+    /// What sandboxed commands must not see: see [`hidden_from_commands`].
+    hidden: Arc<[PathBuf]>,
+}
+
+/// agentd's own directories and files (runtime directory and socket, state, config and
+/// credentials) and the user's runtime directory (the session bus and other services that
+/// would run programs on request), which sandboxed commands find empty.
+fn hidden_from_commands(config: &Config, store: Option<&Store>) -> Arc<[PathBuf]> {
+    let uid = nix::unistd::geteuid().as_raw();
+    let mut paths = vec![
+        agentd_proto::socket::runtime_dir(uid),
+        agentd_proto::socket::default_socket_path(uid),
+    ];
+    paths.extend(std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from));
+    // The state directory: the sessions and the process records beside them.
+    paths.extend(store.and_then(|s| s.dir().parent()).map(Path::to_owned));
+    // The config file itself: one named with --config may sit in a workspace.
+    paths.extend(config.source.clone());
+    paths.extend(
+        crate::config::default_config_path()
+            .as_deref()
+            .and_then(Path::parent)
+            .map(Path::to_owned),
+    );
+    paths.extend(config.credentials_path.clone());
+    let mut real: Vec<PathBuf> = paths
+        .into_iter()
+        .filter(|p| p.is_absolute())
+        .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
+        .collect();
+    // A path beneath another is covered by it (and could not be mounted over once its
+    // parent is an empty read-only tmpfs).
+    real.sort();
+    let mut kept: Vec<PathBuf> = Vec::new();
+    for path in real {
+        if !kept.iter().any(|k| path.starts_with(k)) {
+            kept.push(path);
+        }
+    }
+    kept.into()
 }
 
 /// The store's group records as environments see them.
@@ -141,6 +181,7 @@ impl Registry {
     pub fn new(config: Config, store: Option<Store>) -> Arc<Self> {
         let factory = ProviderFactory::default();
         let evict_idle_after = config.evict_idle_after;
+        let hidden = hidden_from_commands(&config, store.as_ref());
         let current = RwLock::new(Arc::new(Current::new(&factory, config)));
         let ledger = store.as_ref().and_then(|s| {
             s.process_records(crate::exec::run_id())
@@ -162,6 +203,7 @@ impl Registry {
             ssh: SshConnections::new(
                 agentd_proto::socket::runtime_dir(nix::unistd::geteuid().as_raw()).join("ssh"),
             ),
+            hidden,
         });
         let interrupted = registry.load_stored();
         let me = registry.clone();
@@ -270,6 +312,7 @@ impl Registry {
                     LocalOptions {
                         env: Self::env_filter(config),
                         ledger: self.ledger.clone(),
+                        hidden: self.hidden.clone(),
                     },
                 );
                 if read_only {

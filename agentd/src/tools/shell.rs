@@ -106,10 +106,10 @@ impl Tool for Shell {
             text.push_str("[Command aborted by the user.]");
             return Err(ToolError(text));
         }
-        // A sandbox's refusal is an EACCES like any other; the model needs to know there is
-        // a sandbox to tell them apart.
+        // A sandbox's refusal is an EACCES or EROFS like any other; the model needs to know
+        // there is a sandbox to tell them apart.
         if let (Some(policy), false) = (ctx.sandbox, result.exit_code == Some(0))
-            && text.contains("Permission denied")
+            && (text.contains("Permission denied") || text.contains("Read-only file system"))
         {
             let escalate = if ctx.config.approval.mode == agentd_proto::ApprovalMode::Ask {
                 "; if the command must, call shell again with outside_sandbox: true to ask the user"
@@ -117,7 +117,8 @@ impl Tool for Shell {
                 ""
             };
             text.push_str(&format!(
-                "[{}; a write or connection outside it fails with \"Permission denied\"{escalate}]\n",
+                "[{}; a write outside it fails with \"Read-only file system\" or \"Permission \
+                 denied\", a connection with \"Permission denied\"{escalate}]\n",
                 policy.describe()
             ));
         }

@@ -53,11 +53,13 @@ mod ssh;
 mod streams;
 mod subagents;
 mod tidy;
+mod trust_sandbox;
 
 use agentd_tests::family::Family;
 use agentd_tests::mock::MockAnthropic;
 use agentd_tests::{RawClient, TestDaemon};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
 /// A daemon wired to a fresh mock, a client, a session and its working directory.
 pub struct Setup {
@@ -115,6 +117,35 @@ pub async fn setup_with(create: Value) -> Setup {
     }
 }
 
+/// As [`setup_with`], with the daemon running as an ordinary user
+/// ([`TestDaemonBuilder::unprivileged`](agentd_tests::TestDaemonBuilder::unprivileged)) and the
+/// work directory given to it: for attacks whose outcome depends on what the kernel lets a
+/// user's processes do.
+pub async fn setup_unprivileged(create: Value) -> Setup {
+    let mock = MockAnthropic::start().await.expect("mock starts");
+    let daemon = TestDaemon::builder()
+        .env("ANTHROPIC_BASE_URL", &mock.url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .unprivileged()
+        .start()
+        .await
+        .expect("daemon starts");
+    let mut client = daemon.client().await.expect("client connects");
+    let workdir = tempfile::tempdir().expect("tempdir");
+    daemon.give(workdir.path()).expect("work directory given");
+    let session = daemon
+        .create_session(&mut client, workdir.path(), create)
+        .await
+        .expect("session created");
+    Setup {
+        mock,
+        daemon,
+        client,
+        session,
+        workdir,
+    }
+}
+
 impl Setup {
     /// Calls `method` on this session: `params` plus `session_id`; returns the result.
     pub async fn call(&mut self, method: &str, params: Value) -> Value {
@@ -158,6 +189,43 @@ impl Setup {
             .await
             .unwrap()
     }
+}
+
+/// Runs one round of `calls` (Anthropic's format) and a final answer; returns each call's result as the model
+/// got it (`call id → (is_error, content)`), read from the request that followed the round.
+pub async fn round(
+    s: &mut Setup,
+    calls: &[(&str, &str, Value)],
+) -> BTreeMap<String, (bool, String)> {
+    s.mock.push_stream(Family::Anthropic.tools("", calls));
+    s.mock.push_stream(Family::Anthropic.text("done"));
+    let before = s.mock.requests().len();
+    let events = s.run("go").await;
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "completed"
+    );
+    let errors: BTreeMap<String, bool> = of_kind(&events, "tool_call_end")
+        .iter()
+        .map(|e| {
+            (
+                e["data"]["call_id"].as_str().unwrap().to_owned(),
+                e["data"]["error"].is_string(),
+            )
+        })
+        .collect();
+    let requests = s.mock.wait_requests(before + 2).await;
+    Family::Anthropic
+        .results(&requests[before + 1].body)
+        .into_iter()
+        .filter(|(id, _)| calls.iter().any(|c| c.0 == id))
+        .map(|(id, content)| (id.clone(), (errors[&id], content)))
+        .collect()
+}
+
+/// A `shell` call with `command`.
+pub fn shell(id: &'static str, command: String) -> (&'static str, &'static str, Value) {
+    (id, "shell", json!({"command": command}))
 }
 
 /// The events of `kind`.

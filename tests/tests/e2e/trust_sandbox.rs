@@ -1,0 +1,218 @@
+//! The sandbox tried as an attacker would: a prompt-injected model in a default
+//! (`workspace_write`) session of a daemon that runs as an ordinary user. Its commands find
+//! agentd's socket, state, config and stored keys gone, reach nothing with the network off
+//! (no UDP datagram, no abstract Unix socket), and a `.git/config` they plant runs nothing
+//! when the daemon looks at the workspace for the next session.
+
+use crate::{Setup, round, setup_unprivileged, shell};
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// A default session of an unprivileged daemon with `config`, its work directory a git
+/// repository the daemon's user owns.
+async fn session(config: Value) -> Setup {
+    let mut s = setup_unprivileged(json!({})).await;
+    s.call("session/set_config", json!({"config": config}))
+        .await;
+    s
+}
+
+fn namespaces_ready() -> bool {
+    agentd_tests::landlock(3) && agentd_tests::program("bwrap").is_some()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_find_agentds_socket_state_config_and_keys_gone() {
+    if !namespaces_ready() {
+        return;
+    }
+    let mut s = session(json!({})).await;
+    let out = s
+        .daemon
+        .agentctl(&["login", "anthropic"], Some("sk-stored-secret-42"))
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let root = s.daemon.root.path().to_owned();
+    let creds = root.join("config/agentd/credentials.json");
+    assert!(creds.is_file(), "login stored no key");
+    let look = format!(
+        "ls -A {run}; ls -A {state}; ls -A {config}; cat {creds}; \
+         test -e {socket} && echo SOCKET-VISIBLE; echo done",
+        run = root.join("run").display(),
+        state = root.join("state/agentd").display(),
+        config = root.join("config/agentd").display(),
+        creds = creds.display(),
+        socket = s.daemon.socket.display(),
+    );
+    let results = round(&mut s, &[shell("look", look.clone())]).await;
+    let (_, seen) = &results["look"];
+    assert!(seen.contains("done"), "{seen}");
+    for secret in [
+        "sk-stored-secret-42",
+        "SOCKET-VISIBLE",
+        "agentd.sock",
+        "sessions",
+    ] {
+        assert!(!seen.contains(secret), "{secret} visible: {seen}");
+    }
+    let journal =
+        std::fs::read_to_string(s.daemon.sessions_dir().join(&s.session).join("log.jsonl"))
+            .unwrap();
+    assert!(!journal.contains("sk-stored-secret-42"));
+
+    // The same look with the sandbox off sees them: the test can tell.
+    s.call("session/set_config", json!({"config": {"sandbox": "off"}}))
+        .await;
+    let results = round(&mut s, &[shell("look", look)]).await;
+    let (_, seen) = &results["look"];
+    assert!(seen.contains("SOCKET-VISIBLE"), "{seen}");
+}
+
+/// Sends a UDP datagram to `udp` and connects to the abstract Unix socket `name` from a
+/// command; says which got out.
+fn escape_attempt(udp: u16, name: &str) -> String {
+    format!(
+        "python3 - <<'EOF'\n\
+         import socket\n\
+         try:\n    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n    \
+         u.sendto(b'leak', ('127.0.0.1', {udp}))\n    print('udp sent')\n\
+         except OSError as e:\n    print('udp refused', e)\n\
+         try:\n    a = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n    \
+         a.connect('\\0{name}')\n    a.sendall(b'leak')\n    print('abstract connected')\n\
+         except OSError as e:\n    print('abstract refused', e)\n\
+         EOF"
+    )
+}
+
+/// What reached the test's UDP socket and abstract listener (both non-blocking).
+fn leaked(
+    udp: &std::net::UdpSocket,
+    abstract_: &std::os::unix::net::UnixListener,
+) -> Vec<&'static str> {
+    let mut leaked = Vec::new();
+    let mut buf = [0u8; 16];
+    if udp.recv_from(&mut buf).is_ok() {
+        leaked.push("udp");
+    }
+    if abstract_.accept().is_ok() {
+        leaked.push("abstract");
+    }
+    leaked
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_network_off_no_datagram_or_abstract_socket_gets_out() {
+    if !namespaces_ready() || agentd_tests::program("python3").is_none() {
+        return;
+    }
+    use std::os::linux::net::SocketAddrExt;
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let port = udp.local_addr().unwrap().port();
+    let name = format!("agentd-test-{}", std::process::id() ^ rand_suffix());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    listener.set_nonblocking(true).unwrap();
+
+    let mut s = session(json!({})).await;
+    let results = round(&mut s, &[shell("net", escape_attempt(port, &name))]).await;
+    let (_, said) = &results["net"];
+    assert!(said.contains("udp") && said.contains("abstract"), "{said}");
+    assert_eq!(leaked(&udp, &listener), Vec::<&str>::new(), "{said}");
+
+    // With the network on, both get out: the test can tell.
+    s.call(
+        "session/set_config",
+        json!({"config": {"sandbox_network": true}}),
+    )
+    .await;
+    let results = round(&mut s, &[shell("net", escape_attempt(port, &name))]).await;
+    let (_, said) = &results["net"];
+    assert_eq!(leaked(&udp, &listener), vec!["udp", "abstract"], "{said}");
+}
+
+/// A `.git/config` whose fsmonitor, hooks, pager and signature program each leave a mark in
+/// `marks` when run.
+fn plant(ws: &Path, marks: &Path) -> String {
+    let evil = ws.join("evil.sh");
+    format!(
+        "git init -q . && git -c user.email=a@b -c user.name=a commit -q --allow-empty -m one && \
+         printf '#!/bin/sh\\ntouch {marks}/$1-ran\\necho 0\\n' > {evil} && chmod +x {evil} && \
+         git config core.fsmonitor '{evil} fsmonitor' && \
+         git config core.hooksPath {ws}/hooks && mkdir -p hooks && \
+         cp {evil} hooks/post-index-change && \
+         git config core.pager '{evil} pager' && \
+         git config log.showSignature true && git config gpg.program '{evil} gpg' && \
+         git config filter.x.clean '{evil} filter' && echo '* filter=x' > .gitattributes && \
+         echo planted",
+        evil = evil.display(),
+        marks = marks.display(),
+        ws = ws.display(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planted_git_config_runs_nothing_when_the_next_session_starts() {
+    if !namespaces_ready() || agentd_tests::program("git").is_none() {
+        return;
+    }
+    let mut s = session(json!({})).await;
+    let ws = std::fs::canonicalize(s.workdir.path()).unwrap();
+    let marks = tempfile::tempdir().unwrap();
+    let marks = std::fs::canonicalize(marks.keep()).unwrap();
+    s.daemon.give(&marks).unwrap();
+    let results = round(&mut s, &[shell("plant", plant(&ws, &marks))]).await;
+    assert!(
+        results["plant"].1.contains("planted"),
+        "{:?}",
+        results["plant"]
+    );
+
+    // The next session in this directory, and a subagent's, look at the repository.
+    let mut client = s.daemon.client().await.unwrap();
+    let id = s
+        .daemon
+        .create_session(&mut client, &ws, json!({}))
+        .await
+        .unwrap();
+    s.mock
+        .push_stream(agentd_tests::family::Family::Anthropic.text("ok"));
+    client.subscribe(&id, None).await.unwrap();
+    client
+        .call("session/submit", json!({"session_id": id, "text": "hi"}))
+        .await
+        .unwrap();
+    client
+        .events_until("processing_end", |_| true)
+        .await
+        .unwrap();
+    let requests = s.mock.requests();
+    let system = requests.last().unwrap().body["system"].to_string();
+    assert!(system.contains("one"), "the snapshot was taken: {system}");
+    let ran: Vec<String> = std::fs::read_dir(&marks)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(ran.is_empty(), "the daemon ran {ran:?}");
+
+    // The planted config does run programs when git runs as it normally would.
+    let control = s
+        .daemon
+        .program("git")
+        .args(["status", "--porcelain"])
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    assert!(control.status.success(), "{control:?}");
+    assert!(marks.join("fsmonitor-ran").exists(), "the plant is inert");
+    std::fs::remove_dir_all(&marks).unwrap();
+}
+
+/// A number no other run of this test picks at the same time.
+fn rand_suffix() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos())
+}
