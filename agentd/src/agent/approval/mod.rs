@@ -177,11 +177,16 @@ pub async fn prepare(
                     hidden: Some("it could not be analysed".into()),
                     ..CommandLine::default()
                 });
+            // Only allow rules care where redirections lead, and only while nothing else
+            // stops them.
             for target in std::mem::take(&mut analysed.redirect_paths) {
+                if analysed.unvouched.is_some() {
+                    break;
+                }
                 let real = env.real_path(Path::new(&target)).await.ok();
                 let inside = matches!((&real, &real_cwd), (Some(r), Some(c)) if r.starts_with(c));
                 if !inside {
-                    analysed.unvouched.get_or_insert(format!(
+                    analysed.unvouched = Some(format!(
                         "it redirects to {target}, which is not inside the session's directory"
                     ));
                 }
@@ -263,48 +268,40 @@ impl Prepared {
 
     /// The allow patterns that together cover every command or path of the call.
     fn allowed(&self, rules: &[(&str, &str, GlobMatcher)]) -> Option<String> {
-        let covering = |forms: Vec<Option<String>>| -> Option<String> {
-            let mut used: Vec<&str> = Vec::new();
-            if forms.is_empty() {
-                return None;
-            }
-            for form in forms {
-                let form = form?;
-                let (text, _, _) = rules.iter().find(|(_, _, g)| g.is_match(&form))?;
-                if !used.contains(text) {
-                    used.push(text);
-                }
-            }
-            Some(used.join(", "))
-        };
         match self.targets.as_ref()? {
-            Targets::Command(line) => {
-                if line.unvouched.is_some() {
-                    return None;
-                }
-                covering(line.commands.iter().cloned().map(Some).collect())
+            Targets::Command(line) if line.unvouched.is_none() => {
+                cover(&line.commands, rules, |c, _| Some(c.clone()))
             }
+            Targets::Command(_) => None,
             Targets::Paths {
                 paths, real_cwd, ..
-            } => {
-                let mut used: Vec<&str> = Vec::new();
-                if paths.is_empty() {
-                    return None;
-                }
-                for p in paths {
-                    let real = p.real.as_deref()?;
-                    let (text, _, _) = rules.iter().find(|(_, pattern, glob)| {
-                        path_form(pattern, real, real_cwd.as_deref())
-                            .is_some_and(|f| glob.is_match(f))
-                    })?;
-                    if !used.contains(text) {
-                        used.push(text);
-                    }
-                }
-                Some(used.join(", "))
-            }
+            } => cover(paths, rules, |p, pattern| {
+                path_form(pattern, p.real.as_deref()?, real_cwd.as_deref())
+            }),
         }
     }
+}
+
+/// The rules (joined by `, `) that cover every one of `targets`, each seen by a pattern as
+/// `form` gives it; `None` when one is not covered, or there are none.
+fn cover<T>(
+    targets: &[T],
+    rules: &[(&str, &str, GlobMatcher)],
+    form: impl Fn(&T, &str) -> Option<String>,
+) -> Option<String> {
+    if targets.is_empty() {
+        return None;
+    }
+    let mut used: Vec<&str> = Vec::new();
+    for target in targets {
+        let (text, _, _) = rules
+            .iter()
+            .find(|(_, pattern, glob)| form(target, pattern).is_some_and(|f| glob.is_match(f)))?;
+        if !used.contains(text) {
+            used.push(text);
+        }
+    }
+    Some(used.join(", "))
 }
 
 /// What a path pattern is matched against: the whole path for an absolute pattern, the part
