@@ -266,6 +266,20 @@ pub struct HostConfig {
     pub ssh_config: Option<PathBuf>,
     /// The known-hosts file host keys are checked against instead of `~/.ssh/known_hosts`.
     pub known_hosts: Option<PathBuf>,
+    /// How long one file operation, grep or glob may take on the host before it fails and is
+    /// ended there (default [`DEFAULT_FILE_TIMEOUT`]).
+    pub file_timeout_secs: Option<u64>,
+}
+
+/// The default of `[hosts.NAME] file_timeout_secs`.
+pub const DEFAULT_FILE_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl HostConfig {
+    /// How long one file operation, grep or glob may take on the host.
+    pub fn file_timeout(&self) -> Duration {
+        self.file_timeout_secs
+            .map_or(DEFAULT_FILE_TIMEOUT, Duration::from_secs)
+    }
 }
 
 /// A configuration problem; the message names the file and key.
@@ -656,6 +670,15 @@ impl Config {
                 "server.max_buffered_input_mb must be at least 1".into(),
             ));
         }
+        if let Some(name) = file
+            .hosts
+            .iter()
+            .find_map(|(name, h)| (h.file_timeout_secs == Some(0)).then_some(name))
+        {
+            return Err(Error::Invalid(format!(
+                "hosts.{name}.file_timeout_secs must be at least 1"
+            )));
+        }
         if let Some(bad) = file.tools.env_allow.iter().find(|n| n.contains('*')) {
             return Err(Error::Invalid(format!(
                 "tools.env_allow takes exact names, not patterns: {bad:?}"
@@ -868,6 +891,21 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("providers.local.kind"), "{err}");
+    }
+
+    #[test]
+    fn a_host_s_file_timeout_defaults_and_must_be_positive() {
+        let c = build(
+            "[hosts.a]\nfile_timeout_secs = 5\n[hosts.b]\nport = 22\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.hosts["a"].file_timeout(), Duration::from_secs(5));
+        assert_eq!(c.hosts["b"].file_timeout(), DEFAULT_FILE_TIMEOUT);
+        let err = build("[hosts.a]\nfile_timeout_secs = 0\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("hosts.a.file_timeout_secs"), "{err}");
     }
 
     #[test]

@@ -102,8 +102,11 @@ impl MockAnthropic {
         let shared = Arc::new(Shared::default());
         // Every family's endpoint: /v1/messages, /v1/responses, /v1/chat/completions and
         // /v1beta/models/{model}:streamGenerateContent.
+        // Requests as large as a real API takes (axum's default is 2 MiB): tests send files of
+        // megabytes as images.
         let app = Router::new()
             .fallback(post(handle))
+            .layer(axum::extract::DefaultBodyLimit::max(32 << 20))
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}", listener.local_addr()?);

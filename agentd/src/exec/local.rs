@@ -596,6 +596,14 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
     }
 
     async fn terminate_all(&self) {
+        // The namespaces' holder goes too (the next command builds them again): a closed
+        // session leaves nothing running.
+        drop(
+            self.namespaces
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
         let groups: Vec<ProcessId> = {
             let mut g = self.groups.lock().unwrap_or_else(|e| e.into_inner());
             g.drain().collect()

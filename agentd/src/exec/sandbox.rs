@@ -26,6 +26,22 @@ mod namespace;
 #[cfg(target_os = "linux")]
 pub(crate) use namespace::Namespaces;
 
+/// Elsewhere than Linux there are no namespaces to join (and no Landlock: sandboxed commands
+/// are refused).
+#[cfg(not(target_os = "linux"))]
+pub(crate) enum Namespaces {}
+
+#[cfg(not(target_os = "linux"))]
+impl Namespaces {
+    pub(crate) async fn build(_: &SandboxPolicy, _: &[PathBuf]) -> Result<Self, String> {
+        Err("namespaces are Linux's".into())
+    }
+
+    pub(crate) fn policy(&self) -> &SandboxPolicy {
+        match *self {}
+    }
+}
+
 /// Devices every sandboxed command may write: output sinks and terminals. Missing ones are
 /// skipped.
 const WRITABLE_DEVICES: &[&str] = &[

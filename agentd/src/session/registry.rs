@@ -100,15 +100,27 @@ pub struct Registry {
 }
 
 /// agentd's own directories and files (runtime directory and socket, state, config and
-/// credentials) and the user's runtime directory (the session bus and other services that
-/// would run programs on request), which sandboxed commands find empty.
+/// credentials) and the sockets of the user's services that act on request (the runtime
+/// directory with the session bus and gpg-agent, ssh-agent, X11, tmux), which sandboxed
+/// commands find empty: through them a command could run a program outside its sandbox or
+/// use the user's keys.
 fn hidden_from_commands(config: &Config, store: Option<&Store>) -> Arc<[PathBuf]> {
     let uid = nix::unistd::geteuid().as_raw();
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     let mut paths = vec![
         agentd_proto::socket::runtime_dir(uid),
         agentd_proto::socket::default_socket_path(uid),
+        PathBuf::from("/tmp/.X11-unix"),
+        var("TMUX_TMPDIR")
+            .unwrap_or_else(|| PathBuf::from("/tmp"))
+            .join(format!("tmux-{uid}")),
     ];
-    paths.extend(std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from));
+    paths.extend(var("XDG_RUNTIME_DIR"));
+    paths.extend(var("SSH_AUTH_SOCK"));
     // The state directory: the sessions and the process records beside them.
     paths.extend(store.and_then(|s| s.dir().parent()).map(Path::to_owned));
     // The config file itself: one named with --config may sit in a workspace.
@@ -290,11 +302,16 @@ impl Registry {
         ssh: &SshEnvironment,
         cwd: &Path,
     ) -> Result<SshExecutionEnvironment, Error> {
+        let timeout = config
+            .hosts
+            .get(&ssh.host)
+            .map_or(crate::config::DEFAULT_FILE_TIMEOUT, |h| h.file_timeout());
         SshExecutionEnvironment::new(
             &self.ssh,
             &Self::ssh_target(config, ssh),
             cwd.to_owned(),
             Self::env_filter(config),
+            timeout,
         )
         .map_err(|e| Error::EnvironmentUnavailable(e.to_string()))
     }

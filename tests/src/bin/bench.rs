@@ -74,6 +74,10 @@ async fn main() {
         print_ssh(ssh_bench().await.as_ref());
         return;
     }
+    if only.as_deref() == Some("sandbox") {
+        print_sandbox(&sandbox_bench().await);
+        return;
+    }
     let mock = MockAnthropic::start().await.unwrap();
     let daemon = TestDaemon::start(&mock.url).await.unwrap();
     if only.as_deref() == Some("acp") {
@@ -141,6 +145,7 @@ async fn main() {
 
     let latencies = socket_latency(&mock, &daemon, &mut client, workdir.path()).await;
     let acp = acp_bench(&mock, &daemon, workdir.path()).await;
+    let sandbox = sandbox_bench().await;
 
     let after_runs = rss_kib(pid);
 
@@ -201,6 +206,7 @@ async fn main() {
     }
     println!("{search}");
     print_ssh(ssh.as_ref());
+    print_sandbox(&sandbox);
     println!("{}", store.line);
     match &disk {
         Some((plain, slow)) => {
@@ -469,6 +475,80 @@ fn print_ssh(figures: Option<&SshFigures>) {
     );
     println!(
         "  first round of a new session (its start: git snapshot, project docs): local median {local:.2} ms, ssh median {remote:.2} ms"
+    );
+}
+
+/// Shell rounds per sandbox setting, each sorted: `[off, workspace_write]`, per round and the
+/// first round of a new session.
+struct SandboxFigures {
+    per_round: [Vec<Duration>; 2],
+    first: [Vec<Duration>; 2],
+}
+
+/// The `echo` task by turns in a session with the sandbox off and in a default
+/// (`workspace_write`) one, whose commands join the session's namespaces and Landlock.
+async fn sandbox_bench() -> SandboxFigures {
+    let mock = MockAnthropic::start().await.unwrap();
+    mock.respond_with(echo_rounds);
+    let daemon = TestDaemon::start(&mock.url).await.unwrap();
+    let mut client = daemon.client().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut figures = SandboxFigures {
+        per_round: [Vec::new(), Vec::new()],
+        first: [Vec::new(), Vec::new()],
+    };
+    for run in 0..=SSH_RUNS {
+        for (i, sandbox) in ["off", "workspace_write"].into_iter().enumerate() {
+            let session = daemon
+                .create_session(
+                    &mut client,
+                    dir.path(),
+                    json!({"config": {"sandbox": sandbox}}),
+                )
+                .await
+                .unwrap();
+            client.subscribe(&session, None).await.unwrap();
+            let started = Instant::now();
+            client
+                .call(
+                    "session/submit",
+                    json!({"session_id": session, "text": "go"}),
+                )
+                .await
+                .unwrap();
+            client
+                .events_until("tool_call_end", |_| true)
+                .await
+                .unwrap();
+            let first = started.elapsed();
+            let started = Instant::now();
+            client
+                .events_until("processing_end", |_| true)
+                .await
+                .unwrap();
+            // The first run is a warm-up.
+            if run > 0 {
+                figures.per_round[i].push(started.elapsed() / (ROUNDS - 1) as u32);
+                figures.first[i].push(first);
+            }
+        }
+    }
+    for times in figures.per_round.iter_mut().chain(&mut figures.first) {
+        times.sort();
+    }
+    figures
+}
+
+fn print_sandbox(f: &SandboxFigures) {
+    let ms = |d: &[Duration]| d[d.len() / 2].as_secs_f64() * 1e3;
+    let (off, on) = (ms(&f.per_round[0]), ms(&f.per_round[1]));
+    println!(
+        "sandbox: per shell round, {ROUNDS}-round echo task: off median {off:.2} ms, workspace_write (namespaces + Landlock) median {on:.2} ms, +{:.2} ms per command ({SSH_RUNS} runs each, by turns)",
+        on - off
+    );
+    let (off, on) = (ms(&f.first[0]), ms(&f.first[1]));
+    println!(
+        "  first round of a new session (git snapshot in its own sandbox, the session's namespaces built): off median {off:.2} ms, workspace_write median {on:.2} ms"
     );
 }
 

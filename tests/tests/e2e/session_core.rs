@@ -3,24 +3,13 @@
 //! of the work, abort ordering, unloading idle sessions, bounded memory, clean shutdowns and
 //! the version 1 on-disk layout.
 
-use crate::{data_of, of_kind, setup};
+use crate::{PATIENCE, data_of, eventually, of_kind, setup};
 use agentd_tests::mock::{Chunk, Gate, MockAnthropic};
 use agentd_tests::{RawClient, TestDaemon, sse};
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 use std::time::Duration;
 use tokio::time::{Instant, sleep};
-
-/// How long a condition polled here may take, on a loaded 2-core machine.
-const PATIENCE: Duration = Duration::from_secs(60);
-
-async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + PATIENCE;
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        sleep(Duration::from_millis(20)).await;
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_non_utf8_variable_in_the_daemons_environment_breaks_nothing() {
@@ -137,12 +126,13 @@ async fn create_answers_before_the_git_snapshot_and_the_first_call_waits_for_it(
     let bin = tempfile::tempdir().unwrap();
     let marks = tempfile::tempdir().unwrap();
     let real_git = agentd_tests::program("git").expect("git is installed");
-    // A git that takes as long as the test says.
+    // A git that takes as long as the test says. It runs in the snapshot's read-only sandbox,
+    // so it cannot leave a mark: the test sees it start in /proc.
     let fake = bin.path().join("git");
     std::fs::write(
         &fake,
         format!(
-            "#!/bin/sh\ntouch '{m}/started'\nwhile [ ! -e '{m}/release' ]; do sleep 0.02; done\nexec '{g}' \"$@\"\n",
+            "#!/bin/sh\nwhile [ ! -e '{m}/release' ]; do sleep 0.02; done\nexec '{g}' \"$@\"\n",
             m = marks.path().display(),
             g = real_git.display()
         ),
@@ -188,8 +178,12 @@ async fn create_answers_before_the_git_snapshot_and_the_first_call_waits_for_it(
         .create_session(&mut client, repo.path(), json!({}))
         .await
         .unwrap();
+    let fake_cmdline = fake.display().to_string();
     eventually("the snapshot to start", async || {
-        marks.path().join("started").exists()
+        std::fs::read_dir("/proc").unwrap().flatten().any(|p| {
+            std::fs::read(p.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&fake_cmdline))
+        })
     })
     .await;
     mock.push_stream(sse::text("hello"));

@@ -14,13 +14,18 @@ use std::time::{Duration, Instant};
 /// A daemon whose config names `server` as `[hosts.box]`, with a session on it in a fresh
 /// remote directory.
 async fn remote_setup(server: &SshServer) -> Setup {
+    remote_setup_with(server, "").await
+}
+
+/// Like [`remote_setup`], with more keys for `[hosts.box]`.
+async fn remote_setup_with(server: &SshServer, host_keys: &str) -> Setup {
     let mock = MockAnthropic::start().await.expect("mock starts");
     let daemon = TestDaemon::start_with_config(
         &[
             ("ANTHROPIC_BASE_URL", &mock.url),
             ("ANTHROPIC_API_KEY", "test-key"),
         ],
-        Some(&server.host_entry("box")),
+        Some(&format!("{}{host_keys}", server.host_entry("box"))),
     )
     .await
     .expect("daemon starts");
@@ -963,4 +968,221 @@ fn write_tree(dir: &std::path::Path) {
             .set_modified(start + Duration::from_secs(60 * i as u64))
             .unwrap();
     }
+}
+
+/// Every file under `dir`, relative to it.
+fn files_under(dir: &std::path::Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                found.push(path.strip_prefix(dir).unwrap().display().to_string());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The attack on the worker's length-prefixed protocol: a NUL byte in a path (or a search
+/// pattern) was dropped by the remote bash, which then read one byte more than was sent, so
+/// the path written was another than the one the call named and the worker stalled every
+/// session on the host for 120 s. Now such an argument is refused before anything is sent,
+/// and the worker serves the next call as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nul_in_a_path_or_pattern_is_refused_and_nothing_is_written() {
+    let Some(server) = server() else { return };
+    let mut s = remote_setup(&server).await;
+    let dir = s.workdir.path().to_owned();
+    std::fs::write(dir.join("notes.txt"), "kept\n").unwrap();
+    s.mock.push_stream(sse::tools(
+        "",
+        &[(
+            "w1",
+            "write_file",
+            json!({"file_path": "notes.txt\u{0}/../../escaped.txt", "content": "xy"}),
+        )],
+    ));
+    s.mock.push_stream(sse::tools(
+        "",
+        &[("r1", "read_file", json!({"file_path": "notes.txt\u{0}x"}))],
+    ));
+    s.mock.push_stream(sse::tools(
+        "",
+        &[("g1", "grep", json!({"pattern": "kept\u{0}"}))],
+    ));
+    s.mock.push_stream(sse::tools(
+        "",
+        &[(
+            "w2",
+            "write_file",
+            json!({"file_path": "after.txt", "content": "the worker is in step\n"}),
+        )],
+    ));
+    s.mock.push_stream(sse::text("done"));
+    let events = s.run("write with a NUL").await;
+    let outputs = tool_outputs(&events);
+    assert_eq!(outputs.len(), 4, "{outputs:?}");
+    for refused in &outputs[..3] {
+        assert!(refused.contains("NUL byte"), "{outputs:?}");
+    }
+    assert_eq!(outputs[3], "Wrote 22 bytes to after.txt", "{outputs:?}");
+    assert_eq!(
+        files_under(&dir),
+        vec!["after.txt".to_owned(), "notes.txt".to_owned()]
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("notes.txt")).unwrap(),
+        "kept\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("after.txt")).unwrap(),
+        "the worker is in step\n"
+    );
+    assert!(!dir.parent().unwrap().join("escaped.txt").exists());
+}
+
+/// File content is any bytes both ways: a file the model writes with NUL bytes, CR, LF and
+/// 1.7 MB, read back as an image, and a remote file of every byte value (0xff included), come
+/// out byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn content_with_nul_0xff_cr_lf_and_megabytes_round_trips_byte_exact() {
+    let Some(server) = server() else { return };
+    let mut s = remote_setup(&server).await;
+    // Megabytes in the history would make the next request a compaction.
+    s.call(
+        "session/set_config",
+        json!({"config": {"auto_compact_percent": 0}}),
+    )
+    .await;
+    let dir = s.workdir.path().to_owned();
+    // Every byte value, in an order that is no simple cycle.
+    let remote: Vec<u8> = (0..1_700_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    assert!((0..=255u8).all(|b| remote.contains(&b)));
+    std::fs::write(dir.join("remote.png"), &remote).unwrap();
+    // Few characters JSON escapes: the mock streams a call's arguments 7 bytes an event.
+    let written = "\0ab\r\ncdefghijklmnopqrstuvwxyzé0123456789ABCDEFGH\r".repeat(34_000) + "\n\n";
+    s.mock.push_stream(sse::tools(
+        "",
+        &[(
+            "w1",
+            "write_file",
+            json!({"file_path": "written.png", "content": written}),
+        )],
+    ));
+    s.mock.push_stream(sse::tools(
+        "",
+        &[("r1", "read_file", json!({"file_path": "written.png"}))],
+    ));
+    s.mock.push_stream(sse::tools(
+        "",
+        &[("r2", "read_file", json!({"file_path": "remote.png"}))],
+    ));
+    s.mock.push_stream(sse::text("seen"));
+    let events = s.run("write and read bytes").await;
+    let outputs = tool_outputs(&events);
+    assert_eq!(outputs.len(), 3, "{outputs:?}");
+    assert!(written.len() > 1_700_000);
+    assert_eq!(
+        std::fs::read(dir.join("written.png")).unwrap(),
+        written.as_bytes()
+    );
+    use base64::Engine as _;
+    let requests = s.mock.requests();
+    for (i, bytes) in [(2, written.as_bytes()), (3, remote.as_slice())] {
+        assert!(
+            outputs[i - 1].contains(&format!(" {} bytes)", bytes.len())),
+            "{outputs:?}"
+        );
+        let encoded = base64::engine::general_purpose::STANDARD.encode(bytes);
+        assert!(
+            requests[i].body.to_string().contains(&encoded),
+            "request {i} carries the file's bytes as they are"
+        );
+    }
+}
+
+/// The attack on the worker's time: a request that never ends on the remote (a FIFO with no
+/// writer) held the one worker of the host, so every session there waited 120 s. Now it
+/// costs its own call only: another session on the host works while it hangs, it fails with
+/// an error naming it and the host's limit, its remote processes are ended, and the host
+/// serves the next request. A FIFO is not read at all (only regular files are), so the
+/// hanging request here is a grep of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stuck_request_costs_its_own_call_only() {
+    let Some(server) = server() else { return };
+    let mut s = remote_setup_with(&server, "file_timeout_secs = 15\n").await;
+    let dir = s.workdir.path().to_owned();
+    let m = marker();
+    let fifo = format!("pipe-{m}");
+    nix::unistd::mkfifo(&dir.join(&fifo), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    std::fs::write(dir.join("notes.txt"), "still readable\n").unwrap();
+    s.mock.push_stream(sse::tools(
+        "",
+        &[("r1", "read_file", json!({"file_path": fifo}))],
+    ));
+    s.mock.push_stream(sse::tools(
+        "",
+        &[("g1", "grep", json!({"pattern": "x", "path": fifo}))],
+    ));
+    s.start("hang").await;
+    wait_for("the remote grep of the FIFO", || !live_with(&m).is_empty()).await;
+
+    // Another session on the same host, while the grep hangs.
+    s.mock.push_stream(sse::tools(
+        "",
+        &[("b1", "read_file", json!({"file_path": "notes.txt"}))],
+    ));
+    s.mock.push_stream(sse::text("read"));
+    let mut other = s.daemon.client().await.unwrap();
+    let created = other
+        .call(
+            "session/create",
+            json!({"environment": {"kind": "ssh", "host": "box", "cwd": dir.display().to_string()}}),
+        )
+        .await
+        .unwrap();
+    let b = created["session_id"].as_str().unwrap().to_owned();
+    let events = other.run(&b, "read it").await.unwrap();
+    assert!(
+        tool_outputs(&events)[0].contains("still readable"),
+        "{events:?}"
+    );
+    assert!(
+        !live_with(&m).is_empty(),
+        "the other session finished while the grep still hung"
+    );
+    let first = other
+        .call("session/get", json!({"session_id": s.session}))
+        .await
+        .unwrap();
+    assert_eq!(first["state"], "processing", "{first}");
+
+    s.mock.push_stream(sse::tools(
+        "",
+        &[("r2", "read_file", json!({"file_path": "notes.txt"}))],
+    ));
+    s.mock.push_stream(sse::text("done"));
+    let events = s.until("processing_end").await;
+    let outputs = tool_outputs(&events);
+    assert_eq!(outputs.len(), 3, "{outputs:?}");
+    assert!(
+        outputs[0].contains("not a regular file"),
+        "a FIFO is refused at once: {outputs:?}"
+    );
+    assert!(
+        outputs[1].contains("grep") && outputs[1].contains("took more than 15 s"),
+        "{outputs:?}"
+    );
+    assert!(outputs[2].contains("still readable"), "{outputs:?}");
+    wait_for("the hanging grep to be ended on the remote", || {
+        live_with(&m).is_empty()
+    })
+    .await;
 }

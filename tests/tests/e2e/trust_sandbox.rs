@@ -216,3 +216,55 @@ fn rand_suffix() -> u32 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos())
 }
+
+/// Live processes whose command line mentions `needle`.
+fn processes_naming(needle: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|p| std::fs::read(p.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(needle))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_namespaces_holder_ends_with_the_session_and_with_a_killed_daemon() {
+    if !namespaces_ready() {
+        return;
+    }
+    let mut s = session(json!({})).await;
+    let ws = std::fs::canonicalize(s.workdir.path()).unwrap();
+    let ws = ws.display().to_string();
+    let results = round(&mut s, &[shell("run", "echo inside".into())]).await;
+    assert!(results["run"].1.contains("inside"));
+    assert!(
+        processes_naming(&ws).iter().any(|c| c.starts_with("bwrap")),
+        "no holder: {:?}",
+        processes_naming(&ws)
+    );
+    s.call("session/close", json!({})).await;
+    crate::eventually("the holder to end with its session", async || {
+        processes_naming(&ws).is_empty()
+    })
+    .await;
+
+    let mut client = s.daemon.client().await.unwrap();
+    let id = s
+        .daemon
+        .create_session(&mut client, s.workdir.path(), json!({}))
+        .await
+        .unwrap();
+    s.session = id;
+    let results = round(&mut s, &[shell("run", "echo again".into())]).await;
+    assert!(results["run"].1.contains("again"));
+    assert!(!processes_naming(&ws).is_empty());
+    s.daemon
+        .stop_with(nix::sys::signal::Signal::SIGKILL)
+        .await
+        .unwrap();
+    crate::eventually("the holder to end with the killed daemon", async || {
+        processes_naming(&ws).is_empty()
+    })
+    .await;
+}

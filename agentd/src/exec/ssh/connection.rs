@@ -5,16 +5,17 @@
 //! operation fails with ssh's own words.
 
 use super::super::Error;
+use super::super::local::KILL_GRACE;
 use super::super::process::{self, MARKER_VAR, SpawnedChild};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, Command};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, SemaphorePermit, mpsc, oneshot};
 
 /// How long a master may take to connect and authenticate before the attempt is given up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -115,25 +116,33 @@ fn ssh_marker() -> String {
     format!("{}.ssh", process::run_id())
 }
 
-/// The file operations' server: one long-lived bash on the remote that runs each request's
+/// The file operations' server: a long-lived bash on the remote that runs each request's
 /// script in a subshell, so an operation costs a round trip and a fork instead of a new
 /// channel and a login shell (whose startup files may do slow work). `SSH_CLIENT` is unset
 /// so no bash it starts takes itself for an ssh login and reads `~/.bashrc`.
 ///
-/// A request is `ARGS CAP INPUT RAW\n`, then each argument as `LENGTH\nBYTES` (the script
-/// first), then INPUT bytes of stdin; the answer is `CODE OUT ERR\n` then OUT bytes of stdout
-/// (`-1`: more than CAP, not sent) and ERR bytes of stderr (at most 64 KiB, trailing newlines
-/// dropped). Everything but the script runs in bash's builtins, since each fork and exec
-/// costs about a millisecond: small inputs and outputs pass through `read -N` (RAW 0: no NUL
-/// byte, which a bash string cannot hold), stdout's size is its descriptor's offset in
-/// `/proc`, and stderr is read with `$(<file)`, which does not fork.
+/// It first prints its process group id (sshd makes each channel's process a session
+/// leader), by which a request that runs too long is ended, worker and all. A request is
+/// `ARGS CAP INPUT RAW\n`, then each argument as `LENGTH\nBYTES` (the script first), then
+/// INPUT bytes of stdin, then `.\n`: a worker that does not find that end where the lengths
+/// say exits before running anything. The answer is `CODE OUT ERR\n` then OUT bytes of
+/// stdout (`-1`: more than CAP, not sent) and ERR bytes of stderr (at most 64 KiB, trailing
+/// newlines and NUL bytes dropped). Arguments never hold a NUL byte (refused before they are
+/// sent: no program can receive one), so `read -N` reads them exactly: with `LC_ALL=C` it
+/// counts bytes, and NUL is the one byte it drops. Stdin and stdout carry any bytes: an input
+/// with a NUL byte or larger than [`WORKER_READ_INPUT`] goes through `head -c` (RAW 1), an
+/// output that `read -N` did not read whole through `cat`. Everything else runs in bash's
+/// builtins, since each fork and exec costs about a millisecond: stdout's size is its
+/// descriptor's offset in `/proc`, and stderr is read with `$(<file)`, which does not fork.
 const WORKER: &str = r#"export LC_ALL=C; unset SSH_CLIENT SSH2_CLIENT
 t=$(mktemp -d) || exit 1; trap 'rm -rf "$t"' EXIT
+read -r g </proc/$$/stat; g=${g##*) }; g=${g#* * }; printf '%s\n' "${g%% *}"
 while read -r n cap len raw; do
   a=(); i=0
   while [ "$i" -lt "$n" ]; do read -r l || exit 0; v=; [ "$l" -gt 0 ] && { IFS= read -r -N "$l" v || exit 0; }; a+=("$v"); i=$((i+1)); done
   if [ "$raw" = 1 ]; then head -c "$len" >"$t/in"
   else v=; [ "$len" -gt 0 ] && { IFS= read -r -N "$len" v || exit 0; }; printf %s "$v" >"$t/in"; fi
+  read -r v && [ "$v" = . ] || exit 1
   exec 3>"$t/out"
   ( set -- "${a[@]:1}"; eval "${a[0]}" ) <"$t/in" >&3 2>"$t/err"; c=$?
   f=$(</proc/$$/fdinfo/3); exec 3>&-
@@ -149,6 +158,18 @@ done"#;
 /// byte at a time.
 const WORKER_READ_INPUT: usize = 1024 * 1024;
 
+/// At most this many workers per connection: requests run side by side up to it, so one that
+/// hangs holds its own worker only. Every worker is a session (channel) of the connection,
+/// and sshd allows 10 by default (`MaxSessions`), which commands need too.
+const MAX_WORKERS: usize = 4;
+/// An idle worker beyond the first is closed after this long unused.
+const IDLE_WORKER: Duration = Duration::from_secs(60);
+
+/// Ends a process group: `$1` the group, `$2` the grace period in tenths of a second.
+pub(super) const KILL: &str = r#"kill -TERM -- "-$1" 2>/dev/null || exit 0; i=0
+while [ "$i" -lt "$2" ] && kill -0 -- "-$1" 2>/dev/null; do sleep 0.1; i=$((i+1)); done
+kill -KILL -- "-$1" 2>/dev/null; exit 0"#;
+
 /// A request to the master's task: make sure the master runs, then answer.
 type Ensure = oneshot::Sender<Result<(), String>>;
 
@@ -157,7 +178,7 @@ pub(crate) struct Connection {
     target: SshTarget,
     control: PathBuf,
     ensure: mpsc::Sender<Ensure>,
-    worker: mpsc::Sender<Request>,
+    workers: Arc<Workers>,
     facts: OnceLock<Facts>,
 }
 
@@ -165,13 +186,16 @@ impl Connection {
     fn new(target: SshTarget, control: PathBuf) -> Arc<Self> {
         let (ensure, requests) = mpsc::channel(64);
         tokio::spawn(master_task(target.clone(), control.clone(), requests));
-        let (worker, requests) = mpsc::channel(64);
-        tokio::spawn(worker_task(target.clone(), control.clone(), requests));
         Arc::new(Self {
+            workers: Arc::new(Workers {
+                target: target.clone(),
+                control: control.clone(),
+                slots: Semaphore::new(MAX_WORKERS),
+                idle: Mutex::new(Idle::default()),
+            }),
             target,
             control,
             ensure,
-            worker,
             facts: OnceLock::new(),
         })
     }
@@ -207,7 +231,18 @@ impl Connection {
             return Ok(facts);
         }
         // Over a channel of its own: the environment it reads is the login's, not the worker's.
-        let out = self.run_alone(PROBE, &[], None, 1024 * 1024).await?;
+        let out = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            self.run_alone(PROBE, &[], None, 1024 * 1024),
+        )
+        .await
+        .map_err(|_| {
+            Error::Unavailable(format!(
+                "ssh host {}: the remote shell did not answer the probe within {} s",
+                self.target.label,
+                CONNECT_TIMEOUT.as_secs()
+            ))
+        })??;
         if out.code != Some(0) {
             return Err(Error::Unavailable(format!(
                 "ssh host {}: {}",
@@ -230,39 +265,56 @@ impl Connection {
         mux_command(&self.target, &self.control, script, args)
     }
 
-    /// Runs `script` to its end with `input` on stdin; keeps at most `cap` bytes of stdout
-    /// (more is an error) and 64 KiB of stderr. It goes to the remote worker (one round
-    /// trip); when the worker cannot be reached it runs over a channel of its own.
+    /// Runs `script` with `args` to its end with `input` on stdin, on a worker (one round
+    /// trip); keeps at most `cap` bytes of stdout (more is an error) and 64 KiB of stderr.
+    /// When it takes longer than `timeout`, it fails with an error naming it (`what`) and is
+    /// ended on the remote, its worker with it. When no worker can be started it runs over a
+    /// channel of its own.
     pub(super) async fn run(
         &self,
+        what: &str,
+        timeout: Duration,
         script: &str,
         args: &[&str],
         input: Option<&[u8]>,
         cap: usize,
     ) -> Result<Output, Error> {
-        let (reply, answer) = oneshot::channel();
-        let request = Request {
-            parts: std::iter::once(script)
-                .chain(args.iter().copied())
-                .map(str::to_owned)
-                .collect(),
-            input: input.map(<[u8]>::to_vec).unwrap_or_default(),
-            cap,
-            reply,
-        };
-        if self.worker.send(request).await.is_ok()
-            && let Ok(Some(result)) = answer.await
+        if std::iter::once(&script)
+            .chain(args)
+            .any(|a| a.contains('\0'))
         {
-            return result.map_err(|e| match e {
-                WorkerError::TooLarge => too_large(cap),
-                WorkerError::Timeout => Error::Unavailable(format!(
-                    "ssh host {}: a file operation took more than {} s",
-                    self.target.label,
-                    WORKER_TIMEOUT.as_secs()
-                )),
-            });
+            return Err(Error::NotAllowed(format!(
+                "{what}: an argument holds a NUL byte, which no remote program can receive; nothing was sent to ssh host {}",
+                self.target.label
+            )));
         }
-        self.run_alone(script, args, input, cap).await
+        let timed_out = |_| {
+            Error::Unavailable(format!(
+                "ssh host {}: {what} took more than {} s and was ended (the per-request limit, `file_timeout_secs` in the host's [hosts.NAME] entry)",
+                self.target.label,
+                timeout.as_secs_f64()
+            ))
+        };
+        let Some(mut busy) = self.workers.take(timeout).await else {
+            return tokio::time::timeout(timeout, self.run_alone(script, args, input, cap))
+                .await
+                .map_err(timed_out)?;
+        };
+        match tokio::time::timeout(timeout, busy.exchange(script, args, input, cap)).await {
+            Ok(Ok(answer)) => {
+                busy.put_back();
+                answer.map_err(|TooLarge| too_large(cap))
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(host = %self.target.label, "the ssh worker failed: {e}");
+                drop(busy);
+                tokio::time::timeout(timeout, self.run_alone(script, args, input, cap))
+                    .await
+                    .map_err(timed_out)?
+            }
+            // Dropping `busy` ends what the worker runs.
+            Err(elapsed) => Err(timed_out(elapsed)),
+        }
     }
 }
 
@@ -356,64 +408,69 @@ fn too_large(cap: usize) -> Error {
     Error::NotAllowed(format!("the remote output is larger than {cap} bytes"))
 }
 
-/// How long one file operation may take on the worker before the worker is given up.
-const WORKER_TIMEOUT: Duration = Duration::from_secs(120);
+/// An output larger than the request's cap.
+struct TooLarge;
 
-/// A file operation for the worker.
-struct Request {
-    /// The script, then its arguments.
-    parts: Vec<String>,
-    input: Vec<u8>,
-    cap: usize,
-    /// `None`: the worker could not be reached; run it some other way.
-    reply: oneshot::Sender<Option<Result<Output, WorkerError>>>,
-}
-
-enum WorkerError {
-    TooLarge,
-    Timeout,
-}
-
-/// The running worker: its channel's pipes.
+/// A running worker: its channel's pipes and its remote process group.
 struct Worker {
-    _child: Child,
+    child: Child,
     _spawned: SpawnedChild,
+    group: i32,
     stdin: tokio::process::ChildStdin,
     stdout: tokio::io::BufReader<tokio::process::ChildStdout>,
 }
 
 impl Worker {
-    fn start(target: &SshTarget, control: &Path) -> Option<Self> {
+    /// A new worker, once it has said its process group (`None`: it did not within
+    /// `timeout`; the connection is broken).
+    async fn start(target: &SshTarget, control: &Path, timeout: Duration) -> Option<Self> {
+        use tokio::io::AsyncBufReadExt;
         let mut command = mux_command(target, control, WORKER, &[]);
         command.stderr(Stdio::null());
         let (mut child, spawned) = process::spawn(&mut command).ok()?;
+        let stdin = child.stdin.take()?;
+        let mut stdout = tokio::io::BufReader::new(child.stdout.take()?);
+        let mut line = String::new();
+        tokio::time::timeout(timeout, (&mut stdout).take(32).read_line(&mut line))
+            .await
+            .ok()?
+            .ok()?;
         Some(Self {
-            stdin: child.stdin.take()?,
-            stdout: tokio::io::BufReader::new(child.stdout.take()?),
-            _child: child,
+            group: line.trim().parse().ok().filter(|&g: &i32| g > 1)?,
+            child,
             _spawned: spawned,
+            stdin,
+            stdout,
         })
+    }
+
+    /// Whether its channel is still open (the connection did not drop under it).
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
     async fn exchange(
         &mut self,
-        request: &Request,
-    ) -> std::io::Result<Result<Output, WorkerError>> {
+        script: &str,
+        args: &[&str],
+        input: &[u8],
+        cap: usize,
+    ) -> std::io::Result<Result<Output, TooLarge>> {
         use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-        let raw = request.input.len() > WORKER_READ_INPUT || request.input.contains(&0);
+        let raw = input.len() > WORKER_READ_INPUT || input.contains(&0);
         let mut message = format!(
-            "{} {} {} {}\n",
-            request.parts.len(),
-            request.cap,
-            request.input.len(),
+            "{} {cap} {} {}\n",
+            args.len() + 1,
+            input.len(),
             u8::from(raw)
         )
         .into_bytes();
-        for part in &request.parts {
+        for part in std::iter::once(&script).chain(args) {
             message.extend_from_slice(format!("{}\n", part.len()).as_bytes());
             message.extend_from_slice(part.as_bytes());
         }
-        message.extend_from_slice(&request.input);
+        message.extend_from_slice(input);
+        message.extend_from_slice(b".\n");
         self.stdin.write_all(&message).await?;
         self.stdin.flush().await?;
         let mut header = String::new();
@@ -438,7 +495,7 @@ impl Worker {
             .read_to_end(&mut stderr)
             .await?;
         if out < 0 {
-            return Ok(Err(WorkerError::TooLarge));
+            return Ok(Err(TooLarge));
         }
         if stdout.len() as i64 != out || stderr.len() as i64 != err {
             return Err(broken());
@@ -451,31 +508,145 @@ impl Worker {
     }
 }
 
-/// Owns the worker: starts it on the first request and again after it failed (the
-/// connection dropped), and answers requests one at a time.
-async fn worker_task(target: SshTarget, control: PathBuf, mut requests: mpsc::Receiver<Request>) {
-    let mut worker: Option<Worker> = None;
-    while let Some(request) = requests.recv().await {
-        if worker.is_none() {
-            worker = Worker::start(&target, &control);
+/// A connection's workers. Each request takes an idle one, or starts one while fewer than
+/// [`MAX_WORKERS`] are busy, so requests wait for each other only when that many run at once,
+/// and then for at most one request's timeout: a request that runs past its timeout is
+/// ended, worker and all.
+struct Workers {
+    target: SshTarget,
+    control: PathBuf,
+    /// One per worker that may be busy.
+    slots: Semaphore,
+    idle: Mutex<Idle>,
+}
+
+#[derive(Default)]
+struct Idle {
+    /// Workers waiting for a request with when they were put back, the most recent last.
+    workers: Vec<(Worker, Instant)>,
+    /// Whether a task is closing those unused for [`IDLE_WORKER`].
+    trimming: bool,
+}
+
+impl Workers {
+    /// A worker for one request: an idle one whose channel is still open, else a new one
+    /// (`None`: it could not be started within `timeout`).
+    async fn take(self: &Arc<Self>, timeout: Duration) -> Option<Busy<'_>> {
+        let slot = self.slots.acquire().await.ok()?;
+        let reused = {
+            let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+            idle.workers.retain_mut(|(w, _)| w.alive());
+            idle.workers.pop().map(|(w, _)| w)
+        };
+        let worker = match reused {
+            Some(w) => w,
+            None => Worker::start(&self.target, &self.control, timeout).await?,
+        };
+        Some(Busy {
+            workers: self,
+            worker: Some(worker),
+            _slot: slot,
+        })
+    }
+
+    fn put_back(self: &Arc<Self>, worker: Worker) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.workers.push((worker, Instant::now()));
+        if idle.workers.len() > 1 && !idle.trimming {
+            idle.trimming = true;
+            tokio::spawn(trim(Arc::downgrade(self)));
         }
-        let Some(w) = worker.as_mut() else {
-            let _ = request.reply.send(None);
-            continue;
+    }
+
+    /// Ends a worker that may be running a request: its channel is closed, and a mux client
+    /// of its own ends its remote process group (SIGTERM, SIGKILL after the grace period),
+    /// so whatever the request started goes too.
+    fn end(&self, worker: Worker) {
+        let grace = (KILL_GRACE.as_millis() / 100).to_string();
+        let group = worker.group.to_string();
+        let mut kill = mux_command(&self.target, &self.control, KILL, &[&group, &grace]);
+        drop(worker);
+        let label = self.target.label.clone();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
         };
-        let answer = match tokio::time::timeout(WORKER_TIMEOUT, w.exchange(&request)).await {
-            Ok(Ok(result)) => Some(result),
-            Ok(Err(e)) => {
-                tracing::debug!(host = %target.label, "the ssh worker failed: {e}");
-                worker = None;
-                None
+        runtime.spawn(async move {
+            match process::spawn(&mut kill) {
+                Ok((mut child, _spawned)) => {
+                    if tokio::time::timeout(CONNECT_TIMEOUT, child.wait())
+                        .await
+                        .is_err()
+                    {
+                        tracing::warn!(host = %label, group, "ending a stuck ssh worker's remote group took too long");
+                    }
+                }
+                Err(e) => tracing::warn!(host = %label, group, "cannot end a stuck ssh worker's remote group: {e}"),
             }
-            Err(_) => {
-                worker = None;
-                Some(Err(WorkerError::Timeout))
-            }
+        });
+    }
+}
+
+/// Closes idle workers, but the most recently used one, once they have been unused for
+/// [`IDLE_WORKER`] (their channels are the connection's, which commands need too); ends when
+/// one is left.
+async fn trim(workers: Weak<Workers>) {
+    loop {
+        tokio::time::sleep(IDLE_WORKER).await;
+        let Some(workers) = workers.upgrade() else {
+            return;
         };
-        let _ = request.reply.send(answer);
+        let mut idle = workers.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let newest = idle.workers.len().saturating_sub(1);
+        let mut i = 0;
+        idle.workers.retain(|(_, since)| {
+            i += 1;
+            i - 1 == newest || since.elapsed() < IDLE_WORKER
+        });
+        if idle.workers.len() <= 1 {
+            idle.trimming = false;
+            return;
+        }
+    }
+}
+
+/// A worker serving one request. It is put back when the request got its answer; dropped
+/// before that (the request timed out or failed, or its caller went away mid-request), it is
+/// ended on the remote, with what it was running.
+struct Busy<'a> {
+    workers: &'a Arc<Workers>,
+    worker: Option<Worker>,
+    _slot: SemaphorePermit<'a>,
+}
+
+impl Busy<'_> {
+    async fn exchange(
+        &mut self,
+        script: &str,
+        args: &[&str],
+        input: Option<&[u8]>,
+        cap: usize,
+    ) -> std::io::Result<Result<Output, TooLarge>> {
+        match self.worker.as_mut() {
+            Some(w) => {
+                w.exchange(script, args, input.unwrap_or_default(), cap)
+                    .await
+            }
+            None => Err(std::io::Error::other("the worker was put back")),
+        }
+    }
+
+    fn put_back(mut self) {
+        if let Some(worker) = self.worker.take() {
+            self.workers.put_back(worker);
+        }
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        if let Some(worker) = self.worker.take() {
+            self.workers.end(worker);
+        }
     }
 }
 

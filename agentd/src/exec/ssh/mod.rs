@@ -24,12 +24,12 @@ use super::{
 };
 use agentd_proto::OutputStream;
 use async_trait::async_trait;
-use connection::Connection;
+use connection::{Connection, KILL};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 /// Largest file `read_file` brings over (the local environment reads any size; a remote
@@ -46,11 +46,14 @@ const NOT_FOUND: i32 = 3;
 const IS_DIRECTORY: i32 = 4;
 const NO_ACCESS: i32 = 5;
 const NOT_DIRECTORY: i32 = 6;
+const NOT_REGULAR: i32 = 8;
 
-const READ: &str =
-    r#"[ -e "$1" ] || exit 3; [ -d "$1" ] && exit 4; [ -r "$1" ] || exit 5; exec cat -- "$1""#;
-const WRITE: &str =
-    r#"d=$(dirname -- "$1"); mkdir -p -- "$d" || exit 7; [ -d "$1" ] && exit 4; exec cat > "$1""#;
+/// Only a regular file is read or written: a FIFO would block (until the request's timeout),
+/// a device could be endless.
+const READ: &str = r#"[ -e "$1" ] || exit 3; [ -d "$1" ] && exit 4; [ -f "$1" ] || exit 8
+[ -r "$1" ] || exit 5; exec cat -- "$1""#;
+const WRITE: &str = r#"d=$(dirname -- "$1"); mkdir -p -- "$d" || exit 7; [ -d "$1" ] && exit 4
+[ -e "$1" ] && ! [ -f "$1" ] && exit 8; exec cat > "$1""#;
 const REMOVE: &str =
     r#"[ -e "$1" ] || [ -L "$1" ] || exit 3; [ -d "$1" ] && exit 4; exec rm -f -- "$1""#;
 const EXISTS: &str = r#"[ -e "$1" ]"#;
@@ -87,16 +90,13 @@ kill "$w" 2>/dev/null
 stop "$g"
 exit "$s""#;
 
-/// Ends a process group: `$1` the group, `$2` the grace period in tenths of a second.
-const KILL: &str = r#"kill -TERM -- "-$1" 2>/dev/null || exit 0; i=0
-while [ "$i" -lt "$2" ] && kill -0 -- "-$1" 2>/dev/null; do sleep 0.1; i=$((i+1)); done
-kill -KILL -- "-$1" 2>/dev/null; exit 0"#;
-
 /// Runs tools on a remote machine over SSH (spec 4.1, appendix C).
 pub struct SshExecutionEnvironment {
     link: Arc<Connection>,
     cwd: PathBuf,
     env: EnvFilter,
+    /// How long one file operation, grep or glob may take on the remote.
+    timeout: Duration,
     /// `<run>.<environment>.`: the [`MARKER_VAR`] prefix of every command it starts.
     marker: String,
     commands: AtomicU64,
@@ -110,13 +110,15 @@ pub struct SshExecutionEnvironment {
 
 impl SshExecutionEnvironment {
     /// An environment in `cwd` (a remote path) on `target`, over the connection `connections`
-    /// holds for it; commands inherit the remote's variables per `env`. Nothing is connected
-    /// until the first operation (or [`connect`](Self::connect)).
+    /// holds for it; commands inherit the remote's variables per `env`; a file operation, grep
+    /// or glob that takes longer than `timeout` fails and is ended on the remote. Nothing is
+    /// connected until the first operation (or [`connect`](Self::connect)).
     pub fn new(
         connections: &SshConnections,
         target: &SshTarget,
         cwd: PathBuf,
         env: EnvFilter,
+        timeout: Duration,
     ) -> Result<Self, Error> {
         static ENVIRONMENTS: AtomicU64 = AtomicU64::new(0);
         let n = ENVIRONMENTS.fetch_add(1, Ordering::Relaxed);
@@ -124,6 +126,7 @@ impl SshExecutionEnvironment {
             link: connections.get(target)?,
             cwd,
             env,
+            timeout,
             marker: format!("{}.ssh{n}.", process::run_id()),
             commands: AtomicU64::new(0),
             cwd_checked: AtomicBool::new(false),
@@ -138,7 +141,17 @@ impl SshExecutionEnvironment {
             return Ok(());
         }
         let cwd = self.cwd.display().to_string();
-        let out = self.link.run(IS_DIR, &[&cwd], None, 0).await?;
+        let out = self
+            .link
+            .run(
+                "checking the working directory",
+                self.timeout,
+                IS_DIR,
+                &[&cwd],
+                None,
+                0,
+            )
+            .await?;
         if out.code != Some(0) {
             return Err(Error::Unavailable(format!(
                 "ssh host {}: {cwd} is not a directory on the remote machine",
@@ -149,20 +162,27 @@ impl SshExecutionEnvironment {
         Ok(())
     }
 
-    /// Runs a file script on `path` after connecting; maps the scripts' exit codes.
+    /// Runs a file script (the operation `op`) on `path` after connecting; maps the scripts'
+    /// exit codes. A path that no file can have (a NUL byte) is refused before anything is
+    /// sent.
     async fn file(
         &self,
+        op: &str,
         script: &str,
         path: &Path,
         extra: &[&str],
         input: Option<&[u8]>,
         cap: usize,
     ) -> Result<Vec<u8>, Error> {
+        let shown = checked_path(path)?;
         self.connect().await?;
-        let shown = path.display().to_string();
-        let mut args = vec![shown.as_str()];
+        let mut args = vec![shown];
         args.extend_from_slice(extra);
-        let out = self.link.run(script, &args, input, cap).await?;
+        let what = format!("{op} of {shown}");
+        let out = self
+            .link
+            .run(&what, self.timeout, script, &args, input, cap)
+            .await?;
         let other = |message: &str| Error::Io {
             path: path.to_owned(),
             source: std::io::Error::other(message.to_owned()),
@@ -173,6 +193,9 @@ impl SshExecutionEnvironment {
             Some(NO_ACCESS) => Err(Error::PermissionDenied(path.to_owned())),
             Some(IS_DIRECTORY) => Err(other("is a directory")),
             Some(NOT_DIRECTORY) => Err(other("not a directory")),
+            Some(NOT_REGULAR) => Err(other(
+                "not a regular file (a FIFO, socket or device); only regular files are read and written",
+            )),
             _ if out.stderr.contains("Permission denied") => {
                 Err(Error::PermissionDenied(path.to_owned()))
             }
@@ -212,7 +235,14 @@ impl SshExecutionEnvironment {
     async fn stop(&self, group: i32) -> Result<(), Error> {
         let grace = (KILL_GRACE.as_millis() / 100).to_string();
         self.link
-            .run(KILL, &[&group.to_string(), &grace], None, 0)
+            .run(
+                "ending a command's process group",
+                self.timeout,
+                KILL,
+                &[&group.to_string(), &grace],
+                None,
+                0,
+            )
             .await
             .map(drop)
     }
@@ -238,24 +268,29 @@ impl ExecutionEnvironment for SshExecutionEnvironment {
 
     async fn read_file(&self, path: &Path) -> Result<Vec<u8>, Error> {
         let path = self.resolve(path);
-        self.file(READ, &path, &[], None, MAX_READ).await
+        self.file("read_file", READ, &path, &[], None, MAX_READ)
+            .await
     }
 
     async fn write_file(&self, path: &Path, content: &[u8]) -> Result<(), Error> {
         let path = self.resolve(path);
-        self.file(WRITE, &path, &[], Some(content), 0)
+        self.file("write_file", WRITE, &path, &[], Some(content), 0)
             .await
             .map(drop)
     }
 
     async fn remove_file(&self, path: &Path) -> Result<(), Error> {
         let path = self.resolve(path);
-        self.file(REMOVE, &path, &[], None, 0).await.map(drop)
+        self.file("remove_file", REMOVE, &path, &[], None, 0)
+            .await
+            .map(drop)
     }
 
     async fn file_exists(&self, path: &Path) -> bool {
         let path = self.resolve(path);
-        self.file(EXISTS, &path, &[], None, 0).await.is_ok()
+        self.file("file_exists", EXISTS, &path, &[], None, 0)
+            .await
+            .is_ok()
     }
 
     async fn real_path(&self, path: &Path) -> Result<PathBuf, Error> {
@@ -277,7 +312,9 @@ impl ExecutionEnvironment for SshExecutionEnvironment {
     async fn list_directory(&self, path: &Path, depth: usize) -> Result<Vec<DirEntry>, Error> {
         let root = self.resolve(path);
         let depth = depth.max(1).to_string();
-        let out = self.file(LIST, &root, &[&depth], None, MAX_LISTING).await?;
+        let out = self
+            .file("list_directory", LIST, &root, &[&depth], None, MAX_LISTING)
+            .await?;
         let mut entries: Vec<DirEntry> = out
             .split(|&b| b == 0)
             .filter_map(|record| {
@@ -305,6 +342,11 @@ impl ExecutionEnvironment for SshExecutionEnvironment {
         cancel: &CancellationToken,
     ) -> Result<ExecResult, Error> {
         let started = Instant::now();
+        if request.command.contains('\0') {
+            return Err(Error::NotAllowed(
+                "the command holds a NUL byte, which no command line can carry".to_owned(),
+            ));
+        }
         self.connect().await?;
         let cwd = request
             .working_dir
@@ -315,7 +357,7 @@ impl ExecutionEnvironment for SshExecutionEnvironment {
             self.marker,
             self.commands.fetch_add(1, Ordering::Relaxed)
         );
-        let cwd = cwd.display().to_string();
+        let cwd = checked_path(&cwd)?.to_owned();
         let grace = (KILL_GRACE.as_millis() / 100).to_string();
         let env = self.command_env(&marker);
         let mut args: Vec<&str> = vec![&cwd, request.command, &grace];
@@ -457,16 +499,25 @@ impl ExecutionEnvironment for SshExecutionEnvironment {
 
     /// On the worker: one round trip, where a command's channel would start a login shell
     /// whose startup files can take longer than the report itself. The remote ends a report
-    /// that runs past `timeout`; this side waits a little longer, for a remote without
-    /// `timeout` (the report then finishes on the worker, bounded by the worker's own limit).
-    async fn report(&self, script: &str, timeout: std::time::Duration) -> Option<String> {
+    /// that runs past `timeout`; this side gives it a little longer, for a remote without
+    /// `timeout` (the worker is then ended, and the report with it).
+    async fn report(&self, script: &str, timeout: Duration) -> Option<String> {
         self.connect().await.ok()?;
         let cwd = self.cwd.display().to_string();
         let seconds = timeout.as_secs().max(1).to_string();
         let args = [cwd.as_str(), script, seconds.as_str()];
-        let run = self.link.run(REPORT, &args, None, MAX_LISTING);
-        let grace = timeout + KILL_GRACE;
-        let out = tokio::time::timeout(grace, run).await.ok()?.ok()?;
+        let out = self
+            .link
+            .run(
+                "a session report (the git snapshot)",
+                timeout + KILL_GRACE,
+                REPORT,
+                &args,
+                None,
+                MAX_LISTING,
+            )
+            .await
+            .ok()?;
         (out.code != Some(REPORT_TIMED_OUT))
             .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
     }
@@ -486,12 +537,19 @@ impl ExecutionEnvironment for SshExecutionEnvironment {
     async fn grep(&self, mut options: GrepOptions) -> Result<String, Error> {
         self.connect().await?;
         options.path = self.resolve(&options.path);
-        search::grep(&self.link, &self.cwd, &options).await
+        search::grep(&self.link, self.timeout, &self.cwd, &options).await
     }
 
     async fn glob(&self, pattern: &str, base: &Path) -> Result<Vec<String>, Error> {
         self.connect().await?;
-        search::glob(&self.link, &self.cwd, &self.resolve(base), pattern).await
+        search::glob(
+            &self.link,
+            self.timeout,
+            &self.cwd,
+            &self.resolve(base),
+            pattern,
+        )
+        .await
     }
 }
 
@@ -504,6 +562,22 @@ impl SshExecutionEnvironment {
         {
             tracing::warn!(group, "cannot end a remote process group: {e}");
         }
+    }
+}
+
+/// `path` as the remote gets it: UTF-8 without NUL bytes (no file can have one in its name;
+/// a program would stop reading at it), else refused before anything is sent.
+fn checked_path(path: &Path) -> Result<&str, Error> {
+    match path.to_str() {
+        Some(shown) if !shown.contains('\0') => Ok(shown),
+        Some(_) => Err(Error::NotAllowed(format!(
+            "{}: a path cannot hold a NUL byte",
+            path.display().to_string().escape_debug()
+        ))),
+        None => Err(Error::NotAllowed(format!(
+            "{}: a remote path must be UTF-8",
+            path.display()
+        ))),
     }
 }
 

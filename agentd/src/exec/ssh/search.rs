@@ -11,7 +11,7 @@ use super::connection::{Connection, quote};
 use super::{MAX_LISTING, NOT_FOUND};
 use crate::exec::{Error, GrepMode, GrepOptions};
 use std::path::Path;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 /// `$1` root, `$2` mode, `$3` ignore case, `$4` glob, `$5` pattern, `$6` path ('' = root),
 /// `$7` most results, `$8` whether to use rg. A line is `path\0line:text` (content),
@@ -52,6 +52,7 @@ fi"#;
 /// Searches `options.path` on the remote; the report as the local search makes it.
 pub(super) async fn grep(
     link: &Connection,
+    timeout: Duration,
     root: &Path,
     options: &GrepOptions,
 ) -> Result<String, Error> {
@@ -84,7 +85,9 @@ pub(super) async fn grep(
         &limit_shown,
         if rg { "1" } else { "0" },
     ];
-    let out = link.run(GREP, &args, None, MAX_LISTING).await?;
+    let out = link
+        .run("grep", timeout, GREP, &args, None, MAX_LISTING)
+        .await?;
     match out.code {
         Some(0) => {}
         Some(NOT_FOUND) => return Err(Error::NotFound(options.path.clone())),
@@ -120,6 +123,7 @@ pub(super) async fn grep(
 /// relative to `root`.
 pub(super) async fn glob(
     link: &Connection,
+    timeout: Duration,
     root: &Path,
     base: &Path,
     pattern: &str,
@@ -133,6 +137,8 @@ pub(super) async fn glob(
     let shown = base.display().to_string();
     let out = link
         .run(
+            "glob",
+            timeout,
             FILES,
             &[&shown, if rg { "1" } else { "0" }],
             None,
