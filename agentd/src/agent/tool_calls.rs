@@ -234,10 +234,9 @@ impl Agent<'_> {
             approval::always_rules(&call.name, &prepared)
         };
         let mut summary = prepared.subject.summary.clone();
-        if let Some(why) = prepared.unvouched() {
-            summary.push_str(&format!(
-                "\n(no allow rule can cover this command: {why}; `always` allows it this once)"
-            ));
+        if let Some(note) = prepared.note(settings, &call.name) {
+            summary.push('\n');
+            summary.push_str(&note);
         }
         let body = RequestBody::Approval {
             tool: call.name.clone(),

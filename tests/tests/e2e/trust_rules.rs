@@ -5,7 +5,9 @@
 //! leads. Before agentd parsed lines and resolved paths, every call here ran.
 
 use crate::{Setup, of_kind, setup_unprivileged};
-use agentd_tests::sse;
+use agentd_tests::mock::MockAnthropic;
+use agentd_tests::sshd::SshServer;
+use agentd_tests::{TestDaemon, sse};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -29,10 +31,11 @@ async fn session(approval: Value, files: &[&str]) -> Setup {
     s
 }
 
-/// What one model response with `calls` led to: the calls asked about (each answered
-/// `deny`), each call a rule decided (decision and rule), and each call's error, if any.
+/// What one model response with `calls` led to: the calls asked about, with the summary
+/// shown (each answered `deny`), each call a rule decided (decision and rule), and each
+/// call's error, if any.
 struct Outcome {
-    asked: BTreeSet<String>,
+    asked: BTreeMap<String, String>,
     ruled: BTreeMap<String, (String, String)>,
     errors: BTreeMap<String, String>,
 }
@@ -43,13 +46,15 @@ async fn respond_denying(s: &mut Setup, calls: &[(&str, &str, Value)]) -> Outcom
     let since = s.call("session/get", json!({})).await["last_seq"].as_u64();
     s.client.subscribe(&s.session, since).await.unwrap();
     s.call("session/submit", json!({"text": "go"})).await;
-    let mut asked = BTreeSet::new();
+    let mut asked = BTreeMap::new();
     let mut events = Vec::new();
     loop {
         let event = s.client.item().await.unwrap();
         match event["kind"].as_str() {
             Some("approval_requested") => {
-                asked.insert(event["data"]["call_id"].as_str().unwrap().to_owned());
+                let call = event["data"]["call_id"].as_str().unwrap().to_owned();
+                let summary = event["data"]["summary"].as_str().unwrap().to_owned();
+                asked.insert(call, summary);
                 let id = event["data"]["request_id"].clone();
                 s.call(
                     "session/respond",
@@ -83,6 +88,11 @@ async fn respond_denying(s: &mut Setup, calls: &[(&str, &str, Value)]) -> Outcom
     }
 }
 
+/// The calls asked about.
+fn asked(outcome: &Outcome) -> BTreeSet<String> {
+    outcome.asked.keys().cloned().collect()
+}
+
 fn shell(id: &'static str, command: &str) -> (&'static str, &'static str, Value) {
     (id, "shell", json!({"command": command}))
 }
@@ -113,7 +123,7 @@ async fn commands_chained_onto_an_allowed_one_are_asked_about_not_run() {
 
     let outcome = respond_denying(&mut s, &calls).await;
     let chained: BTreeSet<String> = chains.iter().map(|(id, _)| (*id).to_owned()).collect();
-    assert_eq!(outcome.asked, chained);
+    assert_eq!(asked(&outcome), chained);
     assert_eq!(
         outcome.ruled,
         BTreeMap::from([(
@@ -123,6 +133,17 @@ async fn commands_chained_onto_an_allowed_one_are_asked_about_not_run() {
     );
     for victim in &victims {
         assert!(s.workdir.path().join(victim).exists(), "{victim} removed");
+    }
+    // The person asked reads why no rule covered it.
+    for (id, says) in [
+        ("semicolon", "$ git status; rm -f v_semicolon"),
+        (
+            "substitution",
+            "no allow rule can cover this command: it has a command substitution",
+        ),
+    ] {
+        let summary = &outcome.asked[id];
+        assert!(summary.contains(says), "{id}: {summary}");
     }
 }
 
@@ -159,7 +180,7 @@ async fn a_denied_program_is_denied_however_it_is_spelled() {
         .collect();
     expected.insert("plain".into(), ("allow".into(), "shell".into()));
     assert_eq!(outcome.ruled, expected);
-    assert_eq!(outcome.asked, BTreeSet::from(["hidden".to_owned()]));
+    assert_eq!(asked(&outcome), BTreeSet::from(["hidden".to_owned()]));
     for (id, _) in &spellings {
         assert!(
             outcome.errors[*id].contains("`shell(rm *)` denies this call"),
@@ -223,7 +244,7 @@ async fn a_write_through_a_workspace_symlink_is_matched_where_it_leads() {
 
     let outcome = respond_denying(&mut s, &calls).await;
     assert_eq!(
-        outcome.asked,
+        asked(&outcome),
         BTreeSet::from(["hook".to_owned(), "outside".to_owned()])
     );
     assert_eq!(
@@ -261,6 +282,63 @@ async fn a_write_through_a_workspace_symlink_is_matched_where_it_leads() {
         ])
     );
     assert_nothing_planted(&planted);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_ssh_a_write_is_matched_where_it_leads_on_the_remote() {
+    // Fails under CI=true when sshd is missing, as every SSH test does.
+    let Some(server) = SshServer::start().expect("sshd starts") else {
+        return;
+    };
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = TestDaemon::start_with_config(
+        &[
+            ("ANTHROPIC_BASE_URL", &mock.url),
+            ("ANTHROPIC_API_KEY", "test-key"),
+        ],
+        Some(&server.host_entry("box")),
+    )
+    .await
+    .unwrap();
+    let mut client = daemon.client().await.unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    let ws = workdir.path();
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+    std::os::unix::fs::symlink("../.git/hooks", ws.join("src/hooks")).unwrap();
+    let created = client
+        .call(
+            "session/create",
+            json!({
+                "environment": {"kind": "ssh", "host": "box", "cwd": ws.display().to_string()},
+                "config": {"approval": {"mode": "ask", "allow": ["write_file(src/**)"]}},
+            }),
+        )
+        .await
+        .unwrap();
+    let mut s = Setup {
+        mock,
+        daemon,
+        session: created["session_id"].as_str().unwrap().to_owned(),
+        client,
+        workdir,
+    };
+    let calls = [
+        write("hook", "src/hooks/pre-commit"),
+        write("plain", "src/ok.sh"),
+    ];
+    let outcome = respond_denying(&mut s, &calls).await;
+    assert_eq!(asked(&outcome), BTreeSet::from(["hook".to_owned()]));
+    assert_eq!(
+        outcome.ruled,
+        BTreeMap::from([(
+            "plain".to_owned(),
+            ("allow".to_owned(), "write_file(src/**)".to_owned())
+        )])
+    );
+    let ws = s.workdir.path();
+    assert!(ws.join("src/ok.sh").is_file());
+    assert_nothing_planted(&[ws.join(".git/hooks/pre-commit")]);
 }
 
 fn assert_nothing_planted(paths: &[impl AsRef<Path>]) {

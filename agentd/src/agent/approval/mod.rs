@@ -215,12 +215,21 @@ pub async fn prepare(
 }
 
 impl Prepared {
-    /// Why no allow rule with a pattern can cover this call, for the person asked.
-    pub fn unvouched(&self) -> Option<&str> {
-        match &self.targets {
-            Some(Targets::Command(line)) => line.unvouched.as_deref(),
-            _ => None,
+    /// A line for the person asked about this call, when the rules of `config` could not
+    /// decide it: why no allow rule can cover it, or why the deny rules cannot check it.
+    pub fn note(&self, config: &ApprovalConfig, tool: &str) -> Option<String> {
+        if let Some(Targets::Command(CommandLine {
+            unvouched: Some(why),
+            ..
+        })) = &self.targets
+        {
+            return Some(format!(
+                "(no allow rule can cover this command: {why}; `always` allows it this once)"
+            ));
         }
+        let (_, deny) = rules_for(&config.deny, tool, self.subject.kind);
+        let why = self.hidden().filter(|_| !deny.is_empty())?;
+        Some(format!("(the deny rules cannot check this call: {why})"))
     }
 
     /// The first deny pattern that matches any command or path.

@@ -296,12 +296,20 @@ async fn allow_always_matches_exactly_that_call() {
     // A line nothing can vouch for gets no rule: `always` allows it once.
     let prepared = prepare(&ask, "shell", command("echo $(date)"), &env).await;
     assert!(always_rules("shell", &prepared).is_empty());
+    let note = prepared.note(&ask, "shell").unwrap();
     assert!(
-        prepared
-            .unvouched()
-            .unwrap()
-            .contains("command substitution")
+        note.contains("no allow rule can cover this command: it has a command substitution"),
+        "{note}"
     );
+    let denying = config(ApprovalMode::Ask, &[], &["shell(rm *)"]);
+    let prepared = prepare(&denying, "shell", command("bash ./build.sh"), &env).await;
+    let note = prepared.note(&denying, "shell").unwrap();
+    assert!(
+        note.contains("the deny rules cannot check this call: it runs `bash` on a script"),
+        "{note}"
+    );
+    let prepared = prepare(&ask, "shell", command("ls > out.txt"), &env).await;
+    assert_eq!(prepared.note(&ask, "shell"), None);
     let prepared = prepare(&ask, "apply_patch", paths(&[]), &env).await;
     assert!(always_rules("apply_patch", &prepared).is_empty());
     let prepared = prepare(
