@@ -440,6 +440,12 @@ pub fn default_config_path() -> Option<PathBuf> {
     directories::ProjectDirs::from("", "", "agentd").map(|d| d.config_dir().join("config.toml"))
 }
 
+/// The directory of the default config file and the credentials file
+/// (`$XDG_CONFIG_HOME/agentd`).
+pub fn default_config_dir() -> Option<PathBuf> {
+    directories::ProjectDirs::from("", "", "agentd").map(|d| d.config_dir().to_owned())
+}
+
 /// The credentials file: `$AGENTD_CREDENTIALS`, else `credentials.json` beside the default
 /// config file.
 pub fn default_credentials_path() -> Option<PathBuf> {

@@ -146,7 +146,11 @@ fn main() -> ExitCode {
     }
     let nofile = fd_limit.map_or(1024, |(_, to)| to);
     let limits = limits(&config, nofile);
-    match runtime.block_on(serve(args.socket, systemd_fd, config, &state_dir, limits)) {
+    let served = runtime.block_on(serve(args.socket, systemd_fd, config, &state_dir, limits));
+    // Every session has been saved by now. Whatever still runs on the blocking pool (a file
+    // operation an abort abandoned, stuck in the kernel) is not waited for beyond this.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("agentd: {e:#}");
@@ -181,11 +185,13 @@ async fn serve(
             anyhow::bail!("cannot use the state directory: {e}");
         }
     };
+    // After the store made the state directory, so its real path is known.
+    let protected = protected_paths(&config, state_dir, &listener.path);
     end_leftovers(&store).await;
     tokio::spawn(agentd::exec::reap_orphans_forever());
     let shutdown = CancellationToken::new();
     let daemon = Arc::new(Daemon {
-        registry: Registry::new(config, Some(store)),
+        registry: Registry::new(config, Some(store), protected),
         started: Instant::now(),
         socket: listener.path.clone(),
         shutdown: shutdown.clone(),
@@ -206,6 +212,26 @@ async fn serve(
     .await;
     tracing::info!("agentd stopped");
     Ok(())
+}
+
+/// agentd's own files, which no tool may open whatever its sandbox: the runtime directory
+/// (and the socket, wherever it is), the state directory, the config directory, the config
+/// file and the credentials file.
+fn protected_paths(
+    config: &Config,
+    state_dir: &std::path::Path,
+    socket: &std::path::Path,
+) -> agentd::exec::ProtectedPaths {
+    let uid = nix::unistd::geteuid().as_raw();
+    let paths = [
+        Some(agentd_proto::socket::runtime_dir(uid)),
+        Some(socket.to_owned()),
+        Some(state_dir.to_owned()),
+        agentd::config::default_config_dir(),
+        config.source.clone(),
+        config.requested.clone(),
+    ];
+    agentd::exec::ProtectedPaths::new(paths.into_iter().flatten(), config.credentials_path.clone())
 }
 
 /// Raises the soft open-file limit to the hard one: every client connection is a descriptor,

@@ -142,7 +142,7 @@ impl Agent<'_> {
             SandboxPolicy::new(round.config, self.env)
                 .map_err(|e| format!("Tool error ({}): {e}", call.name))?
         };
-        let env = Sandboxed::new(self.env, policy.as_ref());
+        let env = Sandboxed::new(self.env, policy.as_ref(), round.cancel);
         let host = self.host;
         let output = |stream, delta: &str| {
             host.emit(EventBody::ToolCallOutputDelta {

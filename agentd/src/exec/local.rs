@@ -7,7 +7,7 @@ use super::sandbox::{Namespaces, SandboxPolicy};
 use super::utf8::Utf8Decoder;
 use super::{
     DirEntry, EnvFilter, EnvPolicy, Error, ExecRequest, ExecResult, ExecutionEnvironment,
-    GrepOptions, OutputSink, ProcessLedger, search,
+    GrepOptions, OutputSink, ProcessLedger, ProtectedPaths, files, search,
 };
 use agentd_proto::{OutputStream, ProcessInfo};
 use async_trait::async_trait;
@@ -15,7 +15,7 @@ use nix::sys::signal::Signal;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;
@@ -45,6 +45,8 @@ pub struct LocalOptions {
     /// Where the process groups it starts are recorded (a daemon ends the leftovers of a
     /// crashed run at start-up); `None`: nowhere.
     pub ledger: Option<Arc<dyn ProcessLedger>>,
+    /// agentd's own files, which its file operations refuse to open.
+    pub protected: Arc<ProtectedPaths>,
     /// Directories and files sandboxed commands must not see (agentd's own state, config,
     /// keys and socket, the user's runtime directory): empty mounts cover them.
     pub hidden: Arc<[PathBuf]>,
@@ -345,29 +347,44 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
     }
 
     async fn read_file(&self, path: &Path) -> Result<Vec<u8>, Error> {
-        let path = self.resolve(path);
-        tokio::fs::read(&path)
-            .await
-            .map_err(|e| Error::io(&path, e))
+        let (path, protected) = (self.resolve(path), self.options.protected.clone());
+        blocking(move |_| files::read_regular(&path, &protected)).await
     }
 
     async fn write_file(&self, path: &Path, content: &[u8]) -> Result<(), Error> {
-        let path = self.resolve(path);
-        if let Some(parent) = path.parent() {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|e| Error::io(parent, e))?;
-        }
-        tokio::fs::write(&path, content)
-            .await
-            .map_err(|e| Error::io(&path, e))
+        let (path, protected) = (self.resolve(path), self.options.protected.clone());
+        let content = content.to_vec();
+        blocking(move |_| files::write_unconfined(&path, &content, &protected)).await
     }
 
     async fn remove_file(&self, path: &Path) -> Result<(), Error> {
-        let path = self.resolve(path);
-        tokio::fs::remove_file(&path)
-            .await
-            .map_err(|e| Error::io(&path, e))
+        let (path, protected) = (self.resolve(path), self.options.protected.clone());
+        blocking(move |_| files::remove_unconfined(&path, &protected)).await
+    }
+
+    async fn write_file_confined(
+        &self,
+        path: &Path,
+        content: &[u8],
+        policy: &SandboxPolicy,
+    ) -> Result<(), Error> {
+        let (path, protected) = (self.resolve(path), self.options.protected.clone());
+        let (content, policy) = (content.to_vec(), policy.clone());
+        blocking(move |_| {
+            let target = policy.check_write(&path)?;
+            files::write_beneath(&path, &target.root, target.relative(), &content, &protected)
+        })
+        .await
+    }
+
+    async fn remove_file_confined(&self, path: &Path, policy: &SandboxPolicy) -> Result<(), Error> {
+        let (path, protected) = (self.resolve(path), self.options.protected.clone());
+        let policy = policy.clone();
+        blocking(move |_| {
+            let target = policy.check_remove(&path)?;
+            files::remove_beneath(&path, &target.root, target.relative(), &protected)
+        })
+        .await
     }
 
     async fn file_exists(&self, path: &Path) -> bool {
@@ -377,13 +394,13 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
     }
 
     async fn list_directory(&self, path: &Path, depth: usize) -> Result<Vec<DirEntry>, Error> {
-        let root = self.resolve(path);
-        blocking(move || list_blocking(&root, depth.max(1))).await
+        let (root, protected) = (self.resolve(path), self.options.protected.clone());
+        blocking(move |stop| files::list(&root, depth.max(1), &protected, stop)).await
     }
 
     async fn real_path(&self, path: &Path) -> Result<PathBuf, Error> {
         let path = self.resolve(path);
-        blocking(move || super::sandbox::real_path(&path, true)).await
+        blocking(move |_| super::sandbox::real_path(&path, true)).await
     }
 
     async fn exec_command(
@@ -586,13 +603,14 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
 
     async fn grep(&self, mut options: GrepOptions) -> Result<String, Error> {
         options.path = self.resolve(&options.path);
-        let root = self.cwd.clone();
-        blocking(move || search::grep(&root, &options)).await
+        let (root, protected) = (self.cwd.clone(), self.options.protected.clone());
+        blocking(move |stop| search::grep(&root, &options, &protected, stop)).await
     }
 
     async fn glob(&self, pattern: &str, base: &Path) -> Result<Vec<String>, Error> {
         let (root, base, pattern) = (self.cwd.clone(), self.resolve(base), pattern.to_owned());
-        blocking(move || search::glob(&root, &base, &pattern)).await
+        let protected = self.options.protected.clone();
+        blocking(move |stop| search::glob(&root, &base, &pattern, &protected, stop)).await
     }
 
     async fn terminate_all(&self) {
@@ -680,11 +698,21 @@ fn sandbox(
     ))
 }
 
-/// Runs filesystem work off the async threads.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, Error> + Send + 'static,
+/// Runs filesystem work off the async threads. `f` is given a flag that is set when the
+/// caller stops waiting (an aborted call drops its future): long walks check it and stop.
+pub(super) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce(&AtomicBool) -> Result<T, Error> + Send + 'static,
 ) -> Result<T, Error> {
-    tokio::task::spawn_blocking(f)
+    /// Sets the flag when the waiting future is dropped, finished or not.
+    struct Abandon(Arc<AtomicBool>);
+    impl Drop for Abandon {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let _abandon = Abandon(stop.clone());
+    tokio::task::spawn_blocking(move || f(&stop))
         .await
         .map_err(|e| Error::Io {
             path: PathBuf::new(),
@@ -718,34 +746,6 @@ pub(super) async fn sleep_until(at: Option<tokio::time::Instant>) {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
-}
-
-fn list_blocking(root: &Path, depth: usize) -> Result<Vec<DirEntry>, Error> {
-    let mut entries = Vec::new();
-    let mut stack = vec![(root.to_owned(), 1usize)];
-    while let Some((dir, level)) = stack.pop() {
-        let read = std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
-        for entry in read.flatten() {
-            let path = entry.path();
-            let meta = entry.metadata().ok();
-            let is_dir = meta.as_ref().is_some_and(|m| m.is_dir());
-            let name = path
-                .strip_prefix(root)
-                .unwrap_or(&path)
-                .to_string_lossy()
-                .into_owned();
-            entries.push(DirEntry {
-                name,
-                is_dir,
-                size: meta.filter(|m| m.is_file()).map(|m| m.len()),
-            });
-            if is_dir && level < depth {
-                stack.push((path, level + 1));
-            }
-        }
-    }
-    entries.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(entries)
 }
 
 #[cfg(test)]

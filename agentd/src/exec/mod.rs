@@ -8,22 +8,29 @@
 //! (`process.rs`). The daemon is a child subreaper ([`become_subreaper`]) and records its
 //! groups through a [`ProcessLedger`], so nothing it starts outlives it unnoticed. What a
 //! tool call may write and reach is its [`SandboxPolicy`], applied by [`Sandboxed`]
-//! (`sandbox.rs`: Landlock for commands, path rules for file tools).
+//! (`sandbox.rs`: Landlock for commands, path rules for file tools, whose writes are opened
+//! beneath their root in one step by `files.rs`). No tool reads or writes agentd's own files
+//! ([`ProtectedPaths`], `protected.rs`), whatever the sandbox.
 
 mod env_filter;
+mod files;
 mod local;
 mod process;
+mod protected;
 mod sandbox;
 mod search;
 mod ssh;
 mod utf8;
 
 pub use env_filter::{DEFAULT_SECRET_PATTERNS, EnvFilter, EnvPolicy};
+pub(crate) use files::opened_real_path;
 pub use local::{LocalExecutionEnvironment, LocalOptions, describe_escaped, end_leftovers};
 pub use process::{
     MARKER_VAR, ProcessId, become_subreaper, identify, reap_orphans, reap_orphans_forever, run_id,
 };
-pub use sandbox::{SandboxPolicy, Sandboxed};
+pub use protected::ProtectedPaths;
+use protected::fd_path;
+pub use sandbox::{Beneath, SandboxPolicy, Sandboxed};
 pub use search::{GrepMode, GrepOptions};
 pub use ssh::{SshConnections, SshExecutionEnvironment, SshTarget};
 
@@ -32,6 +39,10 @@ use async_trait::async_trait;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+
+/// The largest file the file tools read, locally and over SSH: a file is held whole in
+/// memory (and over SSH on its way too).
+pub const MAX_READ_BYTES: u64 = 64 * 1024 * 1024;
 
 /// What an environment operation can fail with. Tools turn these into error results for the
 /// model; they never end a session.
@@ -61,6 +72,9 @@ pub enum Error {
     /// host key verification); the message says which and why.
     #[error("{0}")]
     Unavailable(String),
+    /// The tool call was aborted while the operation ran; it was abandoned.
+    #[error("aborted: the file operation was abandoned")]
+    Cancelled,
 }
 
 impl Error {
@@ -143,12 +157,34 @@ pub trait ExecutionEnvironment: Send + Sync {
                 .into(),
         ))
     }
-    /// Reads a whole file.
+    /// Reads a whole regular file of at most [`MAX_READ_BYTES`]; anything else (a FIFO, a
+    /// device, a socket, a directory) is refused without blocking on it.
     async fn read_file(&self, path: &Path) -> Result<Vec<u8>, Error>;
     /// Writes a whole file, creating parent directories.
     async fn write_file(&self, path: &Path, content: &[u8]) -> Result<(), Error>;
     /// Removes a file.
     async fn remove_file(&self, path: &Path) -> Result<(), Error>;
+    /// Writes a whole file (absolute `path`) beneath one of `policy`'s writable roots,
+    /// creating parent directories: resolved and opened beneath the root in one step, so no
+    /// symlink swapped in meanwhile carries the write out. An environment that cannot do that
+    /// refuses the write.
+    async fn write_file_confined(
+        &self,
+        path: &Path,
+        _content: &[u8],
+        _policy: &SandboxPolicy,
+    ) -> Result<(), Error> {
+        Err(cannot_confine(path))
+    }
+    /// Removes a file (absolute `path`; a symlink itself) beneath one of `policy`'s writable
+    /// roots, as [`write_file_confined`](Self::write_file_confined) writes.
+    async fn remove_file_confined(
+        &self,
+        path: &Path,
+        _policy: &SandboxPolicy,
+    ) -> Result<(), Error> {
+        Err(cannot_confine(path))
+    }
     /// Whether a path exists.
     async fn file_exists(&self, path: &Path) -> bool;
     /// Lists a directory down to `depth` levels (1 = direct children).
@@ -210,6 +246,14 @@ pub trait ExecutionEnvironment: Send + Sync {
     }
 }
 
+fn cannot_confine(path: &Path) -> Error {
+    Error::NotAllowed(format!(
+        "{}: this environment cannot hold file writes to a sandbox's writable roots, so \
+         nothing was written (set sandbox = \"off\" to write without it)",
+        path.display()
+    ))
+}
+
 /// Where an environment records the process groups it starts, so that processes a crashed
 /// daemon left behind can be ended when it starts again (see [`end_leftovers`]).
 pub trait ProcessLedger: Send + Sync {
@@ -248,6 +292,22 @@ impl<E: ExecutionEnvironment> ExecutionEnvironment for ReadOnly<E> {
         Err(Error::NotAllowed(
             "write operations are disabled in read-only mode".into(),
         ))
+    }
+    // The policy's refusal, which names the roots, comes first where it applies.
+    async fn write_file_confined(
+        &self,
+        path: &Path,
+        content: &[u8],
+        policy: &SandboxPolicy,
+    ) -> Result<(), Error> {
+        let (policy, owned) = (policy.clone(), path.to_owned());
+        local::blocking(move |_| policy.check_write(&owned)).await?;
+        self.write_file(path, content).await
+    }
+    async fn remove_file_confined(&self, path: &Path, policy: &SandboxPolicy) -> Result<(), Error> {
+        let (policy, owned) = (policy.clone(), path.to_owned());
+        local::blocking(move |_| policy.check_remove(&owned)).await?;
+        self.remove_file(path).await
     }
     async fn file_exists(&self, path: &Path) -> bool {
         self.0.file_exists(path).await

@@ -11,7 +11,10 @@
 //!
 //! File tools are held to the same roots by [`SandboxPolicy::check_write`]: the real path a
 //! write would reach (symlinks and `..` resolved through the deepest existing ancestor) must
-//! lie beneath a writable root, and the write goes to that resolved path.
+//! lie beneath a writable root, which names the root and the path below it; the environment
+//! then opens that path beneath the root in one step (`files.rs`), so the check by name only
+//! picks the root and words the refusal, and a symlink swapped in after it cannot carry the
+//! write out.
 
 use super::{
     DirEntry, Error, ExecRequest, ExecResult, ExecutionEnvironment, GrepOptions, OutputSink,
@@ -137,21 +140,31 @@ impl SandboxPolicy {
         )
     }
 
-    /// The real path a write to `path` (absolute) reaches, when it lies beneath a writable
-    /// root; the write must go to the returned path, not to `path`.
-    pub fn check_write(&self, path: &Path) -> Result<PathBuf, Error> {
+    /// Where a write to `path` (absolute) goes, when the real path it reaches now lies
+    /// beneath a writable root: that root and the real path. The write must be opened
+    /// beneath the root (a later swap can change where the name leads).
+    pub fn check_write(&self, path: &Path) -> Result<Beneath, Error> {
         self.inside(path, real_path(path, true)?)
     }
 
     /// As [`check_write`](Self::check_write) for removing `path`: a symlink itself is
     /// removed, so only its directory is resolved.
-    pub fn check_remove(&self, path: &Path) -> Result<PathBuf, Error> {
+    pub fn check_remove(&self, path: &Path) -> Result<Beneath, Error> {
         self.inside(path, real_path(path, false)?)
     }
 
-    fn inside(&self, asked: &Path, real: PathBuf) -> Result<PathBuf, Error> {
-        if self.writable.iter().any(|root| real.starts_with(root)) {
-            return Ok(real);
+    fn inside(&self, asked: &Path, real: PathBuf) -> Result<Beneath, Error> {
+        // The deepest root holding it: the fewest directories to open beneath it.
+        let root = self
+            .writable
+            .iter()
+            .filter(|root| real.starts_with(root))
+            .max_by_key(|root| root.components().count());
+        if let Some(root) = root {
+            return Ok(Beneath {
+                root: root.clone(),
+                real,
+            });
         }
         let reached = if real == asked {
             String::new()
@@ -163,6 +176,23 @@ impl SandboxPolicy {
             asked.display(),
             self.describe()
         )))
+    }
+}
+
+/// Where a write or removal under a policy goes: beneath which writable root, at which real
+/// path (at the time of the check).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Beneath {
+    /// The writable root (a real path).
+    pub root: PathBuf,
+    /// The real path, beneath `root`.
+    pub real: PathBuf,
+}
+
+impl Beneath {
+    /// The path below the root.
+    pub fn relative(&self) -> &Path {
+        self.real.strip_prefix(&self.root).unwrap_or(&self.real)
     }
 }
 
@@ -262,37 +292,42 @@ pub(crate) fn restrict_child(ruleset: landlock::RulesetCreated) -> std::io::Resu
     }
 }
 
-/// An environment that runs one tool call under a policy: file writes and removals outside
-/// its roots are refused, and commands get it in their [`ExecRequest`]. Without a policy it
-/// passes everything through (sandbox off, or a call allowed to run outside it).
+/// An environment that runs one tool call under a policy: file writes and removals are
+/// held to its roots (opened beneath them, see [`ExecutionEnvironment::write_file_confined`]),
+/// and commands get it in their [`ExecRequest`]. Without a policy it passes everything
+/// through (sandbox off, or a call allowed to run outside it). Every file operation ends at
+/// once with [`Error::Cancelled`] when the call's token fires: what it was doing on the
+/// blocking pool is abandoned, so no file, however strange, holds an abort.
 pub struct Sandboxed<'a> {
     inner: &'a dyn ExecutionEnvironment,
     policy: Option<&'a SandboxPolicy>,
+    cancel: &'a CancellationToken,
 }
 
 impl<'a> Sandboxed<'a> {
-    /// `inner` under `policy`.
-    pub fn new(inner: &'a dyn ExecutionEnvironment, policy: Option<&'a SandboxPolicy>) -> Self {
-        Self { inner, policy }
+    /// `inner` under `policy`, for a call cancelled by `cancel`.
+    pub fn new(
+        inner: &'a dyn ExecutionEnvironment,
+        policy: Option<&'a SandboxPolicy>,
+        cancel: &'a CancellationToken,
+    ) -> Self {
+        Self {
+            inner,
+            policy,
+            cancel,
+        }
     }
 
-    /// Runs a path check off the async workers (it reads the filesystem).
-    async fn check(
+    /// `op`, unless the call is cancelled first.
+    async fn cancellable<T>(
         &self,
-        path: &Path,
-        check: fn(&SandboxPolicy, &Path) -> Result<PathBuf, Error>,
-    ) -> Result<PathBuf, Error> {
-        let path = self.inner.resolve(path);
-        let Some(policy) = self.policy else {
-            return Ok(path);
-        };
-        let policy = policy.clone();
-        tokio::task::spawn_blocking(move || check(&policy, &path))
-            .await
-            .map_err(|e| Error::Io {
-                path: PathBuf::new(),
-                source: std::io::Error::other(e),
-            })?
+        op: impl std::future::Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => Err(Error::Cancelled),
+            result = op => result,
+        }
     }
 }
 
@@ -311,24 +346,39 @@ impl ExecutionEnvironment for Sandboxed<'_> {
         self.inner.temp_dir()
     }
     async fn read_file(&self, path: &Path) -> Result<Vec<u8>, Error> {
-        self.inner.read_file(path).await
+        self.cancellable(self.inner.read_file(path)).await
     }
     async fn write_file(&self, path: &Path, content: &[u8]) -> Result<(), Error> {
-        let real = self.check(path, SandboxPolicy::check_write).await?;
-        self.inner.write_file(&real, content).await
+        let path = self.inner.resolve(path);
+        self.cancellable(async {
+            match self.policy {
+                Some(policy) => self.inner.write_file_confined(&path, content, policy).await,
+                None => self.inner.write_file(&path, content).await,
+            }
+        })
+        .await
     }
     async fn remove_file(&self, path: &Path) -> Result<(), Error> {
-        let real = self.check(path, SandboxPolicy::check_remove).await?;
-        self.inner.remove_file(&real).await
+        let path = self.inner.resolve(path);
+        self.cancellable(async {
+            match self.policy {
+                Some(policy) => self.inner.remove_file_confined(&path, policy).await,
+                None => self.inner.remove_file(&path).await,
+            }
+        })
+        .await
     }
     async fn file_exists(&self, path: &Path) -> bool {
-        self.inner.file_exists(path).await
+        self.cancellable(async { Ok(self.inner.file_exists(path).await) })
+            .await
+            .unwrap_or(false)
     }
     async fn real_path(&self, path: &Path) -> Result<PathBuf, Error> {
-        self.inner.real_path(path).await
+        self.cancellable(self.inner.real_path(path)).await
     }
     async fn list_directory(&self, path: &Path, depth: usize) -> Result<Vec<DirEntry>, Error> {
-        self.inner.list_directory(path, depth).await
+        self.cancellable(self.inner.list_directory(path, depth))
+            .await
     }
     async fn exec_command(
         &self,
@@ -346,10 +396,10 @@ impl ExecutionEnvironment for Sandboxed<'_> {
         self.inner.terminate_all().await
     }
     async fn grep(&self, options: GrepOptions) -> Result<String, Error> {
-        self.inner.grep(options).await
+        self.cancellable(self.inner.grep(options)).await
     }
     async fn glob(&self, pattern: &str, base: &Path) -> Result<Vec<String>, Error> {
-        self.inner.glob(pattern, base).await
+        self.cancellable(self.inner.glob(pattern, base)).await
     }
 }
 

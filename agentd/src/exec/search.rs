@@ -1,13 +1,19 @@
 //! grep and glob over a directory tree with ripgrep's own crates (`ignore` for the parallel,
 //! .gitignore-aware walk, `grep-regex` and `grep-searcher` for matching): never a shell-out.
+//!
+//! The walk starts at the real path of the root, which must not be one of agentd's own
+//! directories, never follows a symlink below it, and never enters agentd's own directories;
+//! grep reads a file only once it is opened as a regular file that is not agentd's (the
+//! check runs on the opened file, so a swap after the walk saw it changes nothing), and
+//! never holds more of one line than a file tool may read.
 
-use super::Error;
+use super::{Error, MAX_READ_BYTES, ProtectedPaths, files};
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, SearcherBuilder, sinks::UTF8};
 use ignore::{WalkBuilder, WalkState, overrides::OverrideBuilder};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::SystemTime;
 
 /// What a grep reports.
@@ -58,18 +64,35 @@ fn display(root: &Path, path: &Path) -> String {
         .to_string()
 }
 
+/// A walk from `root` that never enters agentd's own directories.
+fn walk(root: &Path, protected: &ProtectedPaths) -> WalkBuilder {
+    let mut builder = WalkBuilder::new(root);
+    let protected = protected.clone();
+    builder.filter_entry(move |entry| protected.containing(entry.path()).is_none());
+    builder
+}
+
 /// Searches `options.path`; returns the formatted report. `root` is what paths are shown
-/// relative to.
-pub(super) fn grep(root: &Path, options: &GrepOptions) -> Result<String, Error> {
-    if !options.path.exists() {
-        return Err(Error::NotFound(options.path.clone()));
-    }
+/// relative to. Stops early when `stop` is set.
+pub(super) fn grep(
+    root: &Path,
+    options: &GrepOptions,
+    protected: &ProtectedPaths,
+    stop: &AtomicBool,
+) -> Result<String, Error> {
     let matcher = RegexMatcherBuilder::new()
         .case_insensitive(options.case_insensitive)
         .build(&options.pattern)
         .map_err(|e| Error::NotAllowed(format!("invalid regex {:?}: {e}", options.pattern)))?;
-    let walker = WalkBuilder::new(&options.path)
-        .overrides(overrides(&options.path, options.glob.as_deref())?)
+    // The walk starts from the root's real path, which must not be agentd's own.
+    let real = files::opened_real_path(&options.path, false, protected)?;
+    // Paths are shown as the model named them.
+    let shown_base = |path: &Path| match path.strip_prefix(&real) {
+        Ok(below) if !below.as_os_str().is_empty() => options.path.join(below),
+        _ => options.path.clone(),
+    };
+    let walker = walk(&real, protected)
+        .overrides(overrides(&real, options.glob.as_deref())?)
         .build_parallel();
     // (path, line number, line); count mode keeps one entry per file with the count.
     let found: Mutex<Vec<(String, u64, String)>> = Mutex::new(Vec::new());
@@ -80,10 +103,11 @@ pub(super) fn grep(root: &Path, options: &GrepOptions) -> Result<String, Error> 
         let mut searcher = SearcherBuilder::new()
             .binary_detection(BinaryDetection::quit(0))
             .line_number(true)
+            .heap_limit(Some(MAX_READ_BYTES as usize))
             .build();
-        let (found, taken) = (&found, &taken);
+        let (found, taken, shown_base) = (&found, &taken, &shown_base);
         Box::new(move |entry| {
-            if taken.load(Ordering::Relaxed) >= limit {
+            if taken.load(Ordering::Relaxed) >= limit || stop.load(Ordering::Relaxed) {
                 return WalkState::Quit;
             }
             let Ok(entry) = entry else {
@@ -92,12 +116,17 @@ pub(super) fn grep(root: &Path, options: &GrepOptions) -> Result<String, Error> 
             if !entry.file_type().is_some_and(|t| t.is_file()) {
                 return WalkState::Continue;
             }
-            let shown = display(root, entry.path());
+            // The root itself may be a symlink the model named; nothing below it is followed.
+            let Ok((file, _)) = files::open_regular(entry.path(), entry.depth() == 0, protected)
+            else {
+                return WalkState::Continue;
+            };
+            let shown = display(root, &shown_base(entry.path()));
             let mut local: Vec<(String, u64, String)> = Vec::new();
             let mut count = 0u64;
-            let _ = searcher.search_path(
+            let _ = searcher.search_file(
                 &matcher,
-                entry.path(),
+                &file,
                 UTF8(|line_number, line| {
                     count += 1;
                     match options.mode {
@@ -160,8 +189,15 @@ pub(super) fn report(
     out.join("\n")
 }
 
-/// Files under `base` whose relative path matches `pattern`, newest first.
-pub(super) fn glob(root: &Path, base: &Path, pattern: &str) -> Result<Vec<String>, Error> {
+/// Files under `base` whose relative path matches `pattern`, newest first. Stops early when
+/// `stop` is set.
+pub(super) fn glob(
+    root: &Path,
+    base: &Path,
+    pattern: &str,
+    protected: &ProtectedPaths,
+    stop: &AtomicBool,
+) -> Result<Vec<String>, Error> {
     if !base.is_dir() {
         return Err(Error::NotFound(base.to_owned()));
     }
@@ -170,17 +206,21 @@ pub(super) fn glob(root: &Path, base: &Path, pattern: &str) -> Result<Vec<String
         .build()
         .map_err(|e| Error::NotAllowed(format!("invalid glob {pattern:?}: {e}")))?
         .compile_matcher();
+    let real = files::opened_real_path(base, true, protected)?;
     let found: Mutex<Vec<(SystemTime, String)>> = Mutex::new(Vec::new());
-    WalkBuilder::new(base).build_parallel().run(|| {
-        let (found, glob) = (&found, &glob);
+    walk(&real, protected).build_parallel().run(|| {
+        let (found, glob, real) = (&found, &glob, &real);
         Box::new(move |entry| {
+            if stop.load(Ordering::Relaxed) {
+                return WalkState::Quit;
+            }
             let Ok(entry) = entry else {
                 return WalkState::Continue;
             };
             if !entry.file_type().is_some_and(|t| t.is_file()) {
                 return WalkState::Continue;
             }
-            let relative = entry.path().strip_prefix(base).unwrap_or(entry.path());
+            let relative = entry.path().strip_prefix(real).unwrap_or(entry.path());
             if glob.is_match(relative) {
                 let mtime = entry
                     .metadata()
@@ -190,7 +230,7 @@ pub(super) fn glob(root: &Path, base: &Path, pattern: &str) -> Result<Vec<String
                 found
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .push((mtime, display(root, entry.path())));
+                    .push((mtime, display(root, &base.join(relative))));
             }
             WalkState::Continue
         })

@@ -19,7 +19,7 @@ use super::{Error, History, Restored, Session, SessionSpec, Template};
 use crate::config::{Config, Price, ProviderConfig};
 use crate::exec::{
     EnvFilter, EnvPolicy, ExecutionEnvironment, LocalExecutionEnvironment, LocalOptions, ProcessId,
-    ProcessLedger, ReadOnly, SshConnections, SshExecutionEnvironment, SshTarget,
+    ProcessLedger, ProtectedPaths, ReadOnly, SshConnections, SshExecutionEnvironment, SshTarget,
 };
 use crate::llm::{ProviderFactory, ProviderSet, RetryPolicy};
 use crate::profile::Profile;
@@ -95,58 +95,83 @@ pub struct Registry {
     ledger: Option<Arc<dyn ProcessLedger>>,
     /// The SSH connections of remote sessions, one per host, shared by the sessions on it.
     ssh: SshConnections,
+    /// agentd's own files, which no environment's file operations open.
+    protected: Arc<ProtectedPaths>,
     /// What sandboxed commands must not see: see [`hidden_from_commands`].
     hidden: Arc<[PathBuf]>,
 }
 
-/// agentd's own directories and files (runtime directory and socket, state, config and
-/// credentials) and the sockets of the user's services that act on request (the runtime
-/// directory with the session bus and gpg-agent, ssh-agent, X11, tmux), which sandboxed
-/// commands find empty: through them a command could run a program outside its sandbox or
-/// use the user's keys.
-fn hidden_from_commands(config: &Config, store: Option<&Store>) -> Arc<[PathBuf]> {
+/// agentd's own directories and files (`protected`: runtime directory and socket, state,
+/// config and credentials) and the sockets of the user's services that act on request (the
+/// runtime directory with the session bus and gpg-agent, ssh-agent, X11, tmux), which
+/// sandboxed commands find empty: through them a command could run a program outside its
+/// sandbox or use the user's keys.
+fn hidden_from_commands(protected: &ProtectedPaths) -> Arc<[PathBuf]> {
     let uid = nix::unistd::geteuid().as_raw();
     let var = |name: &str| {
         std::env::var_os(name)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     };
-    let mut paths = vec![
-        agentd_proto::socket::runtime_dir(uid),
-        agentd_proto::socket::default_socket_path(uid),
-        PathBuf::from("/tmp/.X11-unix"),
-        var("TMUX_TMPDIR")
-            .unwrap_or_else(|| PathBuf::from("/tmp"))
-            .join(format!("tmux-{uid}")),
+    let services = [
+        Some(PathBuf::from("/tmp/.X11-unix")),
+        Some(
+            var("TMUX_TMPDIR")
+                .unwrap_or_else(|| PathBuf::from("/tmp"))
+                .join(format!("tmux-{uid}")),
+        ),
+        var("XDG_RUNTIME_DIR"),
+        var("SSH_AUTH_SOCK"),
     ];
-    paths.extend(var("XDG_RUNTIME_DIR"));
-    paths.extend(var("SSH_AUTH_SOCK"));
-    // The state directory: the sessions and the process records beside them.
-    paths.extend(store.and_then(|s| s.dir().parent()).map(Path::to_owned));
-    // The config file itself: one named with --config may sit in a workspace.
-    paths.extend(config.source.clone());
-    paths.extend(
-        crate::config::default_config_path()
-            .as_deref()
-            .and_then(Path::parent)
-            .map(Path::to_owned),
-    );
-    paths.extend(config.credentials_path.clone());
-    let mut real: Vec<PathBuf> = paths
-        .into_iter()
-        .filter(|p| p.is_absolute())
-        .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
-        .collect();
-    // A path beneath another is covered by it (and could not be mounted over once its
-    // parent is an empty read-only tmpfs).
-    real.sort();
-    let mut kept: Vec<PathBuf> = Vec::new();
-    for path in real {
-        if !kept.iter().any(|k| path.starts_with(k)) {
-            kept.push(path);
-        }
+    let paths = protected
+        .paths()
+        .iter()
+        .cloned()
+        .chain(services.into_iter().flatten().filter(|p| p.is_absolute()));
+    // Real paths, and none beneath another (it could not be mounted over once its parent is
+    // an empty read-only tmpfs).
+    ProtectedPaths::new(paths, None).paths().into()
+}
+
+/// The real path of a subagent's working directory `cwd` (`dir` as the model gave it,
+/// beneath the parent's directory `parent`): opened as a directory and read back from the
+/// open descriptor, so the check and the child see the same directory. Under a sandbox it
+/// must lie inside the parent's writable roots (its directory, plus `sandbox_writable_roots`
+/// in `workspace_write`), so a symlink cannot send the child, and its writes, elsewhere; it
+/// may never be one of agentd's own directories.
+fn child_directory(
+    dir: &str,
+    cwd: &Path,
+    parent: &Path,
+    config: &agentd_proto::SessionConfig,
+    protected: &ProtectedPaths,
+) -> Result<PathBuf, Error> {
+    let real = crate::exec::opened_real_path(cwd, true, protected).map_err(|e| {
+        Error::InvalidParams(format!(
+            "working_dir {dir:?} must be an existing subdirectory of {}: {e}",
+            parent.display()
+        ))
+    })?;
+    let mut roots = vec![parent.to_owned()];
+    match config.sandbox {
+        SandboxMode::Off => return Ok(real),
+        SandboxMode::ReadOnly => {}
+        SandboxMode::WorkspaceWrite => roots.extend(config.sandbox_writable_roots.clone()),
     }
-    kept.into()
+    let roots: Vec<PathBuf> = roots
+        .iter()
+        .filter_map(|r| std::fs::canonicalize(r).ok())
+        .collect();
+    if roots.iter().any(|root| real.starts_with(root)) {
+        return Ok(real);
+    }
+    let shown: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+    Err(Error::InvalidParams(format!(
+        "working_dir {dir:?} leads to {}, outside the writable roots of this session ({}); \
+         a subagent works only inside them",
+        real.display(),
+        shown.join(", ")
+    )))
 }
 
 /// The store's group records as environments see them.
@@ -187,13 +212,13 @@ fn crashed(e: tokio::task::JoinError) -> Error {
 
 impl Registry {
     /// A registry using `config` for new sessions, holding the sessions `store` has (none:
-    /// sessions live in memory only). Must be called inside a tokio runtime: it starts the
-    /// recovery of sessions that were processing when the daemon stopped, and the unloading
-    /// of idle ones.
-    pub fn new(config: Config, store: Option<Store>) -> Arc<Self> {
+    /// sessions live in memory only), whose environments never let a tool open `protected`.
+    /// Must be called inside a tokio runtime: it starts the recovery of sessions that were
+    /// processing when the daemon stopped, and the unloading of idle ones.
+    pub fn new(config: Config, store: Option<Store>, protected: ProtectedPaths) -> Arc<Self> {
         let factory = ProviderFactory::default();
         let evict_idle_after = config.evict_idle_after;
-        let hidden = hidden_from_commands(&config, store.as_ref());
+        let hidden = hidden_from_commands(&protected);
         let current = RwLock::new(Arc::new(Current::new(&factory, config)));
         let ledger = store.as_ref().and_then(|s| {
             s.process_records(crate::exec::run_id())
@@ -215,6 +240,7 @@ impl Registry {
             ssh: SshConnections::new(
                 agentd_proto::socket::runtime_dir(nix::unistd::geteuid().as_raw()).join("ssh"),
             ),
+            protected: Arc::new(protected),
             hidden,
         });
         let interrupted = registry.load_stored();
@@ -329,6 +355,7 @@ impl Registry {
                     LocalOptions {
                         env: Self::env_filter(config),
                         ledger: self.ledger.clone(),
+                        protected: self.protected.clone(),
                         hidden: self.hidden.clone(),
                     },
                 );
@@ -755,15 +782,29 @@ impl Registry {
                     std::path::Component::Normal(_) | std::path::Component::CurDir
                 )
             });
-            let cwd = template.cwd.join(path);
-            // A remote directory is checked by the child's environment when it connects.
-            let exists = !template.environment.is_local() || cwd.is_dir();
-            if !inside || !exists {
+            if !inside {
                 return Err(Error::InvalidParams(format!(
                     "working_dir {dir:?} must be an existing subdirectory of {}",
                     template.cwd.display()
                 )));
             }
+            let cwd = template.cwd.join(path);
+            // A remote directory is checked by the child's environment when it connects.
+            let cwd = if template.environment.is_local() {
+                let (config, parent, protected) = (
+                    template.config.clone(),
+                    template.cwd.clone(),
+                    self.protected.clone(),
+                );
+                let dir = dir.clone();
+                tokio::task::spawn_blocking(move || {
+                    child_directory(&dir, &cwd, &parent, &config, &protected)
+                })
+                .await
+                .map_err(crashed)??
+            } else {
+                cwd
+            };
             // The child works in a part of its parent's tree and may write where it may.
             let parent_cwd = std::mem::replace(&mut template.cwd, cwd);
             template.config.sandbox_writable_roots.push(parent_cwd);

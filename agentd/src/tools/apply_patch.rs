@@ -415,10 +415,21 @@ impl Tool for ApplyPatch {
         let args: Args = parse_args(args)?;
         let ops = parse(&args.patch).map_err(|e| ToolError(format!("invalid patch: {e}")))?;
         let (changes, summary) = plan(ctx.env, &ops).await.map_err(ToolError)?;
-        // Keep what each touched path held, to put it back if a later write fails.
+        // Keep what each touched path held, to put it back if a later write fails. A path
+        // that exists but cannot be read (too big, not a regular file, agentd's own) could
+        // not be put back, so nothing is changed.
         let mut originals = Vec::new();
         for change in &changes {
-            originals.push(ctx.env.read_file(&change.path).await.ok());
+            originals.push(match ctx.env.read_file(&change.path).await {
+                Ok(bytes) => Some(bytes),
+                Err(crate::exec::Error::NotFound(_)) => None,
+                Err(e) => {
+                    return Err(ToolError(format!(
+                        "{}: {e}; no file was changed",
+                        change.path.display()
+                    )));
+                }
+            });
         }
         for (done, change) in changes.iter().enumerate() {
             if let Err(e) = write(

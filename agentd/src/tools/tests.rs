@@ -77,6 +77,16 @@ fn grep_modes_globs_case_and_gitignore() {
         run(&grep, json!({"pattern": "zzz"}), &env).unwrap(),
         "No matches found."
     );
+    assert_eq!(
+        run(&grep, json!({"pattern": "beta", "path": "src/a.rs"}), &env).unwrap(),
+        "src/a.rs:2:fn beta() {}"
+    );
+    // A symlinked root is searched where it leads, and shown as it was named.
+    std::os::unix::fs::symlink("src", env.working_directory().join("code")).unwrap();
+    assert_eq!(
+        run(&grep, json!({"pattern": "beta", "path": "code"}), &env).unwrap(),
+        "code/a.rs:2:fn beta() {}"
+    );
     assert!(err(run(&grep, json!({"pattern": "("}), &env)).starts_with("invalid regex \"(\""));
     assert!(
         err(run(&grep, json!({"pattern": "a", "path": "nope"}), &env))

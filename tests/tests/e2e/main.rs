@@ -53,6 +53,7 @@ mod ssh;
 mod streams;
 mod subagents;
 mod tidy;
+mod trust_files;
 mod trust_rules;
 mod trust_sandbox;
 

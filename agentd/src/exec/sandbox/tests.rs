@@ -50,6 +50,7 @@ impl Fixture {
     fn write(&self, policy: &SandboxPolicy, path: &str) -> Result<PathBuf, String> {
         policy
             .check_write(&self.env.resolve(Path::new(path)))
+            .map(|b| b.real)
             .map_err(|e| e.to_string())
     }
 }
@@ -132,9 +133,99 @@ fn a_removal_acts_on_the_link_not_its_target() {
     let f = Fixture::new();
     let p = f.policy(SandboxMode::WorkspaceWrite);
     let remove = |path: &str| p.check_remove(&f.env.resolve(Path::new(path)));
-    assert_eq!(remove("secret-link").unwrap(), f.ws.join("secret-link"));
-    assert_eq!(remove("to-sub/x").unwrap(), f.ws.join("sub/x"));
+    assert_eq!(
+        remove("secret-link").unwrap(),
+        Beneath {
+            root: f.ws.clone(),
+            real: f.ws.join("secret-link")
+        }
+    );
+    assert_eq!(remove("to-sub/x").unwrap().relative(), Path::new("sub/x"));
     assert!(remove("to-outside/secret").is_err());
     assert!(remove("../outside/secret").is_err());
     assert!(remove("sub/..").is_err(), "names no file");
+}
+
+/// An environment whose file operations never finish (a read stuck in the kernel).
+struct Stuck(PathBuf);
+
+#[async_trait]
+impl ExecutionEnvironment for Stuck {
+    fn working_directory(&self) -> &Path {
+        &self.0
+    }
+    fn platform(&self) -> &str {
+        "linux"
+    }
+    fn os_version(&self) -> String {
+        String::new()
+    }
+    async fn read_file(&self, _: &Path) -> Result<Vec<u8>, Error> {
+        std::future::pending().await
+    }
+    async fn write_file(&self, _: &Path, _: &[u8]) -> Result<(), Error> {
+        std::future::pending().await
+    }
+    async fn remove_file(&self, _: &Path) -> Result<(), Error> {
+        std::future::pending().await
+    }
+    async fn file_exists(&self, _: &Path) -> bool {
+        std::future::pending().await
+    }
+    async fn list_directory(&self, _: &Path, _: usize) -> Result<Vec<DirEntry>, Error> {
+        std::future::pending().await
+    }
+    async fn exec_command(
+        &self,
+        _: ExecRequest<'_>,
+        _: OutputSink<'_>,
+        _: &CancellationToken,
+    ) -> Result<ExecResult, Error> {
+        std::future::pending().await
+    }
+    async fn terminate_all(&self) {}
+    async fn grep(&self, _: GrepOptions) -> Result<String, Error> {
+        std::future::pending().await
+    }
+    async fn glob(&self, _: &str, _: &Path) -> Result<Vec<String>, Error> {
+        std::future::pending().await
+    }
+}
+
+/// A file operation that never returns ends when the call is aborted: the abort reaches it
+/// through the call's token, whatever the environment is stuck on.
+#[tokio::test]
+async fn every_file_operation_ends_when_the_call_is_cancelled() {
+    let stuck = Stuck(PathBuf::from("/"));
+    let cancel = CancellationToken::new();
+    let env = Sandboxed::new(&stuck, None, &cancel);
+    let path = Path::new("f");
+    let ops = async {
+        let options = GrepOptions {
+            pattern: "x".into(),
+            path: PathBuf::from("."),
+            glob: None,
+            case_insensitive: false,
+            max_results: 1,
+            mode: crate::exec::GrepMode::Content,
+        };
+        (
+            env.read_file(path).await.map(drop),
+            env.write_file(path, b"x").await,
+            env.remove_file(path).await,
+            env.file_exists(path).await,
+            env.list_directory(path, 1).await.map(drop),
+            env.grep(options).await.map(drop),
+            env.glob("*", path).await.map(drop),
+        )
+    };
+    // The first operation is under way when the token fires; the others start after it.
+    let ((read, write, remove, exists, list, grep, glob), ()) = tokio::join!(ops, async {
+        tokio::task::yield_now().await;
+        cancel.cancel();
+    });
+    for result in [read, write, remove, list, grep, glob] {
+        assert!(matches!(result, Err(Error::Cancelled)), "{result:?}");
+    }
+    assert!(!exists);
 }

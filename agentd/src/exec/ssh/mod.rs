@@ -32,9 +32,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-/// Largest file `read_file` brings over (the local environment reads any size; a remote
-/// file is held whole in memory on the way).
-const MAX_READ: usize = 64 * 1024 * 1024;
+/// Largest file `read_file` brings over: the local environment's cap (a remote file is held
+/// whole in memory on the way).
+const MAX_READ: usize = super::MAX_READ_BYTES as usize;
 /// Largest listing, search report or file list brought over.
 const MAX_LISTING: usize = 16 * 1024 * 1024;
 /// Longest remote command line: Linux takes at most 128 KiB in one argument, and the remote
