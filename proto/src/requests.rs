@@ -39,9 +39,14 @@ pub enum ApprovalMode {
     Ask,
 }
 
-/// A rule: a tool name, optionally with a pattern, as `tool` or `tool(pattern)`. The pattern
-/// is a glob matched against the command (`shell(git status*)`) or the file path relative to
-/// the session's directory (`write_file(src/**)`); a bare name matches every call of the tool.
+/// A rule: a tool name, optionally with a pattern, as `tool` or `tool(pattern)`; a bare name
+/// matches every call of the tool. The pattern is a glob matched against each simple command
+/// of a shell line, its words with quotes removed joined by single spaces
+/// (`shell(git status*)`), or against each path a file tool writes, resolved (symlinks
+/// followed) and relative to the session's directory (`write_file(src/**)`), or whole when
+/// the pattern starts with `/`. An allow rule covers a shell line only when every simple
+/// command matches and the line holds nothing the parser cannot vouch for; a deny rule
+/// matches any simple command, however spelled. README.md, *The rule language*, has it all.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(transparent)]
 pub struct ApprovalRule(pub String);

@@ -6,8 +6,7 @@ use super::Agent;
 use super::approval::{self, Verdict};
 use crate::exec::{SandboxPolicy, Sandboxed};
 use crate::tools::{
-    Answer, ApprovalSubject, RegisteredTool, Settled, ToolContext, ToolRegistry,
-    truncate::truncate_tool_output,
+    Answer, RegisteredTool, Settled, ToolContext, ToolRegistry, truncate::truncate_tool_output,
 };
 use agentd_proto::{
     Decision, EscapedProcesses, EventBody, ImageData, ProcessInfo, RequestBody, ResolvedBy,
@@ -192,9 +191,11 @@ impl Agent<'_> {
         registered: &RegisteredTool,
         round: &Round<'_>,
     ) -> Result<bool, String> {
-        let subject = registered.tool.approval(&call.arguments);
-        let cwd = self.env.working_directory();
         let settings = &round.config.approval;
+        let prepared = match registered.tool.approval(&call.arguments) {
+            Some(subject) => Some(approval::prepare(settings, &call.name, subject, self.env).await),
+            None => None,
+        };
         let ruled = |decision, rule: String| EventBody::ApprovalResolved {
             request_id: super::new_request_id(),
             call_id: call.id.clone(),
@@ -204,8 +205,8 @@ impl Agent<'_> {
             message: Some(rule),
         };
         let sandboxed = round.config.sandbox != agentd_proto::SandboxMode::Off;
-        let verdict = approval::decide(settings, &call.name, subject.as_ref(), cwd, sandboxed);
-        let subject: ApprovalSubject = match (verdict, subject) {
+        let verdict = approval::decide(settings, &call.name, prepared.as_ref(), sandboxed);
+        let prepared = match (verdict, prepared) {
             (Verdict::AllowedBy(rule), _) => {
                 self.host.emit(ruled(Decision::Allow, rule));
                 return Ok(false);
@@ -218,24 +219,29 @@ impl Agent<'_> {
                 return Err(refusal);
             }
             (Verdict::Refused(why), _) => return Err(why),
-            (Verdict::Ask, Some(subject)) => subject,
+            (Verdict::Ask, Some(prepared)) => prepared,
             // Only a call with a subject is ever asked about.
             (Verdict::Run | Verdict::Ask, _) => return Ok(false),
         };
         let Some(requests) = self.host.requests() else {
             return Err("Refused: this call needs approval and nobody can give it here.".into());
         };
-        let unconfined = subject.outside_sandbox && sandboxed;
+        let unconfined = prepared.subject.outside_sandbox && sandboxed;
         // Rules never let a call out of the sandbox, so `allow_always` adds none for one.
         let always = if unconfined {
             Vec::new()
         } else {
-            approval::always_rules(&call.name, &subject, cwd)
+            approval::always_rules(&call.name, &prepared)
         };
+        let mut summary = prepared.subject.summary.clone();
+        if let Some(note) = prepared.note(settings, &call.name) {
+            summary.push('\n');
+            summary.push_str(&note);
+        }
         let body = RequestBody::Approval {
             tool: call.name.clone(),
             arguments: call.arguments.clone(),
-            summary: subject.summary,
+            summary,
         };
         match requests.raise(&call.id, body, always, round.cancel).await {
             Settled::Answered(Answer::Approval {

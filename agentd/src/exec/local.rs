@@ -398,6 +398,11 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         blocking(move |stop| files::list(&root, depth.max(1), &protected, stop)).await
     }
 
+    async fn real_path(&self, path: &Path) -> Result<PathBuf, Error> {
+        let path = self.resolve(path);
+        blocking(move |_| super::sandbox::real_path(&path, true)).await
+    }
+
     async fn exec_command(
         &self,
         request: ExecRequest<'_>,

@@ -227,6 +227,16 @@ pub trait ExecutionEnvironment: Send + Sync {
     /// Files under `base` matching `pattern`, newest first, relative to the working directory.
     async fn glob(&self, pattern: &str, base: &Path) -> Result<Vec<String>, Error>;
 
+    /// Where a write to `path` would really lead: absolute, with symlinks and `..` resolved
+    /// through its deepest existing ancestor, as the sandbox resolves writes. Approval rules
+    /// match it. The default cannot tell.
+    async fn real_path(&self, path: &Path) -> Result<PathBuf, Error> {
+        Err(Error::NotAllowed(format!(
+            "cannot resolve {} in this environment",
+            path.display()
+        )))
+    }
+
     /// Resolves `path` against the working directory.
     fn resolve(&self, path: &Path) -> PathBuf {
         if path.is_absolute() {
@@ -302,6 +312,9 @@ impl<E: ExecutionEnvironment> ExecutionEnvironment for ReadOnly<E> {
     }
     async fn file_exists(&self, path: &Path) -> bool {
         self.0.file_exists(path).await
+    }
+    async fn real_path(&self, path: &Path) -> Result<PathBuf, Error> {
+        self.0.real_path(path).await
     }
     async fn list_directory(&self, path: &Path, depth: usize) -> Result<Vec<DirEntry>, Error> {
         self.0.list_directory(path, depth).await

@@ -200,7 +200,7 @@ impl Beneath {
 /// followed by the components that do not exist yet (which can hold neither symlinks nor
 /// `..`). With `follow_last` false an existing last component is not resolved (a removal
 /// acts on the link itself).
-fn real_path(path: &Path, follow_last: bool) -> Result<PathBuf, Error> {
+pub(super) fn real_path(path: &Path, follow_last: bool) -> Result<PathBuf, Error> {
     if !follow_last {
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
             return Err(Error::NotAllowed(format!(
@@ -372,6 +372,9 @@ impl ExecutionEnvironment for Sandboxed<'_> {
         self.cancellable(async { Ok(self.inner.file_exists(path).await) })
             .await
             .unwrap_or(false)
+    }
+    async fn real_path(&self, path: &Path) -> Result<PathBuf, Error> {
+        self.cancellable(self.inner.real_path(path)).await
     }
     async fn list_directory(&self, path: &Path, depth: usize) -> Result<Vec<DirEntry>, Error> {
         self.cancellable(self.inner.list_directory(path, depth))

@@ -478,6 +478,31 @@ fn print_ssh(figures: Option<&SshFigures>) {
     );
 }
 
+/// Runs one task in `session`: the time to the end of its first tool call (the session's
+/// start included), and the time of the rest.
+async fn timed_task(client: &mut RawClient, session: &str) -> (Duration, Duration) {
+    client.subscribe(session, None).await.unwrap();
+    let started = Instant::now();
+    client
+        .call(
+            "session/submit",
+            json!({"session_id": session, "text": "go"}),
+        )
+        .await
+        .unwrap();
+    client
+        .events_until("tool_call_end", |_| true)
+        .await
+        .unwrap();
+    let first = started.elapsed();
+    let started = Instant::now();
+    client
+        .events_until("processing_end", |_| true)
+        .await
+        .unwrap();
+    (first, started.elapsed())
+}
+
 /// Shell rounds per sandbox setting, each sorted: `[off, workspace_write]`, per round and the
 /// first round of a new session.
 struct SandboxFigures {
@@ -507,28 +532,10 @@ async fn sandbox_bench() -> SandboxFigures {
                 )
                 .await
                 .unwrap();
-            client.subscribe(&session, None).await.unwrap();
-            let started = Instant::now();
-            client
-                .call(
-                    "session/submit",
-                    json!({"session_id": session, "text": "go"}),
-                )
-                .await
-                .unwrap();
-            client
-                .events_until("tool_call_end", |_| true)
-                .await
-                .unwrap();
-            let first = started.elapsed();
-            let started = Instant::now();
-            client
-                .events_until("processing_end", |_| true)
-                .await
-                .unwrap();
+            let (first, rest) = timed_task(&mut client, &session).await;
             // The first run is a warm-up.
             if run > 0 {
-                figures.per_round[i].push(started.elapsed() / (ROUNDS - 1) as u32);
+                figures.per_round[i].push(rest / (ROUNDS - 1) as u32);
                 figures.first[i].push(first);
             }
         }
@@ -612,26 +619,8 @@ async fn ssh_bench() -> Option<SshFigures> {
                     .await
                     .unwrap()
             };
-            client.subscribe(&session, None).await.unwrap();
-            let started = Instant::now();
-            client
-                .call(
-                    "session/submit",
-                    json!({"session_id": session, "text": "read"}),
-                )
-                .await
-                .unwrap();
-            client
-                .events_until("tool_call_end", |_| true)
-                .await
-                .unwrap();
-            let first = started.elapsed();
-            let started = Instant::now();
-            client
-                .events_until("processing_end", |_| true)
-                .await
-                .unwrap();
-            let per_round = started.elapsed() / (SSH_ROUNDS - 1) as u32;
+            let (first, rest) = timed_task(&mut client, &session).await;
+            let per_round = rest / (SSH_ROUNDS - 1) as u32;
             if run > 0 {
                 let (rounds, firsts) = if remote {
                     (&mut figures.remote, &mut figures.remote_first)

@@ -54,6 +54,7 @@ mod streams;
 mod subagents;
 mod tidy;
 mod trust_files;
+mod trust_rules;
 mod trust_sandbox;
 mod trust_socket;
 
@@ -104,8 +105,15 @@ pub async fn setup_family(family: Family, create: Value) -> Setup {
 pub async fn setup_with(create: Value) -> Setup {
     let mock = MockAnthropic::start().await.expect("mock starts");
     let daemon = TestDaemon::start(&mock.url).await.expect("daemon starts");
+    setup_on(mock, daemon, create).await
+}
+
+/// A session of `daemon` (whose provider is `mock`) in a new work directory the daemon's
+/// user owns, with extra `session/create` params.
+async fn setup_on(mock: MockAnthropic, daemon: TestDaemon, create: Value) -> Setup {
     let mut client = daemon.client().await.expect("client connects");
     let workdir = tempfile::tempdir().expect("tempdir");
+    daemon.give(workdir.path()).expect("work directory given");
     let session = daemon
         .create_session(&mut client, workdir.path(), create)
         .await
@@ -132,20 +140,7 @@ pub async fn setup_unprivileged(create: Value) -> Setup {
         .start()
         .await
         .expect("daemon starts");
-    let mut client = daemon.client().await.expect("client connects");
-    let workdir = tempfile::tempdir().expect("tempdir");
-    daemon.give(workdir.path()).expect("work directory given");
-    let session = daemon
-        .create_session(&mut client, workdir.path(), create)
-        .await
-        .expect("session created");
-    Setup {
-        mock,
-        daemon,
-        client,
-        session,
-        workdir,
-    }
+    setup_on(mock, daemon, create).await
 }
 
 impl Setup {

@@ -57,6 +57,10 @@ const WRITE: &str = r#"d=$(dirname -- "$1"); mkdir -p -- "$d" || exit 7; [ -d "$
 const REMOVE: &str =
     r#"[ -e "$1" ] || [ -L "$1" ] || exit 3; [ -d "$1" ] && exit 4; exec rm -f -- "$1""#;
 const EXISTS: &str = r#"[ -e "$1" ]"#;
+/// Where a path leads (GNU `realpath -m`: symlinks resolved, missing parts kept), ended by
+/// a NUL; for approval rules. A remote without it cannot resolve, and the rules treat the
+/// path so.
+const REAL_PATH: &str = r#"exec realpath -m -z -- "$1""#;
 /// A report (`$2`, bash) in the directory `$1`, ended after `$3` seconds by coreutils'
 /// `timeout` (which signals its whole process group) where the remote has it, so that a
 /// hanging report does not hold the worker.
@@ -288,6 +292,24 @@ impl ExecutionEnvironment for SshExecutionEnvironment {
         self.file("file_exists", EXISTS, &path, &[], None, 0)
             .await
             .is_ok()
+    }
+
+    async fn real_path(&self, path: &Path) -> Result<PathBuf, Error> {
+        let path = self.resolve(path);
+        let out = self
+            .file("real_path", REAL_PATH, &path, &[], None, 64 * 1024)
+            .await?;
+        match String::from_utf8(out)
+            .ok()
+            .as_deref()
+            .and_then(|o| o.strip_suffix('\0'))
+        {
+            Some(real) if real.starts_with('/') && !real.contains('\0') => Ok(PathBuf::from(real)),
+            _ => Err(Error::NotAllowed(format!(
+                "cannot resolve {} on the remote machine",
+                path.display()
+            ))),
+        }
     }
 
     async fn list_directory(&self, path: &Path, depth: usize) -> Result<Vec<DirEntry>, Error> {
