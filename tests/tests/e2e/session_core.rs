@@ -431,19 +431,20 @@ async fn a_version_1_session_is_converted_on_first_use() {
     let mut s = setup().await;
     s.mock.push_stream(sse::text("stored answer"));
     s.run("stored question").await;
-    let last = s.call("session/get", json!({})).await["last_seq"]
-        .as_u64()
-        .unwrap();
     s.daemon.stop_with(Signal::SIGTERM).await.unwrap();
-    // Write the session back in the version 1 layout: two files, no format_version.
+    // Write the session back in the version 1 layout: two files, no format_version. The last
+    // seq is the stored one (an event may follow `processing_end`, so not one read before).
     let dir = s.daemon.sessions_dir().join(&s.session);
     let journal = std::fs::read_to_string(dir.join("log.jsonl")).unwrap();
-    let (mut history, mut events) = (String::new(), String::new());
+    let (mut history, mut events, mut last) = (String::new(), String::new(), 0);
     for line in journal.lines() {
         let value: Value = serde_json::from_str(line).unwrap();
         match value.get("entry") {
             Some(entry) => history.push_str(&format!("{entry}\n")),
-            None => events.push_str(&format!("{line}\n")),
+            None => {
+                last = last.max(value["seq"].as_u64().unwrap());
+                events.push_str(&format!("{line}\n"));
+            }
         }
     }
     std::fs::write(dir.join("history.jsonl"), history).unwrap();
