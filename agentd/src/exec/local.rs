@@ -103,13 +103,23 @@ impl LocalExecutionEnvironment {
     }
 
     /// The namespaces for `policy`, built on first use and kept while the policy stays the
-    /// same; `None` where they cannot be built (logged once per daemon).
+    /// same; `None` where they cannot be built (logged once per daemon). Reports share one
+    /// set for the whole daemon (their policy is the same everywhere), so a session's start
+    /// does not build one.
     async fn namespaces(&self, policy: &SandboxPolicy) -> Option<Arc<Namespaces>> {
+        static REPORTS: Mutex<Option<Arc<NamespaceCell>>> = Mutex::new(None);
+        let slot = if *policy == SandboxPolicy::report() {
+            &REPORTS
+        } else {
+            &self.namespaces
+        };
+        let hidden = &self.options.hidden;
+        let fits = |n: &Namespaces| n.policy() == policy && n.hidden() == &hidden[..];
         let cell = {
-            let mut current = self.namespaces.lock().unwrap_or_else(|e| e.into_inner());
+            let mut current = slot.lock().unwrap_or_else(|e| e.into_inner());
             let stale = current.as_ref().is_some_and(|cell| {
                 cell.get()
-                    .is_some_and(|built| built.as_ref().is_ok_and(|n| n.policy() != policy))
+                    .is_some_and(|built| built.as_ref().is_ok_and(|n| !fits(n)))
             });
             if current.is_none() || stale {
                 *current = Some(Arc::new(NamespaceCell::new()));
@@ -117,19 +127,12 @@ impl LocalExecutionEnvironment {
             current.clone()?
         };
         let built = cell
-            .get_or_init(|| async {
-                Namespaces::build(policy, &self.options.hidden)
-                    .await
-                    .map(Arc::new)
-            })
+            .get_or_init(|| async { Namespaces::build(policy, hidden).await.map(Arc::new) })
             .await;
         match built {
-            Ok(n) if n.policy() == policy => Some(n.clone()),
+            Ok(n) if fits(n) => Some(n.clone()),
             // Built concurrently for another policy: this command gets its own.
-            Ok(_) => Namespaces::build(policy, &self.options.hidden)
-                .await
-                .ok()
-                .map(Arc::new),
+            Ok(_) => Namespaces::build(policy, hidden).await.ok().map(Arc::new),
             Err(why) => {
                 static WARNED: std::sync::Once = std::sync::Once::new();
                 WARNED.call_once(|| {
@@ -580,9 +583,7 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
     /// it runs must not reach beyond what a sandboxed command could. Where no sandbox can
     /// be built there is no report.
     async fn report(&self, script: &str, timeout: Duration) -> Option<String> {
-        let policy = SandboxPolicy::report(self)
-            .map_err(|e| tracing::warn!("no workspace report: {e}"))
-            .ok()?;
+        let policy = SandboxPolicy::report();
         let request = ExecRequest {
             command: script,
             timeout,
@@ -662,8 +663,10 @@ fn sandbox(
 ) -> Result<(), Error> {
     let mut ruleset = Some(super::sandbox::ruleset(policy)?);
     let join = namespaces.as_ref().map(|n| n.join(cwd)).transpose()?;
-    for var in ["TMPDIR", "TMP", "TEMP", "TEMPDIR"] {
-        command.env(var, policy.temp_dir());
+    if let Some(temp) = policy.temp_dir() {
+        for var in ["TMPDIR", "TMP", "TEMP", "TEMPDIR"] {
+            command.env(var, temp);
+        }
     }
     // SAFETY: the closure runs in the forked child and makes only system calls (setns,
     // chdir, prctl, capset and landlock_restrict_self); everything it uses was allocated

@@ -43,6 +43,10 @@ impl Namespaces {
     pub(crate) fn policy(&self) -> &SandboxPolicy {
         match *self {}
     }
+
+    pub(crate) fn hidden(&self) -> &[PathBuf] {
+        match *self {}
+    }
 }
 
 /// Devices every sandboxed command may write: output sinks and terminals. Missing ones are
@@ -95,14 +99,13 @@ impl SandboxPolicy {
     }
 
     /// The policy of the daemon's own look at a workspace (the git snapshot): nothing
-    /// writable but `env`'s temp dir, no network, whatever the session's sandbox.
-    pub fn report(env: &dyn ExecutionEnvironment) -> Result<Self, Error> {
-        let temp = env.temp_dir()?;
-        Ok(Self {
+    /// writable, no network, whatever the session's sandbox. The same for every session.
+    pub fn report() -> Self {
+        Self {
             mode: SandboxMode::ReadOnly,
-            writable: vec![std::fs::canonicalize(&temp).map_err(|e| Error::io(&temp, e))?],
+            writable: Vec::new(),
             network: false,
-        })
+        }
     }
 
     /// `read_only` or `workspace_write`.
@@ -110,14 +113,15 @@ impl SandboxPolicy {
         self.mode
     }
 
-    /// The real directories beneath which writes are allowed; the temp dir first.
+    /// The real directories beneath which writes are allowed; the temp dir first (a report's
+    /// policy has none).
     pub fn writable_roots(&self) -> &[PathBuf] {
         &self.writable
     }
 
-    /// The commands' own temp dir (`TMPDIR`).
-    pub fn temp_dir(&self) -> &Path {
-        &self.writable[0]
+    /// The commands' own temp dir (`TMPDIR`); `None` for a report's policy.
+    pub fn temp_dir(&self) -> Option<&Path> {
+        self.writable.first().map(PathBuf::as_path)
     }
 
     /// Whether commands may open TCP connections and listen.

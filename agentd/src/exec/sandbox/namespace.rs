@@ -28,6 +28,7 @@ const BUILD_TIMEOUT: Duration = Duration::from_secs(10);
 /// Namespaces built for one policy, kept alive by their holder.
 pub(crate) struct Namespaces {
     policy: SandboxPolicy,
+    hidden: Vec<PathBuf>,
     user: OwnedFd,
     mount: OwnedFd,
     net: Option<OwnedFd>,
@@ -98,6 +99,7 @@ impl Namespaces {
         };
         Ok(Self {
             policy: policy.clone(),
+            hidden: hidden.to_vec(),
             user: open("user")?,
             mount: open("mnt")?,
             net: if policy.network() {
@@ -113,6 +115,11 @@ impl Namespaces {
     /// The policy these namespaces were built for.
     pub(crate) fn policy(&self) -> &SandboxPolicy {
         &self.policy
+    }
+
+    /// What they hide.
+    pub(crate) fn hidden(&self) -> &[PathBuf] {
+        &self.hidden
     }
 
     /// What a forked child runs before `exec` to join the namespaces in `cwd`: see [`Join`].

@@ -68,7 +68,7 @@ fn off_has_no_policy_and_workspace_write_has_its_roots() {
         ws.writable_roots(),
         [temp.clone(), f.ws.clone(), f.extra.clone()]
     );
-    assert_eq!(ws.temp_dir(), temp);
+    assert_eq!(ws.temp_dir(), Some(temp.as_path()));
     assert!(!ws.network());
     assert_eq!(f.policy(SandboxMode::ReadOnly).writable_roots(), [temp]);
 }
