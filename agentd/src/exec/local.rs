@@ -429,8 +429,11 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
             .env(MARKER_VAR, &marker)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
+            .stderr(Stdio::piped());
+        // SAFETY: `detach` makes only system calls, as code between fork and exec must.
+        unsafe {
+            command.pre_exec(detach);
+        }
         if let Some(policy) = request.sandbox {
             let namespaces = self.namespaces(policy).await;
             sandbox(&mut command, policy, namespaces, &cwd)?;
@@ -648,6 +651,40 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
             }
         }
     }
+}
+
+/// Makes a forked command the leader of a new session and process group, without a
+/// controlling terminal: the daemon may have one (`agentctl` starts it from a terminal), and
+/// through `/dev/tty` a command could push keystrokes into the person's shell (`TIOCSTI`).
+/// Then marks every descriptor beyond stdio close-on-exec: the daemon may have inherited
+/// some open (from whatever started it), and a write through one passes every check.
+/// Makes only system calls, as code between `fork` and `exec` must.
+fn detach() -> std::io::Result<()> {
+    // SAFETY: plain system calls with valid arguments.
+    unsafe {
+        if libc::setsid() == -1 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        ) == 0
+        {
+            return Ok(());
+        }
+        // Before Linux 5.11: one descriptor at a time, up to the limit.
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == -1 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let last = libc::c_int::try_from(limit.rlim_cur.min(1 << 20)).unwrap_or(1 << 20);
+        for fd in 3..last {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
+    Ok(())
 }
 
 /// Makes `command` run under `policy`: its temp dir as `TMPDIR`, the `namespaces` (when they

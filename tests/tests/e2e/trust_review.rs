@@ -107,3 +107,84 @@ EOF\n\
     }
     assert!(!root.join("pwned").exists());
 }
+
+/// The daemon as `agentctl` starts it from a terminal (or as a person starts it by hand) has
+/// that terminal as its controlling terminal, and may hold descriptors its parent leaked.
+/// A command must reach neither: through `/dev/tty` it could push keystrokes into the
+/// person's shell (`TIOCSTI`), and a descriptor open for writing outside the workspace is a
+/// write Landlock never sees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_get_no_terminal_and_no_inherited_descriptor() {
+    if !namespaces_ready() || agentd_tests::program("python3").is_none() {
+        return;
+    }
+    let outside = std::env::temp_dir().join(format!(
+        "agentd-review-leak-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos()
+    ));
+    // A terminal as the daemon's controlling terminal, and a descriptor 7 (not
+    // close-on-exec) open for appending to a file outside every workspace.
+    let wrapper = "import os, sys, pty, fcntl, termios\n\
+m, s = pty.openpty()\n\
+os.set_inheritable(m, True)\n\
+os.setsid()\n\
+fcntl.ioctl(s, termios.TIOCSCTTY, 0)\n\
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)\n\
+os.dup2(fd, 7)\n\
+os.execv(sys.argv[2], sys.argv[2:])\n";
+    let mock = agentd_tests::mock::MockAnthropic::start().await.unwrap();
+    let daemon = agentd_tests::TestDaemon::builder()
+        .env("ANTHROPIC_BASE_URL", &mock.url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .unprivileged()
+        .wrap("python3", ["-c", wrapper, outside.to_str().unwrap()])
+        .start()
+        .await
+        .unwrap();
+    let mut client = daemon.client().await.unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    daemon.give(workdir.path()).unwrap();
+    let session = daemon
+        .create_session(&mut client, workdir.path(), json!({}))
+        .await
+        .unwrap();
+    let mut s = Setup {
+        mock,
+        daemon,
+        client,
+        session,
+        workdir,
+    };
+    // The daemon did get the terminal: the test can tell.
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", s.daemon.pid())).unwrap();
+    let tty_nr: i64 = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .nth(4)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_ne!(tty_nr, 0, "the daemon has no controlling terminal: {stat}");
+
+    let attack = "python3 -c '\n\
+import os, fcntl, termios\n\
+fd = os.open(\"/dev/tty\", os.O_RDONLY)\n\
+print(\"TTY-OPEN\")\n\
+for c in b\"echo INJECTED\\n\": fcntl.ioctl(fd, termios.TIOCSTI, bytes([c]))\n\
+print(\"TIOCSTI-DONE\")' 2>&1 | tail -1\n\
+echo WRITTEN-THROUGH-FD7 >&7 && echo FD7-OPEN\n\
+ls /proc/self/fd; echo END";
+    let seen = run(&mut s, attack.into()).await;
+    assert!(seen.contains("END"), "{seen}");
+    assert!(!seen.contains("TTY-OPEN"), "{seen}");
+    assert!(!seen.contains("FD7-OPEN"), "{seen}");
+    let leaked = std::fs::read_to_string(&outside).unwrap_or_default();
+    let _ = std::fs::remove_file(&outside);
+    assert_eq!(leaked, "", "{seen}");
+}
