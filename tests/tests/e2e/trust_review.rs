@@ -108,6 +108,47 @@ EOF\n\
     assert!(!root.join("pwned").exists());
 }
 
+/// A workspace that holds agentd's own directories (a session started in the home
+/// directory): their parents are writable, and renaming one carried the hidden directory's
+/// name away from its mount (the daemon could no longer save any session, and the next
+/// namespaces, built for the old names, hid nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_cannot_move_a_hidden_directory_away_from_its_mount() {
+    if !namespaces_ready() {
+        return;
+    }
+    let mut s = setup_unprivileged(json!({})).await;
+    let home = s.daemon.root.path().to_owned();
+    let mut client = s.daemon.client().await.unwrap();
+    s.session = s
+        .daemon
+        .create_session(&mut client, &home, json!({}))
+        .await
+        .unwrap();
+    let seen = run(
+        &mut s,
+        "mv state moved 2>&1; mkdir -p state/agentd 2>&1; ls -A moved/agentd 2>&1; echo END".into(),
+    )
+    .await;
+    assert!(seen.contains("END"), "{seen}");
+    assert!(
+        home.join("state/agentd/sessions").is_dir() && !home.join("moved").exists(),
+        "the state directory was moved: {seen}"
+    );
+    // New namespaces (another policy) still hide it, and the session still saves.
+    s.call(
+        "session/set_config",
+        json!({"config": {"sandbox_network": true}}),
+    )
+    .await;
+    let seen = run(
+        &mut s,
+        "ls -A state/agentd moved/agentd 2>&1; echo END".into(),
+    )
+    .await;
+    assert!(!seen.contains("sessions"), "{seen}");
+}
+
 /// The daemon as `agentctl` starts it from a terminal (or as a person starts it by hand) has
 /// that terminal as its controlling terminal, and may hold descriptors its parent leaked.
 /// A command must reach neither: through `/dev/tty` it could push keystrokes into the

@@ -145,6 +145,23 @@ fn bwrap_args(policy: &SandboxPolicy, hidden: &[PathBuf]) -> Vec<std::ffi::OsStr
     for root in policy.writable_roots() {
         push("--bind", &[root, root]);
     }
+    // A hidden path's parents inside a writable root are bound onto themselves: a mount
+    // point cannot be renamed or removed, so no command can move a hidden directory (say
+    // agentd's state, in a session whose workspace is the home directory) away from the
+    // mount that hides it, out from under the daemon and out of the next namespaces' sight.
+    let pinned: std::collections::BTreeSet<&Path> = hidden
+        .iter()
+        .flat_map(|path| path.ancestors().skip(1))
+        .filter(|a| {
+            policy
+                .writable_roots()
+                .iter()
+                .any(|root| a.starts_with(root) && a != root)
+        })
+        .collect();
+    for dir in pinned {
+        push("--bind", &[dir, dir]);
+    }
     for path in hidden {
         match std::fs::symlink_metadata(path) {
             Ok(meta) if meta.is_dir() => {
