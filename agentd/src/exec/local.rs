@@ -107,9 +107,14 @@ impl LocalExecutionEnvironment {
     async fn namespaces(&self, policy: &SandboxPolicy) -> Option<Arc<Namespaces>> {
         let cell = {
             let mut current = self.namespaces.lock().unwrap_or_else(|e| e.into_inner());
+            // Built for another policy, or before a directory they hide existed (agentd's
+            // config directory made by `agentctl login`, a tmux server started since).
             let stale = current.as_ref().is_some_and(|cell| {
-                cell.get()
-                    .is_some_and(|built| built.as_ref().is_ok_and(|n| n.policy() != policy))
+                cell.get().is_some_and(|built| {
+                    built
+                        .as_ref()
+                        .is_ok_and(|n| n.policy() != policy || n.missed_a_hidden_path())
+                })
             });
             if current.is_none() || stale {
                 *current = Some(Arc::new(NamespaceCell::new()));

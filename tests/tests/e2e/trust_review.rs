@@ -149,6 +149,76 @@ async fn a_command_cannot_move_a_hidden_directory_away_from_its_mount() {
     assert!(!seen.contains("sessions"), "{seen}");
 }
 
+/// The namespaces are built at a session's first command; a directory agentd makes later
+/// (its config directory, made by `agentctl login` to store a key) must be hidden all the
+/// same from that session's next commands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_stored_after_the_first_command_is_hidden_too() {
+    if !namespaces_ready() {
+        return;
+    }
+    let mut s = setup_unprivileged(json!({})).await;
+    let creds = s.daemon.root.path().join("config/agentd/credentials.json");
+    let look = format!("cat {} 2>&1; echo END", creds.display());
+    let seen = run(&mut s, look.clone()).await;
+    assert!(seen.contains("END"), "{seen}");
+    let out = s
+        .daemon
+        .agentctl(&["login", "anthropic"], Some("sk-stored-later-42"))
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(creds.is_file());
+    let seen = run(&mut s, look).await;
+    assert!(!seen.contains("sk-stored-later-42"), "{seen}");
+}
+
+/// The same for a service's socket directory made after the namespaces: a tmux server the
+/// person starts later (its socket would let a command type into their shells).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_socket_directory_made_after_the_first_command_is_hidden_too() {
+    if !namespaces_ready() {
+        return;
+    }
+    let mock = agentd_tests::mock::MockAnthropic::start().await.unwrap();
+    let tmux = tempfile::tempdir().unwrap();
+    let daemon = agentd_tests::TestDaemon::builder()
+        .env("ANTHROPIC_BASE_URL", &mock.url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("TMUX_TMPDIR", tmux.path().to_str().unwrap())
+        .unprivileged()
+        .start()
+        .await
+        .unwrap();
+    daemon.give(tmux.path()).unwrap();
+    let mut client = daemon.client().await.unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    daemon.give(workdir.path()).unwrap();
+    let session = daemon
+        .create_session(&mut client, workdir.path(), json!({}))
+        .await
+        .unwrap();
+    let mut s = Setup {
+        mock,
+        daemon,
+        client,
+        session,
+        workdir,
+    };
+    let uid = s
+        .daemon
+        .user()
+        .map_or_else(|| nix::unistd::geteuid().as_raw(), |u| u.0);
+    let dir = tmux.path().join(format!("tmux-{uid}"));
+    let look = format!("ls -A {} 2>&1; echo END", dir.display());
+    assert!(run(&mut s, look.clone()).await.contains("END"));
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("default"), "").unwrap();
+    s.daemon.give(&dir).unwrap();
+    let seen = run(&mut s, look).await;
+    assert!(seen.contains("END") && !seen.contains("default"), "{seen}");
+}
+
 /// The daemon as `agentctl` starts it from a terminal (or as a person starts it by hand) has
 /// that terminal as its controlling terminal, and may hold descriptors its parent leaked.
 /// A command must reach neither: through `/dev/tty` it could push keystrokes into the

@@ -31,6 +31,8 @@ pub(crate) struct Namespaces {
     user: OwnedFd,
     mount: OwnedFd,
     net: Option<OwnedFd>,
+    /// Paths to hide that did not exist when these were built, so are not hidden.
+    absent: Vec<PathBuf>,
     /// bubblewrap, whose child holds the namespaces; killed with them.
     holder: tokio::process::Child,
     _spawned: SpawnedChild,
@@ -49,9 +51,10 @@ impl Namespaces {
     /// bubblewrap from `PATH`. Fails when bubblewrap is missing or the kernel refuses it
     /// (unprivileged user namespaces turned off), saying which.
     pub(crate) async fn build(policy: &SandboxPolicy, hidden: &[PathBuf]) -> Result<Self, String> {
+        let (args, absent) = bwrap_args(policy, hidden);
         let mut command = tokio::process::Command::new("bwrap");
         command
-            .args(bwrap_args(policy, hidden))
+            .args(args)
             .arg("--")
             .args(["/bin/sh", "-c", "echo $$ && exec cat"])
             .env_clear()
@@ -105,9 +108,18 @@ impl Namespaces {
             } else {
                 Some(open("net")?)
             },
+            absent,
             holder,
             _spawned: spawned,
         })
+    }
+
+    /// Whether a path these should hide has appeared since they were built: commands
+    /// would see it, so they must be built again.
+    pub(crate) fn missed_a_hidden_path(&self) -> bool {
+        self.absent
+            .iter()
+            .any(|p| std::fs::symlink_metadata(p).is_ok())
     }
 
     /// The policy these namespaces were built for.
@@ -129,9 +141,14 @@ impl Namespaces {
 
 /// The arguments that make bubblewrap build the namespaces of `policy`. Order matters: later
 /// mounts cover earlier ones, so the hidden directories come last and win over a writable
-/// root that holds them.
-fn bwrap_args(policy: &SandboxPolicy, hidden: &[PathBuf]) -> Vec<std::ffi::OsString> {
+/// root that holds them. Also returns the hidden paths that do not exist (nothing to mount
+/// over).
+fn bwrap_args(
+    policy: &SandboxPolicy,
+    hidden: &[PathBuf],
+) -> (Vec<std::ffi::OsString>, Vec<PathBuf>) {
     let mut args: Vec<std::ffi::OsString> = vec!["--unshare-user".into()];
+    let mut absent = Vec::new();
     if !policy.network() {
         args.push("--unshare-net".into());
     }
@@ -169,10 +186,10 @@ fn bwrap_args(policy: &SandboxPolicy, hidden: &[PathBuf]) -> Vec<std::ffi::OsStr
                 push("--remount-ro", &[path]);
             }
             Ok(_) => push("--ro-bind", &[Path::new("/dev/null"), path]),
-            Err(_) => {}
+            Err(_) => absent.push(path.clone()),
         }
     }
-    args
+    (args, absent)
 }
 
 /// The namespaces a forked child joins, as raw descriptors the [`Namespaces`] keep open.
