@@ -4,7 +4,9 @@
 //! directories it does not find, and what it could still reach before this review.
 
 use crate::{Setup, round, setup_unprivileged, shell};
+use agentd_tests::family::Family;
 use serde_json::json;
+use std::path::Path;
 
 fn namespaces_ready() -> bool {
     agentd_tests::landlock(3) && agentd_tests::program("bwrap").is_some()
@@ -298,4 +300,44 @@ ls /proc/self/fd; echo END";
     let leaked = std::fs::read_to_string(&outside).unwrap_or_default();
     let _ = std::fs::remove_file(&outside);
     assert_eq!(leaked, "", "{seen}");
+}
+
+/// A repository the model wrote can make git print without bound (a commit whose subject
+/// is megabytes long): the snapshot goes into every request's system prompt, so it is cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_repository_cannot_swell_the_system_prompt() {
+    if !namespaces_ready() || agentd_tests::program("git").is_none() {
+        return;
+    }
+    let mut s = setup_unprivileged(json!({})).await;
+    let ws = std::fs::canonicalize(s.workdir.path()).unwrap();
+    let plant = "git init -q -b \"$(printf 'b%.0s' $(seq 200))\" . && \
+         head -c 3000000 /dev/zero | tr '\\0' x > $TMPDIR/m && \
+         git -c user.email=a@b -c user.name=a commit -q --allow-empty -F $TMPDIR/m && \
+         for i in $(seq 3000); do : > \"untracked-$i\"; done; echo planted";
+    assert!(run(&mut s, plant.into()).await.contains("planted"));
+    let system = next_system_prompt(&mut s, &ws).await;
+    assert!(system.contains("xxxxxxxx"), "no snapshot taken");
+    assert!(system.len() < 64 * 1024, "{} bytes", system.len());
+}
+
+/// The system prompt of a new session in `dir`, after one turn.
+async fn next_system_prompt(s: &mut Setup, dir: &Path) -> String {
+    let mut client = s.daemon.client().await.unwrap();
+    let id = s
+        .daemon
+        .create_session(&mut client, dir, json!({}))
+        .await
+        .unwrap();
+    s.mock.push_stream(Family::Anthropic.text("ok"));
+    client.subscribe(&id, None).await.unwrap();
+    client
+        .call("session/submit", json!({"session_id": id, "text": "hi"}))
+        .await
+        .unwrap();
+    client
+        .events_until("processing_end", |_| true)
+        .await
+        .unwrap();
+    s.mock.requests().last().unwrap().body["system"].to_string()
 }
