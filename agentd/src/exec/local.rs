@@ -103,23 +103,28 @@ impl LocalExecutionEnvironment {
     }
 
     /// The namespaces for `policy`, built on first use and kept while the policy stays the
-    /// same; `None` where they cannot be built (logged once per daemon).
-    async fn namespaces(&self, policy: &SandboxPolicy) -> Option<Arc<Namespaces>> {
+    /// same; `None` where they cannot be built (logged once per daemon). Once they could be
+    /// built in this daemon, a failure to build them refuses the command: whatever made it
+    /// fail (a command exhausting the user's namespaces, a path planted where bubblewrap
+    /// mounts) must not quietly leave the next commands with Landlock alone, which hides
+    /// nothing.
+    async fn namespaces(&self, policy: &SandboxPolicy) -> Result<Option<Arc<Namespaces>>, Error> {
+        static WORKED: AtomicBool = AtomicBool::new(false);
         let cell = {
             let mut current = self.namespaces.lock().unwrap_or_else(|e| e.into_inner());
             // Built for another policy, or before a directory they hide existed (agentd's
-            // config directory made by `agentctl login`, a tmux server started since).
+            // config directory made by `agentctl login`, a tmux server started since), or
+            // failed where they worked before: built again.
             let stale = current.as_ref().is_some_and(|cell| {
-                cell.get().is_some_and(|built| {
-                    built
-                        .as_ref()
-                        .is_ok_and(|n| n.policy() != policy || n.missed_a_hidden_path())
+                cell.get().is_some_and(|built| match built {
+                    Ok(n) => n.policy() != policy || n.missed_a_hidden_path(),
+                    Err(_) => WORKED.load(Ordering::Relaxed),
                 })
             });
-            if current.is_none() || stale {
-                *current = Some(Arc::new(NamespaceCell::new()));
+            match current.as_mut() {
+                Some(cell) if !stale => cell.clone(),
+                _ => current.insert(Arc::new(NamespaceCell::new())).clone(),
             }
-            current.clone()?
         };
         let built = cell
             .get_or_init(|| async {
@@ -128,13 +133,23 @@ impl LocalExecutionEnvironment {
                     .map(Arc::new)
             })
             .await;
-        match built {
-            Ok(n) if n.policy() == policy => Some(n.clone()),
+        let built = match built {
+            Ok(n) if n.policy() == policy => Ok(n.clone()),
             // Built concurrently for another policy: this command gets its own.
             Ok(_) => Namespaces::build(policy, &self.options.hidden)
                 .await
-                .ok()
                 .map(Arc::new),
+            Err(why) => Err(why.clone()),
+        };
+        match built {
+            Ok(n) => {
+                WORKED.store(true, Ordering::Relaxed);
+                Ok(Some(n))
+            }
+            Err(why) if WORKED.load(Ordering::Relaxed) => Err(Error::NotAllowed(format!(
+                "cannot build the command's sandbox: {why}; the command was not run (it would \
+                 have run with Landlock alone, which does not hide agentd's files)"
+            ))),
             Err(why) => {
                 static WARNED: std::sync::Once = std::sync::Once::new();
                 WARNED.call_once(|| {
@@ -143,7 +158,7 @@ impl LocalExecutionEnvironment {
                          directories and the network namespace are not hidden from them"
                     )
                 });
-                None
+                Ok(None)
             }
         }
     }
@@ -440,7 +455,7 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
             command.pre_exec(detach);
         }
         if let Some(policy) = request.sandbox {
-            let namespaces = self.namespaces(policy).await;
+            let namespaces = self.namespaces(policy).await?;
             sandbox(&mut command, policy, namespaces, &cwd)?;
         }
         let (mut child, spawned_child) = {

@@ -221,6 +221,65 @@ async fn a_socket_directory_made_after_the_first_command_is_hidden_too() {
     assert!(seen.contains("END") && !seen.contains("default"), "{seen}");
 }
 
+/// A link planted where a hidden path is missing (here the tmux directory, inside the
+/// workspace) made bubblewrap fail at the next build, and the daemon then ran commands
+/// under Landlock alone, silently: agentd's files were visible again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_planted_at_a_hidden_path_does_not_unhide_the_rest() {
+    if !namespaces_ready() {
+        return;
+    }
+    let mock = agentd_tests::mock::MockAnthropic::start().await.unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    let daemon = agentd_tests::TestDaemon::builder()
+        .env("ANTHROPIC_BASE_URL", &mock.url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("TMUX_TMPDIR", workdir.path().to_str().unwrap())
+        .unprivileged()
+        .start()
+        .await
+        .unwrap();
+    daemon.give(workdir.path()).unwrap();
+    let mut client = daemon.client().await.unwrap();
+    let session = daemon
+        .create_session(&mut client, workdir.path(), json!({}))
+        .await
+        .unwrap();
+    let mut s = Setup {
+        mock,
+        daemon,
+        client,
+        session,
+        workdir,
+    };
+    let uid = s
+        .daemon
+        .user()
+        .map_or_else(|| nix::unistd::geteuid().as_raw(), |u| u.0);
+    let plant = format!("ln -s /nonexistent/x tmux-{uid} && echo planted");
+    assert!(run(&mut s, plant).await.contains("planted"));
+    // Namespaces built anew (another policy).
+    s.call(
+        "session/set_config",
+        json!({"config": {"sandbox_network": true}}),
+    )
+    .await;
+    let root = s.daemon.root.path().to_owned();
+    let look = format!(
+        "ls -A {} {} 2>&1; echo END",
+        root.join("run").display(),
+        root.join("state/agentd").display()
+    );
+    let seen = run(&mut s, look).await;
+    assert!(seen.contains("END"), "{seen}");
+    for visible in ["agentd", "sessions"] {
+        assert!(
+            !seen.contains(&format!("\n{visible}\n")),
+            "{visible}: {seen}"
+        );
+    }
+}
+
 /// The daemon as `agentctl` starts it from a terminal (or as a person starts it by hand) has
 /// that terminal as its controlling terminal, and may hold descriptors its parent leaked.
 /// A command must reach neither: through `/dev/tty` it could push keystrokes into the

@@ -31,7 +31,8 @@ pub(crate) struct Namespaces {
     user: OwnedFd,
     mount: OwnedFd,
     net: Option<OwnedFd>,
-    /// Paths to hide that did not exist when these were built, so are not hidden.
+    /// Paths to hide that did not exist (or were symlinks) when these were built, so are
+    /// not hidden.
     absent: Vec<PathBuf>,
     /// bubblewrap, whose child holds the namespaces; killed with them.
     holder: tokio::process::Child,
@@ -119,7 +120,7 @@ impl Namespaces {
     pub(crate) fn missed_a_hidden_path(&self) -> bool {
         self.absent
             .iter()
-            .any(|p| std::fs::symlink_metadata(p).is_ok())
+            .any(|p| std::fs::symlink_metadata(p).is_ok_and(|m| !m.file_type().is_symlink()))
     }
 
     /// The policy these namespaces were built for.
@@ -185,6 +186,10 @@ fn bwrap_args(
                 push("--tmpfs", &[path]);
                 push("--remount-ro", &[path]);
             }
+            // Hidden paths are real paths: a link there was made since, by someone who
+            // could write there, and bubblewrap cannot mount over one (it follows it). Not
+            // agentd's, so nothing to hide; mounting would make every build fail.
+            Ok(meta) if meta.file_type().is_symlink() => absent.push(path.clone()),
             Ok(_) => push("--ro-bind", &[Path::new("/dev/null"), path]),
             Err(_) => absent.push(path.clone()),
         }
