@@ -280,6 +280,78 @@ async fn a_link_planted_at_a_hidden_path_does_not_unhide_the_rest() {
     }
 }
 
+/// A command can kill the namespaces' holder (it is the same user), but the daemon keeps
+/// the namespaces open by descriptor: the next command joins them as before, hidden
+/// directories and all, and does not fall back to Landlock alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_holder_changes_nothing_for_the_next_command() {
+    if !namespaces_ready() {
+        return;
+    }
+    let mut s = setup_unprivileged(json!({})).await;
+    run(&mut s, "true".into()).await;
+    let targets = holders(s.daemon.pid());
+    assert!(!targets.is_empty());
+    let kill: Vec<String> = targets.iter().map(|p| format!("kill -9 {p};")).collect();
+    let seen = run(&mut s, format!("{} echo END", kill.concat())).await;
+    assert!(seen.contains("END"), "{seen}");
+    crate::eventually("the holders to die", async || {
+        // Gone, or a zombie its parent has not reaped yet.
+        targets.iter().all(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).map_or(true, |s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+            })
+        })
+    })
+    .await;
+    let run_dir = s.daemon.root.path().join("run");
+    let seen = run(
+        &mut s,
+        format!("ls -A {} 2>&1; echo END", run_dir.display()),
+    )
+    .await;
+    assert!(seen.contains("END") && !seen.contains("agentd"), "{seen}");
+}
+
+/// A workspace inside a hidden directory (the runtime directory) is hidden from its own
+/// commands: they are refused, never run elsewhere or unconfined.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_inside_a_hidden_directory_runs_no_command() {
+    if !namespaces_ready() {
+        return;
+    }
+    let mut s = setup_unprivileged(json!({})).await;
+    let inside = s.daemon.root.path().join("run/work");
+    std::fs::create_dir(&inside).unwrap();
+    s.daemon.give(&inside).unwrap();
+    let mut client = s.daemon.client().await.unwrap();
+    s.session = s
+        .daemon
+        .create_session(&mut client, &inside, json!({}))
+        .await
+        .unwrap();
+    let results = round(&mut s, &[shell("c", "touch ran; echo RAN".into())]).await;
+    let (error, seen) = &results["c"];
+    assert!(*error && !seen.contains("RAN"), "{seen}");
+    assert!(!inside.join("ran").exists());
+}
+
+/// A repository whose `HEAD` is a FIFO makes git block: the snapshot gives up after its
+/// timeout, and the next session starts without one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_that_hangs_git_does_not_hang_the_next_session() {
+    if !namespaces_ready() || agentd_tests::program("git").is_none() {
+        return;
+    }
+    let mut s = setup_unprivileged(json!({})).await;
+    let ws = std::fs::canonicalize(s.workdir.path()).unwrap();
+    let plant = "git init -q . && rm .git/HEAD && mkfifo .git/HEAD && echo planted";
+    assert!(run(&mut s, plant.into()).await.contains("planted"));
+    let system = next_system_prompt(&mut s, &ws).await;
+    assert!(system.contains("Is git repository: false"), "{system}");
+}
+
 /// The daemon as `agentctl` starts it from a terminal (or as a person starts it by hand) has
 /// that terminal as its controlling terminal, and may hold descriptors its parent leaked.
 /// A command must reach neither: through `/dev/tty` it could push keystrokes into the
