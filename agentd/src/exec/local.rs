@@ -103,10 +103,14 @@ impl LocalExecutionEnvironment {
     }
 
     /// The namespaces for `policy`, built on first use and kept while the policy stays the
-    /// same; `None` where they cannot be built (logged once per daemon). Reports share one
-    /// set for the whole daemon (their policy is the same everywhere), so a session's start
-    /// does not build one.
-    async fn namespaces(&self, policy: &SandboxPolicy) -> Option<Arc<Namespaces>> {
+    /// same; `None` where they cannot be built (logged once per daemon). Once they could be
+    /// built in this daemon, a failure to build them refuses the command: whatever made it
+    /// fail (a command exhausting the user's namespaces, a path planted where bubblewrap
+    /// mounts) must not quietly leave the next commands with Landlock alone, which hides
+    /// nothing. Reports share one set for the whole daemon (their policy is the same
+    /// everywhere), so a session's start does not build one.
+    async fn namespaces(&self, policy: &SandboxPolicy) -> Result<Option<Arc<Namespaces>>, Error> {
+        static WORKED: AtomicBool = AtomicBool::new(false);
         static REPORTS: Mutex<Option<Arc<NamespaceCell>>> = Mutex::new(None);
         let slot = if *policy == SandboxPolicy::report() {
             &REPORTS
@@ -117,22 +121,38 @@ impl LocalExecutionEnvironment {
         let fits = |n: &Namespaces| n.policy() == policy && n.hidden() == &hidden[..];
         let cell = {
             let mut current = slot.lock().unwrap_or_else(|e| e.into_inner());
+            // Built for another policy or list, or before a directory they hide existed
+            // (agentd's config directory made by `agentctl login`, a tmux server started
+            // since), or failed where they worked before: built again.
             let stale = current.as_ref().is_some_and(|cell| {
-                cell.get()
-                    .is_some_and(|built| built.as_ref().is_ok_and(|n| !fits(n)))
+                cell.get().is_some_and(|built| match built {
+                    Ok(n) => !fits(n) || n.missed_a_hidden_path(),
+                    Err(_) => WORKED.load(Ordering::Relaxed),
+                })
             });
-            if current.is_none() || stale {
-                *current = Some(Arc::new(NamespaceCell::new()));
+            match current.as_mut() {
+                Some(cell) if !stale => cell.clone(),
+                _ => current.insert(Arc::new(NamespaceCell::new())).clone(),
             }
-            current.clone()?
         };
         let built = cell
             .get_or_init(|| async { Namespaces::build(policy, hidden).await.map(Arc::new) })
             .await;
-        match built {
-            Ok(n) if fits(n) => Some(n.clone()),
+        let built = match built {
+            Ok(n) if fits(n) => Ok(n.clone()),
             // Built concurrently for another policy: this command gets its own.
-            Ok(_) => Namespaces::build(policy, hidden).await.ok().map(Arc::new),
+            Ok(_) => Namespaces::build(policy, hidden).await.map(Arc::new),
+            Err(why) => Err(why.clone()),
+        };
+        match built {
+            Ok(n) => {
+                WORKED.store(true, Ordering::Relaxed);
+                Ok(Some(n))
+            }
+            Err(why) if WORKED.load(Ordering::Relaxed) => Err(Error::NotAllowed(format!(
+                "cannot build the command's sandbox: {why}; the command was not run (it would \
+                 have run with Landlock alone, which does not hide agentd's files)"
+            ))),
             Err(why) => {
                 static WARNED: std::sync::Once = std::sync::Once::new();
                 WARNED.call_once(|| {
@@ -141,7 +161,7 @@ impl LocalExecutionEnvironment {
                          directories and the network namespace are not hidden from them"
                     )
                 });
-                None
+                Ok(None)
             }
         }
     }
@@ -432,10 +452,13 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
             .env(MARKER_VAR, &marker)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
+            .stderr(Stdio::piped());
+        // SAFETY: `detach` makes only system calls, as code between fork and exec must.
+        unsafe {
+            command.pre_exec(detach);
+        }
         if let Some(policy) = request.sandbox {
-            let namespaces = self.namespaces(policy).await;
+            let namespaces = self.namespaces(policy).await?;
             sandbox(&mut command, policy, namespaces, &cwd)?;
         }
         let (mut child, spawned_child) = {
@@ -649,6 +672,40 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
             }
         }
     }
+}
+
+/// Makes a forked command the leader of a new session and process group, without a
+/// controlling terminal: the daemon may have one (`agentctl` starts it from a terminal), and
+/// through `/dev/tty` a command could push keystrokes into the person's shell (`TIOCSTI`).
+/// Then marks every descriptor beyond stdio close-on-exec: the daemon may have inherited
+/// some open (from whatever started it), and a write through one passes every check.
+/// Makes only system calls, as code between `fork` and `exec` must.
+fn detach() -> std::io::Result<()> {
+    // SAFETY: plain system calls with valid arguments.
+    unsafe {
+        if libc::setsid() == -1 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        ) == 0
+        {
+            return Ok(());
+        }
+        // Before Linux 5.11: one descriptor at a time, up to the limit.
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == -1 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let last = libc::c_int::try_from(limit.rlim_cur.min(1 << 20)).unwrap_or(1 << 20);
+        for fd in 3..last {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
+    Ok(())
 }
 
 /// Makes `command` run under `policy`: its temp dir as `TMPDIR`, the `namespaces` (when they

@@ -53,6 +53,23 @@ const GIT_SNAPSHOT: &str = "g() { GIT_OPTIONAL_LOCKS=0 git --no-pager --no-optio
     g status --porcelain --ignore-submodules=all; \
     echo '---'; g log --no-show-signature --oneline -n 10";
 
+/// The longest branch name or commit line the snapshot keeps: the repository is the
+/// model's to write (a commit subject can be megabytes), and the snapshot goes into every
+/// request's system prompt.
+const MAX_SNAPSHOT_LINE: usize = 200;
+
+/// `line` cut at [`MAX_SNAPSHOT_LINE`] bytes (on a character boundary), marked when cut.
+fn cut(line: &str) -> String {
+    if line.len() <= MAX_SNAPSHOT_LINE {
+        return line.to_owned();
+    }
+    let mut end = MAX_SNAPSHOT_LINE;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &line[..end])
+}
+
 async fn git_snapshot(env: &dyn ExecutionEnvironment) -> Option<GitSnapshot> {
     let report = env.report(GIT_SNAPSHOT, Duration::from_secs(5)).await?;
     let mut sections = report.split("---\n");
@@ -60,7 +77,7 @@ async fn git_snapshot(env: &dyn ExecutionEnvironment) -> Option<GitSnapshot> {
     if root.is_empty() {
         return None;
     }
-    let branch = sections.next().unwrap_or_default().trim().to_owned();
+    let branch = cut(sections.next().unwrap_or_default().trim());
     let status: Vec<&str> = sections
         .next()
         .unwrap_or_default()
@@ -72,7 +89,8 @@ async fn git_snapshot(env: &dyn ExecutionEnvironment) -> Option<GitSnapshot> {
         .next()
         .unwrap_or_default()
         .lines()
-        .map(str::to_owned)
+        .take(10)
+        .map(cut)
         .collect();
     Some(GitSnapshot {
         root: PathBuf::from(root),

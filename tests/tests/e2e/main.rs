@@ -54,6 +54,7 @@ mod streams;
 mod subagents;
 mod tidy;
 mod trust_files;
+mod trust_review;
 mod trust_rules;
 mod trust_sandbox;
 mod trust_socket;

@@ -32,6 +32,9 @@ pub(crate) struct Namespaces {
     user: OwnedFd,
     mount: OwnedFd,
     net: Option<OwnedFd>,
+    /// Paths to hide that did not exist (or were symlinks) when these were built, so are
+    /// not hidden.
+    absent: Vec<PathBuf>,
     /// bubblewrap, whose child holds the namespaces; killed with them.
     holder: tokio::process::Child,
     _spawned: SpawnedChild,
@@ -50,9 +53,10 @@ impl Namespaces {
     /// bubblewrap from `PATH`. Fails when bubblewrap is missing or the kernel refuses it
     /// (unprivileged user namespaces turned off), saying which.
     pub(crate) async fn build(policy: &SandboxPolicy, hidden: &[PathBuf]) -> Result<Self, String> {
+        let (args, absent) = bwrap_args(policy, hidden);
         let mut command = tokio::process::Command::new("bwrap");
         command
-            .args(bwrap_args(policy, hidden))
+            .args(args)
             .arg("--")
             .args(["/bin/sh", "-c", "echo $$ && exec cat"])
             .env_clear()
@@ -107,9 +111,18 @@ impl Namespaces {
             } else {
                 Some(open("net")?)
             },
+            absent,
             holder,
             _spawned: spawned,
         })
+    }
+
+    /// Whether a path these should hide has appeared since they were built: commands
+    /// would see it, so they must be built again.
+    pub(crate) fn missed_a_hidden_path(&self) -> bool {
+        self.absent
+            .iter()
+            .any(|p| std::fs::symlink_metadata(p).is_ok_and(|m| !m.file_type().is_symlink()))
     }
 
     /// The policy these namespaces were built for.
@@ -136,9 +149,14 @@ impl Namespaces {
 
 /// The arguments that make bubblewrap build the namespaces of `policy`. Order matters: later
 /// mounts cover earlier ones, so the hidden directories come last and win over a writable
-/// root that holds them.
-fn bwrap_args(policy: &SandboxPolicy, hidden: &[PathBuf]) -> Vec<std::ffi::OsString> {
+/// root that holds them. Also returns the hidden paths that do not exist (nothing to mount
+/// over).
+fn bwrap_args(
+    policy: &SandboxPolicy,
+    hidden: &[PathBuf],
+) -> (Vec<std::ffi::OsString>, Vec<PathBuf>) {
     let mut args: Vec<std::ffi::OsString> = vec!["--unshare-user".into()];
+    let mut absent = Vec::new();
     if !policy.network() {
         args.push("--unshare-net".into());
     }
@@ -152,17 +170,38 @@ fn bwrap_args(policy: &SandboxPolicy, hidden: &[PathBuf]) -> Vec<std::ffi::OsStr
     for root in policy.writable_roots() {
         push("--bind", &[root, root]);
     }
+    // A hidden path's parents inside a writable root are bound onto themselves: a mount
+    // point cannot be renamed or removed, so no command can move a hidden directory (say
+    // agentd's state, in a session whose workspace is the home directory) away from the
+    // mount that hides it, out from under the daemon and out of the next namespaces' sight.
+    let pinned: std::collections::BTreeSet<&Path> = hidden
+        .iter()
+        .flat_map(|path| path.ancestors().skip(1))
+        .filter(|a| {
+            policy
+                .writable_roots()
+                .iter()
+                .any(|root| a.starts_with(root) && a != root)
+        })
+        .collect();
+    for dir in pinned {
+        push("--bind", &[dir, dir]);
+    }
     for path in hidden {
         match std::fs::symlink_metadata(path) {
             Ok(meta) if meta.is_dir() => {
                 push("--tmpfs", &[path]);
                 push("--remount-ro", &[path]);
             }
+            // Hidden paths are real paths: a link there was made since, by someone who
+            // could write there, and bubblewrap cannot mount over one (it follows it). Not
+            // agentd's, so nothing to hide; mounting would make every build fail.
+            Ok(meta) if meta.file_type().is_symlink() => absent.push(path.clone()),
             Ok(_) => push("--ro-bind", &[Path::new("/dev/null"), path]),
-            Err(_) => {}
+            Err(_) => absent.push(path.clone()),
         }
     }
-    args
+    (args, absent)
 }
 
 /// The namespaces a forked child joins, as raw descriptors the [`Namespaces`] keep open.
