@@ -52,8 +52,9 @@ pub(crate) struct Started {
     offset: u64,
 }
 
-/// Starts `agentd` on `socket` in its own process group (Ctrl-C in this terminal must not stop
-/// it), logging to [`log_path`]. It inherits this environment, provider keys included.
+/// Starts `agentd` on `socket` in a session of its own, so it has no controlling terminal
+/// (Ctrl-C in this terminal must not stop it, and nothing it runs can type into this shell),
+/// logging to [`log_path`]. It inherits this environment, provider keys included.
 pub(crate) fn start(socket: &Path) -> io::Result<Started> {
     let log = log_path();
     if let Some(dir) = log.parent() {
@@ -61,15 +62,19 @@ pub(crate) fn start(socket: &Path) -> io::Result<Started> {
     }
     let file = OpenOptions::new().create(true).append(true).open(&log)?;
     let offset = file.metadata()?.len();
-    let child = Command::new(agentd_binary())
+    let mut command = Command::new(agentd_binary());
+    command
         .env(agentd_proto::socket::STARTED_BY_ENV, "agentctl")
         .arg("--socket")
         .arg(socket)
         .stdin(Stdio::null())
         .stdout(file.try_clone()?)
-        .stderr(file)
-        .process_group(0)
-        .spawn()?;
+        .stderr(file);
+    // SAFETY: setsid is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        command.pre_exec(|| nix::unistd::setsid().map(drop).map_err(io::Error::from));
+    }
+    let child = command.spawn()?;
     Ok(Started { child, log, offset })
 }
 

@@ -704,21 +704,26 @@ pub fn prerequisite(what: &str, present: bool) -> bool {
 /// Whether this kernel offers Landlock at `abi` or newer (the sandbox needs 3, and 4 for its
 /// network rules), a [`prerequisite`] of the calling test.
 pub fn landlock(abi: i64) -> bool {
+    let found = landlock_abi();
+    prerequisite(
+        &format!("Landlock ABI {abi} (this kernel reports {found})"),
+        found >= abi,
+    )
+}
+
+/// The Landlock ABI this kernel offers (below 1: none).
+pub fn landlock_abi() -> i64 {
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
     // SAFETY: with a null attribute, size 0 and the VERSION flag the call only reports the
     // ABI version (or fails); it creates nothing.
-    let found = unsafe {
+    unsafe {
         libc::syscall(
             libc::SYS_landlock_create_ruleset,
             std::ptr::null::<libc::c_void>(),
             0usize,
             LANDLOCK_CREATE_RULESET_VERSION,
         )
-    };
-    prerequisite(
-        &format!("Landlock ABI {abi} (this kernel reports {found})"),
-        found >= abi,
-    )
+    }
 }
 
 /// `program` found on `PATH`, a [`prerequisite`] of the calling test.

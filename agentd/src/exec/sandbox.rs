@@ -253,7 +253,7 @@ pub(super) fn real_path(path: &Path, follow_last: bool) -> Result<PathBuf, Error
 pub(crate) fn ruleset(policy: &SandboxPolicy) -> Result<landlock::RulesetCreated, Error> {
     use landlock::{
         ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
-        RulesetCreatedAttr, path_beneath_rules,
+        RulesetCreatedAttr, Scope, path_beneath_rules,
     };
     // ABI 3 covers every write (truncate included). IoctlDev (ABI 5) is not handled, so
     // terminals keep working; ABI 4's TCP rules are asked for only with the network off.
@@ -264,6 +264,13 @@ pub(crate) fn ruleset(policy: &SandboxPolicy) -> Result<landlock::RulesetCreated
             .handle_access(AccessFs::from_all(fs))?;
         if !policy.network {
             ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
+        }
+        // Abstract Unix sockets (X11's, some session buses') take input that runs programs
+        // outside the sandbox, and the network switch is about the network: closed in every
+        // mode where the kernel can (ABI 6, Linux 6.12); with the network off the network
+        // namespace closes them too.
+        if landlock_abi() >= 6 {
+            ruleset = ruleset.scope(Scope::AbstractUnixSocket)?;
         }
         ruleset
             .create()?
@@ -277,6 +284,26 @@ pub(crate) fn ruleset(policy: &SandboxPolicy) -> Result<landlock::RulesetCreated
              Landlock ({e}); the command was not run. Landlock ABI 3 is needed (4 with \
              sandbox_network = false), or set sandbox = \"off\""
         ))
+    })
+}
+
+/// The Landlock ABI this kernel offers (0: none), asked once.
+#[cfg(target_os = "linux")]
+fn landlock_abi() -> i64 {
+    static ABI: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *ABI.get_or_init(|| {
+        const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+        // SAFETY: with a null attribute, size 0 and the VERSION flag the call only reports
+        // the ABI version (or fails); it creates nothing.
+        let version = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<libc::c_void>(),
+                0usize,
+                LANDLOCK_CREATE_RULESET_VERSION,
+            )
+        };
+        version.max(0)
     })
 }
 
