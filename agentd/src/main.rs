@@ -198,15 +198,10 @@ async fn serve(
     // Made now, so commands' namespaces hide it from the first command on: a key stored
     // later (`agentctl login`) lands in a directory already hidden, even from a process an
     // earlier command left running in namespaces built before.
-    if let Some(dir) = agentd::config::default_config_dir() {
-        use std::os::unix::fs::DirBuilderExt;
-        if let Err(e) = std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-        {
-            tracing::warn!("cannot make the config directory {}: {e}", dir.display());
-        }
+    if let Some(dir) = agentd::config::default_config_dir()
+        && let Err(e) = agentd::exec::create_protected_dir(&dir)
+    {
+        tracing::warn!("cannot make the config directory {}: {e}", dir.display());
     }
     // After the store made the state directory, so its real path is known.
     let protected = protected_paths(&config, state_dir, &listener.path);

@@ -29,8 +29,8 @@ pub use process::{
     AncestryError, MARKER_VAR, ProcessId, become_subreaper, descends_from, identify, reap_orphans,
     reap_orphans_forever, run_id,
 };
-pub use protected::ProtectedPaths;
 use protected::fd_path;
+pub use protected::{ProtectedPaths, create_protected_dir};
 pub use sandbox::{Beneath, SandboxPolicy, Sandboxed};
 pub use search::{GrepMode, GrepOptions};
 pub use ssh::{SshConnections, SshExecutionEnvironment, SshTarget};

@@ -106,6 +106,16 @@ fn refusal(shown: &Path, real: &Path, protected: &Path) -> Error {
     ))
 }
 
+/// Makes `dir` (one of agentd's directories, such as its config directory) with its parents,
+/// `0700` where it is new, so that commands' namespaces hide it from their first command on.
+pub fn create_protected_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
 /// Where an open file descriptor really leads.
 pub(crate) fn fd_path(fd: BorrowedFd<'_>) -> std::io::Result<PathBuf> {
     std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
