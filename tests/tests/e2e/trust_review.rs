@@ -3,10 +3,9 @@
 //! (`workspace_write`) session: what it cannot undo from inside, the ways around the hidden
 //! directories it does not find, and what it could still reach before this review.
 
+use crate::trust_sandbox::next_system_prompt;
 use crate::{Setup, round, setup_unprivileged, shell};
-use agentd_tests::family::Family;
 use serde_json::json;
-use std::path::Path;
 
 fn namespaces_ready() -> bool {
     agentd_tests::landlock(3) && agentd_tests::program("bwrap").is_some()
@@ -450,25 +449,4 @@ async fn a_hostile_repository_cannot_swell_the_system_prompt() {
     let system = next_system_prompt(&mut s, &ws).await;
     assert!(system.contains("xxxxxxxx"), "no snapshot taken");
     assert!(system.len() < 64 * 1024, "{} bytes", system.len());
-}
-
-/// The system prompt of a new session in `dir`, after one turn.
-async fn next_system_prompt(s: &mut Setup, dir: &Path) -> String {
-    let mut client = s.daemon.client().await.unwrap();
-    let id = s
-        .daemon
-        .create_session(&mut client, dir, json!({}))
-        .await
-        .unwrap();
-    s.mock.push_stream(Family::Anthropic.text("ok"));
-    client.subscribe(&id, None).await.unwrap();
-    client
-        .call("session/submit", json!({"session_id": id, "text": "hi"}))
-        .await
-        .unwrap();
-    client
-        .events_until("processing_end", |_| true)
-        .await
-        .unwrap();
-    s.mock.requests().last().unwrap().body["system"].to_string()
 }

@@ -182,26 +182,8 @@ async fn a_planted_git_config_runs_nothing_when_the_next_session_starts() {
         results["plant"]
     );
 
-    // The next session in this directory, and a subagent's, look at the repository.
-    let mut client = s.daemon.client().await.unwrap();
-    let id = s
-        .daemon
-        .create_session(&mut client, &ws, json!({}))
-        .await
-        .unwrap();
-    s.mock
-        .push_stream(agentd_tests::family::Family::Anthropic.text("ok"));
-    client.subscribe(&id, None).await.unwrap();
-    client
-        .call("session/submit", json!({"session_id": id, "text": "hi"}))
-        .await
-        .unwrap();
-    client
-        .events_until("processing_end", |_| true)
-        .await
-        .unwrap();
-    let requests = s.mock.requests();
-    let system = requests.last().unwrap().body["system"].to_string();
+    // The next session in this directory looks at the repository.
+    let system = next_system_prompt(&mut s, &ws).await;
     assert!(system.contains("one"), "the snapshot was taken: {system}");
     let ran: Vec<String> = std::fs::read_dir(&marks)
         .unwrap()
@@ -280,4 +262,26 @@ async fn the_namespaces_holder_ends_with_the_session_and_with_a_killed_daemon() 
         processes_naming(&ws).is_empty()
     })
     .await;
+}
+
+/// The system prompt of a new session in `dir`, after one turn.
+pub(crate) async fn next_system_prompt(s: &mut Setup, dir: &Path) -> String {
+    let mut client = s.daemon.client().await.unwrap();
+    let id = s
+        .daemon
+        .create_session(&mut client, dir, json!({}))
+        .await
+        .unwrap();
+    s.mock
+        .push_stream(agentd_tests::family::Family::Anthropic.text("ok"));
+    client.subscribe(&id, None).await.unwrap();
+    client
+        .call("session/submit", json!({"session_id": id, "text": "hi"}))
+        .await
+        .unwrap();
+    client
+        .events_until("processing_end", |_| true)
+        .await
+        .unwrap();
+    s.mock.requests().last().unwrap().body["system"].to_string()
 }
