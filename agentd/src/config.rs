@@ -898,7 +898,7 @@ mod tests {
 
     #[test]
     fn a_config_error_shows_neither_the_line_nor_a_string_value() {
-        let key = "sk-ant-SECRET0123";
+        let key = "fake-SECRET0123";
         for (text, says) in [
             (
                 format!("[providers.anthropic]\napi_key = \"{key}\"\n"),

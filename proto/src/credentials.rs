@@ -235,7 +235,7 @@ mod tests {
 
     #[test]
     fn a_malformed_file_is_described_without_quoting_it() {
-        const KEY: &str = "sk-ant-SECRET0123456789";
+        const KEY: &str = "dummy-SECRET0123456789";
         let good = format!("{{\n  \"api_keys\": {{\n    \"anthropic\": \"{KEY}\"\n  }}\n}}\n");
         assert_eq!(parse(&good).unwrap().api_keys["anthropic"], KEY);
         let cases = [

@@ -106,14 +106,18 @@ pub async fn setup_family(family: Family, create: Value) -> Setup {
 pub async fn setup_with(create: Value) -> Setup {
     let mock = MockAnthropic::start().await.expect("mock starts");
     let daemon = TestDaemon::start(&mock.url).await.expect("daemon starts");
-    setup_on(mock, daemon, create).await
+    setup_on(mock, daemon, tempfile::tempdir().expect("tempdir"), create).await
 }
 
-/// A session of `daemon` (whose provider is `mock`) in a new work directory the daemon's
-/// user owns, with extra `session/create` params.
-async fn setup_on(mock: MockAnthropic, daemon: TestDaemon, create: Value) -> Setup {
+/// A session of `daemon` (whose provider is `mock`) in `workdir`, given to the daemon's
+/// user, with extra `session/create` params.
+async fn setup_on(
+    mock: MockAnthropic,
+    daemon: TestDaemon,
+    workdir: tempfile::TempDir,
+    create: Value,
+) -> Setup {
     let mut client = daemon.client().await.expect("client connects");
-    let workdir = tempfile::tempdir().expect("tempdir");
     daemon.give(workdir.path()).expect("work directory given");
     let session = daemon
         .create_session(&mut client, workdir.path(), create)
@@ -133,15 +137,26 @@ async fn setup_on(mock: MockAnthropic, daemon: TestDaemon, create: Value) -> Set
 /// work directory given to it: for attacks whose outcome depends on what the kernel lets a
 /// user's processes do.
 pub async fn setup_unprivileged(create: Value) -> Setup {
+    setup_unprivileged_with(|b| b, tempfile::tempdir().expect("tempdir"), create).await
+}
+
+/// As [`setup_unprivileged`], with the daemon's builder set up by `configure` (more
+/// environment, a wrapper program) and the session in `workdir`.
+pub async fn setup_unprivileged_with(
+    configure: impl FnOnce(agentd_tests::TestDaemonBuilder) -> agentd_tests::TestDaemonBuilder,
+    workdir: tempfile::TempDir,
+    create: Value,
+) -> Setup {
     let mock = MockAnthropic::start().await.expect("mock starts");
-    let daemon = TestDaemon::builder()
+    let builder = TestDaemon::builder()
         .env("ANTHROPIC_BASE_URL", &mock.url)
-        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("ANTHROPIC_API_KEY", "test-key");
+    let daemon = configure(builder)
         .unprivileged()
         .start()
         .await
         .expect("daemon starts");
-    setup_on(mock, daemon, create).await
+    setup_on(mock, daemon, workdir, create).await
 }
 
 impl Setup {

@@ -197,7 +197,7 @@ async fn abort_and_sigterm_are_bounded_while_a_file_tool_meets_a_fifo() {
 /// sent to the model.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stored_key_and_agentd_state_are_not_readable_by_file_tools() {
-    const KEY: &str = "sk-ant-trust-files-4f1d0c9e7b2a";
+    const KEY: &str = "fake-trust-files-4f1d0c9e7b2a";
     let dirs = Dirs::new();
     let mut s = session(&dirs, "gemini", json!({})).await;
     let out = s
@@ -248,17 +248,17 @@ async fn the_stored_key_and_agentd_state_are_not_readable_by_file_tools() {
             call(
                 &format!("{mode}-edit"),
                 "edit_file",
-                json!({"file_path": "creds", "old_string": "sk-", "new_string": "x"}),
+                json!({"file_path": "creds", "old_string": "fake-", "new_string": "x"}),
             ),
             call(
                 &format!("{mode}-grep"),
                 "grep",
-                json!({"pattern": "sk-ant", "path": "cfg"}),
+                json!({"pattern": "fake-trust", "path": "cfg"}),
             ),
             call(
                 &format!("{mode}-grep-file"),
                 "grep",
-                json!({"pattern": "sk-ant", "path": c}),
+                json!({"pattern": "fake-trust", "path": c}),
             ),
             call(
                 &format!("{mode}-glob"),

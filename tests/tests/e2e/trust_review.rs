@@ -4,7 +4,7 @@
 //! directories it does not find, and what it could still reach before this review.
 
 use crate::trust_sandbox::next_system_prompt;
-use crate::{Setup, round, setup_unprivileged, shell};
+use crate::{Setup, round, setup_unprivileged, setup_unprivileged_with, shell};
 use serde_json::json;
 
 fn namespaces_ready() -> bool {
@@ -165,13 +165,13 @@ async fn a_key_stored_after_the_first_command_is_hidden_too() {
     assert!(seen.contains("END"), "{seen}");
     let out = s
         .daemon
-        .agentctl(&["login", "anthropic"], Some("sk-stored-later-42"))
+        .agentctl(&["login", "anthropic"], Some("fake-stored-later-42"))
         .await
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     assert!(creds.is_file());
     let seen = run(&mut s, look).await;
-    assert!(!seen.contains("sk-stored-later-42"), "{seen}");
+    assert!(!seen.contains("fake-stored-later-42"), "{seen}");
 }
 
 /// The same for a service's socket directory made after the namespaces: a tmux server the
@@ -181,31 +181,14 @@ async fn a_socket_directory_made_after_the_first_command_is_hidden_too() {
     if !namespaces_ready() {
         return;
     }
-    let mock = agentd_tests::mock::MockAnthropic::start().await.unwrap();
     let tmux = tempfile::tempdir().unwrap();
-    let daemon = agentd_tests::TestDaemon::builder()
-        .env("ANTHROPIC_BASE_URL", &mock.url)
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .env("TMUX_TMPDIR", tmux.path().to_str().unwrap())
-        .unprivileged()
-        .start()
-        .await
-        .unwrap();
-    daemon.give(tmux.path()).unwrap();
-    let mut client = daemon.client().await.unwrap();
-    let workdir = tempfile::tempdir().unwrap();
-    daemon.give(workdir.path()).unwrap();
-    let session = daemon
-        .create_session(&mut client, workdir.path(), json!({}))
-        .await
-        .unwrap();
-    let mut s = Setup {
-        mock,
-        daemon,
-        client,
-        session,
-        workdir,
-    };
+    let mut s = setup_unprivileged_with(
+        |b| b.env("TMUX_TMPDIR", tmux.path().to_str().unwrap()),
+        tempfile::tempdir().unwrap(),
+        json!({}),
+    )
+    .await;
+    s.daemon.give(tmux.path()).unwrap();
     let uid = s
         .daemon
         .user()
@@ -228,29 +211,9 @@ async fn a_link_planted_at_a_hidden_path_does_not_unhide_the_rest() {
     if !namespaces_ready() {
         return;
     }
-    let mock = agentd_tests::mock::MockAnthropic::start().await.unwrap();
     let workdir = tempfile::tempdir().unwrap();
-    let daemon = agentd_tests::TestDaemon::builder()
-        .env("ANTHROPIC_BASE_URL", &mock.url)
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .env("TMUX_TMPDIR", workdir.path().to_str().unwrap())
-        .unprivileged()
-        .start()
-        .await
-        .unwrap();
-    daemon.give(workdir.path()).unwrap();
-    let mut client = daemon.client().await.unwrap();
-    let session = daemon
-        .create_session(&mut client, workdir.path(), json!({}))
-        .await
-        .unwrap();
-    let mut s = Setup {
-        mock,
-        daemon,
-        client,
-        session,
-        workdir,
-    };
+    let tmux = workdir.path().to_str().unwrap().to_owned();
+    let mut s = setup_unprivileged_with(|b| b.env("TMUX_TMPDIR", &tmux), workdir, json!({})).await;
     let uid = s
         .daemon
         .user()
@@ -379,29 +342,12 @@ fcntl.ioctl(s, termios.TIOCSCTTY, 0)\n\
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)\n\
 os.dup2(fd, 7)\n\
 os.execv(sys.argv[2], sys.argv[2:])\n";
-    let mock = agentd_tests::mock::MockAnthropic::start().await.unwrap();
-    let daemon = agentd_tests::TestDaemon::builder()
-        .env("ANTHROPIC_BASE_URL", &mock.url)
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .unprivileged()
-        .wrap("python3", ["-c", wrapper, outside.to_str().unwrap()])
-        .start()
-        .await
-        .unwrap();
-    let mut client = daemon.client().await.unwrap();
-    let workdir = tempfile::tempdir().unwrap();
-    daemon.give(workdir.path()).unwrap();
-    let session = daemon
-        .create_session(&mut client, workdir.path(), json!({}))
-        .await
-        .unwrap();
-    let mut s = Setup {
-        mock,
-        daemon,
-        client,
-        session,
-        workdir,
-    };
+    let mut s = setup_unprivileged_with(
+        |b| b.wrap("python3", ["-c", wrapper, outside.to_str().unwrap()]),
+        tempfile::tempdir().unwrap(),
+        json!({}),
+    )
+    .await;
     // The daemon did get the terminal: the test can tell.
     let stat = std::fs::read_to_string(format!("/proc/{}/stat", s.daemon.pid())).unwrap();
     let tty_nr: i64 = stat

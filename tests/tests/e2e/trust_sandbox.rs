@@ -29,7 +29,7 @@ async fn commands_find_agentds_socket_state_config_and_keys_gone() {
     let mut s = session(json!({})).await;
     let out = s
         .daemon
-        .agentctl(&["login", "anthropic"], Some("sk-stored-secret-42"))
+        .agentctl(&["login", "anthropic"], Some("fake-stored-secret-42"))
         .await
         .unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -49,7 +49,7 @@ async fn commands_find_agentds_socket_state_config_and_keys_gone() {
     let (_, seen) = &results["look"];
     assert!(seen.contains("done"), "{seen}");
     for secret in [
-        "sk-stored-secret-42",
+        "fake-stored-secret-42",
         "SOCKET-VISIBLE",
         "agentd.sock",
         "sessions",
@@ -59,7 +59,7 @@ async fn commands_find_agentds_socket_state_config_and_keys_gone() {
     let journal =
         std::fs::read_to_string(s.daemon.sessions_dir().join(&s.session).join("log.jsonl"))
             .unwrap();
-    assert!(!journal.contains("sk-stored-secret-42"));
+    assert!(!journal.contains("fake-stored-secret-42"));
 
     // The same look with the sandbox off sees them: the test can tell.
     s.call("session/set_config", json!({"config": {"sandbox": "off"}}))

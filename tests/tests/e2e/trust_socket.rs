@@ -5,10 +5,9 @@
 //! another user's server, nor through a runtime directory someone else made; and `--socket`
 //! never deletes anything but a stale socket.
 
-use crate::{Setup, of_kind, round, setup_unprivileged, shell};
+use crate::{of_kind, round, setup_unprivileged, setup_unprivileged_with, shell};
 use agentd_tests::family::Family;
-use agentd_tests::mock::MockAnthropic;
-use agentd_tests::{TestDaemon, UNPRIVILEGED, WAIT, bin_dir, prerequisite};
+use agentd_tests::{UNPRIVILEGED, WAIT, bin_dir, prerequisite};
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -172,38 +171,12 @@ async fn commands_cannot_talk_to_the_daemon_in_a_default_session() {
     commands_cannot_talk_to_the_daemon(Sandbox::Default).await;
 }
 
-/// A session (with `create`'s params) of an unprivileged daemon reaching the mock, with this
-/// extra environment (a provider key of its own, say, or another `PATH`).
-async fn unprivileged_with(env: &[(&str, String)], create: serde_json::Value) -> Setup {
-    let mock = MockAnthropic::start().await.unwrap();
-    let mut builder = TestDaemon::builder()
-        .env("ANTHROPIC_BASE_URL", &mock.url)
-        .env("ANTHROPIC_API_KEY", "test-key");
-    for (k, v) in env {
-        builder = builder.env(k, v);
-    }
-    let daemon = builder.unprivileged().start().await.unwrap();
-    let mut client = daemon.client().await.unwrap();
-    let workdir = tempfile::tempdir().unwrap();
-    daemon.give(workdir.path()).unwrap();
-    let session = daemon
-        .create_session(&mut client, workdir.path(), create)
-        .await
-        .unwrap();
-    Setup {
-        mock,
-        daemon,
-        client,
-        session,
-        workdir,
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemons_environment_and_memory_are_closed_to_commands_with_the_sandbox_off() {
-    const KEY: &str = "sk-daemon-environ-secret-4711";
-    let mut s = unprivileged_with(
-        &[("ANTHROPIC_API_KEY", KEY.into())],
+    const KEY: &str = "fake-daemon-environ-secret-4711";
+    let mut s = setup_unprivileged_with(
+        |b| b.env("ANTHROPIC_API_KEY", KEY),
+        tempfile::tempdir().unwrap(),
         json!({"config": {"sandbox": "off"}}),
     )
     .await;
@@ -403,8 +376,8 @@ async fn a_squatted_runtime_directory_stops_the_daemon_and_agentctl() {
     daemon.kill().await.unwrap();
 }
 
-/// `agentd --socket PATH` with its state in `tmp`, run to its end (a refusal).
-async fn agentd_at(tmp: &Path, socket: &Path) -> Output {
+/// `agentd --socket PATH` with its state in `tmp`.
+fn agentd_at(tmp: &Path, socket: &Path) -> Command {
     let mut cmd = Command::new(bin_dir().join("agentd"));
     cmd.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -413,7 +386,7 @@ async fn agentd_at(tmp: &Path, socket: &Path) -> Output {
         .env("XDG_STATE_HOME", tmp.join("state"))
         .arg("--socket")
         .arg(socket);
-    finish(cmd).await
+    cmd
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -438,7 +411,7 @@ async fn agentd_replaces_only_a_stale_socket_at_its_socket_path() {
         (&link, "exists and is a symbolic link, not a socket"),
         (&live, "something already listens on"),
     ] {
-        let out = agentd_at(tmp, path).await;
+        let out = finish(agentd_at(tmp, path)).await;
         assert!(!out.status.success(), "{}: agentd started", path.display());
         assert!(
             stderr(&out).contains(&format!("{}", path.display())) && stderr(&out).contains(says),
@@ -462,16 +435,8 @@ async fn agentd_replaces_only_a_stale_socket_at_its_socket_path() {
     // A socket nobody listens on any more is a dead daemon's: replaced.
     let stale = tmp.join("stale.sock");
     drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
-    let mut cmd = Command::new(bin_dir().join("agentd"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", tmp)
-        .env("XDG_RUNTIME_DIR", tmp.join("run"))
-        .env("XDG_STATE_HOME", tmp.join("state"))
-        .arg("--socket")
-        .arg(&stale)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    let mut cmd = agentd_at(tmp, &stale);
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
     let mut daemon = tokio::process::Command::from(cmd)
         .kill_on_drop(true)
         .spawn()
@@ -566,7 +531,7 @@ fn files_under(dir: &Path) -> Vec<(PathBuf, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_credentials_or_config_file_is_never_quoted() {
-    const KEY: &str = "sk-ant-LEAKED-0123456789";
+    const KEY: &str = "fake-LEAKED-0123456789";
     let mut s = setup_unprivileged(json!({})).await;
     let creds = s.daemon.root.path().join("config/agentd/credentials.json");
     std::fs::create_dir_all(creds.parent().unwrap()).unwrap();
@@ -616,7 +581,7 @@ async fn a_malformed_credentials_or_config_file_is_never_quoted() {
                 .unwrap();
             use tokio::io::AsyncWriteExt;
             let mut stdin = child.stdin.take().unwrap();
-            stdin.write_all(b"sk-new-key\n").await.unwrap();
+            stdin.write_all(b"fake-new-key\n").await.unwrap();
             drop(stdin);
             tokio::time::timeout(WAIT, child.wait_with_output())
                 .await
