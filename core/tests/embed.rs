@@ -2,6 +2,8 @@
 //! own provider and its own tool, the local environment, and the session's events. If this
 //! needs anything the crate does not export, the library boundary has moved.
 
+#![allow(clippy::unwrap_used)]
+
 use agentd_core::{
     ByteStream, Delta, EnvPolicy, LocalExecutionEnvironment, Profile, Provider, ProviderError,
     Request, Response, Session, StopReason, Tool, ToolContext, ToolDefinition, ToolError,
