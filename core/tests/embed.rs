@@ -154,7 +154,7 @@ async fn a_host_runs_a_session_with_its_own_provider_and_tool() {
     assert_eq!(text, "It has three words.");
     // Seqs are the session's, in order, with nothing skipped.
     assert!(seen.windows(2).all(|w| w[1].seq == w[0].seq + 1));
-    let offered = provider.offered.lock().unwrap();
+    let offered = provider.offered.lock().unwrap().clone();
     assert_eq!(offered.len(), 2, "one request per round");
     assert!(offered[0].iter().any(|n| n == "word_count"));
     assert_eq!(session.title(), Some("embedded"));
