@@ -235,7 +235,7 @@ impl Registry {
         let loaded = loaded.map_err(storage)?;
         let id = record.id.clone();
         let mut warnings = loaded.warnings;
-        let current = self.current();
+        let current = self.current.load();
         let profile = Profile::named(&record.profile).unwrap_or_else(|e| {
             warnings.push(format!("{e}; using the provider's profile"));
             let kind = current

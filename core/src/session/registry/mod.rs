@@ -21,16 +21,16 @@ mod subagents;
 use super::Error;
 use crate::config::Config;
 use crate::exec::{ProcessLedger, ProtectedPaths, SshConnections};
-use crate::llm::{ProviderFactory, RetryPolicy};
+use crate::llm::RetryPolicy;
 use crate::store::Store;
 use agentd_proto::{DaemonEvent, SessionId};
 use build::hidden_from_commands;
-use current::Current;
+use current::CurrentCell;
 use dashmap::DashMap;
 use ledger::Ledger;
 use slots::{Slot, evict_idle};
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, Weak};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -39,10 +39,8 @@ use tokio_util::task::TaskTracker;
 pub struct Registry {
     sessions: DashMap<SessionId, Slot>,
     store: Option<Store>,
-    /// The config for new sessions; the lock is held only to clone or swap the `Arc`.
-    current: RwLock<Arc<Current>>,
-    /// Builds providers; they share its HTTP client (one connection pool).
-    factory: ProviderFactory,
+    /// The config for new sessions.
+    current: CurrentCell,
     daemon_events: broadcast::Sender<DaemonEvent>,
     /// Session tasks and the registry's own background work, awaited at shutdown.
     tasks: TaskTracker,
@@ -76,10 +74,9 @@ impl Registry {
     /// Must be called inside a tokio runtime: it starts the recovery of sessions that were
     /// processing when the daemon stopped, and the unloading of idle ones.
     pub fn new(config: Config, store: Option<Store>, protected: ProtectedPaths) -> Arc<Self> {
-        let factory = ProviderFactory::default();
         let evict_idle_after = config.evict_idle_after;
         let hidden = hidden_from_commands(&protected);
-        let current = RwLock::new(Arc::new(Current::new(&factory, config)));
+        let current = CurrentCell::new(config);
         let ledger = store.as_ref().and_then(|s| {
             s.process_records(crate::exec::run_id())
                 .map(|r| Arc::new(Ledger(r)) as Arc<dyn ProcessLedger>)
@@ -91,7 +88,6 @@ impl Registry {
             store,
             ledger,
             current,
-            factory,
             daemon_events: broadcast::channel(256).0,
             tasks: TaskTracker::new(),
             cancel: CancellationToken::new(),
