@@ -3,7 +3,7 @@
 //! agentd's own files), and its directory in the store; restoring a stored one.
 
 use super::current::Current;
-use super::{Registry, Slot, crashed, storage};
+use super::{Family, Registry, Slot, crashed, storage};
 use crate::config::Config;
 use crate::exec::{
     EnvFilter, EnvPolicy, ExecutionEnvironment, LocalExecutionEnvironment, LocalOptions,
@@ -162,6 +162,7 @@ impl Registry {
             }),
         };
         Ok(SessionSpec {
+            family: Some(Family::new(self.me.clone(), id.clone(), parent.clone())),
             id,
             env,
             environment,
@@ -179,7 +180,6 @@ impl Registry {
             forked_from,
             restored: None,
             parent,
-            registry: Some(self.me.clone()),
             cancel: self.cancel.child_token(),
         })
     }

@@ -31,6 +31,7 @@ use ledger::Ledger;
 use slots::{Slot, evict_idle};
 use std::path::PathBuf;
 use std::sync::{Arc, Weak};
+pub(crate) use subagents::Family;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -47,7 +48,7 @@ pub struct Registry {
     /// The root of the cancellation tree: daemon → session → turn → tool call.
     cancel: CancellationToken,
     retry: RetryPolicy,
-    /// Handed to sessions, which spawn and find their subagents through it.
+    /// Itself, for the tasks it starts and the [`Family`] of each session.
     me: Weak<Registry>,
     /// Where every environment records its process groups (the store's `groups.json`), so
     /// the next start ends what a crash left; `None` without a store.
