@@ -1,7 +1,7 @@
 //! What the agent loop and the subagent tools see of their session: [`Host`] and
 //! [`Subagents`], implemented by the session task over the state it owns. Subagents (spec 7)
 //! are sessions of the same registry that record their parent, reached through the session's
-//! [`Family`](super::Family) only; aborting or closing a parent aborts or closes its children
+//! [`Family`] only; aborting or closing a parent aborts or closes its children
 //! first (spec appendix B).
 
 use super::task::Task;
