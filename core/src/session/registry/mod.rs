@@ -8,7 +8,8 @@
 //! - `create`: `session/create`, forks and config switches, checked against the current config;
 //! - `build`: making a session from its parts: its spec, execution environment and directory;
 //! - `current`: the config new sessions are made from, replaced by reloads and credentials;
-//! - `subagents`: spawning a session's children within its limits;
+//! - `subagents`: spawning a session's children within its limits, and the [`Family`]
+//!   through which a session reaches its own children and parent, never the registry;
 //! - `ledger`: the process groups every environment records, for the next start to end.
 
 mod build;
