@@ -50,7 +50,7 @@ impl Session {
                 forked_from: None,
                 restored: None,
                 parent: None,
-                registry: None,
+                family: None,
                 cancel: CancellationToken::new(),
             },
         }

@@ -23,6 +23,7 @@ pub use builder::SessionBuilder;
 pub use events::LIVE_BUFFER;
 pub(crate) use events::now;
 pub(crate) use history::History;
+use registry::Family;
 pub use registry::Registry;
 pub use view::View;
 
@@ -138,9 +139,10 @@ pub(crate) struct SessionSpec {
     pub(crate) restored: Option<Restored>,
     /// The session that spawned this one as a subagent.
     pub(crate) parent: Option<ParentLink>,
-    /// The registry, through which the session spawns and finds its subagents; `None`: the
-    /// subagent tools report that subagents are not available.
-    pub(crate) registry: Option<Weak<Registry>>,
+    /// Its children and parent, through which it spawns, finds and stops its subagents and
+    /// reports to its parent; `None`: the subagent tools report that subagents are not
+    /// available.
+    pub(crate) family: Option<Family>,
     /// Cancelled when the session must stop for good (daemon shutdown): its work is aborted
     /// and its task flushes and ends. The session's turns are children of it.
     pub(crate) cancel: CancellationToken,
@@ -261,7 +263,7 @@ pub struct Session {
     info: Arc<Info>,
     commands: mpsc::Sender<Command>,
     view: watch::Receiver<View>,
-    registry: Option<Weak<Registry>>,
+    family: Option<Family>,
     /// How far each live subscription has delivered (see [`Session::delivered`]).
     subscribers: Mutex<Vec<Weak<AtomicU64>>>,
 }
@@ -276,13 +278,13 @@ impl Session {
         tasks: &tokio_util::task::TaskTracker,
     ) -> Arc<Self> {
         let (commands, rx) = mpsc::channel(COMMAND_BUFFER);
-        let registry = spec.registry.clone();
+        let family = spec.family.clone();
         let (info, view) = task::start(spec, daemon_events, rx, tasks);
         Arc::new(Self {
             info,
             commands,
             view,
-            registry,
+            family,
             subscribers: Mutex::default(),
         })
     }

@@ -10,7 +10,7 @@
 use super::events::{EventLog, Joined};
 use super::history::History;
 use super::view::View;
-use super::{Command, Error, Info, Registry, SessionSpec};
+use super::{Command, Error, Family, Info, SessionSpec};
 use crate::agent::{Agent, CompactError, Input, Outcome};
 use crate::config::Price;
 use crate::llm::{ProviderSet, RetryPolicy};
@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{OnceCell, broadcast, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
@@ -743,7 +743,7 @@ pub(super) struct Task {
     pub(super) providers: ProviderSet,
     pub(super) retry: RetryPolicy,
     pub(super) prices: Arc<BTreeMap<String, Price>>,
-    pub(super) registry: Option<Weak<Registry>>,
+    pub(super) family: Option<Family>,
     /// The session's token: cancelled at daemon shutdown. Turns are its children.
     cancel: CancellationToken,
     /// Captured in the background from the start; the first LLM call waits for it.
@@ -887,7 +887,7 @@ pub(super) fn start(
         providers: spec.providers,
         retry: spec.retry,
         prices: spec.prices,
-        registry: spec.registry,
+        family: spec.family,
         cancel: spec.cancel,
         context: context.clone(),
         core: Mutex::new(core),
@@ -1374,34 +1374,22 @@ impl Task {
                 // The close sequence that follows moves the state on.
                 core.emit(end);
             }
-            let report = self.info.parent.as_ref().map(|p| {
-                let result = core.result();
-                (p.session_id.clone(), result)
-            });
+            let report = self.info.parent.is_some().then(|| core.result());
             drop(core);
-            if let Some((parent, result)) = report {
-                self.report_to_parent(parent, result);
+            if let Some(result) = report {
+                self.report_to_parent(result);
             }
             return;
         }
     }
 
     /// Emits `subagent_finished` on the parent's stream.
-    fn report_to_parent(&self, parent: agentd_proto::SessionId, result: SubagentResult) {
-        let Some(registry) = self.registry.as_ref().and_then(Weak::upgrade) else {
-            return;
-        };
-        let agent_id = self.info.id.clone();
-        tokio::spawn(async move {
-            if let Ok(parent) = registry.get(&parent).await {
-                parent
-                    .notify(EventBody::SubagentFinished {
-                        agent_id,
-                        success: result.success,
-                        turns_used: result.turns_used,
-                    })
-                    .await;
-            }
+    fn report_to_parent(&self, result: SubagentResult) {
+        let Some(family) = &self.family else { return };
+        family.tell_parent(EventBody::SubagentFinished {
+            agent_id: self.info.id.clone(),
+            success: result.success,
+            turns_used: result.turns_used,
         });
     }
 

@@ -120,7 +120,7 @@ fn spec(
         forked_from: None,
         restored: None,
         parent: None,
-        registry: None,
+        family: None,
         cancel: tokio_util::sync::CancellationToken::new(),
     }
 }
