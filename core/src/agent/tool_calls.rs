@@ -101,6 +101,8 @@ impl Agent<'_> {
             error,
             duration_ms,
         });
+        // The call's output deltas were emitted from a callback that cannot wait.
+        self.room(round.cancel).await;
         ToolResult {
             call_id: call.id.clone(),
             content,

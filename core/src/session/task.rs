@@ -5,7 +5,9 @@
 //!
 //! `Core` sits in a `Mutex` only because the work and the command handler are two futures of
 //! this one task (polled by the same `select!`): no other task ever locks it, no lock is held
-//! across an `.await`, and nothing under it touches the disk (writes go to the [`Writer`]).
+//! across an `.await`, and nothing under it waits or touches the disk: an event or an entry is
+//! handed to the [`Writer`] without waiting, and the agent loop waits for room in the writer's
+//! backlog at its own await points, with the lock released (see `store/writer.rs`).
 
 use super::events::{EventLog, Joined};
 use super::history::History;

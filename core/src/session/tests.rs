@@ -94,7 +94,7 @@ fn call(id: &str, name: &str, arguments: serde_json::Value) -> Response {
 }
 
 /// A session in `dir` with `profile` and `providers` (the config names "scripted").
-fn spec(
+pub(super) fn spec(
     dir: &std::path::Path,
     profile: crate::profile::Profile,
     providers: ProviderSet,
