@@ -3,10 +3,11 @@
 //! the disk resumes, on either runtime flavor (a current-thread runtime is what a host
 //! embedding sessions may well run).
 
-use super::tests::spec;
+use super::tests::{Scripted, call, spec};
 use super::*;
 use crate::llm::{ByteStream, Delta, Provider, Response, StopReason};
 use crate::store::{BACKLOG_LINES, Store};
+use crate::tools::{Tool, ToolContext, ToolDefinition, ToolError};
 use agentd_proto::ProviderKind;
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -47,6 +48,34 @@ impl Provider for Chatty {
             stop_reason: Some(StopReason::EndTurn),
             ..Response::default()
         })
+    }
+}
+
+/// A host's tool that streams a lot of output at once, as a command can.
+struct Loud;
+
+/// Bytes `Loud` streams, in deltas of 100.
+const LOUD_BYTES: usize = 3 * 1024 * 1024;
+
+#[async_trait]
+impl Tool for Loud {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "loud".into(),
+            description: "Prints a lot".into(),
+            parameters: serde_json::json!({"type": "object"}),
+        }
+    }
+    async fn execute(
+        &self,
+        _: serde_json::Value,
+        ctx: &ToolContext<'_>,
+    ) -> Result<String, ToolError> {
+        let line = format!("{}\n", "x".repeat(99));
+        for _ in 0..LOUD_BYTES / line.len() {
+            (ctx.output)(agentd_proto::OutputStream::Stdout, &line);
+        }
+        Ok("printed".into())
     }
 }
 
@@ -131,6 +160,67 @@ async fn a_stalled_disk_holds_the_loop_and_loses_nothing() {
             _ => None,
         }),
         Some(agentd_proto::ProcessingEndReason::Completed)
+    ));
+}
+
+/// A tool's output outruns a held disk: the output is held back (up to a bound, the rest
+/// dropped and counted) instead of outgrowing the backlog, and the session goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_disk_holds_back_tool_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("state")).unwrap();
+    let id = SessionId::from("lib-1");
+    let (disk, held) = watch::channel(false);
+    let providers = ProviderSet::default();
+    let script = vec![
+        call("t1", "loud", serde_json::json!({})),
+        Response {
+            text: "done".into(),
+            ..Response::default()
+        },
+    ];
+    providers.insert(
+        "scripted",
+        Arc::new(Scripted(std::sync::Mutex::new(script))),
+    );
+    let mut profile = crate::profile::Profile::named("anthropic").unwrap();
+    profile.tools.register(Arc::new(Loud)).unwrap();
+    let mut spec = spec(dir.path(), profile, providers);
+    spec.files = Some(store.create(&id).unwrap().held(held));
+    let session = Session::spawn(spec, None, &tokio_util::task::TaskTracker::new());
+    let mut live = session.subscribe(None).await.unwrap().live;
+    let submitted = tokio::spawn({
+        let session = session.clone();
+        async move {
+            session
+                .submit("print".into(), Vec::new(), None, WhenBusy::Queue)
+                .await
+        }
+    });
+    // The call ends with the disk held; the loop then waits.
+    let mut streamed = 0;
+    loop {
+        let event = answered("the call", live.recv()).await.unwrap();
+        match &event.body {
+            EventBody::ToolCallOutputDelta { delta, .. } => streamed += delta.len(),
+            EventBody::ToolCallEnd { .. } => break,
+            _ => {}
+        }
+    }
+    answered("history", session.history()).await.unwrap();
+    let held_at = session.view().last_seq;
+    assert!(
+        held_at <= BACKLOG_LINES as u64 + SLACK,
+        "{held_at} events emitted with the disk held; the backlog holds {BACKLOG_LINES}"
+    );
+    assert!(streamed < LOUD_BYTES, "{streamed} bytes streamed");
+    disk.send_replace(true);
+    answered("the submit", submitted).await.unwrap().unwrap();
+    answered("the work", session.settled()).await;
+    let history = session.history().await.unwrap();
+    assert!(matches!(
+        &history.last().unwrap().turn,
+        agentd_proto::Turn::Assistant { text, .. } if text == "done"
     ));
 }
 

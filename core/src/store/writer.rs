@@ -104,6 +104,12 @@ impl Backlog {
         }
     }
 
+    /// Whether a line sent now would not fit: for output that can be held back instead.
+    pub(crate) fn is_full(&self) -> bool {
+        // Owed permits show as room there is not (see above).
+        self.room.available_permits() < self.owed.load(Ordering::Acquire) + LINE_COST
+    }
+
     /// Waits until the lines sent so far fit the bound, paying the permits they owe. Returns
     /// at once when nothing is owed; cancelling it leaves the debt for the next call.
     pub(crate) async fn room(&self) {
