@@ -53,8 +53,13 @@ impl SharedEvent {
     /// The event as the item of a `session/event` notification (`StreamItem::Event`), made
     /// from the same JSON: the item's tag, then the event's own fields.
     pub fn stream_item_json(&self) -> String {
+        const TAG: &str = "{\"type\":\"event\",";
         let fields = self.json.get(1..).unwrap_or_default();
-        format!("{{\"type\":\"event\",{fields}")
+        // Sized exactly: the server boxes it as it is, with no reallocation.
+        let mut item = String::with_capacity(TAG.len() + fields.len());
+        item.push_str(TAG);
+        item.push_str(fields);
+        item
     }
 
     /// The event.
