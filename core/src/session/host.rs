@@ -8,6 +8,7 @@ use super::task::Task;
 use super::{Family, Session, Template};
 use crate::agent::Host;
 use crate::profile::EnvironmentContext;
+use crate::store::Backlog;
 use crate::tools::{Requests, Settled, SpawnRequest, SubagentResult, Subagents, ToolRegistry};
 use agentd_proto::{
     ApprovalRule, EventBody, HistoryEntry, RequestBody, ResolvedBy, SessionConfig, SessionId,
@@ -25,6 +26,10 @@ impl Host for Task {
 
     fn append(&self, turn: Turn) {
         self.core().append(turn);
+    }
+
+    fn backlog(&self) -> Option<Backlog> {
+        self.core().log.writer().map(|w| w.backlog().clone())
     }
 
     fn history(&self) -> Vec<Arc<HistoryEntry>> {
