@@ -14,8 +14,12 @@
 use super::message::clip;
 use bytes::{Buf, BufMut, BytesMut};
 use futures::StreamExt;
+use nix::sys::socket::{MsgFlags, recv};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
+use tokio::io::Interest;
+use tokio::net::UnixStream;
 use tokio::net::unix::OwnedReadHalf;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::codec::{Decoder, Encoder, FramedRead};
@@ -485,7 +489,7 @@ impl<D: Decoder> FrameReader<D> {
     pub(super) async fn next(&mut self) -> Option<Result<D::Item, D::Error>> {
         if self.framed.read_buffer().is_empty() {
             // Make room only once there is something to read.
-            if let Err(e) = self.framed.get_ref().readable().await {
+            if let Err(e) = input_waiting(self.framed.get_ref()).await {
                 return Some(Err(e.into()));
             }
             self.framed.read_buffer_mut().reserve(READ_CHUNK);
@@ -494,9 +498,27 @@ impl<D: Decoder> FrameReader<D> {
     }
 }
 
+/// Completes once `read` has a byte (or its end) to read, without reading it. Readiness
+/// alone proves nothing: a freshly accepted socket reports it with nothing to read.
+async fn input_waiting(read: &OwnedReadHalf) -> io::Result<()> {
+    let socket: &UnixStream = read.as_ref();
+    loop {
+        socket.readable().await?;
+        let peeked = socket.try_io(Interest::READABLE, || {
+            recv(socket.as_raw_fd(), &mut [0; 1], MsgFlags::MSG_PEEK).map_err(io::Error::from)
+        });
+        match peeked {
+            // `try_io` has cleared the readiness.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            peeked => return peeked.map(drop),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn lines(max: usize) -> MessageDecoder {
         MessageDecoder::new(Framing::Lines, max, None)
@@ -747,6 +769,22 @@ mod tests {
         Framing::Lines.encode("{}", &mut out).unwrap();
         Framing::ContentLength.encode("{}", &mut out).unwrap();
         assert_eq!(&out[..], b"{\"a\":1}\n{}\nContent-Length: 2\r\n\r\n{}");
+    }
+
+    #[tokio::test]
+    async fn a_connection_that_sends_nothing_holds_no_buffer() {
+        let path = std::env::temp_dir().join(format!("agentd-framing-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let listener = tokio::net::UnixListener::bind(&path).unwrap();
+        let _client = UnixStream::connect(&path).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let _ = std::fs::remove_file(&path);
+        let (read, _write) = server.into_split();
+        let mut reader = FrameReader::new(read);
+        // An accepted socket reports readiness with nothing to read.
+        let waited = tokio::time::timeout(Duration::from_millis(50), reader.framing()).await;
+        assert!(waited.is_err(), "nothing was sent");
+        assert_eq!(reader.framed.read_buffer().capacity(), 0);
     }
 
     #[tokio::test]
