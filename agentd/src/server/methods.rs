@@ -2,7 +2,7 @@
 //! where session errors become protocol errors.
 
 use super::Daemon;
-use super::connection::Outbox;
+use super::dispatch::Outbox;
 use agentd_core::{LIVE_BUFFER, SharedEvent};
 use agentd_proto::methods::{self as m, Method, Subscription};
 use agentd_proto::{

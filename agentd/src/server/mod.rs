@@ -8,12 +8,15 @@
 //! of spinning, with its log lines summarised.
 
 mod connection;
+mod dispatch;
+mod framing;
+mod message;
 mod methods;
 mod peer;
 mod socket;
 
-pub(crate) use connection::Peer;
 pub(crate) use methods::reload;
+pub(crate) use peer::Peer;
 pub(crate) use socket::{Listener, ensure_runtime_dir, take_systemd_fd};
 
 use agentd_core::Registry;
@@ -137,7 +140,7 @@ pub(crate) async fn run(
     let input_budget = Arc::new(Semaphore::new(
         limits
             .max_buffered_input
-            .div_ceil(1024)
+            .div_ceil(framing::BUDGET_UNIT)
             .min(Semaphore::MAX_PERMITS),
     ));
     let mut failures = AcceptFailures::default();

@@ -1,6 +1,7 @@
-//! Who connected: the daemon refuses a process it started (a tool command, or anything such a
-//! command left running), whatever the session's sandbox, so a command cannot reconfigure its
-//! session, answer its own approvals or start sessions of its own.
+//! Who connected: the peer's credentials ([`Peer`]), and the check that refuses a process the
+//! daemon started (a tool command, or anything such a command left running), whatever the
+//! session's sandbox, so a command cannot reconfigure its session, answer its own approvals or
+//! start sessions of its own.
 //!
 //! The daemon is a child subreaper, so everything a command starts stays its descendant, even
 //! after a double fork or `setsid`. The peer is pinned by a pidfd (`SO_PEERPIDFD`, Linux 6.5;
@@ -18,6 +19,15 @@ use tokio::net::UnixStream;
 const SO_PEERPIDFD: libc::c_int = 77;
 #[cfg(any(target_arch = "sparc", target_arch = "sparc64"))]
 const SO_PEERPIDFD: libc::c_int = 0x56;
+
+/// The caller's credentials, available to handlers through `Extensions`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Peer {
+    /// User id.
+    pub uid: u32,
+    /// Process id, when the OS reports it.
+    pub pid: Option<i32>,
+}
 
 /// The connecting process, held by a pidfd.
 pub(super) struct PeerProcess {
