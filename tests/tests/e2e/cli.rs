@@ -1127,7 +1127,8 @@ async fn a_follower_that_falls_behind_resubscribes_and_loses_nothing() {
     let pid = nix::unistd::Pid::from_raw(follower.id().unwrap() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
     // Not subscribed itself: on a loaded machine the test's own stream could lag too.
-    s.call("session/submit", json!({"text": "talk a lot"})).await;
+    s.call("session/submit", json!({"text": "talk a lot"}))
+        .await;
     let mut snapshot = json!(null);
     eventually("the input to finish", async || {
         snapshot = s.call("session/get", json!({})).await;
