@@ -7,25 +7,26 @@
 //! `ConfigPatch::reasoning_effort`, where `null` explicitly selects the provider's default.
 
 use crate::config::ConfigPatch;
+use crate::names::names;
 use crate::{
     EntryId, HistoryEntry, ImageData, ImageInfo, InputId, SessionConfig, SessionId, Usage,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// A session's lifecycle state (spec 2.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SessionState {
-    /// Waiting for input.
-    Idle,
-    /// Running the agentic loop.
-    Processing,
-    /// Running, and waiting for a client to answer a pending request (an approval, a
-    /// question, a client tool call); `session/get` lists them.
-    AwaitingInput,
-    /// Terminated; takes no more input.
-    Closed,
+names! {
+    /// A session's lifecycle state (spec 2.3).
+    pub enum SessionState ("session state") {
+        /// Waiting for input.
+        Idle = "idle",
+        /// Running the agentic loop.
+        Processing = "processing",
+        /// Running, and waiting for a client to answer a pending request (an approval, a
+        /// question, a client tool call); `session/get` lists them.
+        AwaitingInput = "awaiting_input",
+        /// Terminated; takes no more input.
+        Closed = "closed",
+    }
 }
 
 impl SessionState {
