@@ -71,7 +71,7 @@ enum Frame {
 
 /// The caller's credentials, available to handlers through `Extensions`.
 #[derive(Debug, Clone, Copy)]
-pub struct Peer {
+pub(crate) struct Peer {
     /// User id.
     pub uid: u32,
     /// Process id, when the OS reports it.

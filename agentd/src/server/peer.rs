@@ -9,7 +9,7 @@
 //! process's all along, never a later one on a reused pid. A peer that is gone or cannot be
 //! read is refused.
 
-use crate::exec::{AncestryError, ProcessId};
+use agentd_core::process::{AncestryError, ProcessId};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use tokio::net::UnixStream;
 
@@ -79,7 +79,7 @@ impl PeerProcess {
     /// Whether this process may talk to the daemon (`daemon`: the daemon itself). Reads
     /// `/proc`: call it on the blocking pool.
     pub(super) fn check(&self, daemon: ProcessId) -> Result<(), Refusal> {
-        let descends = crate::exec::descends_from(self.pid, daemon)?;
+        let descends = agentd_core::process::descends_from(self.pid, daemon)?;
         self.alive().map_err(Refusal::Unknown)?;
         if descends {
             Err(Refusal::Descendant)
@@ -169,7 +169,7 @@ mod tests {
             .arg("30")
             .spawn()
             .unwrap();
-        let identify = |pid: u32| crate::exec::identify(pid as i32).unwrap();
+        let identify = |pid: u32| agentd_core::process::identify(pid as i32).unwrap();
         assert!(peer.check(identify(child.id())).is_ok());
         let parent = identify(std::os::unix::process::parent_id());
         assert!(
@@ -194,7 +194,7 @@ mod tests {
         assert!(peer.alive().is_ok());
         child.kill().unwrap();
         child.wait().unwrap();
-        let me = crate::exec::identify(std::process::id() as i32).unwrap();
+        let me = agentd_core::process::identify(std::process::id() as i32).unwrap();
         assert!(matches!(peer.check(me), Err(Refusal::Unknown(_))));
         assert!(peer.alive().unwrap_err().contains("exited"));
     }
