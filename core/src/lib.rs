@@ -31,7 +31,7 @@ mod tools;
 // Sessions and the registry that holds a daemon's sessions.
 pub use session::{Error, LIVE_BUFFER, Registry, Session, SessionBuilder, Subscription, View};
 // What a session is made of: a profile (tools and prompt), a provider, an environment.
-pub use profile::{Profile, UnknownProfile};
+pub use profile::Profile;
 // Tools, for a host that registers its own.
 pub use tools::{
     ApprovalSubject, RegisterError, TargetKind, Tool, ToolContext, ToolDefinition, ToolError,

@@ -6,7 +6,7 @@
 use crate::names::names;
 use crate::params::{QueueContents, SessionState};
 use crate::requests::{Decision, RequestId, ResolvedBy};
-use crate::{EntryId, ImageInfo, InputId, SessionConfig, SessionId, ToolCallId, Usage};
+use crate::{EntryId, ImageInfo, InputId, ProfileId, SessionConfig, SessionId, ToolCallId, Usage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -59,6 +59,9 @@ names! {
         ParentClosed = "its parent closed",
         /// It was deleted (`session/delete`).
         Deleted = "deleted",
+        /// Its provider refused it for good (a rejected key); a fatal `error` event came
+        /// before.
+        ProviderFailed = "unrecoverable provider error",
     }
 }
 
@@ -91,7 +94,7 @@ pub enum EventBody {
         /// Working directory.
         cwd: String,
         /// Tool profile.
-        profile: String,
+        profile: ProfileId,
         /// Initial configuration.
         config: Box<SessionConfig>,
         /// Title given at creation.
@@ -102,7 +105,7 @@ pub enum EventBody {
         /// Final state (always `closed`).
         state: SessionState,
         /// Why it closed.
-        reason: String,
+        reason: SessionEndReason,
     },
     /// The session changed state.
     StateChanged {

@@ -9,7 +9,8 @@
 use crate::config::ConfigPatch;
 use crate::names::names;
 use crate::{
-    EntryId, HistoryEntry, ImageData, ImageInfo, InputId, SessionConfig, SessionId, Usage,
+    EntryId, HistoryEntry, ImageData, ImageInfo, InputId, ProfileId, SessionConfig, SessionId,
+    Usage,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -146,7 +147,7 @@ pub struct SessionSnapshot {
     /// Working directory.
     pub cwd: String,
     /// Tool profile.
-    pub profile: String,
+    pub profile: ProfileId,
     /// Lifecycle state.
     pub state: SessionState,
     /// Current configuration.
@@ -320,9 +321,9 @@ pub struct CreateParams {
     /// Model; the provider's default if absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    /// Tool profile (`openai`, `anthropic`, `gemini`, `bash`); the provider's own if absent.
+    /// Tool profile; the provider's own if absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub profile: Option<String>,
+    pub profile: Option<ProfileId>,
     /// Overrides of the configured session defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<ConfigPatch>,

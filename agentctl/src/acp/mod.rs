@@ -29,8 +29,8 @@ use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Error, JsonRpcResponse, Stdio};
 use agentd_proto::methods as m;
 use agentd_proto::{
-    AbortParams, ConfigPatch, CreateParams, DaemonInfo, Empty, ErrorKind, ListParams, SessionId,
-    SessionParams, SessionSnapshot, SetConfigParams, SubmitParams, WhenBusy,
+    AbortParams, ConfigPatch, CreateParams, DaemonInfo, Empty, ErrorKind, ListParams, ProfileId,
+    SessionId, SessionParams, SessionSnapshot, SetConfigParams, SubmitParams, WhenBusy,
 };
 use serde_json::value::RawValue;
 use session::{Attached, Command, Start};
@@ -291,11 +291,15 @@ impl Bridge {
         check_mcp(&req.mcp_servers)?;
         let cwd = absolute_dir(&req.cwd)?;
         let meta = req.meta.as_ref();
+        let profile = meta_str(meta, "profile")?
+            .map(|p| p.parse::<ProfileId>())
+            .transpose()
+            .map_err(|e| Error::invalid_params().data(format!("_meta.profile: {e}")))?;
         let params = CreateParams {
             cwd: cwd.display().to_string(),
             provider: meta_str(meta, "provider")?,
             model: meta_str(meta, "model")?,
-            profile: meta_str(meta, "profile")?,
+            profile,
             title: meta_str(meta, "title")?,
             ..CreateParams::default()
         };

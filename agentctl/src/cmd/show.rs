@@ -37,7 +37,7 @@ fn human(s: &SessionSnapshot) {
     }
     row("state", s.state.as_str());
     row("cwd", &s.cwd);
-    row("profile", &s.profile);
+    row("profile", s.profile.as_str());
     row("turns", &s.turns.to_string());
     row("usage", &usage_line(&s.usage));
     row("created", &s.created);

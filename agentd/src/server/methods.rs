@@ -7,8 +7,8 @@ use agentd_core::LIVE_BUFFER;
 use agentd_proto::methods::{self as m, Method, Subscription};
 use agentd_proto::{
     CloseResponse, DaemonEvent, DaemonInfo, DeleteResponse, ErrorData, ErrorKind, HistoryResponse,
-    ListResponse, ReloadResponse, SessionState, ShutdownResponse, StreamEnd, StreamEndReason,
-    StreamItem,
+    ListResponse, ReloadResponse, SessionEndReason, SessionState, ShutdownResponse, StreamEnd,
+    StreamEndReason, StreamItem,
 };
 use jsonrpsee::core::server::{
     Extensions, Methods, PendingSubscriptionSink, RpcModule, SubscriptionMessage, SubscriptionSink,
@@ -333,7 +333,7 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
     });
     register::<m::SessionClose, _, _>(&mut module, |d, p| async move {
         let session = d.registry.get(&p.session_id).await?;
-        tokio::spawn(async move { session.close("closed by client").await })
+        tokio::spawn(async move { session.close(SessionEndReason::ClosedByClient).await })
             .await
             .map_err(crashed)?;
         Ok(CloseResponse {

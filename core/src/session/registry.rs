@@ -467,8 +467,8 @@ impl Registry {
         let id = record.id.clone();
         let mut warnings = loaded.warnings;
         let current = self.current();
-        let profile = Profile::named(&record.profile).unwrap_or_else(|e| {
-            warnings.push(format!("{e}; using the provider's profile"));
+        let profile = Profile::stored(&record.profile).unwrap_or_else(|e| {
+            warnings.push(format!("{e} (the provider's profile is used)"));
             let kind = current
                 .config
                 .providers
@@ -651,8 +651,8 @@ impl Registry {
             .as_deref()
             .unwrap_or(&config.default_provider);
         usable(config, provider_name)?;
-        let profile = match params.profile.as_deref() {
-            Some(name) => Profile::named(name).map_err(|e| Error::InvalidConfig(e.to_string()))?,
+        let profile = match params.profile {
+            Some(id) => Profile::named(id),
             None => Profile::for_provider(config.providers[provider_name].kind),
         };
         let mut config = config
@@ -893,7 +893,7 @@ impl Registry {
             return self.remove(id).await;
         }
         let session = self.get(id).await?;
-        session.close("deleted").await;
+        session.close(agentd_proto::SessionEndReason::Deleted).await;
         // Nothing may be written into the directory while it is removed: an unloaded session
         // has written everything; a watched one keeps its task for its subscribers, and
         // writes nothing after what it has queued.

@@ -21,7 +21,7 @@ use agentd_proto::{
     AbortResponse, ApprovalRule, CompactResponse, DaemonEvent, Decision, Disposition, EntryId,
     EventBody, ImageData, InputId, PendingRequest, ProcessingEndReason, QueueContents, QueuedInput,
     RequestBody, RequestId, ResolvedBy, RespondParams, RespondResponse, RollbackResponse,
-    SessionState, SubmitResponse, ToolCallId, ToolResult, Turn, Usage, WhenBusy,
+    SessionEndReason, SessionState, SubmitResponse, ToolCallId, ToolResult, Turn, Usage, WhenBusy,
 };
 use futures::FutureExt;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -67,7 +67,7 @@ pub(super) struct Core {
     daemon_events: Option<broadcast::Sender<DaemonEvent>>,
     state: SessionState,
     /// Set once a close is requested: the reason, for `session_end`.
-    closing: Option<String>,
+    closing: Option<SessionEndReason>,
     steering: VecDeque<Input>,
     follow_up: VecDeque<Input>,
     /// Cancels the current work.
@@ -832,7 +832,7 @@ pub(super) fn start(
         None => {
             core.emit(EventBody::SessionStart {
                 cwd: info.cwd.display().to_string(),
-                profile: info.profile.id.to_owned(),
+                profile: info.profile.id,
                 config: Box::new((*core.config).clone()),
                 title: info.title.clone(),
             });
@@ -1246,7 +1246,7 @@ impl Task {
                 self.info.env.terminate_all().await;
                 let mut core = self.core();
                 core.turn = None;
-                let reason = core.closing.clone().unwrap_or_default();
+                let reason = core.closing.unwrap_or(SessionEndReason::ClosedByClient); // set before Close is queued
                 core.set_state(SessionState::Closed);
                 core.emit(EventBody::SessionEnd {
                     state: SessionState::Closed,
@@ -1362,7 +1362,7 @@ impl Task {
             };
             core.last_end = Some(reason);
             if outcome == Outcome::Fatal && core.closing.is_none() {
-                core.closing = Some("unrecoverable provider error".into());
+                core.closing = Some(SessionEndReason::ProviderFailed);
             }
             let end = EventBody::ProcessingEnd {
                 reason,
