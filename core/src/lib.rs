@@ -34,7 +34,8 @@ pub use session::{Error, LIVE_BUFFER, Registry, Session, SessionBuilder, Subscri
 pub use profile::Profile;
 // Tools, for a host that registers its own.
 pub use tools::{
-    ApprovalSubject, RegisterError, TargetKind, Tool, ToolContext, ToolDefinition, ToolError,
+    ApprovalSubject, Keep, OutputLimits, RegisterError, TargetKind, Tool, ToolContext,
+    ToolDefinition, ToolError,
 };
 // Model providers, for a host that brings its own.
 pub use llm::{
