@@ -280,10 +280,22 @@ pub struct ReloadResponse {
     /// Problems worth fixing that did not stop the reload (a world-writable file).
     #[serde(default)]
     pub warnings: Vec<String>,
-    /// Keys whose new values apply only when the daemon starts again (`server.*`,
-    /// `log_level`, `daemon.evict_idle_secs`); empty when none changed.
+    /// Keys whose new values apply only when the daemon starts again; empty when none
+    /// changed.
     #[serde(default)]
-    pub restart_needed: Vec<String>,
+    pub restart_needed: Vec<RestartKey>,
+}
+
+names! {
+    /// A config key the daemon reads only when it starts.
+    pub enum RestartKey ("config key") {
+        /// The `[server]` table.
+        Server = "server",
+        /// `log_level`.
+        LogLevel = "log_level",
+        /// `[daemon] evict_idle_secs`.
+        EvictIdleSecs = "daemon.evict_idle_secs",
+    }
 }
 
 /// Result of `daemon/shutdown`.

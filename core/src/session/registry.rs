@@ -27,8 +27,8 @@ use crate::store::{ParentLink, ProcessRecords, RecordedGroup, SessionFiles, Sess
 use crate::tools::SpawnRequest;
 use agentd_proto::{
     ConfigPatch, CreateParams, DaemonEvent, DamagedSession, EntryId, Environment, ForkOrigin,
-    ProviderKind, SandboxMode, SessionId, SessionSnapshot, SessionState, SessionSummary,
-    SshEnvironment,
+    ProviderKind, RestartKey, SandboxMode, SessionId, SessionSnapshot, SessionState,
+    SessionSummary, SshEnvironment,
 };
 use dashmap::DashMap;
 use std::collections::BTreeMap;
@@ -589,7 +589,7 @@ impl Registry {
     /// Reads the config and credentials files again; new sessions get the result, running
     /// ones keep what they have. On an error the config in use stays. Returns the new config
     /// and the keys that changed but apply only at the next start.
-    pub async fn reload(&self) -> Result<(Arc<Config>, Vec<String>), crate::config::Error> {
+    pub async fn reload(&self) -> Result<(Arc<Config>, Vec<RestartKey>), crate::config::Error> {
         let old = self.current().config.clone();
         let loaded = {
             let old = old.clone();
@@ -599,13 +599,13 @@ impl Registry {
         }?;
         let mut restart_needed = Vec::new();
         if loaded.server != old.server {
-            restart_needed.push("server".to_owned());
+            restart_needed.push(RestartKey::Server);
         }
         if loaded.log_level != old.log_level {
-            restart_needed.push("log_level".to_owned());
+            restart_needed.push(RestartKey::LogLevel);
         }
         if loaded.evict_idle_after != old.evict_idle_after {
-            restart_needed.push("daemon.evict_idle_secs".to_owned());
+            restart_needed.push(RestartKey::EvictIdleSecs);
         }
         let next = Arc::new(Current::new(&self.factory, loaded));
         // A reload wins over whatever replaced the config meanwhile: it read every file last.
