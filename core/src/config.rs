@@ -267,7 +267,7 @@ pub struct HostConfig {
     /// The known-hosts file host keys are checked against instead of `~/.ssh/known_hosts`.
     pub known_hosts: Option<PathBuf>,
     /// How long one file operation, grep or glob may take on the host before it fails and is
-    /// ended there (default [`DEFAULT_FILE_TIMEOUT`]).
+    /// ended there (default 30 s).
     pub file_timeout_secs: Option<u64>,
 }
 

@@ -203,7 +203,7 @@ impl EnvFilter {
 
 impl EnvPolicy {
     /// The variables a command gets from `vars` under this policy and the default secret
-    /// patterns (see [`EnvFilter`]).
+    /// patterns (`DEFAULT_SECRET_PATTERNS`).
     pub fn filter<K, V>(self, vars: impl Iterator<Item = (K, V)>) -> Vec<(K, V)>
     where
         K: AsRef<std::ffi::OsStr>,

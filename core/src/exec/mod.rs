@@ -145,7 +145,7 @@ pub struct DirEntry {
 
 /// Where a session's tools read, write and run (spec 4.1). Implement it to run the same tools
 /// somewhere else (a container, a remote host); wrap one to add a policy (see
-/// [`ReadOnly`]).
+/// `ReadOnly`).
 #[async_trait]
 pub trait ExecutionEnvironment: Send + Sync {
     /// The directory relative paths resolve against.
@@ -162,7 +162,7 @@ pub trait ExecutionEnvironment: Send + Sync {
                 .into(),
         ))
     }
-    /// Reads a whole regular file of at most [`MAX_READ_BYTES`]; anything else (a FIFO, a
+    /// Reads a whole regular file of at most 64 MiB; anything else (a FIFO, a
     /// device, a socket, a directory) is refused without blocking on it.
     async fn read_file(&self, path: &Path) -> Result<Vec<u8>, Error>;
     /// Writes a whole file, creating parent directories.

@@ -76,9 +76,12 @@ impl SessionBuilder {
         self
     }
 
-    /// Its settings, checked as a client's `session/create` checks them; `config.provider`
-    /// must name the provider given to [`Session::builder`].
-    pub fn config(mut self, config: SessionConfig) -> Result<Self, Error> {
+    /// Edits its settings, which start as the daemon's defaults for the provider and model
+    /// given to [`Session::builder`]. The result is checked as a client's `session/create` is;
+    /// `provider` must still name the session's provider.
+    pub fn configure(mut self, edit: impl FnOnce(&mut SessionConfig)) -> Result<Self, Error> {
+        let mut config = self.spec.config.clone();
+        edit(&mut config);
         crate::config::validate_session_config(&config)
             .map_err(|e| Error::InvalidConfig(e.to_string()))?;
         if self.spec.providers.get(&config.provider).is_none() {

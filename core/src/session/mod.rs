@@ -382,7 +382,7 @@ impl Session {
 
     /// Submits input (text and images): starts processing when idle; otherwise queues it as
     /// `when_busy` says. A repeated `client_input_id` returns the first result and does
-    /// nothing else. Images must pass [`crate::agent::check_images`] and the session's
+    /// nothing else. Images are checked (the error names the image at fault), and the session's
     /// provider must take them.
     pub async fn submit(
         &self,

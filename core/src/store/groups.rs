@@ -57,7 +57,7 @@ impl Store {
     }
 
     /// What the previous daemon run recorded (nothing when it never ran).
-    /// Read it before [`Store::process_records`] starts this run's records over it.
+    /// Read it before this daemon records its own groups over it.
     pub fn leftover_processes(&self) -> Result<RecordedProcesses, Error> {
         let path = self.records_dir().join(FILE);
         match fs::read(&path) {

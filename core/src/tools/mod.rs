@@ -115,7 +115,7 @@ pub struct ApprovalSubject {
 pub(crate) const MAX_SUMMARY_CHARS: usize = 16_000;
 
 impl ApprovalSubject {
-    /// A subject whose summary is capped at [`MAX_SUMMARY_CHARS`].
+    /// A subject whose summary is capped at 16,000 characters.
     pub fn new(kind: TargetKind, targets: Vec<String>, summary: String) -> Self {
         let summary = match summary.char_indices().nth(MAX_SUMMARY_CHARS) {
             Some((cut, _)) => format!(

@@ -158,6 +158,17 @@ fn proto_does_no_io_and_agentctl_knows_only_proto() {
 }
 
 #[test]
+fn the_library_documents_and_curates_its_public_api() {
+    // With both lints denied, a public item without docs, or one that is `pub` but not
+    // exported from lib.rs's list, fails the build.
+    let lib = std::fs::read_to_string(root().join("core/src/lib.rs")).unwrap();
+    assert!(
+        lib.contains("#![deny(missing_docs, unreachable_pub)]"),
+        "core/src/lib.rs must deny missing_docs and unreachable_pub"
+    );
+}
+
+#[test]
 fn the_library_leaves_serving_to_the_daemon() {
     // A host embedding sessions gets no RPC server, CLI parser, logger or systemd with them.
     let core = dependencies("core");
