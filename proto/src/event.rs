@@ -49,7 +49,7 @@ pub enum ProcessingEndReason {
 names! {
     /// Why a session closed (`session_end`).
     pub enum SessionEndReason ("session end reason") {
-        /// A client closed it (`session/close`).
+        /// A client closed it (`session/close`), or the program embedding it.
         ClosedByClient = "closed by client",
         /// A client aborted its work and closed it (`session/abort {close: true}`).
         Aborted = "aborted",
