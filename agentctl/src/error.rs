@@ -17,7 +17,6 @@
 
 use agentd_proto::{ErrorKind, StreamEndReason};
 use jsonrpsee::core::ClientError;
-use serde::de::IntoDeserializer;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::fmt;
@@ -131,9 +130,7 @@ impl Kind {
             kind: Option<String>,
         }
         let kind = serde_json::from_str::<Data>(data?.get()).ok()?.kind?;
-        let known: std::result::Result<ErrorKind, serde::de::value::Error> =
-            ErrorKind::deserialize(kind.as_str().into_deserializer());
-        Some(known.map_or(Self::UnknownDaemon(kind), Self::Daemon))
+        Some(kind.parse().map_or(Self::UnknownDaemon(kind), Self::Daemon))
     }
 
     /// The name `--json` shows.
