@@ -882,6 +882,15 @@ fn without_strings(message: &str) -> String {
 }
 
 #[cfg(test)]
+impl Config {
+    /// The config a file holding `text` gives, with no environment variable and no
+    /// credentials file: for tests elsewhere in the crate.
+    pub(crate) fn from_file_text(text: &str) -> Result<Self, Error> {
+        Self::build(parse(text, Path::new("config.toml"))?, None, &|_| None)
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

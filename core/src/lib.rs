@@ -29,7 +29,9 @@ mod store;
 mod tools;
 
 // Sessions and the registry that holds a daemon's sessions.
-pub use session::{Error, LIVE_BUFFER, Registry, Session, SessionBuilder, Subscription, View};
+pub use session::{
+    Error, LIVE_BUFFER, Registry, Session, SessionBuilder, SharedEvent, Subscription, View,
+};
 // What a session is made of: a profile (tools and prompt), a provider, an environment.
 pub use profile::Profile;
 // Tools, for a host that registers its own.

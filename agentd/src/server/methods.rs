@@ -3,7 +3,7 @@
 
 use super::Daemon;
 use super::connection::Outbox;
-use agentd_core::LIVE_BUFFER;
+use agentd_core::{LIVE_BUFFER, SharedEvent};
 use agentd_proto::methods::{self as m, Method, Subscription};
 use agentd_proto::{
     CloseResponse, DaemonEvent, DaemonInfo, DeleteResponse, ErrorData, ErrorKind, HistoryResponse,
@@ -431,6 +431,15 @@ async fn send<T: Serialize>(sink: &SubscriptionSink, item: &T) -> Result<(), ()>
     sink.send_timeout(msg, SEND_TIMEOUT).await.map_err(|_| ())
 }
 
+/// Sends an event, made from the JSON the session serialized once; drops a subscriber that
+/// leaves it unread too long.
+async fn send_event(sink: &SubscriptionSink, event: &SharedEvent) -> Result<(), ()> {
+    let msg = serde_json::value::RawValue::from_string(event.stream_item_json())
+        .map(SubscriptionMessage::from)
+        .map_err(|_| ())?;
+    sink.send_timeout(msg, SEND_TIMEOUT).await.map_err(|_| ())
+}
+
 /// Sends the final notification. A lagging subscriber may still have a full queue, so this
 /// waits for room (bounded, in case the client is gone for good).
 async fn end(sink: &SubscriptionSink, item: &impl Serialize) {
@@ -495,10 +504,7 @@ async fn stream_session(
     let mut live = subscription.live;
     let delivered = subscription.delivered;
     for event in subscription.replay {
-        if send(&sink, &StreamItem::Event((*event).clone()))
-            .await
-            .is_err()
-        {
+        if send_event(&sink, &event).await.is_err() {
             // `last_seq` is the last event delivered: the client resumes after it.
             return finish(
                 &sink,
@@ -510,7 +516,7 @@ async fn stream_session(
             .await;
         }
         last_seq = event.seq;
-        delivered.store(last_seq, std::sync::atomic::Ordering::Release);
+        delivered.send_replace(last_seq);
     }
     if session.state() == SessionState::Closed && live.is_empty() {
         return end(
@@ -536,10 +542,7 @@ async fn stream_session(
             Ok(event) if event.seq <= last_seq => continue,
             Ok(event) => {
                 let closed = matches!(event.body, agentd_proto::EventBody::SessionEnd { .. });
-                if send(&sink, &StreamItem::Event((*event).clone()))
-                    .await
-                    .is_err()
-                {
+                if send_event(&sink, &event).await.is_err() {
                     // `last_seq` is still the last event delivered: the client resumes after
                     // it and gets this one again.
                     return finish(
@@ -552,7 +555,7 @@ async fn stream_session(
                     .await;
                 }
                 last_seq = event.seq;
-                delivered.store(last_seq, std::sync::atomic::Ordering::Release);
+                delivered.send_replace(last_seq);
                 if closed {
                     return end(
                         &sink,

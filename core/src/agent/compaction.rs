@@ -185,8 +185,9 @@ impl Agent<'_> {
             )))
         };
         let mut on_delta = |_: llm::Delta| {};
+        let pace = self.pace();
         let result = tokio::select! {
-            r = llm::complete(provider.as_ref(), &request, self.retry, &mut on_retry, &mut on_delta) => r,
+            r = llm::complete(provider.as_ref(), &request, self.retry, &pace, &mut on_retry, &mut on_delta) => r,
             _ = cancel.cancelled() => return Err(CompactError::Aborted),
         };
         let response = result.map_err(|e| CompactError::Provider(e.to_string()))?;

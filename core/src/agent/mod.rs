@@ -18,17 +18,22 @@ pub(crate) use input::{Input, check_images, infos};
 use crate::exec::ExecutionEnvironment;
 use crate::llm::{self, Delta, ErrorKind, ProviderSet, RetryPolicy};
 use crate::profile::Profile;
+use crate::store::Backlog;
 use crate::tools::{Requests, ToolRegistry};
 use agentd_proto::{EventBody, HistoryEntry, LimitKind, ProviderKind, SessionConfig, Turn, Usage};
+use futures::StreamExt;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// What the loop needs from the session that runs it.
 pub(crate) trait Host: Send + Sync {
-    /// Records an event.
+    /// Records an event. Never waits: what waits for the disk is [`Host::backlog`].
     fn emit(&self, body: EventBody);
-    /// Appends a turn to the history (and persists it).
+    /// Appends a turn to the history (and persists it). Never waits, as `emit`.
     fn append(&self, turn: Turn);
+    /// The lines of the session waiting for the disk, `None` when it is not stored: the loop
+    /// waits for room in it at its await points (see [`Agent::room`]).
+    fn backlog(&self) -> Option<Backlog>;
     /// The current branch of the history, oldest first.
     fn history(&self) -> Vec<Arc<HistoryEntry>>;
     /// What the model sees: the branch with its newest compaction applied.
@@ -91,6 +96,36 @@ pub(crate) enum Outcome {
 }
 
 impl Agent<'_> {
+    /// Waits until the session's events fit its writer's backlog again (the disk caught up),
+    /// or the work is aborted: the event path's back-pressure. Emitting never waits, so the
+    /// loop waits here, asynchronously, between steps and tool calls.
+    async fn room(&self, cancel: &CancellationToken) {
+        if let Some(backlog) = self.host.backlog() {
+            tokio::select! {
+                () = backlog.room() => {}
+                () = cancel.cancelled() => {}
+            }
+        }
+    }
+
+    /// Paces a response's byte stream by the backlog: each chunk is read only once the
+    /// events of the ones before fit, so a long response waits for the disk mid-stream.
+    fn pace(&self) -> impl Fn(llm::ByteStream) -> llm::ByteStream + Sync + use<> {
+        let backlog = self.host.backlog();
+        move |stream| match backlog.clone() {
+            Some(backlog) => stream
+                .then(move |chunk| {
+                    let backlog = backlog.clone();
+                    async move {
+                        backlog.room().await;
+                        chunk
+                    }
+                })
+                .boxed(),
+            None => stream,
+        }
+    }
+
     /// Processes one input (spec 2.5 `process_input`, without the follow-up tail, which the
     /// session runs so that it can stop after an abort).
     pub(crate) async fn process_input(&self, input: Input, cancel: &CancellationToken) -> Outcome {
@@ -134,6 +169,7 @@ impl Agent<'_> {
                 });
                 return Outcome::TurnLimit;
             }
+            self.room(cancel).await;
             if cancel.is_cancelled() {
                 return Outcome::Aborted;
             }
@@ -226,8 +262,9 @@ impl Agent<'_> {
                         n.attempt
                     )))
                 };
+                let pace = self.pace();
                 tokio::select! {
-                    r = llm::complete(provider.as_ref(), &request, self.retry, &mut on_retry, &mut on_delta) => Some(r),
+                    r = llm::complete(provider.as_ref(), &request, self.retry, &pace, &mut on_retry, &mut on_delta) => Some(r),
                     _ = cancel.cancelled() => None,
                 }
             };

@@ -2,15 +2,16 @@
 //! approve, execute, truncate, emit. Every failure, and every refusal, becomes an error result
 //! for the model.
 
-use super::Agent;
 use super::approval::{self, Verdict};
+use super::{Agent, Host};
 use crate::exec::{SandboxPolicy, Sandboxed};
+use crate::store::Backlog;
 use crate::tools::{
     Answer, OutputLimits, RegisteredTool, Settled, ToolContext, ToolRegistry, truncate_tool_output,
 };
 use agentd_proto::{
-    Decision, EscapedProcesses, EventBody, ImageData, ProcessInfo, RequestBody, ResolvedBy,
-    SessionConfig, ToolCall, ToolCallId, ToolResult,
+    Decision, EscapedProcesses, EventBody, ImageData, OutputStream, ProcessInfo, RequestBody,
+    ResolvedBy, SessionConfig, ToolCall, ToolCallId, ToolResult,
 };
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
@@ -20,6 +21,55 @@ use tokio_util::sync::CancellationToken;
 
 /// How many escaped processes a warning event lists.
 const MAX_ESCAPED_LISTED: usize = 64;
+
+/// Bytes of output one call may hold back while the session's writer is behind.
+const WITHHELD_MAX: usize = 1024 * 1024;
+
+/// Output a call streams while its session's writer is behind. The environment hands output
+/// to a sink that cannot wait, so rather than outgrow the writer's bounded backlog, deltas are
+/// held back, merged, and emitted once there is room again or the call ends. Past
+/// [`WITHHELD_MAX`] bytes the rest is dropped and a warning says how much (the call's result
+/// holds its output as always).
+#[derive(Default)]
+struct Withheld {
+    deltas: Vec<(OutputStream, String)>,
+    bytes: usize,
+    dropped: usize,
+}
+
+impl Withheld {
+    fn hold(&mut self, stream: OutputStream, delta: &str) {
+        if self.bytes + delta.len() > WITHHELD_MAX {
+            self.dropped += delta.len();
+            return;
+        }
+        self.bytes += delta.len();
+        match self.deltas.last_mut() {
+            Some((s, text)) if *s == stream => text.push_str(delta),
+            _ => self.deltas.push((stream, delta.to_owned())),
+        }
+    }
+
+    /// Emits what was held back, and says what was dropped.
+    fn release(&mut self, host: &dyn Host, call_id: &ToolCallId) {
+        for (stream, delta) in self.deltas.drain(..) {
+            host.emit(EventBody::ToolCallOutputDelta {
+                call_id: call_id.clone(),
+                stream,
+                delta,
+            });
+        }
+        self.bytes = 0;
+        if self.dropped > 0 {
+            host.emit(EventBody::warning(format!(
+                "{} bytes of the output of tool call {} were not streamed while the session's \
+                 disk was behind; the call's result holds its output as usual",
+                self.dropped, call_id.0
+            )));
+            self.dropped = 0;
+        }
+    }
+}
 
 /// What every call of one round shares.
 pub(super) struct Round<'a> {
@@ -105,6 +155,8 @@ impl Agent<'_> {
             error,
             duration_ms,
         });
+        // The call's output deltas were emitted from a callback that cannot wait.
+        self.room(round.cancel).await;
         ToolResult {
             call_id: call.id.clone(),
             content,
@@ -148,7 +200,14 @@ impl Agent<'_> {
         };
         let env = Sandboxed::new(self.env, policy.as_ref(), round.cancel);
         let host = self.host;
+        let backlog = host.backlog();
+        let withheld = Mutex::new(Withheld::default());
         let output = |stream, delta: &str| {
+            let mut withheld = withheld.lock().unwrap_or_else(|e| e.into_inner());
+            if backlog.as_ref().is_some_and(Backlog::is_full) {
+                return withheld.hold(stream, delta);
+            }
+            withheld.release(host, &call.id);
             host.emit(EventBody::ToolCallOutputDelta {
                 call_id: call.id.clone(),
                 stream,
@@ -177,14 +236,19 @@ impl Agent<'_> {
             requests: self.host.requests(),
         };
         // A panicking tool is a failed call, not a dead session.
-        match AssertUnwindSafe(registered.tool.execute(call.arguments.clone(), &ctx))
+        let result = match AssertUnwindSafe(registered.tool.execute(call.arguments.clone(), &ctx))
             .catch_unwind()
             .await
         {
             Ok(Ok(out)) => Ok(out),
             Ok(Err(e)) => Err(format!("Tool error ({}): {e}", call.name)),
             Err(_) => Err(format!("Tool error ({}): the tool crashed", call.name)),
-        }
+        };
+        withheld
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .release(host, &call.id);
+        result
     }
 
     /// Applies the session's approval settings to a validated call: `Ok` when it may run,

@@ -384,10 +384,13 @@ pub(crate) struct RetryNotice<'a> {
 /// (an incomplete, broken or idle stream, say), since nothing of it has reached a client yet.
 /// Once a delta has been reported, a failure is returned, never silently replayed. The whole
 /// call, retries and their delays included, ends at the provider's `request_timeout`.
+/// `pace` wraps each response's byte stream: the session's back-pressure, which holds the
+/// reading of the response while its events wait for the disk.
 pub(crate) async fn complete(
     provider: &dyn Provider,
     request: &Request<'_>,
     policy: &RetryPolicy,
+    pace: &(dyn Fn(ByteStream) -> ByteStream + Sync),
     on_retry: &mut (dyn FnMut(RetryNotice<'_>) + Send),
     on_delta: &mut (dyn FnMut(Delta) + Send),
 ) -> Result<Response, Error> {
@@ -409,7 +412,7 @@ pub(crate) async fn complete(
     loop {
         let mut reported = false;
         let call = async {
-            let body = provider.open(request).await?;
+            let body = pace(provider.open(request).await?);
             let mut tracked = |d: Delta| {
                 reported = true;
                 on_delta(d);
@@ -549,6 +552,7 @@ mod tests {
             &provider,
             &request,
             &policy,
+            &|s| s,
             &mut |n| retries.push(n.attempt),
             &mut |_| deltas += 1,
         )
@@ -657,9 +661,16 @@ mod tests {
             reasoning_effort: None,
             max_output_tokens: 1,
         };
-        let err = complete(&provider, &request, &policy, &mut |_| {}, &mut |_| {})
-            .await
-            .unwrap_err();
+        let err = complete(
+            &provider,
+            &request,
+            &policy,
+            &|s| s,
+            &mut |_| {},
+            &mut |_| {},
+        )
+        .await
+        .unwrap_err();
         let attempts = *provider.attempts.lock().unwrap();
         (err, attempts)
     }

@@ -20,7 +20,7 @@ pub struct SessionBuilder {
 impl Session {
     /// A session in `cwd` whose tools run in `env` under `profile`, calling `provider` (known
     /// to the session's config as `provider_name`) with `model`. The settings start as the
-    /// daemon's defaults; [`SessionBuilder::config`] replaces them.
+    /// daemon's defaults; [`SessionBuilder::configure`] edits them.
     pub fn builder(
         cwd: PathBuf,
         profile: Profile,
@@ -50,7 +50,7 @@ impl Session {
                 forked_from: None,
                 restored: None,
                 parent: None,
-                registry: None,
+                family: None,
                 cancel: CancellationToken::new(),
             },
         }

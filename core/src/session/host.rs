@@ -1,19 +1,21 @@
 //! What the agent loop and the subagent tools see of their session: [`Host`] and
 //! [`Subagents`], implemented by the session task over the state it owns. Subagents (spec 7)
-//! are sessions of the same registry that record their parent; aborting or closing a parent
-//! aborts or closes its children first (spec appendix B).
+//! are sessions of the same registry that record their parent, reached through the session's
+//! [`Family`] only; aborting or closing a parent aborts or closes its children
+//! first (spec appendix B).
 
 use super::task::Task;
-use super::{Registry, Session, Template};
+use super::{Family, Session, Template};
 use crate::agent::Host;
 use crate::profile::EnvironmentContext;
+use crate::store::Backlog;
 use crate::tools::{Requests, Settled, SpawnRequest, SubagentResult, Subagents, ToolRegistry};
 use agentd_proto::{
     ApprovalRule, EventBody, HistoryEntry, RequestBody, ResolvedBy, SessionConfig,
     SessionEndReason, SessionId, ToolCallId, Turn, Usage, WhenBusy,
 };
 use async_trait::async_trait;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -24,6 +26,10 @@ impl Host for Task {
 
     fn append(&self, turn: Turn) {
         self.core().append(turn);
+    }
+
+    fn backlog(&self) -> Option<Backlog> {
+        self.core().log.writer().map(|w| w.backlog().clone())
     }
 
     fn history(&self) -> Vec<Arc<HistoryEntry>> {
@@ -75,7 +81,7 @@ impl Host for Task {
     }
 
     fn subagents(&self) -> Option<&dyn Subagents> {
-        self.registry.as_ref().map(|_| self as &dyn Subagents)
+        self.family.as_ref().map(|_| self as &dyn Subagents)
     }
 
     fn tools(&self) -> Arc<ToolRegistry> {
@@ -112,20 +118,16 @@ impl Requests for Task {
     }
 }
 
-fn registry(registry: Option<&Weak<Registry>>) -> Result<Arc<Registry>, String> {
-    registry
-        .and_then(Weak::upgrade)
-        .ok_or_else(|| "subagents are not available in this host".to_owned())
-}
-
 impl Task {
+    fn family(&self) -> Result<&Family, String> {
+        self.family
+            .as_ref()
+            .ok_or_else(|| "subagents are not available in this host".to_owned())
+    }
+
     /// The child `agent_id` of this session.
     async fn child(&self, agent_id: &str) -> Result<Arc<Session>, String> {
-        let child = registry(self.registry.as_ref())?
-            .get(&SessionId(agent_id.to_owned()))
-            .await
-            .ok()
-            .filter(|c| c.parent_id() == Some(&self.info.id));
+        let child = self.family()?.child(&SessionId(agent_id.to_owned())).await;
         child.ok_or_else(|| format!("no subagent {agent_id:?} of this session"))
     }
 }
@@ -133,7 +135,7 @@ impl Task {
 #[async_trait]
 impl Subagents for Task {
     async fn spawn(&self, request: SpawnRequest) -> Result<String, String> {
-        let registry = registry(self.registry.as_ref())?;
+        let family = self.family()?;
         let task = request.task.clone();
         // A subagent's calls of client tools would reach no client: the client watches the
         // parent. It keeps the approval settings (its requests are on its own stream).
@@ -147,9 +149,8 @@ impl Subagents for Task {
             read_only: self.info.read_only,
             environment: self.info.environment.clone(),
         };
-        let depth = self.info.parent.as_ref().map_or(0, |p| p.depth);
-        let child = registry
-            .spawn_child(&self.info.id, depth, template, request)
+        let child = family
+            .spawn(template, request)
             .await
             .map_err(|e| e.to_string())?;
         self.core().emit(EventBody::SubagentSpawned {
@@ -194,21 +195,8 @@ impl Subagents for Task {
 impl Session {
     /// This session's loaded subagents, their children, and so on: one list per generation.
     pub(super) fn descendants(&self) -> Vec<Vec<Arc<Session>>> {
-        let Ok(registry) = registry(self.registry.as_ref()) else {
-            return Vec::new();
-        };
-        let mut generations: Vec<Vec<Arc<Session>>> = Vec::new();
-        let mut parents = vec![self.id().clone()];
-        while !parents.is_empty() {
-            let children: Vec<Arc<Session>> = parents
-                .iter()
-                .flat_map(|p| registry.children_of(p))
-                .collect();
-            parents = children.iter().map(|c| c.id().clone()).collect();
-            if !children.is_empty() {
-                generations.push(children);
-            }
-        }
-        generations
+        self.family
+            .as_ref()
+            .map_or_else(Vec::new, Family::descendants)
     }
 }

@@ -9,6 +9,8 @@
 //! execution environment and a provider, submits input, and reads events, without the
 //! server.
 
+#[cfg(test)]
+mod backlog_tests;
 mod builder;
 mod events;
 mod history;
@@ -20,9 +22,10 @@ mod tests;
 mod view;
 
 pub use builder::SessionBuilder;
-pub use events::LIVE_BUFFER;
 pub(crate) use events::now;
+pub use events::{LIVE_BUFFER, SharedEvent};
 pub(crate) use history::History;
+use registry::Family;
 pub use registry::Registry;
 pub use view::View;
 
@@ -33,15 +36,14 @@ use crate::profile::Profile;
 use crate::store::{EventReader, ParentLink, SessionFiles, SessionRecord};
 use crate::tools::SubagentResult;
 use agentd_proto::{
-    AbortResponse, CompactResponse, ConfigPatch, DaemonEvent, EntryId, Environment, Event,
-    EventBody, ForkOrigin, HistoryEntry, ImageData, InputId, QueueContents, RespondParams,
-    RespondResponse, RollbackResponse, SessionConfig, SessionEndReason, SessionId, SessionSnapshot,
-    SessionState, SessionSummary, SubmitResponse, Usage, WhenBusy,
+    AbortResponse, CompactResponse, ConfigPatch, DaemonEvent, EntryId, Environment, EventBody,
+    ForkOrigin, HistoryEntry, ImageData, InputId, QueueContents, RespondParams, RespondResponse,
+    RollbackResponse, SessionConfig, SessionEndReason, SessionId, SessionSnapshot, SessionState,
+    SessionSummary, SubmitResponse, Usage, WhenBusy,
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
@@ -138,9 +140,10 @@ pub(crate) struct SessionSpec {
     pub(crate) restored: Option<Restored>,
     /// The session that spawned this one as a subagent.
     pub(crate) parent: Option<ParentLink>,
-    /// The registry, through which the session spawns and finds its subagents; `None`: the
-    /// subagent tools report that subagents are not available.
-    pub(crate) registry: Option<Weak<Registry>>,
+    /// Its children and parent, through which it spawns, finds and stops its subagents and
+    /// reports to its parent; `None`: the subagent tools report that subagents are not
+    /// available.
+    pub(crate) family: Option<Family>,
     /// Cancelled when the session must stop for good (daemon shutdown): its work is aborted
     /// and its task flushes and ends. The session's turns are children of it.
     pub(crate) cancel: CancellationToken,
@@ -247,12 +250,12 @@ enum Command {
 /// Replayed events and the live receiver that continues right after them.
 pub struct Subscription {
     /// Events with `seq > since_seq`, oldest first.
-    pub replay: Vec<Arc<Event>>,
+    pub replay: Vec<SharedEvent>,
     /// Every later event.
-    pub live: broadcast::Receiver<Arc<Event>>,
+    pub live: broadcast::Receiver<SharedEvent>,
     /// The seq of the newest event the subscriber has sent on; the subscriber keeps it
-    /// current, so that [`Session::delivered`] can wait for it.
-    pub delivered: Arc<AtomicU64>,
+    /// current (`send_replace`), so that [`Session::delivered`] can wait for it.
+    pub delivered: watch::Sender<u64>,
 }
 
 /// A handle to a running session. Cheap to share; every method may be called while the
@@ -261,9 +264,10 @@ pub struct Session {
     info: Arc<Info>,
     commands: mpsc::Sender<Command>,
     view: watch::Receiver<View>,
-    registry: Option<Weak<Registry>>,
-    /// How far each live subscription has delivered (see [`Session::delivered`]).
-    subscribers: Mutex<Vec<Weak<AtomicU64>>>,
+    family: Option<Family>,
+    /// How far each live subscription has delivered (see [`Session::delivered`]); a
+    /// subscription that ended has dropped its sender.
+    subscribers: Mutex<Vec<watch::Receiver<u64>>>,
 }
 
 impl Session {
@@ -276,13 +280,13 @@ impl Session {
         tasks: &tokio_util::task::TaskTracker,
     ) -> Arc<Self> {
         let (commands, rx) = mpsc::channel(COMMAND_BUFFER);
-        let registry = spec.registry.clone();
+        let family = spec.family.clone();
         let (info, view) = task::start(spec, daemon_events, rx, tasks);
         Arc::new(Self {
             info,
             commands,
             view,
-            registry,
+            family,
             subscribers: Mutex::default(),
         })
     }
@@ -507,16 +511,16 @@ impl Session {
                     .map_err(|e| Error::Internal(format!("replay failed: {e}")))?
                     .map_err(|e| Error::Storage(e.to_string()))?
                     .into_iter()
-                    .map(Arc::new)
+                    .map(SharedEvent::new)
                     .collect()
             }
             None => Vec::new(),
         };
         replay.extend(joined.tail);
-        let delivered = Arc::new(AtomicU64::new(since_seq.unwrap_or(joined.last_seq)));
+        let (delivered, progress) = watch::channel(since_seq.unwrap_or(joined.last_seq));
         let mut subscribers = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
-        subscribers.retain(|s| s.strong_count() > 0);
-        subscribers.push(Arc::downgrade(&delivered));
+        subscribers.retain(|s| s.has_changed().is_ok());
+        subscribers.push(progress);
         Ok(Subscription {
             replay,
             live: joined.live,
@@ -528,22 +532,18 @@ impl Session {
     /// up to `seq`, so that a reply sent next reaches a client after the events it follows
     /// (an abort's answer after the `processing_end` it caused).
     pub async fn delivered(&self, seq: u64) {
-        let deadline = tokio::time::Instant::now() + DELIVERY_WAIT;
-        let mut pause = Duration::from_millis(1);
-        loop {
-            let behind = self
-                .subscribers
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .filter_map(Weak::upgrade)
-                .any(|d| d.load(Ordering::Acquire) < seq);
-            if !behind || tokio::time::Instant::now() >= deadline {
-                return;
-            }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(20));
-        }
+        // Copies of the receivers: the lock is not held while waiting.
+        let mut subscribers = self
+            .subscribers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        // A subscription that ended (its sender dropped) delivers nothing more: done.
+        let all = futures::future::join_all(subscribers.iter_mut().map(|progress| async move {
+            // The borrow `wait_for` returns is dropped at once: no guard lives across awaits.
+            let _ = progress.wait_for(|&delivered| delivered >= seq).await;
+        }));
+        let _ = tokio::time::timeout(DELIVERY_WAIT, all).await;
     }
 
     /// Interrupts the current work: cancels the LLM stream, kills every process group the

@@ -12,7 +12,7 @@ use futures::StreamExt;
 use serde_json::json;
 
 /// A provider that answers from a script, for hosts that test their own tools.
-struct Scripted(std::sync::Mutex<Vec<Response>>);
+pub(super) struct Scripted(pub(super) std::sync::Mutex<Vec<Response>>);
 
 #[async_trait]
 impl Provider for Scripted {
@@ -81,7 +81,7 @@ impl Tool for NoShell {
     }
 }
 
-fn call(id: &str, name: &str, arguments: serde_json::Value) -> Response {
+pub(super) fn call(id: &str, name: &str, arguments: serde_json::Value) -> Response {
     Response {
         tool_calls: vec![ToolCall {
             id: ToolCallId(id.into()),
@@ -94,7 +94,7 @@ fn call(id: &str, name: &str, arguments: serde_json::Value) -> Response {
 }
 
 /// A session in `dir` with `profile` and `providers` (the config names "scripted").
-fn spec(
+pub(super) fn spec(
     dir: &std::path::Path,
     profile: crate::profile::Profile,
     providers: ProviderSet,
@@ -120,7 +120,7 @@ fn spec(
         forked_from: None,
         restored: None,
         parent: None,
-        registry: None,
+        family: None,
         cancel: tokio_util::sync::CancellationToken::new(),
     }
 }

@@ -40,7 +40,7 @@ struct EventHead<'a> {
 }
 
 /// The journal line of an event.
-pub(super) fn event_line(event: &Event) -> Vec<u8> {
+pub(crate) fn event_line(event: &Event) -> Vec<u8> {
     // Protocol types are plain data: serializing them cannot fail.
     serde_json::to_vec(event).unwrap_or_default()
 }
@@ -152,11 +152,33 @@ pub(crate) struct LoadedLog {
 #[derive(Debug)]
 pub(crate) struct SessionFiles {
     dir: PathBuf,
+    /// While it says `false`, the writer writes nothing: a disk that stalls, for tests.
+    #[cfg(test)]
+    hold: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl SessionFiles {
     pub(super) fn new(dir: PathBuf) -> Self {
-        Self { dir }
+        Self {
+            dir,
+            #[cfg(test)]
+            hold: None,
+        }
+    }
+
+    /// These files, written only while `open` says `true`.
+    #[cfg(test)]
+    pub(crate) fn held(mut self, open: tokio::sync::watch::Receiver<bool>) -> Self {
+        self.hold = Some(open);
+        self
+    }
+
+    /// Waits until the test holding the writer lets it write.
+    #[cfg(test)]
+    pub(super) async fn wait_while_held(&mut self) {
+        if let Some(open) = &mut self.hold {
+            let _ = open.wait_for(|open| *open).await;
+        }
     }
 
     /// The journal's path.

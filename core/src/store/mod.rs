@@ -22,10 +22,10 @@ mod groups;
 mod jsonl;
 mod writer;
 
-pub(crate) use files::{EventReader, SessionFiles};
+pub(crate) use files::{EventReader, SessionFiles, event_line};
 pub(crate) use groups::ProcessRecords;
 pub use groups::{RecordedGroup, RecordedProcesses};
-pub(crate) use writer::{BACKLOG_LINES, Writer, WriterStatus};
+pub(crate) use writer::{BACKLOG_LINES, Backlog, Writer, WriterStatus};
 
 use agentd_proto::{
     DamageKind, DamagedSession, EntryId, Environment, ForkOrigin, QueueContents, SessionConfig,

@@ -54,7 +54,8 @@ async fn the_writer_journals_events_and_entries_and_replays_them() {
     let loaded = files.load().unwrap();
     let writer = Writer::start(store.files(&SessionId::from("a")), loaded.reader, 0);
     for seq in 1..=3000 {
-        writer.event(&event(seq));
+        let line = String::from_utf8(files::event_line(&event(seq))).unwrap();
+        writer.event(seq, line.into());
         if seq % 1000 == 0 {
             writer.entry(&entry(&format!("e{seq}")), true);
         }

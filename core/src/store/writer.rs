@@ -3,27 +3,34 @@
 //!
 //! **Group commit.** Event lines are written as they come but not synced; a history entry
 //! that ends a step (a model response, a tool round), or an explicit [`Writer::sync`], makes
-//! the batch it lands in end with one `fdatasync` of the journal. Whatever arrived while a sync ran shares the next one, so a slow disk means fewer,
-//! larger syncs, never a slower agent loop. `session.json` is rewritten only when its bytes
-//! change. [`Writer::written`] waits for the kernel only (no sync): replies to clients wait for
-//! it, so what a client was told survives `kill -9`.
+//! the batch it lands in end with one `fdatasync` of the journal. Whatever arrived while a
+//! sync ran shares the next one, so a slow disk means fewer, larger syncs, never a slower agent
+//! loop. `session.json` is rewritten only when its bytes change. [`Writer::written`] waits for
+//! the kernel only (no sync): replies to clients wait for it, so what a client was told
+//! survives `kill -9`.
 //!
-//! **Back-pressure.** At most [`BACKLOG_BYTES`] bytes and [`BACKLOG_LINES`] lines wait for the
-//! disk; past that, [`Writer::event`] blocks its caller until the writer catches up, so memory
-//! stays bounded when output outruns the disk.
+//! **Back-pressure.** The lines waiting for the disk are bounded by a [`Backlog`]: a
+//! semaphore whose permits are bytes ([`BACKLOG_BYTES`], each line costing at least
+//! [`BACKLOG_BYTES`]` / `[`BACKLOG_LINES`]). Sending a line never waits: it takes its permits
+//! when they are there and owes them otherwise, and the agent loop pays what is owed at its
+//! await points ([`Backlog::room`]), waiting there, asynchronously, while the disk is behind.
+//! No thread ever blocks, on any runtime flavor, and memory stays bounded when output outruns
+//! the disk.
 
-use super::files::{EventReader, SessionFiles, entry_line, event_line};
+use super::files::{EventReader, SessionFiles, entry_line};
 use super::jsonl::Appender;
-use agentd_proto::{Event, HistoryEntry};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use tokio::sync::{mpsc, oneshot, watch};
+use agentd_proto::HistoryEntry;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 
-/// Bytes of lines that may wait for the disk before emitters wait.
+/// Bytes of lines that may wait for the disk before the agent loop waits.
 pub(crate) const BACKLOG_BYTES: usize = 16 * 1024 * 1024;
-/// Lines that may wait for the disk before emitters wait. Also the most events a crash can
-/// lose, which is why a session reopened after one skips more seqs than this.
+/// Lines that may wait for the disk before the agent loop waits. Also about the most events
+/// a crash can lose, which is why a session reopened after one skips more seqs than this.
 pub(crate) const BACKLOG_LINES: usize = 8192;
+/// What a line costs at least, so that no more than [`BACKLOG_LINES`] fit.
+const LINE_COST: usize = BACKLOG_BYTES / BACKLOG_LINES;
 /// Operations written in one blocking call at most.
 const MAX_BATCH: usize = 4096;
 
@@ -39,52 +46,107 @@ pub(crate) enum WriterStatus {
 }
 
 enum Op {
-    Event { seq: u64, line: Vec<u8> },
-    Entry { line: Vec<u8>, commit: bool },
+    /// An event's line (its JSON, shared with the session's subscribers) and what it cost.
+    Event {
+        seq: u64,
+        line: Arc<str>,
+        cost: usize,
+    },
+    Entry {
+        line: Vec<u8>,
+        commit: bool,
+        cost: usize,
+    },
     Record(Vec<u8>),
     Sync(oneshot::Sender<Result<(), String>>),
     Written(oneshot::Sender<()>),
     Saved(oneshot::Sender<()>),
 }
 
-#[derive(Default)]
-struct Backlog {
-    /// Bytes and lines sent and not yet written.
-    waiting: Mutex<(usize, usize)>,
-    room: Condvar,
+/// The room left for lines waiting for the disk: a semaphore whose permits are bytes. A
+/// line's permits are taken when it is sent (or owed, when they are not there) and given back
+/// once it is written. Permits owed make the semaphore show that much more room than there
+/// is, until [`Backlog::room`] pays them: the payer waits until the backlog is within its
+/// bound again. Clones share the backlog.
+#[derive(Clone)]
+pub(crate) struct Backlog {
+    room: Arc<Semaphore>,
+    owed: Arc<AtomicUsize>,
+}
+
+impl Default for Backlog {
+    fn default() -> Self {
+        Self {
+            room: Arc::new(Semaphore::new(BACKLOG_BYTES)),
+            owed: Arc::default(),
+        }
+    }
 }
 
 impl Backlog {
-    fn lock(&self) -> std::sync::MutexGuard<'_, (usize, usize)> {
-        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn add(&self, bytes: usize) {
-        let mut waiting = self.lock();
-        let full = |w: &(usize, usize)| w.0 > BACKLOG_BYTES || w.1 >= BACKLOG_LINES;
-        if full(&waiting) {
-            // Waiting blocks a thread: on a multi-threaded runtime, tell it to move its other
-            // tasks elsewhere first. A current-thread runtime would deadlock (the writer
-            // needs that thread), so there the backlog is not bounded.
-            let multi_thread = tokio::runtime::Handle::try_current()
-                .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-            if multi_thread {
-                waiting = tokio::task::block_in_place(|| {
-                    self.room
-                        .wait_while(waiting, |w| full(w))
-                        .unwrap_or_else(|e| e.into_inner())
-                });
+    /// Charges a line of `len` bytes, without waiting; returns its cost.
+    fn charge(&self, len: usize) -> usize {
+        let cost = len.clamp(LINE_COST, BACKLOG_BYTES);
+        // The cost fits in u32: it is at most BACKLOG_BYTES.
+        match self.room.try_acquire_many(cost as u32) {
+            Ok(permits) => permits.forget(),
+            Err(_) => {
+                self.owed.fetch_add(cost, Ordering::AcqRel);
             }
         }
-        waiting.0 += bytes;
-        waiting.1 += 1;
+        cost
     }
 
-    fn release(&self, bytes: usize, lines: usize) {
-        let mut waiting = self.lock();
-        waiting.0 = waiting.0.saturating_sub(bytes);
-        waiting.1 = waiting.1.saturating_sub(lines);
-        self.room.notify_all();
+    /// Gives back the permits of written lines.
+    fn release(&self, cost: usize) {
+        if cost > 0 {
+            self.room.add_permits(cost);
+        }
+    }
+
+    /// Whether a line sent now would not fit: for output that can be held back instead.
+    pub(crate) fn is_full(&self) -> bool {
+        // Owed permits show as room there is not (see above).
+        self.room.available_permits() < self.owed.load(Ordering::Acquire) + LINE_COST
+    }
+
+    /// Waits until the lines sent so far fit the bound, paying the permits they owe. Returns
+    /// at once when nothing is owed; cancelling it leaves the debt for the next call.
+    pub(crate) async fn room(&self) {
+        loop {
+            let Ok(owed) = self
+                .owed
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |o| {
+                    (o > 0).then(|| o - o.min(BACKLOG_BYTES))
+                })
+            else {
+                return;
+            };
+            let debt = Debt {
+                owed: &self.owed,
+                amount: owed.min(BACKLOG_BYTES),
+            };
+            match self.room.acquire_many(debt.amount as u32).await {
+                Ok(permits) => {
+                    permits.forget();
+                    std::mem::forget(debt);
+                }
+                // Closed: the writer is gone, nothing waits for the disk any more.
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+/// Permits taken out of the debt to pay; put back if the payment is cancelled.
+struct Debt<'a> {
+    owed: &'a AtomicUsize,
+    amount: usize,
+}
+
+impl Drop for Debt<'_> {
+    fn drop(&mut self) {
+        self.owed.fetch_add(self.amount, Ordering::AcqRel);
     }
 }
 
@@ -92,7 +154,7 @@ impl Backlog {
 /// has been written.
 pub(crate) struct Writer {
     tx: mpsc::UnboundedSender<Op>,
-    backlog: Arc<Backlog>,
+    backlog: Backlog,
     written: Arc<AtomicU64>,
     status: watch::Receiver<WriterStatus>,
     reader: EventReader,
@@ -110,8 +172,8 @@ struct Files {
 /// What one batch did.
 struct Applied {
     result: Result<(), String>,
-    bytes: usize,
-    lines: usize,
+    /// What the lines written cost in the backlog.
+    cost: usize,
     replies: Vec<oneshot::Sender<Result<(), String>>>,
 }
 
@@ -123,7 +185,7 @@ impl Writer {
         let (status_tx, status) = watch::channel(WriterStatus::Ok);
         let writer = Self {
             tx,
-            backlog: Arc::default(),
+            backlog: Backlog::default(),
             written: Arc::new(AtomicU64::new(last_seq)),
             status,
             reader: reader.clone(),
@@ -145,23 +207,23 @@ impl Writer {
         writer
     }
 
-    /// Queues an event; returns the size of its line. Blocks while the backlog is full.
-    pub(crate) fn event(&self, event: &Event) -> usize {
-        let line = event_line(event);
-        let size = line.len();
-        self.backlog.add(size);
-        let _ = self.tx.send(Op::Event {
-            seq: event.seq,
-            line,
-        });
-        size
+    /// Queues event `seq`, whose JSON is `line`. Never waits (see [`Backlog`]).
+    pub(crate) fn event(&self, seq: u64, line: Arc<str>) {
+        let cost = self.backlog.charge(line.len());
+        let _ = self.tx.send(Op::Event { seq, line, cost });
     }
 
-    /// Queues a history entry; with `commit`, the batch it lands in ends with a sync.
+    /// Queues a history entry; with `commit`, the batch it lands in ends with a sync. Never
+    /// waits (see [`Backlog`]).
     pub(crate) fn entry(&self, entry: &HistoryEntry, commit: bool) {
         let line = entry_line(entry);
-        self.backlog.add(line.len());
-        let _ = self.tx.send(Op::Entry { line, commit });
+        let cost = self.backlog.charge(line.len());
+        let _ = self.tx.send(Op::Entry { line, commit, cost });
+    }
+
+    /// The backlog of lines waiting for the disk, for the agent loop to wait for room in.
+    pub(crate) fn backlog(&self) -> &Backlog {
+        &self.backlog
     }
 
     /// Queues `session.json`'s new content (written only if it differs from the last).
@@ -231,7 +293,7 @@ impl Writer {
 async fn run(
     mut state: Files,
     mut rx: mpsc::UnboundedReceiver<Op>,
-    backlog: Arc<Backlog>,
+    backlog: Backlog,
     written: Arc<AtomicU64>,
     reader: EventReader,
     status: watch::Sender<WriterStatus>,
@@ -245,6 +307,8 @@ async fn run(
                 Err(_) => break,
             }
         }
+        #[cfg(test)]
+        state.files.wait_while_held().await;
         let ops = std::mem::take(&mut batch);
         let (written, reader) = (written.clone(), reader.clone());
         let joined = tokio::task::spawn_blocking(move || {
@@ -261,11 +325,11 @@ async fn run(
                 status.send_replace(WriterStatus::Failing(
                     "internal error: the session's writer crashed".into(),
                 ));
-                backlog.release(usize::MAX, usize::MAX);
+                backlog.room.close();
                 return;
             }
         };
-        backlog.release(applied.bytes, applied.lines);
+        backlog.release(applied.cost);
         let next = match &applied.result {
             Ok(()) => WriterStatus::Ok,
             Err(e) => WriterStatus::Failing(e.clone()),
@@ -284,22 +348,19 @@ async fn run(
 fn apply(state: &mut Files, ops: Vec<Op>, written: &AtomicU64, reader: &EventReader) -> Applied {
     let mut applied = Applied {
         result: Ok(()),
-        bytes: 0,
-        lines: 0,
+        cost: 0,
         replies: Vec::new(),
     };
     let (mut written_waiters, mut saved_waiters) = (Vec::new(), Vec::new());
     let mut sync = false;
     for op in ops {
         match op {
-            Op::Event { seq, line } => {
-                applied.bytes += line.len();
-                applied.lines += 1;
-                state.journal.push(&line, Some(seq));
+            Op::Event { seq, line, cost } => {
+                applied.cost += cost;
+                state.journal.push(line.as_bytes(), Some(seq));
             }
-            Op::Entry { line, commit } => {
-                applied.bytes += line.len();
-                applied.lines += 1;
+            Op::Entry { line, commit, cost } => {
+                applied.cost += cost;
                 state.journal.push(&line, None);
                 sync |= commit;
             }

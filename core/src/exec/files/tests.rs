@@ -124,10 +124,15 @@ fn a_symlink_swapped_in_while_writing_never_carries_a_write_out() {
     symlink(&f.outside, f.root.join("alt")).unwrap();
     std::fs::write(f.outside.join("victim"), "x").unwrap();
     let stop = Arc::new(AtomicBool::new(false));
+    let swaps = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let swapper = {
-        let (stop, a, b) = (stop.clone(), f.root.join("d"), f.root.join("alt"));
+        let (stop, swaps, a, b) = (
+            stop.clone(),
+            swaps.clone(),
+            f.root.join("d"),
+            f.root.join("alt"),
+        );
         std::thread::spawn(move || {
-            let mut swaps = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 nix::fcntl::renameat2(
                     AT_FDCWD,
@@ -137,11 +142,14 @@ fn a_symlink_swapped_in_while_writing_never_carries_a_write_out() {
                     nix::fcntl::RenameFlags::RENAME_EXCHANGE,
                 )
                 .unwrap();
-                swaps += 1;
+                swaps.fetch_add(1, Ordering::Relaxed);
             }
-            swaps
         })
     };
+    // On a loaded machine the swapper may start late: the race begins once it runs.
+    while swaps.load(Ordering::Relaxed) == 0 {
+        std::thread::yield_now();
+    }
     let (mut wrote, mut refused) = (0, 0);
     for i in 0..2000 {
         match f.write(&format!("d/f{i}"), "x") {
@@ -159,7 +167,8 @@ fn a_symlink_swapped_in_while_writing_never_carries_a_write_out() {
         );
     }
     stop.store(true, Ordering::Relaxed);
-    let swaps = swapper.join().unwrap();
+    swapper.join().unwrap();
+    let swaps = swaps.load(Ordering::Relaxed);
     eprintln!("{swaps} swaps, {wrote} writes, {refused} refused");
     assert!(swaps > 0 && wrote > 0);
     let outside: Vec<_> = std::fs::read_dir(&f.outside)
