@@ -15,8 +15,11 @@
 //! | 77 | the daemon refused this user (or this process), or agentctl refused the server: another user's socket or runtime directory |
 //! | 130 | interrupted (Ctrl-C aborted the work) |
 
+use agentd_proto::{ErrorKind, StreamEndReason};
 use jsonrpsee::core::ClientError;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use std::fmt;
 
 /// Something went wrong on agentctl's side (it could not read stdin, write a file...).
 pub(crate) const EX_FAILURE: u8 = 1;
@@ -44,19 +47,130 @@ pub(crate) const EX_INTERRUPTED: u8 = 130;
 pub(crate) struct Failure {
     /// The JSON-RPC error code, when the daemon answered with an error.
     pub(crate) code: Option<i32>,
-    /// The daemon's `data.kind`, or agentctl's own: `usage`, `unavailable`, `failed`.
-    pub(crate) kind: String,
+    /// What kind of failure it is.
+    pub(crate) kind: Kind,
     /// What went wrong and, where it helps, what to do.
     pub(crate) message: String,
     /// The exit code agentctl ends with.
     pub(crate) exit_code: u8,
 }
 
+/// A failure's `kind`: the daemon's `data.kind`, a standard JSON-RPC error's name, or
+/// agentctl's own. Each is one string in `--json` output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// The daemon's `data.kind`.
+    Daemon(ErrorKind),
+    /// A `data.kind` this agentctl does not know (a newer daemon's), as sent.
+    UnknownDaemon(String),
+    /// A JSON-RPC error without `data.kind`, named by its code.
+    Rpc(RpcError),
+    /// The followed event stream ended before the work did.
+    StreamEnded(StreamEndReason),
+    /// agentctl's own.
+    Local(Local),
+}
+
+/// The standard JSON-RPC errors, which carry no `data.kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RpcError {
+    /// -32700: the message was not JSON.
+    ParseError,
+    /// -32600: not a request.
+    InvalidRequest,
+    /// -32601: no such method.
+    MethodNotFound,
+    /// -32602: the params do not fit the method.
+    InvalidParams,
+    /// -32603: the server failed.
+    InternalError,
+    /// Any other code.
+    Error,
+}
+
+impl RpcError {
+    fn from_code(code: i32) -> Self {
+        match code {
+            -32700 => Self::ParseError,
+            -32600 => Self::InvalidRequest,
+            -32601 => Self::MethodNotFound,
+            -32602 => Self::InvalidParams,
+            -32603 => Self::InternalError,
+            _ => Self::Error,
+        }
+    }
+}
+
+/// The failures agentctl tells by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Local {
+    /// Bad usage.
+    Usage,
+    /// Something failed on agentctl's side.
+    Failed,
+    /// The daemon cannot be reached.
+    Unavailable,
+    /// The server or its directory is not this user's own.
+    Untrusted,
+    /// The daemon shut down while the work was followed.
+    DaemonShutdown,
+}
+
+impl Kind {
+    /// The kind of an error the daemon answered with `code` and `data`: `data.kind` when it has
+    /// one, else the code's name.
+    pub(crate) fn of_error(code: i32, data: Option<&RawValue>) -> Self {
+        Self::of_data(data).unwrap_or(Self::Rpc(RpcError::from_code(code)))
+    }
+
+    /// The `data.kind` of an error's `data`, if it has one.
+    pub(crate) fn of_data(data: Option<&RawValue>) -> Option<Self> {
+        #[derive(Deserialize)]
+        struct Data {
+            kind: Option<String>,
+        }
+        let kind = serde_json::from_str::<Data>(data?.get()).ok()?.kind?;
+        Some(kind.parse().map_or(Self::UnknownDaemon(kind), Self::Daemon))
+    }
+
+    /// The name `--json` shows.
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            Self::Daemon(kind) => kind.as_str(),
+            Self::UnknownDaemon(kind) => kind,
+            Self::Rpc(RpcError::ParseError) => "parse_error",
+            Self::Rpc(RpcError::InvalidRequest) => "invalid_request",
+            Self::Rpc(RpcError::MethodNotFound) => "method_not_found",
+            Self::Rpc(RpcError::InvalidParams) => "invalid_params",
+            Self::Rpc(RpcError::InternalError) => "internal_error",
+            Self::Rpc(RpcError::Error) => "error",
+            Self::StreamEnded(reason) => reason.as_str(),
+            Self::Local(Local::Usage) => "usage",
+            Self::Local(Local::Failed) => "failed",
+            Self::Local(Local::Unavailable) => "unavailable",
+            Self::Local(Local::Untrusted) => "untrusted",
+            Self::Local(Local::DaemonShutdown) => "daemon_shutdown",
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Kind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 impl Failure {
-    fn local(exit_code: u8, kind: &str, message: impl Into<String>) -> Self {
+    fn local(exit_code: u8, kind: Local, message: impl Into<String>) -> Self {
         Self {
             code: None,
-            kind: kind.to_owned(),
+            kind: Kind::Local(kind),
             message: message.into(),
             exit_code,
         }
@@ -64,29 +178,34 @@ impl Failure {
 
     /// Bad usage (exit 2).
     pub(crate) fn usage(message: impl Into<String>) -> Self {
-        Self::local(EX_USAGE, "usage", message)
+        Self::local(EX_USAGE, Local::Usage, message)
     }
 
     /// A failure on agentctl's side (exit 1).
     pub(crate) fn failed(message: impl Into<String>) -> Self {
-        Self::local(EX_FAILURE, "failed", message)
+        Self::local(EX_FAILURE, Local::Failed, message)
     }
 
     /// The daemon cannot be reached (exit 69).
     pub(crate) fn unavailable(message: impl Into<String>) -> Self {
-        Self::local(EX_UNAVAILABLE, "unavailable", message)
+        Self::local(EX_UNAVAILABLE, Local::Unavailable, message)
     }
 
     /// The server is not this user's daemon, or its directory is not this user's own (exit
     /// 77): nothing was sent.
     pub(crate) fn untrusted(message: impl Into<String>) -> Self {
-        Self::local(EX_NOPERM, "untrusted", message)
+        Self::local(EX_NOPERM, Local::Untrusted, message)
+    }
+
+    /// The daemon shut down and stopped the followed work (exit 69).
+    pub(crate) fn daemon_shutdown(message: impl Into<String>) -> Self {
+        Self::local(EX_UNAVAILABLE, Local::DaemonShutdown, message)
     }
 
     /// Whether this is an [`untrusted`](Self::untrusted) failure, which no retry or
     /// auto-start can fix.
     pub(crate) fn is_untrusted(&self) -> bool {
-        self.kind == "untrusted"
+        self.kind == Kind::Local(Local::Untrusted)
     }
 
     /// Prints the failure on stderr: one JSON object with `--json`, else a line for people.
@@ -99,36 +218,23 @@ impl Failure {
     }
 }
 
-/// The `kind` of a standard JSON-RPC error, which carries no `data.kind`.
-fn standard_kind(code: i32) -> &'static str {
-    match code {
-        -32700 => "parse_error",
-        -32600 => "invalid_request",
-        -32601 => "method_not_found",
-        -32602 => "invalid_params",
-        -32603 => "internal_error",
-        _ => "error",
-    }
-}
-
 impl From<ClientError> for Failure {
     fn from(e: ClientError) -> Self {
         match e {
             ClientError::Call(err) => {
-                let kind = err
-                    .data()
-                    .and_then(|d| serde_json::from_str::<serde_json::Value>(d.get()).ok())
-                    .and_then(|d| d["kind"].as_str().map(str::to_owned));
+                let kind = Kind::of_error(err.code(), err.data());
                 let (exit_code, message) = match &kind {
-                    Some(kind) if kind == "unauthorized" => {
+                    Kind::Daemon(ErrorKind::Unauthorized) => {
                         (EX_NOPERM, format!("{} ({kind})", err.message()))
                     }
-                    Some(kind) => (EX_FAILURE, format!("{} ({kind})", err.message())),
-                    None => (EX_FAILURE, err.message().to_owned()),
+                    Kind::Daemon(_) | Kind::UnknownDaemon(_) => {
+                        (EX_FAILURE, format!("{} ({kind})", err.message()))
+                    }
+                    _ => (EX_FAILURE, err.message().to_owned()),
                 };
                 Failure {
                     code: Some(err.code()),
-                    kind: kind.unwrap_or_else(|| standard_kind(err.code()).to_owned()),
+                    kind,
                     message,
                     exit_code,
                 }
@@ -143,3 +249,57 @@ impl From<ClientError> for Failure {
 
 /// What every command returns: an exit code, or a failure.
 pub(crate) type Result<T> = std::result::Result<T, Failure>;
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+    use serde_json::value::to_raw_value;
+
+    fn kind_of(code: i32, data: serde_json::Value) -> Kind {
+        let data = (!data.is_null()).then(|| to_raw_value(&data).unwrap());
+        Kind::of_error(code, data.as_deref())
+    }
+
+    #[test]
+    fn a_daemon_error_s_kind_is_its_data_kind_else_its_code_s_name() {
+        let busy = json!({"kind": "session_busy", "retryable": false});
+        assert_eq!(kind_of(-32011, busy), Kind::Daemon(ErrorKind::SessionBusy));
+        assert_eq!(
+            kind_of(-32602, json!(null)),
+            Kind::Rpc(RpcError::InvalidParams)
+        );
+        assert_eq!(kind_of(-32007, json!(null)), Kind::Rpc(RpcError::Error));
+        let newer = json!({"kind": "brand_new", "retryable": true});
+        assert_eq!(
+            kind_of(-32099, newer),
+            Kind::UnknownDaemon("brand_new".into())
+        );
+    }
+
+    #[test]
+    fn json_shows_each_kind_by_its_wire_name() {
+        let shown = |kind: Kind| {
+            serde_json::to_value(Failure {
+                code: None,
+                kind,
+                message: String::new(),
+                exit_code: 1,
+            })
+            .unwrap()["kind"]
+                .clone()
+        };
+        assert_eq!(
+            shown(Kind::Daemon(ErrorKind::ShuttingDown)),
+            "shutting_down"
+        );
+        assert_eq!(shown(Kind::UnknownDaemon("brand_new".into())), "brand_new");
+        assert_eq!(
+            shown(Kind::Rpc(RpcError::MethodNotFound)),
+            "method_not_found"
+        );
+        assert_eq!(shown(Kind::StreamEnded(StreamEndReason::Lagged)), "lagged");
+        assert_eq!(shown(Kind::Local(Local::DaemonShutdown)), "daemon_shutdown");
+    }
+}

@@ -8,8 +8,8 @@
 //! under the tool call, as soon as it is complete.
 
 use agentd_proto::{
-    Decision, Event, EventBody, LimitKind, ProcessingEndReason, ResolvedBy, SessionState,
-    ToolCallId, Usage,
+    BuiltinTool, Decision, Event, EventBody, LimitKind, ProcessingEndReason, ResolvedBy,
+    SessionState, ToolCallId, Usage,
 };
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
@@ -105,9 +105,11 @@ fn describe_usage(u: &Usage) -> String {
 
 fn summarize_args(tool: &str, args: &serde_json::Value) -> String {
     let pick = |key: &str| args.get(key).and_then(|v| v.as_str()).map(str::to_owned);
-    let text = match tool {
-        "shell" => pick("command"),
-        "read_file" | "write_file" | "edit_file" => pick("file_path"),
+    let text = match tool.parse() {
+        Ok(BuiltinTool::Shell) => pick("command"),
+        Ok(BuiltinTool::ReadFile | BuiltinTool::WriteFile | BuiltinTool::EditFile) => {
+            pick("file_path")
+        }
         _ => None,
     }
     .unwrap_or_else(|| args.to_string());

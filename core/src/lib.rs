@@ -33,10 +33,11 @@ pub use session::{
     Error, LIVE_BUFFER, Registry, Session, SessionBuilder, SharedEvent, Subscription, View,
 };
 // What a session is made of: a profile (tools and prompt), a provider, an environment.
-pub use profile::{Profile, UnknownProfile};
+pub use profile::Profile;
 // Tools, for a host that registers its own.
 pub use tools::{
-    ApprovalSubject, RegisterError, TargetKind, Tool, ToolContext, ToolDefinition, ToolError,
+    ApprovalSubject, Keep, OutputLimits, RegisterError, TargetKind, Tool, ToolContext,
+    ToolDefinition, ToolError,
 };
 // Model providers, for a host that brings its own.
 pub use llm::{

@@ -8,7 +8,9 @@ use agentd_core::{
     ByteStream, Delta, EnvPolicy, LocalExecutionEnvironment, Profile, Provider, ProviderError,
     Request, Response, Session, StopReason, Tool, ToolContext, ToolDefinition, ToolError,
 };
-use agentd_proto::{EventBody, ProviderKind, ToolCall, ToolCallId, WhenBusy};
+use agentd_proto::{
+    EventBody, ProfileId, ProviderKind, SessionEndReason, ToolCall, ToolCallId, WhenBusy,
+};
 use async_trait::async_trait;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -104,7 +106,7 @@ async fn a_host_runs_a_session_with_its_own_provider_and_tool() {
         ])),
         offered: Mutex::default(),
     });
-    let mut profile = Profile::named("anthropic").unwrap();
+    let mut profile = Profile::named(ProfileId::Anthropic);
     profile.register_tool(Arc::new(WordCount)).unwrap();
     let env = Arc::new(LocalExecutionEnvironment::new(
         dir.path().to_owned(),
@@ -158,7 +160,7 @@ async fn a_host_runs_a_session_with_its_own_provider_and_tool() {
     assert_eq!(offered.len(), 2, "one request per round");
     assert!(offered[0].iter().any(|n| n == "word_count"));
     assert_eq!(session.title(), Some("embedded"));
-    session.close("done").await;
+    session.close(SessionEndReason::ClosedByClient).await;
 }
 
 #[tokio::test]
@@ -167,7 +169,7 @@ async fn settings_are_checked_as_a_clients_are() {
     let builder = || {
         Session::builder(
             dir.path().to_owned(),
-            Profile::named("anthropic").unwrap(),
+            Profile::named(ProfileId::Anthropic),
             Arc::new(LocalExecutionEnvironment::new(
                 dir.path().to_owned(),
                 EnvPolicy::InheritCore,
@@ -191,5 +193,5 @@ async fn settings_are_checked_as_a_clients_are() {
     let session = builder().configure(|c| c.max_turns = 3).unwrap().spawn();
     assert_eq!(session.config().max_turns, 3);
     assert_eq!(session.config().model, "any-model");
-    session.close("done").await;
+    session.close(SessionEndReason::ClosedByClient).await;
 }

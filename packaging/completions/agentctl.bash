@@ -1296,7 +1296,7 @@ _agentctl() {
                     return 0
                     ;;
                 --profile)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "openai anthropic gemini bash" -- "${cur}"))
                     return 0
                     ;;
                 --title)
@@ -1558,7 +1558,7 @@ _agentctl() {
                     return 0
                     ;;
                 --profile)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "openai anthropic gemini bash" -- "${cur}"))
                     return 0
                     ;;
                 --title)

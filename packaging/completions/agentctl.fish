@@ -75,7 +75,10 @@ high\t''"
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l max-turns -d 'Most model turns in the session; 0 is unlimited. Reaching it exits 3 with --follow' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l max-rounds -d 'Most tool rounds for one input; 0 is unlimited. Reaching it exits 4 with --follow' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l timeout -d 'Time limit of a shell command that sets none, such as 30s or 5m (raises the session\'s max-timeout to match if it is lower)' -r
-complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l profile -d 'Tool profile' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l profile -d 'Tool profile (default: the provider\'s own)' -r -f -a "openai\t''
+anthropic\t''
+gemini\t''
+bash\t''"
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l title -d 'Title shown in lists' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l instructions -d 'Extra instructions appended to the system prompt' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l approval -d '`ask`: every command and file change waits for approval (answered at the terminal with --follow, or with `agentctl respond`); `auto` runs them' -r -f -a "auto\t''
@@ -116,7 +119,10 @@ high\t''"
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l max-turns -d 'Most model turns in the session; 0 is unlimited. Reaching it exits 3 with --follow' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l max-rounds -d 'Most tool rounds for one input; 0 is unlimited. Reaching it exits 4 with --follow' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l timeout -d 'Time limit of a shell command that sets none, such as 30s or 5m (raises the session\'s max-timeout to match if it is lower)' -r
-complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l profile -d 'Tool profile' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l profile -d 'Tool profile (default: the provider\'s own)' -r -f -a "openai\t''
+anthropic\t''
+gemini\t''
+bash\t''"
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l title -d 'Title shown in lists' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l instructions -d 'Extra instructions appended to the system prompt' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l approval -d '`ask`: every command and file change waits for approval (answered at the terminal with --follow, or with `agentctl respond`); `auto` runs them' -r -f -a "auto\t''

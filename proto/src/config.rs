@@ -1,47 +1,55 @@
 //! Session configuration as it appears on the wire: the full [`SessionConfig`] in snapshots
 //! and the partial [`ConfigPatch`] accepted by `session/create` and `session/set_config`.
 
+use crate::names::names;
 use crate::requests::{ApprovalConfig, ApprovalPatch, ClientToolDefinition};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// How much the model should reason before answering (spec 2.7). `None` means the provider's
-/// default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ReasoningEffort {
-    /// Minimal reasoning.
-    Low,
-    /// Balanced reasoning.
-    Medium,
-    /// Deep reasoning.
-    High,
+names! {
+    /// How much the model should reason before answering (spec 2.7). `None` means the provider's
+    /// default.
+    pub enum ReasoningEffort ("reasoning effort") {
+        /// Minimal reasoning.
+        Low = "low",
+        /// Balanced reasoning.
+        Medium = "medium",
+        /// Deep reasoning.
+        High = "high",
+    }
 }
 
-/// What a session's commands and file tools may write (see the README's Sandbox section).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SandboxMode {
-    /// Read everywhere; write only in the session's temp dir. Read-only sessions always use it.
-    ReadOnly,
-    /// Read everywhere; write only under the session's cwd, its temp dir and
-    /// `sandbox_writable_roots`.
-    #[default]
-    WorkspaceWrite,
-    /// No restriction beyond the user's own permissions.
-    Off,
+names! {
+    /// What a session's commands and file tools may write (see the README's Sandbox section).
+    #[derive(Default)]
+    pub enum SandboxMode ("sandbox mode") {
+        /// Read everywhere; write only in the session's temp dir. Read-only sessions always use it.
+        ReadOnly = "read_only",
+        /// Read everywhere; write only under the session's cwd, its temp dir and
+        /// `sandbox_writable_roots`.
+        #[default]
+        WorkspaceWrite = "workspace_write",
+        /// No restriction beyond the user's own permissions.
+        Off = "off",
+    }
 }
 
-impl SandboxMode {
-    /// The name used on the wire and in the config file.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ReadOnly => "read_only",
-            Self::WorkspaceWrite => "workspace_write",
-            Self::Off => "off",
-        }
+names! {
+    /// A session's tool profile (spec 3.2-3.6): the tool set, shell defaults and system prompt
+    /// that suit one model family. A session gets its provider's own unless it names one.
+    pub enum ProfileId ("profile") {
+        /// OpenAI's: `apply_patch` for edits, 10 s shell default; the default of `openai` and
+        /// `openai_chat` providers.
+        Openai = "openai",
+        /// Anthropic's: `edit_file` by exact replacement, `grep` output modes, 120 s shell
+        /// default.
+        Anthropic = "anthropic",
+        /// Gemini's: `read_many_files` and `list_dir` besides `edit_file`, 10 s shell default.
+        Gemini = "gemini",
+        /// `shell` alone (120 s default), for small local models.
+        Bash = "bash",
     }
 }
 

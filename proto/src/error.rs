@@ -110,6 +110,33 @@ impl ErrorKind {
         Self::Internal,
         Self::EnvironmentUnavailable,
     ];
+
+    /// Every kind's `data.kind` string, in [`ALL`](Self::ALL)'s order.
+    pub const NAMES: [&'static str; Self::ALL.len()] = {
+        let mut names = [""; Self::ALL.len()];
+        let mut i = 0;
+        while i < names.len() {
+            names[i] = Self::ALL[i].as_str();
+            i += 1;
+        }
+        names
+    };
+}
+
+impl std::str::FromStr for ErrorKind {
+    type Err = crate::UnknownName;
+
+    /// The kind a `data.kind` string names.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| crate::UnknownName {
+                what: "error kind",
+                given: s.to_owned(),
+                accepted: &Self::NAMES,
+            })
+    }
 }
 
 /// The `data` member of an application error.
@@ -136,12 +163,23 @@ mod tests {
     #[test]
     fn codes_and_kinds_are_unique() {
         let mut codes: Vec<i32> = ErrorKind::ALL.iter().map(|k| k.code()).collect();
-        let mut names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
+        let mut names = ErrorKind::NAMES.to_vec();
         codes.sort_unstable();
         codes.dedup();
         names.sort_unstable();
         names.dedup();
         assert_eq!(codes.len(), ErrorKind::ALL.len());
         assert_eq!(names.len(), ErrorKind::ALL.len());
+    }
+
+    /// A `data.kind` parses back to its kind, the same as serde reads it.
+    #[test]
+    fn each_kind_parses_from_its_name() {
+        for kind in ErrorKind::ALL {
+            let wire = serde_json::to_value(kind).unwrap_or_default();
+            assert_eq!(wire, kind.as_str());
+            assert_eq!(kind.as_str().parse::<ErrorKind>(), Ok(kind));
+        }
+        assert!("brand_new".parse::<ErrorKind>().is_err());
     }
 }

@@ -3,9 +3,10 @@
 //! A subscription to a session (`session/subscribe`) delivers [`StreamItem`]s: events, then
 //! always one final [`StreamEnd`] saying why the stream stopped.
 
+use crate::names::names;
 use crate::params::{QueueContents, SessionState};
 use crate::requests::{Decision, RequestId, ResolvedBy};
-use crate::{EntryId, ImageInfo, InputId, SessionConfig, SessionId, ToolCallId, Usage};
+use crate::{EntryId, ImageInfo, InputId, ProfileId, SessionConfig, SessionId, ToolCallId, Usage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -45,6 +46,25 @@ pub enum ProcessingEndReason {
     Refusal,
 }
 
+names! {
+    /// Why a session closed (`session_end`).
+    pub enum SessionEndReason ("session end reason") {
+        /// A client closed it (`session/close`), or the program embedding it.
+        ClosedByClient = "closed by client",
+        /// A client aborted its work and closed it (`session/abort {close: true}`).
+        Aborted = "aborted",
+        /// Its parent closed it (the `close_agent` tool).
+        ClosedByParent = "closed by its parent",
+        /// Its parent closed, and its subagents with it.
+        ParentClosed = "its parent closed",
+        /// It was deleted (`session/delete`).
+        Deleted = "deleted",
+        /// Its provider refused it for good (a rejected key); a fatal `error` event came
+        /// before.
+        ProviderFailed = "unrecoverable provider error",
+    }
+}
+
 /// Which limit a `turn_limit` event reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -74,7 +94,7 @@ pub enum EventBody {
         /// Working directory.
         cwd: String,
         /// Tool profile.
-        profile: String,
+        profile: ProfileId,
         /// Initial configuration.
         config: Box<SessionConfig>,
         /// Title given at creation.
@@ -85,7 +105,7 @@ pub enum EventBody {
         /// Final state (always `closed`).
         state: SessionState,
         /// Why it closed.
-        reason: String,
+        reason: SessionEndReason,
     },
     /// The session changed state.
     StateChanged {
@@ -421,19 +441,19 @@ pub struct ProcessInfo {
     pub command: String,
 }
 
-/// Why a subscription's stream ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum StreamEndReason {
-    /// The session closed; its last event was `session_end`.
-    SessionClosed,
-    /// The subscriber fell behind its bounded buffer. Resubscribe with `since_seq` set to the
-    /// last `seq` received: nothing is lost.
-    Lagged,
-    /// The daemon is shutting down.
-    DaemonShutdown,
-    /// The client ended the subscription (`session/unsubscribe`).
-    Unsubscribed,
+names! {
+    /// Why a subscription's stream ended.
+    pub enum StreamEndReason ("stream end reason") {
+        /// The session closed; its last event was `session_end`.
+        SessionClosed = "session_closed",
+        /// The subscriber fell behind its bounded buffer. Resubscribe with `since_seq` set to the
+        /// last `seq` received: nothing is lost.
+        Lagged = "lagged",
+        /// The daemon is shutting down.
+        DaemonShutdown = "daemon_shutdown",
+        /// The client ended the subscription (`session/unsubscribe`).
+        Unsubscribed = "unsubscribed",
+    }
 }
 
 /// The final message of every subscription.

@@ -1,40 +1,24 @@
 //! The conversation as stored and as returned by `session/history`: a list of entries, each
 //! holding one [`Turn`] (spec 2.4).
 
+use crate::names::names;
 use crate::{EntryId, InputId, ToolCallId};
 
-/// An LLM API family.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ProviderKind {
-    /// Anthropic Messages (`/v1/messages`).
-    Anthropic,
-    /// OpenAI Responses (`/v1/responses`).
-    Openai,
-    /// OpenAI-compatible Chat Completions (`/v1/chat/completions`): OpenAI, Ollama, vLLM,
-    /// llama.cpp, LM Studio, OpenRouter, DeepSeek, Groq...
-    OpenaiChat,
-    /// Google Gemini (`streamGenerateContent?alt=sse`).
-    Gemini,
-}
-
-impl std::fmt::Display for ProviderKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+names! {
+    /// An LLM API family.
+    pub enum ProviderKind ("provider kind") {
+        /// Anthropic Messages (`/v1/messages`).
+        Anthropic = "anthropic",
+        /// OpenAI Responses (`/v1/responses`).
+        Openai = "openai",
+        /// OpenAI-compatible Chat Completions (`/v1/chat/completions`): OpenAI, Ollama, vLLM,
+        /// llama.cpp, LM Studio, OpenRouter, DeepSeek, Groq...
+        OpenaiChat = "openai_chat",
+        /// Google Gemini (`streamGenerateContent?alt=sse`).
+        Gemini = "gemini",
     }
 }
 
-impl ProviderKind {
-    /// The name used in config files and on the wire.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Anthropic => "anthropic",
-            Self::Openai => "openai",
-            Self::OpenaiChat => "openai_chat",
-            Self::Gemini => "gemini",
-        }
-    }
-}
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

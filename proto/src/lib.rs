@@ -26,16 +26,18 @@ mod history;
 mod ids;
 mod images;
 pub mod methods;
+mod names;
 mod params;
 mod requests;
 pub mod schema;
 pub mod socket;
+mod tools;
 
-pub use config::{ConfigPatch, ReasoningEffort, SandboxMode, SessionConfig};
+pub use config::{ConfigPatch, ProfileId, ReasoningEffort, SandboxMode, SessionConfig};
 pub use error::{ErrorData, ErrorKind};
 pub use event::{
     DaemonEvent, EscapedProcesses, Event, EventBody, LimitKind, OutputStream, ProcessInfo,
-    ProcessingEndReason, StreamEnd, StreamEndReason, StreamItem,
+    ProcessingEndReason, SessionEndReason, StreamEnd, StreamEndReason, StreamItem,
 };
 pub use history::{
     HistoryEntry, ImageData, ProviderKind, ReasoningBlock, ToolCall, ToolResult, Turn, Usage,
@@ -45,11 +47,13 @@ pub use images::{
     IMAGE_MEDIA_TYPES, ImageInfo, MAX_IMAGE_BYTES, MAX_IMAGES, MAX_IMAGES_BYTES, MAX_REQUEST_BYTES,
     image_media_type,
 };
+pub use names::UnknownName;
 pub use params::*;
 pub use requests::{
     ApprovalConfig, ApprovalMode, ApprovalPatch, ApprovalRule, ClientToolDefinition, Decision,
     PendingRequest, RequestBody, RequestId, ResolvedBy, RespondParams, RespondResponse,
 };
+pub use tools::BuiltinTool;
 
 /// Protocol version, bumped on every incompatible change to the wire types.
 pub const PROTOCOL_VERSION: u32 = 1;

@@ -7,25 +7,27 @@
 //! `ConfigPatch::reasoning_effort`, where `null` explicitly selects the provider's default.
 
 use crate::config::ConfigPatch;
+use crate::names::names;
 use crate::{
-    EntryId, HistoryEntry, ImageData, ImageInfo, InputId, SessionConfig, SessionId, Usage,
+    EntryId, HistoryEntry, ImageData, ImageInfo, InputId, ProfileId, SessionConfig, SessionId,
+    Usage,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// A session's lifecycle state (spec 2.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SessionState {
-    /// Waiting for input.
-    Idle,
-    /// Running the agentic loop.
-    Processing,
-    /// Running, and waiting for a client to answer a pending request (an approval, a
-    /// question, a client tool call); `session/get` lists them.
-    AwaitingInput,
-    /// Terminated; takes no more input.
-    Closed,
+names! {
+    /// A session's lifecycle state (spec 2.3).
+    pub enum SessionState ("session state") {
+        /// Waiting for input.
+        Idle = "idle",
+        /// Running the agentic loop.
+        Processing = "processing",
+        /// Running, and waiting for a client to answer a pending request (an approval, a
+        /// question, a client tool call); `session/get` lists them.
+        AwaitingInput = "awaiting_input",
+        /// Terminated; takes no more input.
+        Closed = "closed",
+    }
 }
 
 impl SessionState {
@@ -145,7 +147,7 @@ pub struct SessionSnapshot {
     /// Working directory.
     pub cwd: String,
     /// Tool profile.
-    pub profile: String,
+    pub profile: ProfileId,
     /// Lifecycle state.
     pub state: SessionState,
     /// Current configuration.
@@ -278,10 +280,22 @@ pub struct ReloadResponse {
     /// Problems worth fixing that did not stop the reload (a world-writable file).
     #[serde(default)]
     pub warnings: Vec<String>,
-    /// Keys whose new values apply only when the daemon starts again (`server.*`,
-    /// `log_level`, `daemon.evict_idle_secs`); empty when none changed.
+    /// Keys whose new values apply only when the daemon starts again; empty when none
+    /// changed.
     #[serde(default)]
-    pub restart_needed: Vec<String>,
+    pub restart_needed: Vec<RestartKey>,
+}
+
+names! {
+    /// A config key the daemon reads only when it starts.
+    pub enum RestartKey ("config key") {
+        /// The `[server]` table.
+        Server = "server",
+        /// `log_level`.
+        LogLevel = "log_level",
+        /// `[daemon] evict_idle_secs`.
+        EvictIdleSecs = "daemon.evict_idle_secs",
+    }
 }
 
 /// Result of `daemon/shutdown`.
@@ -319,9 +333,9 @@ pub struct CreateParams {
     /// Model; the provider's default if absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    /// Tool profile (`openai`, `anthropic`, `gemini`, `bash`); the provider's own if absent.
+    /// Tool profile; the provider's own if absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub profile: Option<String>,
+    pub profile: Option<ProfileId>,
     /// Overrides of the configured session defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<ConfigPatch>,

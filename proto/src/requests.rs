@@ -3,6 +3,7 @@
 //! of a tool that a client executes. Any attached client answers with `session/respond`; the
 //! first answer wins, and a timeout settles the request safely (the call is refused, never run).
 
+use crate::names::names;
 use crate::{SessionId, ToolCallId};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -27,16 +28,17 @@ impl std::fmt::Display for RequestId {
     }
 }
 
-/// When a call needs a person's approval.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalMode {
-    /// Calls run without asking (deny rules still refuse).
-    #[default]
-    Auto,
-    /// Every call that writes files or runs a command waits for an answer, unless a rule
-    /// decides it; reads, search and listing never ask.
-    Ask,
+names! {
+    /// When a call needs a person's approval.
+    #[derive(Default)]
+    pub enum ApprovalMode ("approval mode") {
+        /// Calls run without asking (deny rules still refuse).
+        #[default]
+        Auto = "auto",
+        /// Every call that writes files or runs a command waits for an answer, unless a rule
+        /// decides it; reads, search and listing never ask.
+        Ask = "ask",
+    }
 }
 
 /// A rule: a tool name, optionally with a pattern, as `tool` or `tool(pattern)`; a bare name

@@ -17,19 +17,62 @@ use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::{Client, Error};
 use agentd_proto::methods as m;
 use agentd_proto::{
-    ApprovalConfig, ApprovalMode, ApprovalPatch, ApprovalRule, ConfigPatch, Decision, RequestId,
-    RespondParams, SessionId, SetConfigParams, ToolCallId,
+    ApprovalConfig, ApprovalMode, ApprovalPatch, ApprovalRule, BuiltinTool, ConfigPatch, Decision,
+    RequestId, RespondParams, SessionId, SetConfigParams, ToolCallId,
 };
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The tools the `read-only` mode refuses.
-const WRITERS: [&str; 3] = ["write_file", "edit_file", "apply_patch"];
+const WRITERS: [BuiltinTool; 3] = [
+    BuiltinTool::WriteFile,
+    BuiltinTool::EditFile,
+    BuiltinTool::ApplyPatch,
+];
 
-const ALLOW_ONCE: &str = "allow_once";
-const ALLOW_ALWAYS: &str = "allow_always";
-const REJECT_ONCE: &str = "reject_once";
+/// The answers an approval offers, as ACP permission options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    AllowOnce,
+    AllowAlways,
+    RejectOnce,
+}
+
+impl Answer {
+    const ALL: [Self; 3] = [Self::AllowOnce, Self::AllowAlways, Self::RejectOnce];
+
+    /// Its ACP option id.
+    fn id(self) -> &'static str {
+        match self {
+            Self::AllowOnce => "allow_once",
+            Self::AllowAlways => "allow_always",
+            Self::RejectOnce => "reject_once",
+        }
+    }
+
+    fn option(self) -> acp::PermissionOption {
+        let (name, kind) = match self {
+            Self::AllowOnce => ("Allow", acp::PermissionOptionKind::AllowOnce),
+            Self::AllowAlways => ("Always allow", acp::PermissionOptionKind::AllowAlways),
+            Self::RejectOnce => ("Reject", acp::PermissionOptionKind::RejectOnce),
+        };
+        acp::PermissionOption::new(self.id(), name, kind)
+    }
+
+    /// The decision sent for the option the editor selected; an option agentd did not offer
+    /// is a rejection.
+    fn decision(option_id: &str) -> (Decision, Option<String>) {
+        match Self::ALL.into_iter().find(|a| a.id() == option_id) {
+            Some(Self::AllowOnce) => (Decision::Allow, None),
+            Some(Self::AllowAlways) => (Decision::AllowAlways, None),
+            Some(Self::RejectOnce) | None => (
+                Decision::Deny,
+                Some("The user rejected this call.".to_owned()),
+            ),
+        }
+    }
+}
 
 /// An approval a session waits on.
 pub(super) struct Approval {
@@ -73,23 +116,10 @@ impl Asker {
             .status(acp::ToolCallStatus::Pending)
             .raw_input(approval.arguments)
             .content(content);
-        let options = vec![
-            acp::PermissionOption::new(ALLOW_ONCE, "Allow", acp::PermissionOptionKind::AllowOnce),
-            acp::PermissionOption::new(
-                ALLOW_ALWAYS,
-                "Always allow",
-                acp::PermissionOptionKind::AllowAlways,
-            ),
-            acp::PermissionOption::new(
-                REJECT_ONCE,
-                "Reject",
-                acp::PermissionOptionKind::RejectOnce,
-            ),
-        ];
         let request = acp::RequestPermissionRequest::new(
             self.acp_id.clone(),
             acp::ToolCallUpdate::new(approval.call_id.0.clone(), fields),
-            options,
+            Answer::ALL.map(Answer::option).to_vec(),
         );
         let answer = match self.cx.send_request(request).block_task().await {
             Ok(answer) => answer,
@@ -102,14 +132,7 @@ impl Asker {
             }
         };
         let (decision, message) = match &answer.outcome {
-            acp::RequestPermissionOutcome::Selected(s) => match s.option_id.0.as_ref() {
-                ALLOW_ONCE => (Decision::Allow, None),
-                ALLOW_ALWAYS => (Decision::AllowAlways, None),
-                _ => (
-                    Decision::Deny,
-                    Some("The user rejected this call.".to_owned()),
-                ),
-            },
+            acp::RequestPermissionOutcome::Selected(s) => Answer::decision(&s.option_id.0),
             _ => (
                 Decision::Deny,
                 Some("The user cancelled the request for permission.".to_owned()),
@@ -134,45 +157,87 @@ impl Asker {
     }
 }
 
+/// The session modes ACP clients show, made of the session's approval config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// Approval mode `ask`.
+    Ask,
+    /// Approval mode `auto`.
+    Auto,
+    /// Deny rules for the file-writing tools, whatever the approval mode.
+    ReadOnly,
+}
+
+impl Mode {
+    const ALL: [Self; 3] = [Self::Ask, Self::Auto, Self::ReadOnly];
+
+    /// Its ACP mode id.
+    fn id(self) -> &'static str {
+        match self {
+            Self::Ask => "ask",
+            Self::Auto => "auto",
+            Self::ReadOnly => "read-only",
+        }
+    }
+
+    /// The mode with ACP id `id`.
+    pub(super) fn from_id(id: &str) -> Result<Self, Error> {
+        Self::ALL.into_iter().find(|m| m.id() == id).ok_or_else(|| {
+            Error::invalid_params().data(format!(
+                "unknown mode {id:?}; agentd has ask, auto and read-only"
+            ))
+        })
+    }
+
+    fn shown(self) -> acp::SessionMode {
+        let (name, description) = match self {
+            Self::Ask => (
+                "Ask",
+                "Calls that write files or run commands wait for your approval.",
+            ),
+            Self::Auto => (
+                "Auto",
+                "Calls run without asking (the session's deny rules still refuse).",
+            ),
+            Self::ReadOnly => (
+                "Read-only",
+                "File writes and edits are refused; reading, search and commands run.",
+            ),
+        };
+        acp::SessionMode::new(self.id(), name).description(description.to_owned())
+    }
+
+    /// The mode a session with `approval` is in.
+    fn of(approval: &ApprovalConfig) -> Self {
+        if WRITERS
+            .iter()
+            .all(|w| approval.deny.iter().any(|r| r.0 == w.as_str()))
+        {
+            Self::ReadOnly
+        } else if approval.mode == ApprovalMode::Ask {
+            Self::Ask
+        } else {
+            Self::Auto
+        }
+    }
+}
+
 /// The modes ACP clients show.
 pub(super) fn modes(approval: &ApprovalConfig) -> acp::SessionModeState {
-    let available = vec![
-        acp::SessionMode::new("ask", "Ask").description(
-            "Calls that write files or run commands wait for your approval.".to_owned(),
-        ),
-        acp::SessionMode::new("auto", "Auto").description(
-            "Calls run without asking (the session's deny rules still refuse).".to_owned(),
-        ),
-        acp::SessionMode::new("read-only", "Read-only").description(
-            "File writes and edits are refused; reading, search and commands run.".to_owned(),
-        ),
-    ];
-    acp::SessionModeState::new(current(approval), available)
+    let available = Mode::ALL.map(Mode::shown).to_vec();
+    acp::SessionModeState::new(Mode::of(approval).id(), available)
 }
 
 fn writer_rule(rule: &ApprovalRule) -> bool {
-    WRITERS.contains(&rule.0.as_str())
-}
-
-fn current(approval: &ApprovalConfig) -> &'static str {
-    if WRITERS
-        .iter()
-        .all(|w| approval.deny.iter().any(|r| r.0 == *w))
-    {
-        "read-only"
-    } else if approval.mode == ApprovalMode::Ask {
-        "ask"
-    } else {
-        "auto"
-    }
+    WRITERS.iter().any(|w| rule.0 == w.as_str())
 }
 
 /// The config change that puts a session with `approval` in `mode`.
 pub(super) fn set_mode(
     session_id: SessionId,
     approval: &ApprovalConfig,
-    mode: &str,
-) -> Result<SetConfigParams, Error> {
+    mode: Mode,
+) -> SetConfigParams {
     let mut deny: Vec<ApprovalRule> = approval
         .deny
         .iter()
@@ -180,19 +245,14 @@ pub(super) fn set_mode(
         .cloned()
         .collect();
     let approval_mode = match mode {
-        "ask" => ApprovalMode::Ask,
-        "auto" => ApprovalMode::Auto,
-        "read-only" => {
-            deny.extend(WRITERS.iter().map(|w| ApprovalRule((*w).to_owned())));
+        Mode::Ask => ApprovalMode::Ask,
+        Mode::Auto => ApprovalMode::Auto,
+        Mode::ReadOnly => {
+            deny.extend(WRITERS.iter().map(|w| ApprovalRule(w.as_str().to_owned())));
             approval.mode
         }
-        other => {
-            return Err(Error::invalid_params().data(format!(
-                "unknown mode {other:?}; agentd has ask, auto and read-only"
-            )));
-        }
     };
-    Ok(SetConfigParams {
+    SetConfigParams {
         session_id,
         config: ConfigPatch {
             approval: Some(ApprovalPatch {
@@ -202,11 +262,12 @@ pub(super) fn set_mode(
             }),
             ..ConfigPatch::default()
         },
-    })
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
@@ -215,15 +276,31 @@ mod tests {
             deny: vec![ApprovalRule("shell(rm*)".into())],
             ..ApprovalConfig::default()
         };
-        assert_eq!(current(&approval), "auto");
-        for mode in ["read-only", "ask", "auto", "read-only"] {
-            let params = set_mode(SessionId("s".into()), &approval, mode).ok();
-            let patch = params.and_then(|p| p.config.approval).unwrap_or_default();
-            approval.apply(&patch);
-            assert_eq!(current(&approval), mode);
+        assert_eq!(Mode::of(&approval), Mode::Auto);
+        for id in ["read-only", "ask", "auto", "read-only"] {
+            let mode = Mode::from_id(id).unwrap();
+            let params = set_mode(SessionId("s".into()), &approval, mode);
+            approval.apply(&params.config.approval.unwrap_or_default());
+            assert_eq!(Mode::of(&approval), mode);
+            assert_eq!(modes(&approval).current_mode_id.0.as_ref(), id);
             // The session's own rules survive every switch.
             assert!(approval.deny.contains(&ApprovalRule("shell(rm*)".into())));
         }
-        assert!(set_mode(SessionId("s".into()), &approval, "yolo").is_err());
+        assert!(Mode::from_id("yolo").is_err());
+    }
+
+    #[test]
+    fn each_permission_option_gives_its_decision() {
+        let offered: Vec<String> = Answer::ALL
+            .map(|a| a.option().option_id.0.to_string())
+            .to_vec();
+        assert_eq!(offered, ["allow_once", "allow_always", "reject_once"]);
+        assert_eq!(Answer::decision("allow_once"), (Decision::Allow, None));
+        assert_eq!(
+            Answer::decision("allow_always"),
+            (Decision::AllowAlways, None)
+        );
+        assert_eq!(Answer::decision("reject_once").0, Decision::Deny);
+        assert_eq!(Answer::decision("something_else").0, Decision::Deny);
     }
 }

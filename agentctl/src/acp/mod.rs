@@ -23,15 +23,16 @@ mod tools;
 mod updates;
 
 use crate::client::Connection;
-use crate::error::{Failure, Result};
+use crate::error::{Failure, Kind, Result, RpcError};
 use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Error, JsonRpcResponse, Stdio};
 use agentd_proto::methods as m;
 use agentd_proto::{
-    AbortParams, ConfigPatch, CreateParams, DaemonInfo, Empty, ErrorKind, ListParams, SessionId,
-    SessionParams, SessionSnapshot, SetConfigParams, SubmitParams, WhenBusy,
+    AbortParams, ConfigPatch, CreateParams, DaemonInfo, Empty, ErrorKind, ListParams, ProfileId,
+    SessionId, SessionParams, SessionSnapshot, SetConfigParams, SubmitParams, WhenBusy,
 };
+use serde_json::value::RawValue;
 use session::{Attached, Command, Start};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -194,30 +195,26 @@ fn answer<T: JsonRpcResponse + Send + 'static>(
 /// "resource not found", a provider without a key is "auth required"), the daemon's message
 /// and `data.kind` kept.
 fn daemon_error(e: jsonrpsee::core::ClientError) -> Error {
-    let jsonrpsee::core::ClientError::Call(call) = &e else {
-        return Error::internal_error().data(format!("the daemon: {e}"));
-    };
-    let kind = call
-        .data()
-        .and_then(|d| serde_json::from_str::<serde_json::Value>(d.get()).ok())
-        .and_then(|d| d.get("kind").and_then(|k| k.as_str()).map(str::to_owned));
-    let base = match kind.as_deref() {
-        Some(k) if k == kind_str(ErrorKind::SessionNotFound) => {
-            Error::new(-32002, "Resource not found")
+    match &e {
+        jsonrpsee::core::ClientError::Call(call) => {
+            acp_error(call.code(), call.message(), call.data())
         }
-        Some(k) if k == kind_str(ErrorKind::ProviderNotConfigured) => Error::auth_required(),
-        Some(k) if k == kind_str(ErrorKind::InvalidConfig) => Error::invalid_params(),
-        _ if call.code() == -32602 => Error::invalid_params(),
-        _ => Error::internal_error(),
-    };
-    base.data(serde_json::json!({ "message": call.message(), "kind": kind }))
+        _ => Error::internal_error().data(format!("the daemon: {e}")),
+    }
 }
 
-fn kind_str(kind: ErrorKind) -> String {
-    serde_json::to_value(kind)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
+/// The ACP error for a daemon's error of `code`, `message` and `data`.
+fn acp_error(code: i32, message: &str, data: Option<&RawValue>) -> Error {
+    let base = match Kind::of_error(code, data) {
+        Kind::Daemon(ErrorKind::SessionNotFound) => Error::new(-32002, "Resource not found"),
+        Kind::Daemon(ErrorKind::ProviderNotConfigured) => Error::auth_required(),
+        Kind::Daemon(ErrorKind::InvalidConfig) | Kind::Rpc(RpcError::InvalidParams) => {
+            Error::invalid_params()
+        }
+        _ => Error::internal_error(),
+    };
+    let kind = Kind::of_data(data);
+    base.data(serde_json::json!({ "message": message, "kind": kind }))
 }
 
 /// `_meta.<key>` as a string, if the client sent one (any other type is an error).
@@ -294,11 +291,15 @@ impl Bridge {
         check_mcp(&req.mcp_servers)?;
         let cwd = absolute_dir(&req.cwd)?;
         let meta = req.meta.as_ref();
+        let profile = meta_str(meta, "profile")?
+            .map(|p| p.parse::<ProfileId>())
+            .transpose()
+            .map_err(|e| Error::invalid_params().data(format!("_meta.profile: {e}")))?;
         let params = CreateParams {
             cwd: cwd.display().to_string(),
             provider: meta_str(meta, "provider")?,
             model: meta_str(meta, "model")?,
-            profile: meta_str(meta, "profile")?,
+            profile,
             title: meta_str(meta, "title")?,
             ..CreateParams::default()
         };
@@ -492,7 +493,8 @@ impl Bridge {
             })
             .await
             .map_err(daemon_error)?;
-        let params = approvals::set_mode(session_id, &snapshot.config.approval, &req.mode_id.0)?;
+        let mode = approvals::Mode::from_id(&req.mode_id.0)?;
+        let params = approvals::set_mode(session_id, &snapshot.config.approval, mode);
         self.daemon
             .call::<m::SessionSetConfig>(params)
             .await
@@ -624,4 +626,40 @@ fn absolute_dir(cwd: &Path) -> std::result::Result<PathBuf, Error> {
         );
     }
     Ok(cwd.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::acp_error;
+    use serde_json::json;
+    use serde_json::value::{RawValue, to_raw_value};
+
+    /// The ACP code and `data` a daemon error of `code` and `data` becomes.
+    fn check(code: i32, data: Option<serde_json::Value>) -> (i32, serde_json::Value) {
+        let data: Option<Box<RawValue>> = data.map(|d| to_raw_value(&d).unwrap());
+        let e = acp_error(code, "m", data.as_deref());
+        (i32::from(e.code), e.data.unwrap_or_default())
+    }
+
+    #[test]
+    fn daemon_errors_map_by_their_kind() {
+        let kind = |k: &str| Some(json!({"kind": k, "retryable": false}));
+        assert_eq!(
+            check(-32010, kind("session_not_found")),
+            (-32002, json!({"message": "m", "kind": "session_not_found"}))
+        );
+        assert_eq!(check(-32021, kind("provider_not_configured")).0, -32000);
+        assert_eq!(check(-32020, kind("invalid_config")).0, -32602);
+        assert_eq!(
+            check(-32602, None),
+            (-32602, json!({"message": "m", "kind": null}))
+        );
+        assert_eq!(check(-32011, kind("session_busy")).0, -32603);
+        // A kind from a newer daemon is passed on as sent.
+        assert_eq!(
+            check(-32099, kind("brand_new")),
+            (-32603, json!({"message": "m", "kind": "brand_new"}))
+        );
+    }
 }

@@ -4,6 +4,7 @@
 //! `other` with its raw arguments, so new tools still show up.
 
 use agent_client_protocol::v1::schema as acp;
+use agentd_proto::BuiltinTool;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -38,8 +39,8 @@ pub(super) fn show(cwd: &Path, tool: &str, arguments: &Value) -> Shown {
         Some(p) => format!("{verb} {}", p.display()),
         None => verb.to_owned(),
     };
-    match tool {
-        "read_file" => {
+    match tool.parse::<BuiltinTool>() {
+        Ok(BuiltinTool::ReadFile) => {
             let p = path("file_path");
             let line = arguments
                 .get("offset")
@@ -55,7 +56,7 @@ pub(super) fn show(cwd: &Path, tool: &str, arguments: &Value) -> Shown {
                 diffs: Vec::new(),
             }
         }
-        "read_many_files" => {
+        Ok(BuiltinTool::ReadManyFiles) => {
             let paths: Vec<PathBuf> = arguments
                 .get("paths")
                 .and_then(Value::as_array)
@@ -71,7 +72,7 @@ pub(super) fn show(cwd: &Path, tool: &str, arguments: &Value) -> Shown {
                 diffs: Vec::new(),
             }
         }
-        "list_dir" => {
+        Ok(BuiltinTool::ListDir) => {
             let p = path("path").or_else(|| Some(cwd.to_owned()));
             Shown {
                 title: named("List", &p),
@@ -80,7 +81,7 @@ pub(super) fn show(cwd: &Path, tool: &str, arguments: &Value) -> Shown {
                 diffs: Vec::new(),
             }
         }
-        "edit_file" => {
+        Ok(BuiltinTool::EditFile) => {
             let p = path("file_path");
             let diffs = p
                 .iter()
@@ -96,7 +97,7 @@ pub(super) fn show(cwd: &Path, tool: &str, arguments: &Value) -> Shown {
                 diffs,
             }
         }
-        "write_file" => {
+        Ok(BuiltinTool::WriteFile) => {
             let p = path("file_path");
             let diffs = p
                 .iter()
@@ -109,7 +110,7 @@ pub(super) fn show(cwd: &Path, tool: &str, arguments: &Value) -> Shown {
                 diffs,
             }
         }
-        "apply_patch" => {
+        Ok(BuiltinTool::ApplyPatch) => {
             let diffs = patch_diffs(cwd, str_arg(arguments, "patch").unwrap_or_default());
             let title = match diffs.as_slice() {
                 [one] => format!("Patch {}", one.path.display()),
@@ -125,13 +126,13 @@ pub(super) fn show(cwd: &Path, tool: &str, arguments: &Value) -> Shown {
                 diffs,
             }
         }
-        "shell" => Shown {
+        Ok(BuiltinTool::Shell) => Shown {
             title: str_arg(arguments, "command").map_or_else(|| "Run".to_owned(), first_line),
             kind: acp::ToolKind::Execute,
             locations: Vec::new(),
             diffs: Vec::new(),
         },
-        "grep" | "glob" => {
+        Ok(BuiltinTool::Grep | BuiltinTool::Glob) => {
             let p = path("path").or_else(|| Some(cwd.to_owned()));
             let pattern = str_arg(arguments, "pattern").unwrap_or_default();
             Shown {
@@ -141,8 +142,15 @@ pub(super) fn show(cwd: &Path, tool: &str, arguments: &Value) -> Shown {
                 diffs: Vec::new(),
             }
         }
-        other => Shown {
-            title: other.to_owned(),
+        Ok(
+            BuiltinTool::AskUser
+            | BuiltinTool::SpawnAgent
+            | BuiltinTool::SendInput
+            | BuiltinTool::Wait
+            | BuiltinTool::CloseAgent,
+        )
+        | Err(_) => Shown {
+            title: tool.to_owned(),
             kind: acp::ToolKind::Other,
             locations: Vec::new(),
             diffs: Vec::new(),

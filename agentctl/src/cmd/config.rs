@@ -5,8 +5,13 @@
 use super::{Context, resolve, table};
 use crate::error::{Failure, Result};
 use agentd_proto::methods as m;
-use agentd_proto::{ConfigPatch, SessionConfig, SessionParams, SetConfigParams};
+use agentd_proto::{
+    ApprovalMode, ConfigPatch, ReasoningEffort, SandboxMode, SessionConfig, SessionParams,
+    SetConfigParams, UnknownName,
+};
+use serde::Serialize;
 use serde_json::{Value, json};
+use std::str::FromStr;
 use std::time::Duration;
 
 /// The keys, for `--help` and the man page (a test keeps it in step with [`SETTINGS`]).
@@ -38,17 +43,15 @@ pub(crate) struct Config {
 #[derive(Clone, Copy)]
 enum Kind {
     Text,
-    /// `low`, `medium`, `high`, or `default`.
+    /// A [`ReasoningEffort`], or `default`.
     Effort,
     /// A whole number of at most `max`.
     Count(u64),
     /// A duration (`30s`, `5m`), sent in milliseconds.
     Millis,
     Bool,
-    /// One of these words.
-    Choice(&'static [&'static str]),
-    /// `read_only`, `workspace_write` or `off`.
-    Sandbox,
+    /// One of a protocol enum's names (`-` may stand for `_`): [`choice`].
+    Choice(fn(&str) -> std::result::Result<Value, UnknownName>),
     /// Absolute paths, comma-separated; empty for none.
     Paths,
 }
@@ -152,7 +155,7 @@ const SETTINGS: &[Setting] = &[
     Setting {
         key: "approval",
         field: "approval.mode",
-        kind: Kind::Choice(&["auto", "ask"]),
+        kind: Kind::Choice(choice::<ApprovalMode>),
         what: "ask: commands and file changes wait for an answer (agentctl respond)",
     },
     Setting {
@@ -170,7 +173,7 @@ const SETTINGS: &[Setting] = &[
     Setting {
         key: "sandbox",
         field: "sandbox",
-        kind: Kind::Sandbox,
+        kind: Kind::Choice(choice::<SandboxMode>),
         what: "what commands and file tools may write: read_only, workspace_write or off",
     },
     Setting {
@@ -247,15 +250,24 @@ pub(crate) fn parse_duration(text: &str) -> std::result::Result<Duration, String
     Ok(d)
 }
 
+/// The value of a [`Kind::Choice`] setting of type `T`.
+fn choice<T: FromStr<Err = UnknownName> + Serialize>(
+    value: &str,
+) -> std::result::Result<Value, UnknownName> {
+    value.replace('-', "_").parse::<T>().map(|v| json!(v))
+}
+
 /// The JSON value of `value` for `s`, or a message saying what is wrong.
 fn parse_value(s: &Setting, value: &str) -> std::result::Result<Value, String> {
     match s.kind {
         Kind::Text if value.trim().is_empty() => Err("must not be empty".into()),
         Kind::Text => Ok(json!(value)),
         Kind::Effort => match value {
-            "low" | "medium" | "high" => Ok(json!(value)),
             "default" | "none" => Ok(Value::Null),
-            _ => Err("use low, medium, high, or default".into()),
+            _ => value
+                .parse::<ReasoningEffort>()
+                .map(|e| json!(e))
+                .map_err(|_| format!("use {}, or default", ReasoningEffort::NAMES.join(", "))),
         },
         Kind::Count(max) => match value.parse::<u64>() {
             Ok(n) if n <= max => Ok(json!(n)),
@@ -271,12 +283,7 @@ fn parse_value(s: &Setting, value: &str) -> std::result::Result<Value, String> {
             "false" | "off" | "no" | "0" => Ok(json!(false)),
             _ => Err("use true or false".into()),
         },
-        Kind::Choice(words) if words.contains(&value) => Ok(json!(value)),
-        Kind::Choice(words) => Err(format!("use {}", words.join(" or "))),
-        Kind::Sandbox => match value.replace('-', "_").as_str() {
-            v @ ("read_only" | "workspace_write" | "off") => Ok(json!(v)),
-            _ => Err("use read_only, workspace_write or off".into()),
-        },
+        Kind::Choice(parse) => parse(value).map_err(|e| format!("use {}", e.choices())),
         Kind::Paths => {
             let paths: Vec<&str> = value
                 .split(',')

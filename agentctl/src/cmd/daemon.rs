@@ -101,9 +101,10 @@ impl DaemonCommand {
                         println!("warning  {w}");
                     }
                     if !r.restart_needed.is_empty() {
+                        let keys: Vec<&str> = r.restart_needed.iter().map(|k| k.as_str()).collect();
                         println!(
                             "note     changed, but applied only when agentd starts again: {}",
-                            r.restart_needed.join(", ")
+                            keys.join(", ")
                         );
                     }
                     let rows: Vec<Vec<String>> = r

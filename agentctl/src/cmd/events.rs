@@ -1,6 +1,6 @@
 //! `agentctl events`: a session's events, replayed from a seq, optionally followed live.
 
-use super::stream::{EventStream, Next, reason_name};
+use super::stream::{EventStream, Next};
 use super::{Context, print, resolve};
 use crate::error::{EX_UNAVAILABLE, Result};
 use agentd_proto::methods as m;
@@ -59,8 +59,7 @@ impl Events {
                             };
                             eprintln!(
                                 "(stream ended: {why} ({}) after seq {})",
-                                reason_name(end.reason),
-                                end.last_seq
+                                end.reason, end.last_seq
                             );
                         }
                     });

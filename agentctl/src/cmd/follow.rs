@@ -3,17 +3,17 @@
 
 use super::print;
 use super::respond::Prompter;
-use super::stream::{EventStream, Next, reason_name};
+use super::stream::{EventStream, Next};
 use crate::client::Connection;
 use crate::error::{
     EX_FAILURE, EX_INTERRUPTED, EX_MAX_TOKENS, EX_REFUSED, EX_ROUND_LIMIT, EX_TURN_LIMIT, Failure,
-    Result,
+    Kind, Local, Result,
 };
 use crate::render;
 use agentd_proto::methods as m;
 use agentd_proto::{
-    AbortParams, EventBody, InputId, LimitKind, ProcessingEndReason, SessionId, SessionParams,
-    StreamEndReason, StreamItem,
+    AbortParams, ErrorKind, EventBody, InputId, LimitKind, ProcessingEndReason, SessionId,
+    SessionParams, StreamEndReason, StreamItem,
 };
 
 /// Renders the session's events until the work that includes `input_id` ends. Ctrl-C aborts
@@ -70,11 +70,8 @@ pub(super) async fn work(
                     StreamEndReason::DaemonShutdown => shutdown_failure(),
                     reason => Failure {
                         code: None,
-                        kind: reason_name(reason),
-                        message: format!(
-                            "the event stream ended ({}) before the work did",
-                            reason_name(reason)
-                        ),
+                        kind: Kind::StreamEnded(reason),
+                        message: format!("the event stream ended ({reason}) before the work did"),
                         exit_code: EX_FAILURE,
                     },
                 });
@@ -146,20 +143,16 @@ async fn shutting_down(conn: &Connection, session_id: &SessionId) -> bool {
         .await
     {
         Ok(_) => false,
-        Err(e) => {
-            let f = Failure::from(e);
-            f.kind == "shutting_down" || f.kind == "unavailable"
-        }
+        Err(e) => matches!(
+            Failure::from(e).kind,
+            Kind::Daemon(ErrorKind::ShuttingDown) | Kind::Local(Local::Unavailable)
+        ),
     }
 }
 
 fn shutdown_failure() -> Failure {
-    Failure {
-        code: None,
-        kind: "daemon_shutdown".into(),
-        message: "agentd shut down (daemon_shutdown) and stopped the work; the session keeps \
-                  its history: start agentd again and resubmit"
-            .into(),
-        exit_code: crate::error::EX_UNAVAILABLE,
-    }
+    Failure::daemon_shutdown(
+        "agentd shut down (daemon_shutdown) and stopped the work; the session keeps its \
+         history: start agentd again and resubmit",
+    )
 }

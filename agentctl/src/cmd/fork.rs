@@ -1,7 +1,7 @@
 //! `agentctl fork`: a new session continuing from an entry of another.
 
 use super::{Context, print, resolve};
-use crate::error::{Failure, Result};
+use crate::error::{Failure, Kind, Result, RpcError};
 use agentd_proto::methods as m;
 use agentd_proto::{EntryId, ForkParams};
 
@@ -31,7 +31,7 @@ impl Fork {
             .map_err(|e| {
                 let mut f = Failure::from(e);
                 // The daemon speaks of its method; a person here has a command and a flag.
-                if at && f.kind == "invalid_params" {
+                if at && f.kind == Kind::Rpc(RpcError::InvalidParams) {
                     f.message = format!(
                         "--at: {} (`agentctl history {session_id}` lists the entries)",
                         f.message.replace(" (see session/history)", "")

@@ -1,6 +1,5 @@
 //! `agentctl ls`: list sessions, optionally as a tree of subagents.
 
-use super::show::state_name;
 use super::{Context, print, table};
 use crate::error::{Failure, Result};
 use agentd_proto::methods as m;
@@ -55,7 +54,7 @@ impl Ls {
         let mut row = |s: &SessionSummary, depth: usize| {
             rows.push(vec![
                 format!("{}{}", "  ".repeat(depth), s.session_id),
-                state_name(s.state),
+                s.state.to_string(),
                 s.model.clone(),
                 s.cwd.clone(),
                 s.title.clone().unwrap_or_default(),

@@ -8,9 +8,10 @@ use crate::client::Connection;
 use crate::error::{Failure, Result};
 use agentd_proto::methods as m;
 use agentd_proto::{
-    ApprovalMode, ApprovalPatch, ApprovalRule, ConfigPatch, CreateParams, Environment,
+    ApprovalMode, ApprovalPatch, ApprovalRule, ConfigPatch, CreateParams, Environment, ProfileId,
     ReasoningEffort, SandboxMode, SessionSnapshot, SetConfigParams, SshEnvironment,
 };
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use std::path::PathBuf;
 
 /// `--sandbox`: the values of [`SandboxMode`].
@@ -85,9 +86,9 @@ pub(crate) struct NewArgs {
     /// max-timeout to match if it is lower).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     timeout: Option<std::time::Duration>,
-    /// Tool profile.
-    #[arg(long)]
-    profile: Option<String>,
+    /// Tool profile (default: the provider's own).
+    #[arg(long, value_parser = PossibleValuesParser::new(ProfileId::NAMES).try_map(|p| p.parse::<ProfileId>()))]
+    profile: Option<ProfileId>,
     /// Title shown in lists.
     #[arg(long)]
     title: Option<String>,

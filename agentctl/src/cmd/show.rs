@@ -11,14 +11,6 @@ pub(crate) struct Show {
     session: String,
 }
 
-/// The state's wire name (`awaiting_input`).
-pub(crate) fn state_name(state: agentd_proto::SessionState) -> String {
-    serde_json::to_value(state)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
-}
-
 /// Token counts in one line.
 pub(crate) fn usage_line(u: &Usage) -> String {
     let mut line = format!("{} in, {} out", u.input_tokens, u.output_tokens);
@@ -43,9 +35,9 @@ fn human(s: &SessionSnapshot) {
     if let Some(title) = &s.title {
         row("title", title);
     }
-    row("state", &state_name(s.state));
+    row("state", s.state.as_str());
     row("cwd", &s.cwd);
-    row("profile", &s.profile);
+    row("profile", s.profile.as_str());
     row("turns", &s.turns.to_string());
     row("usage", &usage_line(&s.usage));
     row("created", &s.created);

@@ -102,11 +102,3 @@ async fn subscribe(
         })
         .await?)
 }
-
-/// The wire name of an end reason (`daemon_shutdown`), for messages.
-pub(crate) fn reason_name(reason: StreamEndReason) -> String {
-    serde_json::to_value(reason)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
-}

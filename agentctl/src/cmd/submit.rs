@@ -4,9 +4,9 @@
 use super::new::NewArgs;
 use super::stream::EventStream;
 use super::{Context, find, follow, join_text, print};
-use crate::error::{Failure, Result};
+use crate::error::{Failure, Kind, Result};
 use agentd_proto::methods as m;
-use agentd_proto::{Disposition, SessionParams, SubmitParams, WhenBusy};
+use agentd_proto::{Disposition, ErrorKind, SessionParams, SubmitParams, WhenBusy};
 use clap::ValueEnum;
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -49,7 +49,7 @@ fn id_like(word: &str) -> bool {
 /// `session_busy` in agentctl's words: the daemon's message names its `when_busy` field.
 fn busy_in_flags(e: jsonrpsee::core::ClientError) -> Failure {
     let mut f = Failure::from(e);
-    if f.kind == "session_busy" {
+    if f.kind == Kind::Daemon(ErrorKind::SessionBusy) {
         f.message = "the session is busy (session_busy): leave out --when-busy reject to queue \
                      the prompt as a follow-up, or use --when-busy steer"
             .into();

@@ -7,8 +7,8 @@ use agentd_core::{LIVE_BUFFER, SharedEvent};
 use agentd_proto::methods::{self as m, Method, Subscription};
 use agentd_proto::{
     CloseResponse, DaemonEvent, DaemonInfo, DeleteResponse, ErrorData, ErrorKind, HistoryResponse,
-    ListResponse, ReloadResponse, SessionState, ShutdownResponse, StreamEnd, StreamEndReason,
-    StreamItem,
+    ListResponse, ReloadResponse, RestartKey, SessionEndReason, SessionState, ShutdownResponse,
+    StreamEnd, StreamEndReason, StreamItem,
 };
 use jsonrpsee::core::server::{
     Extensions, Methods, PendingSubscriptionSink, RpcModule, SubscriptionMessage, SubscriptionSink,
@@ -182,7 +182,7 @@ where
 /// load is refused with the words of `agentd --check-config`, and the config in use stays.
 pub(crate) async fn reload(
     registry: &agentd_core::Registry,
-) -> Result<(Arc<agentd_core::Config>, Vec<String>), agentd_core::Error> {
+) -> Result<(Arc<agentd_core::Config>, Vec<RestartKey>), agentd_core::Error> {
     match registry.reload().await {
         Ok((config, restart_needed)) => {
             tracing::info!(
@@ -193,9 +193,10 @@ pub(crate) async fn reload(
                 tracing::warn!("{warning}");
             }
             if !restart_needed.is_empty() {
+                let keys: Vec<&str> = restart_needed.iter().map(|k| k.as_str()).collect();
                 tracing::warn!(
                     "changed keys that apply only at the next start: {}",
-                    restart_needed.join(", ")
+                    keys.join(", ")
                 );
             }
             Ok((config, restart_needed))
@@ -333,7 +334,7 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
     });
     register::<m::SessionClose, _, _>(&mut module, |d, p| async move {
         let session = d.registry.get(&p.session_id).await?;
-        tokio::spawn(async move { session.close("closed by client").await })
+        tokio::spawn(async move { session.close(SessionEndReason::ClosedByClient).await })
             .await
             .map_err(crashed)?;
         Ok(CloseResponse {

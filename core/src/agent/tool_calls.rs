@@ -7,7 +7,7 @@ use super::{Agent, Host};
 use crate::exec::{SandboxPolicy, Sandboxed};
 use crate::store::Backlog;
 use crate::tools::{
-    Answer, RegisteredTool, Settled, ToolContext, ToolRegistry, truncate::truncate_tool_output,
+    Answer, OutputLimits, RegisteredTool, Settled, ToolContext, ToolRegistry, truncate_tool_output,
 };
 use agentd_proto::{
     Decision, EscapedProcesses, EventBody, ImageData, OutputStream, ProcessInfo, RequestBody,
@@ -143,7 +143,11 @@ impl Agent<'_> {
             Err(message) => (None, Some(message)),
         };
         let text = output.as_deref().or(error.as_deref()).unwrap_or_default();
-        let content = truncate_tool_output(text, &call.name, round.config);
+        let limits = round
+            .tools
+            .get(&call.name)
+            .map_or_else(OutputLimits::default, |t| t.tool.output_limits());
+        let content = truncate_tool_output(text, &call.name, limits, round.config);
         host.emit(EventBody::ToolCallEnd {
             call_id: call.id.clone(),
             tool_name: call.name.clone(),

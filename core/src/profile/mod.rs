@@ -20,15 +20,15 @@ use crate::tools::{
     ApplyPatch, CloseAgent, EditFile, Glob, Grep, ListDir, ReadFile, ReadManyFiles, RegisterError,
     SendInput, Shell, SpawnAgent, Tool, ToolRegistry, Wait, WriteFile,
 };
-use agentd_proto::ProviderKind;
+use agentd_proto::{ProfileId, ProviderKind, UnknownName};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// A profile: tools plus the prompt and defaults that suit one model family.
 #[derive(Clone)]
 pub struct Profile {
-    /// `openai`, `anthropic`, `gemini` or `bash`.
-    pub(crate) id: &'static str,
+    /// Which profile it is.
+    pub(crate) id: ProfileId,
     /// The tools the model may call; a host may register more (latest wins, spec 3.7).
     pub(crate) tools: ToolRegistry,
     /// Shell timeout when a call sets none; `None` uses the session's default (10 s).
@@ -38,11 +38,6 @@ pub struct Profile {
     /// Instruction files this profile reads besides `AGENTS.md` (spec 6.5).
     pub(crate) doc_names: &'static [&'static str],
 }
-
-/// A profile name that does not exist.
-#[derive(Debug, thiserror::Error)]
-#[error("unknown profile {0:?}; available: openai, anthropic, gemini, bash")]
-pub struct UnknownProfile(pub String);
 
 fn registry(tools: Vec<Arc<dyn Tool>>) -> ToolRegistry {
     let mut registry = ToolRegistry::default();
@@ -55,13 +50,13 @@ fn registry(tools: Vec<Arc<dyn Tool>>) -> ToolRegistry {
     registry
 }
 
-fn build(id: &'static str) -> Profile {
+fn build(id: ProfileId) -> Profile {
     let (tools, shell_timeout, doc_names): (
         Vec<Arc<dyn Tool>>,
         Option<u64>,
         &'static [&'static str],
     ) = match id {
-        "openai" => (
+        ProfileId::Openai => (
             vec![
                 Arc::new(ReadFile),
                 Arc::new(ApplyPatch),
@@ -75,7 +70,7 @@ fn build(id: &'static str) -> Profile {
             None,
             &["AGENTS.md", ".codex/instructions.md"],
         ),
-        "gemini" => (
+        ProfileId::Gemini => (
             vec![
                 Arc::new(ReadFile),
                 Arc::new(ReadManyFiles),
@@ -91,8 +86,8 @@ fn build(id: &'static str) -> Profile {
             None,
             &["AGENTS.md", "GEMINI.md"],
         ),
-        "bash" => (vec![Arc::new(Shell)], Some(120), &["AGENTS.md"]),
-        _ => (
+        ProfileId::Bash => (vec![Arc::new(Shell)], Some(120), &["AGENTS.md"]),
+        ProfileId::Anthropic => (
             vec![
                 Arc::new(ReadFile),
                 Arc::new(WriteFile),
@@ -129,25 +124,31 @@ impl Profile {
         self.tools.register(tool)
     }
 
-    /// The profile called `name`. Built once; sessions share its compiled tool schemas.
-    pub fn named(name: &str) -> Result<Self, UnknownProfile> {
-        static PROFILES: OnceLock<[Profile; 4]> = OnceLock::new();
-        let all = PROFILES.get_or_init(|| ["openai", "anthropic", "gemini", "bash"].map(build));
+    /// The profile `id`. Built once; sessions share its compiled tool schemas.
+    pub fn named(id: ProfileId) -> Self {
+        static PROFILES: OnceLock<Vec<Profile>> = OnceLock::new();
+        let all = PROFILES.get_or_init(|| ProfileId::ALL.iter().copied().map(build).collect());
         all.iter()
-            .find(|p| p.id == name)
+            .find(|p| p.id == id)
             .cloned()
-            .ok_or_else(|| UnknownProfile(name.to_owned()))
+            // Never taken (every id is built above), and cannot fail.
+            .unwrap_or_else(|| build(id))
+    }
+
+    /// The profile a stored record names. Records keep the name as written, so one from a
+    /// newer agentd with a profile this one lacks still loads (with another profile).
+    pub(crate) fn stored(name: &str) -> Result<Self, UnknownName> {
+        name.parse().map(Self::named)
     }
 
     /// The profile aligned with a provider family (spec 3.1). OpenAI-compatible servers get
     /// the OpenAI profile; pick `bash` for small local models.
     pub fn for_provider(kind: ProviderKind) -> Self {
-        let name = match kind {
-            ProviderKind::Anthropic => "anthropic",
-            ProviderKind::Openai | ProviderKind::OpenaiChat => "openai",
-            ProviderKind::Gemini => "gemini",
-        };
-        Self::named(name).unwrap_or_else(|_| build(name))
+        Self::named(match kind {
+            ProviderKind::Anthropic => ProfileId::Anthropic,
+            ProviderKind::Openai | ProviderKind::OpenaiChat => ProfileId::Openai,
+            ProviderKind::Gemini => ProfileId::Gemini,
+        })
     }
 
     /// The system prompt (spec 6.1): base instructions, environment context, tool

@@ -1,6 +1,8 @@
 //! Base instructions per profile (spec 6.2). Written for agentd; they cover the topics the
 //! spec lists for each family without copying any vendor's prompt.
 
+use agentd_proto::ProfileId;
+
 /// Shared guidance every profile ends with.
 const COMMON: &str = r#"
 # Working well
@@ -77,12 +79,12 @@ the next step.
 "#;
 
 /// The base instructions of a profile, with the shared guidance appended.
-pub(super) fn base(profile: &str) -> String {
+pub(super) fn base(profile: ProfileId) -> String {
     let own = match profile {
-        "openai" => OPENAI,
-        "gemini" => GEMINI,
-        "bash" => BASH,
-        _ => ANTHROPIC,
+        ProfileId::Openai => OPENAI,
+        ProfileId::Gemini => GEMINI,
+        ProfileId::Bash => BASH,
+        ProfileId::Anthropic => ANTHROPIC,
     };
     format!("{}\n{}", own.trim(), COMMON.trim_end())
 }

@@ -8,9 +8,8 @@ use std::path::Path;
 const SUBAGENT_TOOLS: [&str; 4] = ["spawn_agent", "send_input", "wait", "close_agent"];
 
 /// The profile's tools, checking that the subagent tools end every list.
-fn names(profile: &str) -> Vec<String> {
+fn names(profile: ProfileId) -> Vec<String> {
     let mut names: Vec<String> = Profile::named(profile)
-        .unwrap()
         .tools
         .names()
         .into_iter()
@@ -25,7 +24,7 @@ fn names(profile: &str) -> Vec<String> {
 #[test]
 fn each_profile_has_its_families_tools() {
     assert_eq!(
-        names("openai"),
+        names(ProfileId::Openai),
         [
             "read_file",
             "apply_patch",
@@ -36,7 +35,7 @@ fn each_profile_has_its_families_tools() {
         ]
     );
     assert_eq!(
-        names("anthropic"),
+        names(ProfileId::Anthropic),
         [
             "read_file",
             "write_file",
@@ -47,7 +46,7 @@ fn each_profile_has_its_families_tools() {
         ]
     );
     assert_eq!(
-        names("gemini"),
+        names(ProfileId::Gemini),
         [
             "read_file",
             "read_many_files",
@@ -59,18 +58,22 @@ fn each_profile_has_its_families_tools() {
             "list_dir"
         ]
     );
-    assert_eq!(names("bash"), ["shell"]);
+    assert_eq!(names(ProfileId::Bash), ["shell"]);
     assert_eq!(
-        Profile::named("anthropic").unwrap().shell_timeout,
+        Profile::named(ProfileId::Anthropic).shell_timeout,
         Some(Duration::from_secs(120))
     );
     assert_eq!(
-        Profile::named("openai").unwrap().shell_timeout,
+        Profile::named(ProfileId::Openai).shell_timeout,
         None,
         "the session default: 10 s"
     );
-    assert!(Profile::named("nope").is_err());
-    let anthropic_grep = Profile::named("anthropic").unwrap();
+    assert_eq!(Profile::stored("bash").unwrap().id, ProfileId::Bash);
+    assert_eq!(
+        Profile::stored("nope").err().unwrap().to_string(),
+        "unknown profile \"nope\"; use openai, anthropic, gemini or bash"
+    );
+    let anthropic_grep = Profile::named(ProfileId::Anthropic);
     let grep = &anthropic_grep
         .tools
         .get("grep")
@@ -78,7 +81,10 @@ fn each_profile_has_its_families_tools() {
         .definition
         .parameters;
     assert!(grep["properties"]["output_mode"].is_object());
-    assert_eq!(Profile::for_provider(ProviderKind::OpenaiChat).id, "openai");
+    assert_eq!(
+        Profile::for_provider(ProviderKind::OpenaiChat).id,
+        ProfileId::Openai
+    );
 }
 
 fn capture(cwd: &Path, docs: &[&str]) -> EnvironmentContext {
@@ -119,7 +125,7 @@ fn project_docs_go_from_the_git_root_down_and_match_the_profile() {
     std::fs::write(sub.join("AGENTS.md"), "deep agents").unwrap();
     std::fs::write(repo.path().join("untracked.txt"), "x").unwrap();
 
-    let anthropic = Profile::named("anthropic").unwrap();
+    let anthropic = Profile::named(ProfileId::Anthropic);
     let context = capture(&sub, anthropic.doc_names);
     let docs = &context.project_docs;
     let order: Vec<usize> = ["root agents", "root claude", "deep agents"]
@@ -141,7 +147,7 @@ fn project_docs_go_from_the_git_root_down_and_match_the_profile() {
     );
     assert!(git.recent_commits[0].ends_with("first commit"));
 
-    let gemini = capture(&sub, Profile::named("gemini").unwrap().doc_names).project_docs;
+    let gemini = capture(&sub, Profile::named(ProfileId::Gemini).doc_names).project_docs;
     assert!(gemini.contains("root gemini") && !gemini.contains("root claude"));
 }
 
@@ -163,7 +169,7 @@ fn outside_a_repository_only_the_working_directory_counts_and_the_budget_holds()
 fn prompt_layers_come_in_order() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("AGENTS.md"), "PROJECT RULES").unwrap();
-    let profile = Profile::named("openai").unwrap();
+    let profile = Profile::named(ProfileId::Openai);
     let context = capture(dir.path(), profile.doc_names);
     let env = LocalExecutionEnvironment::new(dir.path().to_owned(), EnvPolicy::InheritCore);
     let prompt = profile.system_prompt(

@@ -95,7 +95,7 @@ async fn a_stalled_disk_holds_the_loop_and_loses_nothing() {
     providers.insert("scripted", Arc::new(Chatty));
     let mut spec = spec(
         dir.path(),
-        crate::profile::Profile::named("anthropic").unwrap(),
+        crate::profile::Profile::named(agentd_proto::ProfileId::Anthropic),
         providers,
     );
     spec.files = Some(store.create(&id).unwrap().held(held));
@@ -183,7 +183,7 @@ async fn a_stalled_disk_holds_back_tool_output() {
         "scripted",
         Arc::new(Scripted(std::sync::Mutex::new(script))),
     );
-    let mut profile = crate::profile::Profile::named("anthropic").unwrap();
+    let mut profile = crate::profile::Profile::named(agentd_proto::ProfileId::Anthropic);
     profile.tools.register(Arc::new(Loud)).unwrap();
     let mut spec = spec(dir.path(), profile, providers);
     spec.files = Some(store.create(&id).unwrap().held(held));

@@ -11,8 +11,8 @@ use crate::profile::EnvironmentContext;
 use crate::store::Backlog;
 use crate::tools::{Requests, Settled, SpawnRequest, SubagentResult, Subagents, ToolRegistry};
 use agentd_proto::{
-    ApprovalRule, EventBody, HistoryEntry, RequestBody, ResolvedBy, SessionConfig, SessionId,
-    ToolCallId, Turn, Usage, WhenBusy,
+    ApprovalRule, EventBody, HistoryEntry, RequestBody, ResolvedBy, SessionConfig,
+    SessionEndReason, SessionId, ToolCallId, Turn, Usage, WhenBusy,
 };
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -187,7 +187,7 @@ impl Subagents for Task {
 
     async fn close(&self, agent_id: &str) -> Result<SubagentResult, String> {
         let child = self.child(agent_id).await?;
-        child.close("closed by its parent").await;
+        child.close(SessionEndReason::ClosedByParent).await;
         child.result().await.map_err(|e| e.to_string())
     }
 }

@@ -38,8 +38,8 @@ use crate::tools::SubagentResult;
 use agentd_proto::{
     AbortResponse, CompactResponse, ConfigPatch, DaemonEvent, EntryId, Environment, EventBody,
     ForkOrigin, HistoryEntry, ImageData, InputId, QueueContents, RespondParams, RespondResponse,
-    RollbackResponse, SessionConfig, SessionId, SessionSnapshot, SessionState, SessionSummary,
-    SubmitResponse, Usage, WhenBusy,
+    RollbackResponse, SessionConfig, SessionEndReason, SessionId, SessionSnapshot, SessionState,
+    SessionSummary, SubmitResponse, Usage, WhenBusy,
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -229,7 +229,7 @@ enum Command {
     },
     Abort(oneshot::Sender<Result<AbortResponse, Error>>),
     Close {
-        reason: String,
+        reason: SessionEndReason,
         reply: oneshot::Sender<()>,
     },
     /// Unload if idle and unwatched: flush, mark the record closed cleanly, end the task.
@@ -566,7 +566,7 @@ impl Session {
         }
         let response = self.abort_own().await?;
         if close {
-            self.close("aborted").await;
+            self.close(SessionEndReason::Aborted).await;
             return Ok(AbortResponse {
                 state: SessionState::Closed,
                 ..response
@@ -590,19 +590,22 @@ impl Session {
 
     /// Closes the session (spec appendix B): closes its subagents, aborts running work, kills
     /// its processes, emits `session_end`. Closing a closed session does nothing.
-    pub async fn close(&self, reason: &str) {
+    pub async fn close(&self, reason: SessionEndReason) {
         for generation in self.descendants().iter().rev() {
-            futures::future::join_all(generation.iter().map(|c| c.close_own("its parent closed")))
-                .await;
+            futures::future::join_all(
+                generation
+                    .iter()
+                    .map(|c| c.close_own(SessionEndReason::ParentClosed)),
+            )
+            .await;
         }
         self.close_own(reason).await;
     }
 
-    async fn close_own(&self, reason: &str) {
+    async fn close_own(&self, reason: SessionEndReason) {
         if self.state() == SessionState::Closed {
             return;
         }
-        let reason = reason.to_owned();
         let _ = self.call(|reply| Command::Close { reason, reply }).await;
     }
 

@@ -146,7 +146,7 @@ fn scripted_session(
 #[tokio::test]
 async fn a_host_runs_a_session_with_its_own_tools() {
     let dir = tempfile::tempdir().unwrap();
-    let mut profile = crate::profile::Profile::named("anthropic").unwrap();
+    let mut profile = crate::profile::Profile::named(agentd_proto::ProfileId::Anthropic);
     profile
         .tools
         .register(std::sync::Arc::new(RunTests))
@@ -211,7 +211,7 @@ async fn a_host_runs_a_session_with_its_own_tools() {
 #[tokio::test]
 async fn concurrent_calls_all_start_before_any_ends() {
     let dir = tempfile::tempdir().unwrap();
-    let mut profile = crate::profile::Profile::named("anthropic").unwrap();
+    let mut profile = crate::profile::Profile::named(agentd_proto::ProfileId::Anthropic);
     assert!(profile.supports_parallel_tool_calls);
     profile.tools.register(Arc::new(RunTests)).unwrap();
     let mut both = call("t1", "run_tests", json!({"filter": "a"}));
@@ -299,7 +299,7 @@ async fn a_panic_in_the_loop_or_a_compaction_is_an_error_and_the_session_goes_on
     );
     let mut spec = spec(
         dir.path(),
-        crate::profile::Profile::named("anthropic").unwrap(),
+        crate::profile::Profile::named(agentd_proto::ProfileId::Anthropic),
         providers,
     );
     spec.config.context_window_tokens = 1000;

@@ -2,13 +2,16 @@
 //! delete, update and move files in one patch; all of it applies or none of it does, and an
 //! error names the file, the hunk and the lines that did not match.
 
+use super::schema::parameters;
 use super::{
-    ApprovalSubject, TargetKind, Tool, ToolContext, ToolDefinition, ToolError, fuzzy, parse_args,
+    ApprovalSubject, Keep, OutputLimits, TargetKind, Tool, ToolContext, ToolDefinition, ToolError,
+    fuzzy, parse_args,
 };
 use crate::exec::ExecutionEnvironment;
+use agentd_proto::BuiltinTool;
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 use std::path::{Path, PathBuf};
 
 /// The `apply_patch` tool.
@@ -358,8 +361,10 @@ async fn write(
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    /// The whole patch, from *** Begin Patch to *** End Patch.
     patch: String,
 }
 
@@ -367,7 +372,7 @@ struct Args {
 impl Tool for ApplyPatch {
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
-            name: "apply_patch".into(),
+            name: BuiltinTool::ApplyPatch.as_str().into(),
             description: "Create, delete, update and move files with a patch in the v4a format:\n\
                 *** Begin Patch\n*** Add File: path\n+line\n*** Delete File: path\n*** Update File: path\n\
                 *** Move to: new/path (optional)\n@@ a line near the change (optional hint)\n context line\n-removed line\n\
@@ -375,12 +380,7 @@ impl Tool for ApplyPatch {
                 Show about 3 lines of context around each change; several @@ hunks per file are allowed. Paths are \
                 relative to the working directory. All changes apply or none do."
                 .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {"patch": {"type": "string", "description": "The whole patch, from *** Begin Patch to *** End Patch."}},
-                "required": ["patch"],
-                "additionalProperties": false
-            }),
+            parameters: parameters::<Args>(),
         }
     }
 
@@ -405,6 +405,14 @@ impl Tool for ApplyPatch {
             targets,
             patch.trim().to_owned(),
         ))
+    }
+
+    fn output_limits(&self) -> OutputLimits {
+        OutputLimits {
+            chars: 10_000,
+            keep: Keep::Tail,
+            lines: None,
+        }
     }
 
     async fn execute(

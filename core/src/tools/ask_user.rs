@@ -2,19 +2,25 @@
 //! `approval.mode` is `ask` or `approval.ask_user` is set).
 
 use super::requests::{Answer, Settled};
+use super::schema::parameters;
 use super::{Tool, ToolContext, ToolDefinition, ToolError, parse_args};
-use agentd_proto::RequestBody;
+use agentd_proto::{BuiltinTool, RequestBody};
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
 /// The `ask_user` tool.
 pub(crate) struct AskUser;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    /// The question, complete on its own.
+    #[schemars(length(min = 1))]
     question: String,
+    /// Suggested answers; the user may answer anything.
     #[serde(default)]
+    #[schemars(length(max = 10))]
     options: Vec<String>,
 }
 
@@ -22,21 +28,12 @@ struct Args {
 impl Tool for AskUser {
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
-            name: "ask_user".into(),
+            name: BuiltinTool::AskUser.as_str().into(),
             description: "Ask the user a question and wait for the answer. Use it when a \
                 decision is theirs to make or the task is ambiguous; do not use it for things \
                 you can find out yourself. Offer options when there are a few clear choices."
                 .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "question": {"type": "string", "minLength": 1, "description": "The question, complete on its own."},
-                    "options": {"type": "array", "items": {"type": "string"}, "maxItems": 10,
-                        "description": "Suggested answers; the user may answer anything."}
-                },
-                "required": ["question"],
-                "additionalProperties": false
-            }),
+            parameters: parameters::<Args>(),
         }
     }
 

@@ -4,7 +4,7 @@
 
 use super::requests::{Answer, Settled};
 use super::{AskUser, Tool, ToolContext, ToolDefinition, ToolError, ToolRegistry};
-use agentd_proto::{ClientToolDefinition, RequestBody, SessionConfig};
+use agentd_proto::{BuiltinTool, ClientToolDefinition, RequestBody, SessionConfig};
 use async_trait::async_trait;
 use std::sync::Arc;
 
@@ -83,7 +83,7 @@ pub(crate) fn session_tools(
                 "client_tools: {name:?} is not a valid tool name (1 to 64 letters, digits, `_` or `-`)"
             ));
         }
-        if tools.get(name).is_some() || name == "ask_user" {
+        if tools.get(name).is_some() || name == BuiltinTool::AskUser.as_str() {
             return Err(format!(
                 "client_tools: {name:?} is already a tool of this session; a client tool may not shadow it"
             ));

@@ -1,23 +1,30 @@
 //! `edit_file`: replaces an exact string (spec 3.3), falling back to a fuzzy match that
 //! tolerates whitespace and Unicode punctuation drift, and says when it did.
 
+use super::schema::parameters;
 use super::{
-    ApprovalSubject, TargetKind, Tool, ToolContext, ToolDefinition, ToolError, diff_summary, fuzzy,
-    parse_args,
+    ApprovalSubject, Keep, OutputLimits, TargetKind, Tool, ToolContext, ToolDefinition, ToolError,
+    diff_summary, fuzzy, parse_args,
 };
+use agentd_proto::BuiltinTool;
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 use std::path::Path;
 
 /// The `edit_file` tool.
 pub(crate) struct EditFile;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    /// Path to the file.
     file_path: String,
+    /// The exact text to replace.
     old_string: String,
+    /// The replacement text.
     new_string: String,
+    /// Replace every occurrence (default false).
     #[serde(default)]
     replace_all: bool,
 }
@@ -100,22 +107,12 @@ pub(super) fn edit(
 impl Tool for EditFile {
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
-            name: "edit_file".into(),
+            name: BuiltinTool::EditFile.as_str().into(),
             description: "Replace an exact string in a file. old_string must match the file's text exactly \
                 (including indentation) and be unique in the file unless replace_all is true; include enough \
                 surrounding lines to make it unique. Read the file first."
                 .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "file_path": {"type": "string", "description": "Path to the file."},
-                    "old_string": {"type": "string", "description": "The exact text to replace."},
-                    "new_string": {"type": "string", "description": "The replacement text."},
-                    "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)."}
-                },
-                "required": ["file_path", "old_string", "new_string"],
-                "additionalProperties": false
-            }),
+            parameters: parameters::<Args>(),
         }
     }
 
@@ -127,6 +124,14 @@ impl Tool for EditFile {
             vec![args.file_path],
             summary,
         ))
+    }
+
+    fn output_limits(&self) -> OutputLimits {
+        OutputLimits {
+            chars: 10_000,
+            keep: Keep::Tail,
+            lines: None,
+        }
     }
 
     async fn execute(

@@ -1,17 +1,23 @@
 //! `list_dir`: a directory's entries down to a depth (gemini-cli's `list_directory`).
 
-use super::{Tool, ToolContext, ToolDefinition, ToolError, parse_args};
+use super::schema::parameters;
+use super::{Keep, OutputLimits, Tool, ToolContext, ToolDefinition, ToolError, parse_args};
+use agentd_proto::BuiltinTool;
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 use std::path::Path;
 
 /// The `list_dir` tool.
 pub(crate) struct ListDir;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    /// Directory (default: the working directory).
     path: Option<String>,
+    /// How many levels to list (default 1).
+    #[schemars(range(min = 1, max = 10))]
     depth: Option<usize>,
 }
 
@@ -19,19 +25,20 @@ struct Args {
 impl Tool for ListDir {
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
-            name: "list_dir".into(),
+            name: BuiltinTool::ListDir.as_str().into(),
             description:
                 "List the files and directories in a directory, down to a depth (default 1). \
                 Directories end with /; files show their size."
                     .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "Directory (default: the working directory)."},
-                    "depth": {"type": "integer", "minimum": 1, "maximum": 10, "description": "How many levels to list (default 1)."}
-                },
-                "additionalProperties": false
-            }),
+            parameters: parameters::<Args>(),
+        }
+    }
+
+    fn output_limits(&self) -> OutputLimits {
+        OutputLimits {
+            chars: 20_000,
+            keep: Keep::Tail,
+            lines: None,
         }
     }
 

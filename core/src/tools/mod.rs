@@ -12,6 +12,7 @@ mod read_file;
 mod read_many_files;
 mod registry;
 mod requests;
+mod schema;
 mod search;
 mod shell;
 mod subagents;
@@ -19,7 +20,7 @@ mod subagents;
 mod testing;
 #[cfg(test)]
 mod tests;
-pub(crate) mod truncate;
+mod truncate;
 mod write_file;
 
 pub(crate) use apply_patch::ApplyPatch;
@@ -37,6 +38,8 @@ pub(crate) use shell::Shell;
 pub(crate) use subagents::{
     CloseAgent, SendInput, SpawnAgent, SpawnRequest, SubagentResult, Subagents, Wait,
 };
+pub(crate) use truncate::truncate_tool_output;
+pub use truncate::{Keep, OutputLimits};
 pub(crate) use write_file::WriteFile;
 
 use crate::exec::{ExecutionEnvironment, OutputSink, SandboxPolicy};
@@ -167,6 +170,11 @@ pub trait Tool: Send + Sync {
     /// only read, which never ask.
     fn approval(&self, _args: &serde_json::Value) -> Option<ApprovalSubject> {
         None
+    }
+    /// How much of its output the model sees; the default suits a tool whose output is read
+    /// whole (30,000 characters, beginning and end).
+    fn output_limits(&self) -> OutputLimits {
+        OutputLimits::default()
     }
     /// Runs the tool and returns its full output.
     async fn execute(

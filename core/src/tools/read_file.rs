@@ -1,9 +1,11 @@
 //! `read_file`: a file's lines, numbered, with offset and limit (spec 3.3).
 
-use super::{Tool, ToolContext, ToolDefinition, ToolError, parse_args};
+use super::schema::parameters;
+use super::{Keep, OutputLimits, Tool, ToolContext, ToolDefinition, ToolError, parse_args};
+use agentd_proto::BuiltinTool;
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 use std::path::Path;
 
 /// The `read_file` tool.
@@ -11,10 +13,16 @@ pub(crate) struct ReadFile;
 
 const DEFAULT_LIMIT: usize = 2000;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    /// Path to the file, absolute or relative to the working directory.
     file_path: String,
+    /// 1-based line number to start reading from.
+    #[schemars(range(min = 1))]
     offset: Option<usize>,
+    /// Most lines to read (default 2000).
+    #[schemars(range(min = 1))]
     limit: Option<usize>,
 }
 
@@ -22,23 +30,19 @@ struct Args {
 impl Tool for ReadFile {
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
-            name: "read_file".into(),
+            name: BuiltinTool::ReadFile.as_str().into(),
             description: "Read a file from the filesystem. Returns line-numbered content as \
                 `NNN | line`. Use offset and limit to read part of a large file."
                 .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "file_path": {"type": "string",
-                        "description": "Path to the file, absolute or relative to the working directory."},
-                    "offset": {"type": "integer", "minimum": 1,
-                        "description": "1-based line number to start reading from."},
-                    "limit": {"type": "integer", "minimum": 1,
-                        "description": "Most lines to read (default 2000)."}
-                },
-                "required": ["file_path"],
-                "additionalProperties": false
-            }),
+            parameters: parameters::<Args>(),
+        }
+    }
+
+    fn output_limits(&self) -> OutputLimits {
+        OutputLimits {
+            chars: 50_000,
+            keep: Keep::HeadTail,
+            lines: None,
         }
     }
 

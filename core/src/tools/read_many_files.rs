@@ -1,10 +1,12 @@
 //! `read_many_files` (the Gemini profile): several files, or glob patterns, in one call.
 
 use super::read_file::number_lines;
-use super::{Tool, ToolContext, ToolDefinition, ToolError, parse_args};
+use super::schema::parameters;
+use super::{Keep, OutputLimits, Tool, ToolContext, ToolDefinition, ToolError, parse_args};
+use agentd_proto::BuiltinTool;
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 use std::path::Path;
 
 /// The `read_many_files` tool.
@@ -13,8 +15,11 @@ pub(crate) struct ReadManyFiles;
 /// Files read at most per call.
 const MAX_FILES: usize = 50;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    /// Paths or glob patterns, relative to the working directory.
+    #[schemars(length(min = 1))]
     paths: Vec<String>,
 }
 
@@ -22,19 +27,19 @@ struct Args {
 impl Tool for ReadManyFiles {
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
-            name: "read_many_files".into(),
+            name: BuiltinTool::ReadManyFiles.as_str().into(),
             description: "Read several files at once. Each entry is a path or a glob pattern (e.g. \"src/**/*.py\"). \
                 Each file is shown with its path and numbered lines; binary files are skipped."
                 .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "paths": {"type": "array", "items": {"type": "string"}, "minItems": 1,
-                              "description": "Paths or glob patterns, relative to the working directory."}
-                },
-                "required": ["paths"],
-                "additionalProperties": false
-            }),
+            parameters: parameters::<Args>(),
+        }
+    }
+
+    fn output_limits(&self) -> OutputLimits {
+        OutputLimits {
+            chars: 50_000,
+            keep: Keep::HeadTail,
+            lines: None,
         }
     }
 

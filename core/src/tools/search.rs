@@ -1,11 +1,13 @@
 //! `grep` and `glob` (spec 3.3): thin tools over the environment's search, which uses
 //! ripgrep's crates and respects .gitignore.
 
-use super::{Tool, ToolContext, ToolDefinition, ToolError, parse_args};
+use super::schema::parameters;
+use super::{Keep, OutputLimits, Tool, ToolContext, ToolDefinition, ToolError, parse_args};
 use crate::exec::{GrepMode, GrepOptions};
+use agentd_proto::BuiltinTool;
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 use std::path::PathBuf;
 
 /// The `grep` tool. With `output_modes` (the Anthropic profile), the model may ask for
@@ -15,45 +17,62 @@ pub(crate) struct Grep {
     pub(crate) output_modes: bool,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct GrepArgs {
+    /// Regular expression (ripgrep syntax).
     pattern: String,
+    /// File or directory to search (default: the working directory).
     path: Option<String>,
+    /// Only files matching this glob, e.g. "*.py" or "src/**/*.ts".
     glob_filter: Option<String>,
+    /// Ignore case (default false).
     #[serde(default)]
     case_insensitive: bool,
+    /// Most results to return (default 100).
+    #[schemars(range(min = 1))]
     max_results: Option<usize>,
-    output_mode: Option<String>,
+    /// content: matching lines (default); files_with_matches: file paths; count: matches per
+    /// file.
+    #[serde(default)]
+    output_mode: OutputMode,
+}
+
+// What `grep` returns (offered with `output_modes`). Its variants have no doc comments: the
+// field's description explains them, and the schema stays a plain `enum`.
+#[derive(Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+enum OutputMode {
+    #[default]
+    Content,
+    FilesWithMatches,
+    Count,
 }
 
 #[async_trait]
 impl Tool for Grep {
     fn definition(&self) -> ToolDefinition {
-        let mut parameters = json!({
-            "type": "object",
-            "properties": {
-                "pattern": {"type": "string", "description": "Regular expression (ripgrep syntax)."},
-                "path": {"type": "string", "description": "File or directory to search (default: the working directory)."},
-                "glob_filter": {"type": "string", "description": "Only files matching this glob, e.g. \"*.py\" or \"src/**/*.ts\"."},
-                "case_insensitive": {"type": "boolean", "description": "Ignore case (default false)."},
-                "max_results": {"type": "integer", "minimum": 1, "description": "Most results to return (default 100)."}
-            },
-            "required": ["pattern"],
-            "additionalProperties": false
-        });
-        if self.output_modes {
-            parameters["properties"]["output_mode"] = json!({
-                "type": "string", "enum": ["content", "files_with_matches", "count"],
-                "description": "content: matching lines (default); files_with_matches: file paths; count: matches per file."
-            });
+        let mut parameters = parameters::<GrepArgs>();
+        if !self.output_modes
+            && let Some(properties) = parameters["properties"].as_object_mut()
+        {
+            properties.remove("output_mode");
         }
         ToolDefinition {
-            name: "grep".into(),
+            name: BuiltinTool::Grep.as_str().into(),
             description:
                 "Search file contents with a regular expression. Respects .gitignore. Returns \
                 `path:line:text` lines sorted by path."
                     .into(),
             parameters,
+        }
+    }
+
+    fn output_limits(&self) -> OutputLimits {
+        OutputLimits {
+            chars: 20_000,
+            keep: Keep::Tail,
+            lines: Some(200),
         }
     }
 
@@ -63,11 +82,10 @@ impl Tool for Grep {
         ctx: &ToolContext<'_>,
     ) -> Result<String, ToolError> {
         let args: GrepArgs = parse_args(args)?;
-        let mode = match args.output_mode.as_deref() {
-            None | Some("content") => GrepMode::Content,
-            Some("files_with_matches") => GrepMode::FilesWithMatches,
-            Some("count") => GrepMode::Count,
-            Some(other) => return Err(ToolError(format!("unknown output_mode {other:?}"))),
+        let mode = match args.output_mode {
+            OutputMode::Content => GrepMode::Content,
+            OutputMode::FilesWithMatches => GrepMode::FilesWithMatches,
+            OutputMode::Count => GrepMode::Count,
         };
         let options = GrepOptions {
             pattern: args.pattern,
@@ -84,9 +102,12 @@ impl Tool for Grep {
 /// The `glob` tool.
 pub(crate) struct Glob;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct GlobArgs {
+    /// Glob pattern, relative to path.
     pattern: String,
+    /// Base directory (default: the working directory).
     path: Option<String>,
 }
 
@@ -94,20 +115,20 @@ struct GlobArgs {
 impl Tool for Glob {
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
-            name: "glob".into(),
+            name: BuiltinTool::Glob.as_str().into(),
             description:
                 "Find files whose path matches a glob pattern such as \"**/*.rs\" or \"src/*.ts\", \
                 newest first. Respects .gitignore."
                     .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {"type": "string", "description": "Glob pattern, relative to path."},
-                    "path": {"type": "string", "description": "Base directory (default: the working directory)."}
-                },
-                "required": ["pattern"],
-                "additionalProperties": false
-            }),
+            parameters: parameters::<GlobArgs>(),
+        }
+    }
+
+    fn output_limits(&self) -> OutputLimits {
+        OutputLimits {
+            chars: 20_000,
+            keep: Keep::Tail,
+            lines: Some(500),
         }
     }
 

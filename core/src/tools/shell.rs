@@ -1,52 +1,60 @@
 //! `shell`: runs a command with `bash -c` in its own process group (spec 3.3, 5.4).
 
+use super::schema::parameters;
 use super::{
-    ApprovalSubject, TargetKind, Tool, ToolContext, ToolDefinition, ToolError, parse_args,
+    ApprovalSubject, Keep, OutputLimits, TargetKind, Tool, ToolContext, ToolDefinition, ToolError,
+    parse_args,
 };
 use crate::exec::ExecRequest;
+use agentd_proto::BuiltinTool;
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 use std::time::Duration;
 
 /// The `shell` tool.
 pub(crate) struct Shell;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    /// The command line to run.
     command: String,
+    /// Kill the command after this many milliseconds.
+    #[schemars(range(min = 1))]
     timeout_ms: Option<u64>,
+    /// A short human-readable description of what the command does.
+    #[expect(
+        dead_code,
+        reason = "for people: clients read it in the call's arguments"
+    )]
+    description: Option<String>,
+    /// Run outside the session's sandbox. Only after the sandbox refused a command that must
+    /// write or connect where it may not; the user is asked first, and without a user to ask
+    /// it is refused.
+    #[serde(default)]
+    outside_sandbox: bool,
 }
 
 #[async_trait]
 impl Tool for Shell {
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
-            name: "shell".into(),
+            name: BuiltinTool::Shell.as_str().into(),
             description: "Execute a shell command with bash in the session's working directory. \
                 Returns stdout, stderr, the exit code and the duration. Commands that run longer \
                 than the timeout are killed with their whole process group."
                 .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "command": {"type": "string", "description": "The command line to run."},
-                    "timeout_ms": {"type": "integer", "minimum": 1,
-                        "description": "Kill the command after this many milliseconds."},
-                    "description": {"type": "string",
-                        "description": "A short human-readable description of what the command does."},
-                    "outside_sandbox": {"type": "boolean",
-                        "description": "Run outside the session's sandbox. Only after the sandbox refused a command that must write or connect where it may not; the user is asked first, and without a user to ask it is refused."}
-                },
-                "required": ["command"],
-                "additionalProperties": false
-            }),
+            parameters: parameters::<Args>(),
         }
     }
 
     fn approval(&self, args: &serde_json::Value) -> Option<ApprovalSubject> {
-        let command = args.get("command")?.as_str()?.to_owned();
-        let outside = args.get("outside_sandbox").and_then(|v| v.as_bool()) == Some(true);
+        let Args {
+            command,
+            outside_sandbox: outside,
+            ..
+        } = serde_json::from_value(args.clone()).ok()?;
         let summary = if outside {
             format!("outside the sandbox (it may write anywhere and use the network):\n$ {command}")
         } else {
@@ -55,6 +63,14 @@ impl Tool for Shell {
         let mut subject = ApprovalSubject::new(TargetKind::Command, vec![command], summary);
         subject.outside_sandbox = outside;
         Some(subject)
+    }
+
+    fn output_limits(&self) -> OutputLimits {
+        OutputLimits {
+            chars: 30_000,
+            keep: Keep::HeadTail,
+            lines: Some(256),
+        }
     }
 
     async fn execute(

@@ -2,10 +2,12 @@
 //! reach child sessions through the [`Subagents`] the host provides; the tools only parse
 //! arguments and word the results for the model.
 
-use super::{Tool, ToolContext, ToolDefinition, ToolError, parse_args};
+use super::schema::parameters;
+use super::{Keep, OutputLimits, Tool, ToolContext, ToolDefinition, ToolError, parse_args};
+use agentd_proto::BuiltinTool;
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 /// What a child session produced (spec 7.3 `SubAgentResult`).
@@ -19,16 +21,17 @@ pub(crate) struct SubagentResult {
     pub(crate) turns_used: u32,
 }
 
-/// What `spawn_agent` asks for.
-#[derive(Debug, Clone, Deserialize)]
+/// What `spawn_agent` asks for: its arguments, whose field docs the model reads.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct SpawnRequest {
-    /// The task, in natural language.
+    /// The task, with all the context the subagent needs.
     pub(crate) task: String,
-    /// A subdirectory of the parent's working directory to work in.
+    /// A subdirectory to scope the subagent to.
     pub(crate) working_dir: Option<String>,
-    /// A model instead of the parent's.
+    /// Model override (default: yours).
     pub(crate) model: Option<String>,
-    /// Turn limit (0: unlimited).
+    /// Turn limit (default 0, unlimited).
     pub(crate) max_turns: Option<u32>,
 }
 
@@ -54,32 +57,27 @@ fn subagents<'a>(ctx: &ToolContext<'a>) -> Result<&'a dyn Subagents, ToolError> 
         .ok_or_else(|| ToolError("subagents are not available in this host".into()))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct AgentArgs {
+    /// The id spawn_agent returned.
     agent_id: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct SendArgs {
+    /// The id spawn_agent returned.
     agent_id: String,
     message: String,
 }
 
-fn agent_id_schema() -> serde_json::Value {
-    json!({"type": "string", "description": "The id spawn_agent returned."})
-}
-
 /// The definition of a tool whose only argument is the agent's id.
-fn agent_tool(name: &str, description: &str) -> ToolDefinition {
+fn agent_tool(tool: BuiltinTool, description: &str) -> ToolDefinition {
     ToolDefinition {
-        name: name.into(),
+        name: tool.as_str().into(),
         description: description.into(),
-        parameters: json!({
-            "type": "object",
-            "properties": {"agent_id": agent_id_schema()},
-            "required": ["agent_id"],
-            "additionalProperties": false
-        }),
+        parameters: parameters::<AgentArgs>(),
     }
 }
 
@@ -98,23 +96,21 @@ pub(crate) struct SpawnAgent;
 impl Tool for SpawnAgent {
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
-            name: "spawn_agent".into(),
+            name: BuiltinTool::SpawnAgent.as_str().into(),
             description: "Spawn a subagent to handle a scoped task autonomously. It works in \
                 parallel with you, in the same files, with its own conversation; give it \
                 everything it needs in the task. Returns its id: collect its result with \
                 `wait`."
                 .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "task": {"type": "string", "description": "The task, with all the context the subagent needs."},
-                    "working_dir": {"type": "string", "description": "A subdirectory to scope the subagent to."},
-                    "model": {"type": "string", "description": "Model override (default: yours)."},
-                    "max_turns": {"type": "integer", "minimum": 0, "description": "Turn limit (default 0, unlimited)."}
-                },
-                "required": ["task"],
-                "additionalProperties": false
-            }),
+            parameters: parameters::<SpawnRequest>(),
+        }
+    }
+
+    fn output_limits(&self) -> OutputLimits {
+        OutputLimits {
+            chars: 20_000,
+            keep: Keep::HeadTail,
+            lines: None,
         }
     }
 
@@ -136,19 +132,11 @@ pub(crate) struct SendInput;
 impl Tool for SendInput {
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
-            name: "send_input".into(),
+            name: BuiltinTool::SendInput.as_str().into(),
             description: "Send a message to a subagent: it sees it after its current tool \
                 round, or starts on it if it has finished."
                 .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "agent_id": agent_id_schema(),
-                    "message": {"type": "string"}
-                },
-                "required": ["agent_id", "message"],
-                "additionalProperties": false
-            }),
+            parameters: parameters::<SendArgs>(),
         }
     }
 
@@ -173,10 +161,18 @@ pub(crate) struct Wait;
 impl Tool for Wait {
     fn definition(&self) -> ToolDefinition {
         agent_tool(
-            "wait",
+            BuiltinTool::Wait,
             "Wait for a subagent to finish and return its result: its final \
                 output, whether it succeeded, and the turns it used.",
         )
+    }
+
+    fn output_limits(&self) -> OutputLimits {
+        OutputLimits {
+            chars: 20_000,
+            keep: Keep::HeadTail,
+            lines: None,
+        }
     }
 
     async fn execute(
@@ -205,7 +201,7 @@ pub(crate) struct CloseAgent;
 impl Tool for CloseAgent {
     fn definition(&self) -> ToolDefinition {
         agent_tool(
-            "close_agent",
+            BuiltinTool::CloseAgent,
             "Stop a subagent (its running commands are killed) and close it.",
         )
     }

@@ -1,49 +1,51 @@
 //! Tool output truncation, exactly as spec 5.1-5.3: characters first (always), then lines.
-//! The model gets the truncated text; `tool_call_end` keeps the full output.
+//! The model gets the truncated text; `tool_call_end` keeps the full output. Each tool says
+//! how much of its output the model sees ([`Tool::output_limits`](super::Tool)); the session's
+//! config may set other limits by tool name.
 
 use agentd_proto::SessionConfig;
 
 /// Which part of an over-long output survives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
-    /// Keep the beginning and the end.
+pub enum Keep {
+    /// The beginning and the end.
     HeadTail,
-    /// Keep the end.
+    /// The end.
     Tail,
 }
 
-/// Default character limit and mode per tool (spec 5.2).
-pub(crate) fn default_char_limit(tool: &str) -> (usize, Mode) {
-    match tool {
-        "read_file" | "read_many_files" => (50_000, Mode::HeadTail),
-        "shell" => (30_000, Mode::HeadTail),
-        "grep" | "glob" | "list_dir" => (20_000, Mode::Tail),
-        "edit_file" | "apply_patch" => (10_000, Mode::Tail),
-        "write_file" => (1_000, Mode::Tail),
-        "spawn_agent" | "wait" => (20_000, Mode::HeadTail),
-        _ => (30_000, Mode::HeadTail),
-    }
+/// How much of a tool's output the model sees (spec 5.2, 5.3), unless the session's config
+/// names the tool in `tool_output_limits` or `tool_line_limits`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputLimits {
+    /// Most characters; a longer output is cut to this many.
+    pub chars: usize,
+    /// Which part of a longer output survives.
+    pub keep: Keep,
+    /// Most lines, counted after the characters are cut; `None`: characters suffice.
+    pub lines: Option<usize>,
 }
 
-/// Default line limit per tool (spec 5.3); `None` means characters suffice.
-pub(crate) fn default_line_limit(tool: &str) -> Option<usize> {
-    match tool {
-        "shell" => Some(256),
-        "grep" => Some(200),
-        "glob" => Some(500),
-        _ => None,
+impl Default for OutputLimits {
+    /// 30,000 characters, beginning and end: what a tool gets unless it says otherwise.
+    fn default() -> Self {
+        Self {
+            chars: 30_000,
+            keep: Keep::HeadTail,
+            lines: None,
+        }
     }
 }
 
 /// Truncates by characters (spec 5.1).
-pub(crate) fn truncate_chars(output: &str, max_chars: usize, mode: Mode) -> String {
+pub(crate) fn truncate_chars(output: &str, max_chars: usize, mode: Keep) -> String {
     let len = output.chars().count();
     if len <= max_chars {
         return output.to_owned();
     }
     let removed = len - max_chars;
     match mode {
-        Mode::HeadTail => {
+        Keep::HeadTail => {
             let half = max_chars / 2;
             format!(
                 "{}\n\n[WARNING: Tool output was truncated. {removed} characters were removed from the middle. \
@@ -53,7 +55,7 @@ pub(crate) fn truncate_chars(output: &str, max_chars: usize, mode: Mode) -> Stri
                 char_suffix(output, len, half),
             )
         }
-        Mode::Tail => format!(
+        Keep::Tail => format!(
             "[WARNING: Tool output was truncated. First {removed} characters were removed. \
              The full output is available in the event stream.]\n\n{}",
             char_suffix(output, len, max_chars),
@@ -77,21 +79,21 @@ pub(crate) fn truncate_lines(output: &str, max_lines: usize) -> String {
     )
 }
 
-/// The full pipeline for one tool's output under a session's limits.
-pub(crate) fn truncate_tool_output(output: &str, tool: &str, config: &SessionConfig) -> String {
-    let (default_chars, mode) = default_char_limit(tool);
+/// The full pipeline for the output of tool `tool`, whose own limits are `limits`, under a
+/// session's config.
+pub(crate) fn truncate_tool_output(
+    output: &str,
+    tool: &str,
+    limits: OutputLimits,
+    config: &SessionConfig,
+) -> String {
     let max_chars = config
         .tool_output_limits
         .get(tool)
         .copied()
-        .unwrap_or(default_chars);
-    let result = truncate_chars(output, max_chars, mode);
-    match config
-        .tool_line_limits
-        .get(tool)
-        .copied()
-        .or_else(|| default_line_limit(tool))
-    {
+        .unwrap_or(limits.chars);
+    let result = truncate_chars(output, max_chars, limits.keep);
+    match config.tool_line_limits.get(tool).copied().or(limits.lines) {
         Some(max_lines) => truncate_lines(&result, max_lines),
         None => result,
     }
@@ -118,7 +120,7 @@ mod tests {
     #[test]
     fn head_tail_keeps_both_ends_and_counts_removed_chars() {
         let s = format!("{}{}", "a".repeat(60), "b".repeat(60));
-        let t = truncate_chars(&s, 20, Mode::HeadTail);
+        let t = truncate_chars(&s, 20, Keep::HeadTail);
         assert!(t.starts_with(&"a".repeat(10)));
         assert!(t.ends_with(&"b".repeat(10)));
         assert!(t.contains("100 characters were removed from the middle"));
@@ -126,7 +128,7 @@ mod tests {
 
     #[test]
     fn tail_keeps_the_end() {
-        let t = truncate_chars("0123456789", 4, Mode::Tail);
+        let t = truncate_chars("0123456789", 4, Keep::Tail);
         assert!(
             t.starts_with("[WARNING: Tool output was truncated. First 6 characters were removed.")
         );
@@ -135,14 +137,14 @@ mod tests {
 
     #[test]
     fn short_output_is_untouched() {
-        assert_eq!(truncate_chars("héllo", 5, Mode::HeadTail), "héllo");
+        assert_eq!(truncate_chars("héllo", 5, Keep::HeadTail), "héllo");
         assert_eq!(truncate_lines("a\nb", 2), "a\nb");
     }
 
     #[test]
     fn multibyte_characters_are_counted_as_characters() {
         let s = "é".repeat(30);
-        let t = truncate_chars(&s, 10, Mode::HeadTail);
+        let t = truncate_chars(&s, 10, Keep::HeadTail);
         assert!(t.starts_with("ééééé\n"));
         assert!(t.contains("20 characters were removed"));
     }
@@ -156,11 +158,58 @@ mod tests {
         );
     }
 
+    /// Spec 5.2's character limits and 5.3's line limits, each on its tool; tools the spec
+    /// does not list get the default.
+    #[test]
+    fn each_tool_has_the_spec_s_limits() {
+        use crate::tools::*;
+        use Keep::{HeadTail, Tail};
+        let tools: [&dyn Tool; 14] = [
+            &ReadFile,
+            &ReadManyFiles,
+            &Shell,
+            &Grep { output_modes: true },
+            &Glob,
+            &ListDir,
+            &EditFile,
+            &ApplyPatch,
+            &WriteFile,
+            &SpawnAgent,
+            &Wait,
+            &AskUser,
+            &SendInput,
+            &CloseAgent,
+        ];
+        let limits = tools.map(|t| {
+            let l = t.output_limits();
+            (t.definition().name, l.chars, l.keep, l.lines)
+        });
+        let want = [
+            ("read_file", 50_000, HeadTail, None),
+            ("read_many_files", 50_000, HeadTail, None),
+            ("shell", 30_000, HeadTail, Some(256)),
+            ("grep", 20_000, Tail, Some(200)),
+            ("glob", 20_000, Tail, Some(500)),
+            ("list_dir", 20_000, Tail, None),
+            ("edit_file", 10_000, Tail, None),
+            ("apply_patch", 10_000, Tail, None),
+            ("write_file", 1_000, Tail, None),
+            ("spawn_agent", 20_000, HeadTail, None),
+            ("wait", 20_000, HeadTail, None),
+            ("ask_user", 30_000, HeadTail, None),
+            ("send_input", 30_000, HeadTail, None),
+            ("close_agent", 30_000, HeadTail, None),
+        ]
+        .map(|(name, chars, keep, lines)| (name.to_owned(), chars, keep, lines));
+        assert_eq!(limits, want);
+    }
+
     #[test]
     fn characters_run_before_lines_on_a_huge_single_line() {
         let config = crate::config::default_session_config("anthropic", "m");
         let s = "x".repeat(10_000_000);
-        let t = truncate_tool_output(&s, "read_file", &config);
+        let limits = crate::tools::Tool::output_limits(&crate::tools::ReadFile);
+        let t = truncate_tool_output(&s, "read_file", limits, &config);
         assert!(t.len() < 51_000);
         assert!(t.contains("[WARNING: Tool output was truncated. 9950000 characters were removed"));
     }

@@ -1,20 +1,25 @@
 //! `write_file`: writes a whole file, creating parent directories (spec 3.3).
 
+use super::schema::parameters;
 use super::{
-    ApprovalSubject, TargetKind, Tool, ToolContext, ToolDefinition, ToolError, diff_summary,
-    parse_args,
+    ApprovalSubject, Keep, OutputLimits, TargetKind, Tool, ToolContext, ToolDefinition, ToolError,
+    diff_summary, parse_args,
 };
+use agentd_proto::BuiltinTool;
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 use std::path::Path;
 
 /// The `write_file` tool.
 pub(crate) struct WriteFile;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct Args {
+    /// Path to the file, absolute or relative to the working directory.
     file_path: String,
+    /// The full file content.
     content: String,
 }
 
@@ -22,20 +27,12 @@ struct Args {
 impl Tool for WriteFile {
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
-            name: "write_file".into(),
+            name: BuiltinTool::WriteFile.as_str().into(),
             description:
                 "Write content to a file, replacing it if it exists. Creates the file and parent \
                 directories if needed. Prefer editing tools for changes to existing files."
                     .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "file_path": {"type": "string", "description": "Path to the file, absolute or relative to the working directory."},
-                    "content": {"type": "string", "description": "The full file content."}
-                },
-                "required": ["file_path", "content"],
-                "additionalProperties": false
-            }),
+            parameters: parameters::<Args>(),
         }
     }
 
@@ -47,6 +44,14 @@ impl Tool for WriteFile {
             vec![args.file_path],
             summary,
         ))
+    }
+
+    fn output_limits(&self) -> OutputLimits {
+        OutputLimits {
+            chars: 1_000,
+            keep: Keep::Tail,
+            lines: None,
+        }
     }
 
     async fn execute(

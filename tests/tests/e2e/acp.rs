@@ -730,6 +730,40 @@ async fn without_a_daemon_it_exits_69_and_keeps_stdout_clean() {
     assert!(!out.stderr.is_empty());
 }
 
+/// `session/new`'s `_meta` is checked where the bridge reads it (an unknown profile is refused
+/// naming the profiles), and the daemon's `invalid_config` (an unknown provider) reaches the
+/// editor as invalid params with the daemon's kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_session_meta_errors_name_what_is_accepted() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    let errors = with_acp(&daemon, async |cx, _updates| {
+        let mut errors = Vec::new();
+        for meta in [json!({"profile": "claude"}), json!({"provider": "nope"})] {
+            let meta = meta.as_object().cloned().unwrap();
+            let request = acp::NewSessionRequest::new(dir.path()).meta(meta);
+            errors.push(cx.send_request(request).block_task().await.err());
+        }
+        Ok(errors)
+    })
+    .await;
+    let [profile, provider] = [&errors[0], &errors[1]].map(|e| e.clone().expect("an error"));
+    assert_eq!(i32::from(profile.code), -32602, "{profile:?}");
+    assert_eq!(
+        profile.data,
+        Some(json!(
+            "_meta.profile: unknown profile \"claude\"; use openai, anthropic, gemini or bash"
+        ))
+    );
+    assert_eq!(i32::from(provider.code), -32602, "{provider:?}");
+    assert_eq!(
+        provider.data.as_ref().map(|d| &d["kind"]),
+        Some(&json!("invalid_config")),
+        "{provider:?}"
+    );
+}
+
 /// A provider without a key: `session/new` answers "auth required" (ACP's -32000) with the
 /// daemon's hint, which is what editors turn into a sign-in prompt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

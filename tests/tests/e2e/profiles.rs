@@ -223,3 +223,36 @@ async fn a_read_only_session_refuses_writes() {
     );
     assert!(!s.workdir.path().join("x.txt").exists());
 }
+
+/// An unknown profile is refused wherever it is read, with every profile named: by the daemon
+/// (`session/create`, as invalid params) and by `agentctl new` before it asks the daemon.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_profile_is_refused_naming_every_profile() {
+    let mut s = setup_family(Family::Anthropic, json!({})).await;
+    let cwd = s.workdir.path().display().to_string();
+    let refused = s
+        .client
+        .request("session/create", json!({"cwd": cwd, "profile": "claude"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        refused["error"],
+        json!({"code": -32602, "message": "invalid params: `profile`: unknown variant `claude`, \
+            expected one of `openai`, `anthropic`, `gemini`, `bash`"})
+    );
+    let out = s
+        .daemon
+        .agentctl(&["--json", "new", "--profile", "claude"], None)
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let e: Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert_eq!(e["kind"], "usage");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("[possible values: openai, anthropic, gemini, bash]"),
+        "{e}"
+    );
+}

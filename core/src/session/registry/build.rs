@@ -236,8 +236,8 @@ impl Registry {
         let id = record.id.clone();
         let mut warnings = loaded.warnings;
         let current = self.current.load();
-        let profile = Profile::named(&record.profile).unwrap_or_else(|e| {
-            warnings.push(format!("{e}; using the provider's profile"));
+        let profile = Profile::stored(&record.profile).unwrap_or_else(|e| {
+            warnings.push(format!("{e} (the provider's profile is used)"));
             let kind = current
                 .config
                 .providers

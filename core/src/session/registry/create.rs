@@ -63,8 +63,8 @@ impl Registry {
             .as_deref()
             .unwrap_or(&config.default_provider);
         usable(config, provider_name)?;
-        let profile = match params.profile.as_deref() {
-            Some(name) => Profile::named(name).map_err(|e| Error::InvalidConfig(e.to_string()))?,
+        let profile = match params.profile {
+            Some(id) => Profile::named(id),
             None => Profile::for_provider(config.providers[provider_name].kind),
         };
         let mut config = config

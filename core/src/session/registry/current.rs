@@ -11,6 +11,7 @@ use super::{Registry, crashed};
 use crate::config::{Config, Price};
 use crate::llm::{ProviderFactory, ProviderSet};
 use crate::session::Error;
+use agentd_proto::RestartKey;
 use agentd_proto::credentials::Credentials;
 use arc_swap::{ArcSwap, Guard};
 use std::collections::BTreeMap;
@@ -119,7 +120,7 @@ impl Registry {
     /// Reads the config and credentials files again; new sessions get the result, running
     /// ones keep what they have. On an error the config in use stays. Returns the new config
     /// and the keys that changed but apply only at the next start.
-    pub async fn reload(&self) -> Result<(Arc<Config>, Vec<String>), crate::config::Error> {
+    pub async fn reload(&self) -> Result<(Arc<Config>, Vec<RestartKey>), crate::config::Error> {
         let old = self.current.load().config.clone();
         let loaded = {
             let old = old.clone();
@@ -129,13 +130,13 @@ impl Registry {
         }?;
         let mut restart_needed = Vec::new();
         if loaded.server != old.server {
-            restart_needed.push("server".to_owned());
+            restart_needed.push(RestartKey::Server);
         }
         if loaded.log_level != old.log_level {
-            restart_needed.push("log_level".to_owned());
+            restart_needed.push(RestartKey::LogLevel);
         }
         if loaded.evict_idle_after != old.evict_idle_after {
-            restart_needed.push("daemon.evict_idle_secs".to_owned());
+            restart_needed.push(RestartKey::EvictIdleSecs);
         }
         let next = self.current.replace(loaded);
         Ok((next.config.clone(), restart_needed))

@@ -10,7 +10,9 @@
 use super::{Registry, crashed, storage};
 use crate::session::{Error, Session};
 use crate::store::SessionRecord;
-use agentd_proto::{DaemonEvent, DamagedSession, SessionId, SessionState, SessionSummary};
+use agentd_proto::{
+    DaemonEvent, DamagedSession, SessionEndReason, SessionId, SessionState, SessionSummary,
+};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -91,7 +93,7 @@ impl Registry {
             return self.remove(id).await;
         }
         let session = self.get(id).await?;
-        session.close("deleted").await;
+        session.close(SessionEndReason::Deleted).await;
         // Nothing may be written into the directory while it is removed: an unloaded session
         // has written everything; a watched one keeps its task for its subscribers, and
         // writes nothing after what it has queued.

@@ -42,7 +42,7 @@ use crate::profile::EnvironmentContext;
 use crate::tools::ToolRegistry;
 use agentd_proto::{
     AbortResponse, CompactResponse, DaemonEvent, InputId, ProcessingEndReason, RequestId,
-    ResolvedBy, SessionState, Usage,
+    ResolvedBy, SessionEndReason, SessionState, Usage,
 };
 use idempotency::Submitted;
 use requests::Pending;
@@ -76,7 +76,7 @@ pub(super) struct Core {
     daemon_events: Option<broadcast::Sender<DaemonEvent>>,
     state: SessionState,
     /// Set once a close is requested: the reason, for `session_end`.
-    closing: Option<String>,
+    closing: Option<SessionEndReason>,
     steering: VecDeque<Input>,
     follow_up: VecDeque<Input>,
     /// Cancels the current work.

@@ -98,7 +98,7 @@ pub(in crate::session) fn start(
         None => {
             core.emit(EventBody::SessionStart {
                 cwd: info.cwd.display().to_string(),
-                profile: info.profile.id.to_owned(),
+                profile: info.profile.id,
                 config: Box::new((*core.config).clone()),
                 title: info.title.clone(),
             });

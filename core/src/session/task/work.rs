@@ -8,7 +8,9 @@ use super::{Task, Work};
 use crate::agent::{Agent, CompactError, Input, Outcome};
 use crate::session::Error;
 use crate::tools::SubagentResult;
-use agentd_proto::{AbortResponse, CompactResponse, EventBody, ProcessingEndReason, SessionState};
+use agentd_proto::{
+    AbortResponse, CompactResponse, EventBody, ProcessingEndReason, SessionEndReason, SessionState,
+};
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
 use tokio_util::sync::CancellationToken;
@@ -40,7 +42,7 @@ impl Task {
                 self.info.env.terminate_all().await;
                 let mut core = self.core();
                 core.turn = None;
-                let reason = core.closing.clone().unwrap_or_default();
+                let reason = core.closing.unwrap_or(SessionEndReason::ClosedByClient); // set before Close is queued
                 core.set_state(SessionState::Closed);
                 core.emit(EventBody::SessionEnd {
                     state: SessionState::Closed,
@@ -156,7 +158,7 @@ impl Task {
             };
             core.last_end = Some(reason);
             if outcome == Outcome::Fatal && core.closing.is_none() {
-                core.closing = Some("unrecoverable provider error".into());
+                core.closing = Some(SessionEndReason::ProviderFailed);
             }
             let end = EventBody::ProcessingEnd {
                 reason,
