@@ -55,5 +55,7 @@ pub use requests::{
 };
 pub use tools::BuiltinTool;
 
-/// Protocol version, bumped on every incompatible change to the wire types.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// Protocol version, bumped on every incompatible change to the wire types. 2: closed sets of
+/// names (`profile`, a session's end reason, `restart_needed`) are enums in the schema, and an
+/// unknown `profile` is an invalid param (-32602) instead of `invalid_config`.
+pub const PROTOCOL_VERSION: u32 = 2;

@@ -61,7 +61,7 @@ async fn the_socat_example_talks_to_the_daemon() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let info = lines.iter().find(|l| l["id"] == 1).unwrap();
-    assert_eq!(info["result"]["protocol"], 1);
+    assert_eq!(info["result"]["protocol"], 2);
     let list = lines.iter().find(|l| l["id"] == 2).unwrap();
     assert_eq!(
         list["result"]["sessions"][0]["session_id"],
@@ -202,7 +202,7 @@ async fn without_xdg_runtime_dir_the_examples_find_the_binaries_socket() {
         "{}",
         String::from_utf8_lossy(&socat.stderr)
     );
-    assert!(String::from_utf8_lossy(&socat.stdout).contains("\"protocol\":1"));
+    assert!(String::from_utf8_lossy(&socat.stdout).contains("\"protocol\":2"));
     let python = plain(s.daemon.program("python3"))
         .args(["-c", "import importlib.util,sys; s=importlib.util.spec_from_file_location('c',sys.argv[1]); m=importlib.util.module_from_spec(s); s.loader.exec_module(m); print(m.socket_path())"])
         .arg(example("python_client.py"))

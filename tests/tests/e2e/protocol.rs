@@ -116,7 +116,7 @@ async fn error_paths_answer_and_the_connection_stays_usable() {
         .await
         .unwrap();
     let info = c.call("daemon/info", json!({})).await.unwrap();
-    assert_eq!(info["protocol"], 1);
+    assert_eq!(info["protocol"], 2);
     // Absent params are fine for methods whose fields are all optional.
     c.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":\"no-params\",\"method\":\"session/list\"}\n")
         .await
