@@ -1,16 +1,17 @@
 //! [`LocalExecutionEnvironment`]: files on this machine, commands in new process groups.
 
+use super::child::{self, Child, Control, KILL_GRACE};
 use super::process::{
     self, MARKER_VAR, ProcessId, SpawnedChild, group_alive, marked, signal_group,
 };
 use super::sandbox::{Namespaces, SandboxPolicy};
-use super::utf8::Utf8Decoder;
 use super::{
     DirEntry, EnvFilter, EnvPolicy, Error, ExecRequest, ExecResult, ExecutionEnvironment,
     GrepOptions, OutputSink, ProcessLedger, ProtectedPaths, files, search,
 };
-use agentd_proto::{OutputStream, ProcessInfo};
+use agentd_proto::ProcessInfo;
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 use nix::sys::signal::Signal;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -18,22 +19,11 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
-use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-/// Grace period between SIGTERM and SIGKILL (spec 4.2).
-pub(super) const KILL_GRACE: Duration = Duration::from_secs(2);
-/// How long to keep reading after the command exits (or is killed) while other processes
-/// still hold its pipes open: background children that keep running, or processes that left
-/// the group and survived the kill. Past it the pipes are dropped unread, so no process can
-/// hold a command (or an abort) open.
-pub(super) const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(250);
 /// How often a stop looks whether everything is gone, to return before the grace period ends.
 const STOP_POLL: Duration = Duration::from_millis(50);
-/// Output kept per stream; more is counted but dropped, so a runaway command cannot exhaust
-/// the daemon's memory.
-const MAX_RETAINED: usize = 16 * 1024 * 1024;
 /// How much of an escaped process's command line is reported.
 const MAX_COMMAND_CHARS: usize = 200;
 
@@ -194,16 +184,17 @@ struct Escaped {
 /// The processes of some work: whole process groups, and every process carrying a marker
 /// (wherever it moved). Stopping them is SIGTERM to all, up to [`KILL_GRACE`] for them to
 /// go, then SIGKILL to all, looked up again, so nothing forked during the grace survives.
-struct Targets<'a> {
+#[derive(Clone)]
+struct Targets {
     groups: Vec<i32>,
     /// The marker prefix; `None`: the groups only.
-    marker: Option<&'a str>,
+    marker: Option<String>,
 }
 
-impl Targets<'_> {
+impl Targets {
     /// Marked processes outside the groups (members are signalled through their group).
     fn escaped(&self) -> Vec<Escaped> {
-        let Some(marker) = self.marker else {
+        let Some(marker) = &self.marker else {
             return Vec::new();
         };
         marked(marker)
@@ -227,7 +218,7 @@ impl Targets<'_> {
     }
 
     /// Stops everything; returns the processes that had left their groups.
-    async fn stop(&self) -> Vec<Escaped> {
+    async fn end(&self) -> Vec<Escaped> {
         let mut escaped = self.escaped();
         if !self.alive(&escaped) {
             return escaped;
@@ -250,6 +241,15 @@ impl Targets<'_> {
     }
 }
 
+/// A local command's stop: its group and its marked processes.
+impl Control for Targets {
+    type Stopped = Vec<Escaped>;
+    fn stop(&mut self) -> BoxFuture<'static, Vec<Escaped>> {
+        let targets = self.clone();
+        Box::pin(async move { targets.end().await })
+    }
+}
+
 /// Ends what a crashed daemon run left behind: the recorded `groups` whose leader is still
 /// the recorded process (or that still hold a process marked by that run), and every process
 /// marked with `run`'s prefix wherever it moved. SIGTERM, the grace period, SIGKILL. Returns
@@ -264,9 +264,9 @@ pub async fn end_leftovers(groups: &[ProcessId], run: &str) -> usize {
             .filter(|g| g.alive() || members.iter().any(|(_, s, _)| s.pgrp == g.pid))
             .map(|g| g.pid)
             .collect(),
-        marker: marker.as_deref(),
+        marker,
     };
-    let escaped = targets.stop().await;
+    let escaped = targets.end().await;
     targets.groups.len() + escaped.len()
 }
 
@@ -294,42 +294,6 @@ pub(crate) fn describe_escaped(escaped: &[ProcessInfo], ended: bool) -> String {
         escaped.len(),
         list.join(", ")
     )
-}
-
-/// Collected output of one stream, capped at [`MAX_RETAINED`].
-#[derive(Default)]
-pub(super) struct Captured {
-    text: String,
-    dropped: usize,
-    pub(super) decoder: Utf8Decoder,
-}
-
-impl Captured {
-    pub(super) fn push(&mut self, text: &str) {
-        let room = MAX_RETAINED.saturating_sub(self.text.len());
-        if text.len() <= room {
-            self.text.push_str(text);
-        } else {
-            let mut cut = room;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            self.text.push_str(&text[..cut]);
-            self.dropped += text.len() - cut;
-        }
-    }
-
-    pub(super) fn finish(mut self) -> String {
-        let tail = self.decoder.finish();
-        self.push(&tail);
-        if self.dropped > 0 {
-            self.text.push_str(&format!(
-                "\n[{} bytes of output beyond 16 MiB were discarded]",
-                self.dropped
-            ));
-        }
-        self.text
-    }
 }
 
 #[async_trait]
@@ -461,7 +425,7 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
             let namespaces = self.namespaces(policy).await?;
             sandbox(&mut command, policy, namespaces, &cwd)?;
         }
-        let (mut child, spawned_child) = {
+        let (child, spawned_child) = {
             // Listed before the lock is released, so the orphan reaper never takes its status.
             let mut spawned = process::spawned();
             let child = command.spawn().map_err(|e| match request.sandbox {
@@ -485,85 +449,20 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         if let Some(group) = group {
             self.track(group, true);
         }
-        let targets = Targets {
+        let mut targets = Targets {
             groups: vec![pgid],
-            marker: Some(&marker),
+            marker: Some(marker.clone()),
         };
 
-        let mut stdout = child.stdout.take();
-        let mut stderr = child.stderr.take();
-        let (mut out, mut err) = (Captured::default(), Captured::default());
-        let (mut out_buf, mut err_buf) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
-        let mut status = None;
-        let (mut timed_out, mut cancelled) = (false, false);
-        let timeout = tokio::time::sleep(request.timeout);
-        tokio::pin!(timeout);
-        // Set once a kill starts: SIGTERM, the grace period, SIGKILL. It runs once, however
-        // often the token fires, so a dead group is never signalled again.
-        let mut stopping: Option<futures::future::BoxFuture<'_, Vec<Escaped>>> = None;
-        let mut escaped: Option<Vec<Escaped>> = None;
-        // Armed once the command has exited or been killed: stop waiting for output from
-        // whatever still holds the pipes.
-        let mut drain_until: Option<tokio::time::Instant> = None;
-
-        loop {
-            // A stop under way is awaited (at most the grace period): it names the processes
-            // that left the group, even when everything died at once and closed the pipes.
-            if status.is_some() && stdout.is_none() && stderr.is_none() && stopping.is_none() {
-                break;
-            }
-            let stop_started = stopping.is_some() || escaped.is_some();
-            tokio::select! {
-                n = read_some(&mut stdout, &mut out_buf), if stdout.is_some() => match n {
-                    Some(n) => {
-                        let text = out.decoder.push(&out_buf[..n]);
-                        if !text.is_empty() { output(OutputStream::Stdout, &text); out.push(&text); }
-                    }
-                    None => stdout = None,
-                },
-                n = read_some(&mut stderr, &mut err_buf), if stderr.is_some() => match n {
-                    Some(n) => {
-                        let text = err.decoder.push(&err_buf[..n]);
-                        if !text.is_empty() { output(OutputStream::Stderr, &text); err.push(&text); }
-                    }
-                    None => stderr = None,
-                },
-                s = child.wait(), if status.is_none() => {
-                    status = Some(s);
-                    if !stop_started {
-                        drain_until = Some(tokio::time::Instant::now() + DRAIN_AFTER_EXIT);
-                    }
-                }
-                _ = &mut timeout, if !stop_started && status.is_none() => {
-                    timed_out = true;
-                    stopping = Some(Box::pin(targets.stop()));
-                }
-                _ = cancel.cancelled(), if !stop_started => {
-                    cancelled = true;
-                    stopping = Some(Box::pin(targets.stop()));
-                    drain_until = None;
-                }
-                found = poll_stop(&mut stopping), if stopping.is_some() => {
-                    stopping = None;
-                    escaped = Some(found);
-                    // Pipes close as the processes die; whatever still holds them open after
-                    // this (a process in uninterruptible sleep) is not waited for.
-                    drain_until = Some(tokio::time::Instant::now() + DRAIN_AFTER_EXIT);
-                }
-                _ = sleep_until(drain_until), if drain_until.is_some() && stopping.is_none() => break,
-            }
-        }
-        let status = match status {
-            Some(s) => Some(s.map_err(Error::Spawn)?),
-            None => child.try_wait().ok().flatten(),
-        };
-        drop(child);
-        let ended = escaped.is_some();
+        let mut child = Child::piped(child);
+        let finished =
+            child::run(&mut child, &mut targets, request.timeout, cancel, output).await?;
+        let ended = finished.stopped.is_some();
         // After a normal exit, processes that still hold the pipes may have left the group:
-        // name them, as a kill would have.
-        let escaped: Vec<ProcessInfo> = match escaped {
+        // name them, as a stop would have.
+        let escaped: Vec<ProcessInfo> = match finished.stopped {
             Some(e) => e,
-            None if stdout.is_some() || stderr.is_some() => targets.escaped(),
+            None if child.held() => targets.escaped(),
             None => Vec::new(),
         }
         .into_iter()
@@ -575,7 +474,7 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         if let Some(group) = group {
             self.track(group, group_alive(pgid));
         }
-        let mut stderr = err.finish();
+        let mut stderr = finished.stderr;
         if !escaped.is_empty() {
             tracing::warn!(
                 command = %marker,
@@ -591,11 +490,11 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
             ));
         }
         Ok(ExecResult {
-            stdout: out.finish(),
+            stdout: finished.stdout,
             stderr,
-            exit_code: status.and_then(|s| s.code()),
-            timed_out,
-            cancelled,
+            exit_code: finished.status.and_then(|s| s.code()),
+            timed_out: finished.timed_out,
+            cancelled: finished.cancelled,
             duration: started.elapsed(),
             escaped,
         })
@@ -663,9 +562,9 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
                 .filter(|g| g.alive() || members.iter().any(|(_, s, _)| s.pgrp == g.pid))
                 .map(|g| g.pid)
                 .collect(),
-            marker: Some(&self.marker),
+            marker: Some(self.marker.clone()),
         };
-        targets.stop().await;
+        targets.end().await;
         if let Some(ledger) = &self.options.ledger {
             for group in groups {
                 ledger.ended(group);
@@ -778,34 +677,6 @@ pub(super) async fn blocking<T: Send + 'static>(
             path: PathBuf::new(),
             source: std::io::Error::other(e),
         })?
-}
-
-pub(super) async fn read_some<R: tokio::io::AsyncRead + Unpin>(
-    pipe: &mut Option<R>,
-    buf: &mut [u8],
-) -> Option<usize> {
-    let pipe = pipe.as_mut()?;
-    match pipe.read(buf).await {
-        Ok(0) | Err(_) => None,
-        Ok(n) => Some(n),
-    }
-}
-
-/// Waits for a stop under way (never ready when there is none).
-async fn poll_stop(
-    stopping: &mut Option<futures::future::BoxFuture<'_, Vec<Escaped>>>,
-) -> Vec<Escaped> {
-    match stopping {
-        Some(stop) => stop.await,
-        None => std::future::pending().await,
-    }
-}
-
-pub(super) async fn sleep_until(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
 }
 
 #[cfg(test)]
