@@ -12,6 +12,7 @@
 //! beneath their root in one step by `files.rs`). No tool reads or writes agentd's own files
 //! ([`ProtectedPaths`], `protected.rs`), whatever the sandbox.
 
+mod child;
 mod env_filter;
 mod files;
 mod local;

@@ -5,7 +5,7 @@
 //! operation fails with ssh's own words.
 
 use super::super::Error;
-use super::super::local::KILL_GRACE;
+use super::super::child::KILL_GRACE;
 use super::super::process::{self, MARKER_VAR, SpawnedChild};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

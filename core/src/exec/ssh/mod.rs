@@ -16,15 +16,15 @@ mod search;
 
 pub(crate) use connection::{SshConnections, SshTarget};
 
-use super::local::{Captured, DRAIN_AFTER_EXIT, KILL_GRACE, read_some, sleep_until};
+use super::child::{self, Child, Control, KILL_GRACE};
 use super::process::{self, MARKER_VAR};
 use super::{
     DirEntry, EnvFilter, Error, ExecRequest, ExecResult, ExecutionEnvironment, GrepOptions,
     OutputSink,
 };
-use agentd_proto::OutputStream;
 use async_trait::async_trait;
 use connection::{Connection, KILL};
+use futures::future::BoxFuture;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -231,22 +231,6 @@ impl SshExecutionEnvironment {
             running.remove(&group);
         }
     }
-
-    /// SIGTERM to a remote group, SIGKILL after the grace period, in one round trip.
-    async fn stop(&self, group: i32) -> Result<(), Error> {
-        let grace = (KILL_GRACE.as_millis() / 100).to_string();
-        self.link
-            .run(
-                "ending a command's process group",
-                self.timeout,
-                KILL,
-                &[&group.to_string(), &grace],
-                None,
-                0,
-            )
-            .await
-            .map(drop)
-    }
 }
 
 #[async_trait]
@@ -375,94 +359,26 @@ impl ExecutionEnvironment for SshExecutionEnvironment {
             process::spawn(&mut self.link.command(EXEC, &args)).map_err(Error::Spawn)?;
         // Held open for the whole command: the remote watcher ends the command when it closes.
         let _stdin = child.stdin.take();
-        let mut stdout = child.stdout.take();
-        let mut stderr = child.stderr.take();
-        let (mut out, mut err) = (Captured::default(), Captured::default());
-        let (mut out_buf, mut err_buf) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
-        // The group id line, until it is complete.
-        let mut head: Vec<u8> = Vec::new();
-        let mut group: Option<i32> = None;
-        let mut status = None;
-        let (mut timed_out, mut cancelled) = (false, false);
-        let timeout = tokio::time::sleep(request.timeout);
-        tokio::pin!(timeout);
-        let mut stopping: Option<futures::future::BoxFuture<'_, ()>> = None;
-        let mut stopped = false;
-        let mut drain_until: Option<tokio::time::Instant> = None;
-
-        loop {
-            if status.is_some() && stdout.is_none() && stderr.is_none() {
-                break;
-            }
-            let stop_started = stopping.is_some() || stopped;
-            tokio::select! {
-                n = read_some(&mut stdout, &mut out_buf), if stdout.is_some() => match n {
-                    Some(n) => {
-                        let mut bytes = &out_buf[..n];
-                        if group.is_none() {
-                            match bytes.iter().position(|&b| b == b'\n') {
-                                Some(end) => {
-                                    head.extend_from_slice(&bytes[..end]);
-                                    group = std::str::from_utf8(&head).ok().and_then(|s| s.trim().parse().ok());
-                                    if let Some(g) = group { self.track(g, true); }
-                                    bytes = &bytes[end + 1..];
-                                }
-                                None => {
-                                    head.extend_from_slice(bytes);
-                                    bytes = &[];
-                                }
-                            }
-                        }
-                        let text = out.decoder.push(bytes);
-                        if !text.is_empty() { output(OutputStream::Stdout, &text); out.push(&text); }
-                    }
-                    None => stdout = None,
-                },
-                n = read_some(&mut stderr, &mut err_buf), if stderr.is_some() => match n {
-                    Some(n) => {
-                        let text = err.decoder.push(&err_buf[..n]);
-                        if !text.is_empty() { output(OutputStream::Stderr, &text); err.push(&text); }
-                    }
-                    None => stderr = None,
-                },
-                s = child.wait(), if status.is_none() => {
-                    status = Some(s);
-                    if !stop_started {
-                        drain_until = Some(tokio::time::Instant::now() + DRAIN_AFTER_EXIT);
-                    }
-                }
-                _ = &mut timeout, if !stop_started && status.is_none() => {
-                    timed_out = true;
-                    stopping = Some(Box::pin(self.end(group)));
-                }
-                _ = cancel.cancelled(), if !stop_started => {
-                    cancelled = true;
-                    stopping = Some(Box::pin(self.end(group)));
-                    drain_until = None;
-                }
-                () = poll_stop(&mut stopping), if stopping.is_some() => {
-                    stopping = None;
-                    stopped = true;
-                    drain_until = Some(tokio::time::Instant::now() + DRAIN_AFTER_EXIT);
-                }
-                _ = sleep_until(drain_until), if drain_until.is_some() && stopping.is_none() => break,
-            }
-        }
-        let code = match status {
-            Some(s) => s.map_err(Error::Spawn)?.code(),
-            None => child.try_wait().ok().flatten().and_then(|s| s.code()),
+        let mut child = Child::piped(child);
+        let mut remote = Remote {
+            env: self,
+            head: Vec::new(),
+            group: None,
         };
+        let finished = child::run(&mut child, &mut remote, request.timeout, cancel, output).await?;
+        let code = finished.status.and_then(|s| s.code());
         drop(child);
-        let mut stderr = err.finish();
-        let Some(group) = group else {
+        let stopped = finished.stopped.is_some();
+        let mut stderr = finished.stderr;
+        let Some(group) = remote.group else {
             if stopped {
                 // Stopped before the command started: there is nothing remote to report.
                 return Ok(ExecResult {
                     stdout: String::new(),
                     stderr,
                     exit_code: None,
-                    timed_out,
-                    cancelled,
+                    timed_out: finished.timed_out,
+                    cancelled: finished.cancelled,
                     duration: started.elapsed(),
                     escaped: Vec::new(),
                 });
@@ -490,11 +406,11 @@ impl ExecutionEnvironment for SshExecutionEnvironment {
             ));
         }
         Ok(ExecResult {
-            stdout: out.finish(),
+            stdout: finished.stdout,
             stderr,
             exit_code: if stopped || dropped { None } else { code },
-            timed_out,
-            cancelled,
+            timed_out: finished.timed_out,
+            cancelled: finished.cancelled,
             duration: started.elapsed(),
             escaped: Vec::new(),
         })
@@ -531,9 +447,7 @@ impl ExecutionEnvironment for SshExecutionEnvironment {
             running.drain().collect()
         };
         for group in groups {
-            if let Err(e) = self.stop(group).await {
-                tracing::warn!(group, "cannot end a remote process group: {e}");
-            }
+            end_group(&self.link, self.timeout, group).await;
         }
     }
 
@@ -556,15 +470,65 @@ impl ExecutionEnvironment for SshExecutionEnvironment {
     }
 }
 
-impl SshExecutionEnvironment {
-    /// Ends a command's remote group; a command whose group is not known yet is ended by
-    /// closing its channel (the remote watcher does the rest).
-    async fn end(&self, group: Option<i32>) {
-        if let Some(group) = group
-            && let Err(e) = self.stop(group).await
-        {
-            tracing::warn!(group, "cannot end a remote process group: {e}");
+/// A remote command as the shared loop drives it: its script prints the command's process
+/// group id on the first line of stdout, before the command's own output.
+struct Remote<'a> {
+    env: &'a SshExecutionEnvironment,
+    /// The first line, until it is complete.
+    head: Vec<u8>,
+    group: Option<i32>,
+}
+
+impl Control for Remote<'_> {
+    type Stopped = ();
+
+    fn stdout<'b>(&mut self, bytes: &'b [u8]) -> &'b [u8] {
+        if self.group.is_some() {
+            return bytes;
         }
+        let Some(end) = bytes.iter().position(|&b| b == b'\n') else {
+            self.head.extend_from_slice(bytes);
+            return &[];
+        };
+        self.head.extend_from_slice(&bytes[..end]);
+        self.group = std::str::from_utf8(&self.head)
+            .ok()
+            .and_then(|s| s.trim().parse().ok());
+        if let Some(group) = self.group {
+            self.env.track(group, true);
+        }
+        &bytes[end + 1..]
+    }
+
+    /// Ends the command's remote group; a command whose group is not known yet is ended by
+    /// closing its channel (the remote watcher does the rest).
+    fn stop(&mut self) -> BoxFuture<'static, ()> {
+        let (link, timeout) = (self.env.link.clone(), self.env.timeout);
+        let group = self.group;
+        Box::pin(async move {
+            if let Some(group) = group {
+                end_group(&link, timeout, group).await;
+            }
+        })
+    }
+}
+
+/// SIGTERM to a remote group, SIGKILL after the grace period, in one round trip taking at
+/// most `timeout`.
+async fn end_group(link: &Connection, timeout: Duration, group: i32) {
+    let grace = (KILL_GRACE.as_millis() / 100).to_string();
+    let ended = link
+        .run(
+            "ending a command's process group",
+            timeout,
+            KILL,
+            &[&group.to_string(), &grace],
+            None,
+            0,
+        )
+        .await;
+    if let Err(e) = ended {
+        tracing::warn!(group, "cannot end a remote process group: {e}");
     }
 }
 
@@ -581,13 +545,5 @@ fn checked_path(path: &Path) -> Result<&str, Error> {
             "{}: a remote path must be UTF-8",
             path.display()
         ))),
-    }
-}
-
-/// Waits for a stop under way (never ready when there is none).
-async fn poll_stop(stopping: &mut Option<futures::future::BoxFuture<'_, ()>>) {
-    match stopping {
-        Some(stop) => stop.await,
-        None => std::future::pending().await,
     }
 }
