@@ -173,11 +173,12 @@ async fn daemon_stream_reports_sessions_and_states() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subscriber_that_stops_reading_is_dropped_and_resumes_without_loss() {
     let mut s = setup().await;
-    // About 2,500 output deltas of 1 kB: far more than the socket buffer, the connection queue
-    // and the live buffer hold for a client that does not read.
+    // Up to 4,000 output deltas of 1 kB (fewer on a loaded machine, where a read may take
+    // several lines): far more than the socket buffer, the connection queue and the live
+    // buffer hold for a client that does not read.
     s.mock.push_stream(sse::shell(
         "t",
-        "for i in $(seq 1 2500); do printf '%01000d\\n' $i; sleep 0.001; done",
+        "for i in $(seq 1 4000); do printf '%01000d\\n' $i; sleep 0.001; done",
     ));
     s.mock.push_stream(sse::text("done"));
     let mut stalled = s.daemon.client().await.unwrap();
