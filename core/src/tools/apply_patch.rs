@@ -4,8 +4,8 @@
 
 use super::schema::parameters;
 use super::{
-    ApprovalSubject, Keep, OutputLimits, TargetKind, Tool, ToolContext, ToolDefinition, ToolError,
-    fuzzy, parse_args,
+    ApprovalSubject, OutputLimits, TargetKind, Tool, ToolContext, ToolDefinition, ToolError, fuzzy,
+    parse_args,
 };
 use crate::exec::ExecutionEnvironment;
 use agentd_proto::BuiltinTool;
@@ -408,11 +408,7 @@ impl Tool for ApplyPatch {
     }
 
     fn output_limits(&self) -> OutputLimits {
-        OutputLimits {
-            chars: 10_000,
-            keep: Keep::Tail,
-            lines: None,
-        }
+        OutputLimits::tail(10_000)
     }
 
     async fn execute(

@@ -3,7 +3,7 @@
 
 use super::schema::parameters;
 use super::{
-    ApprovalSubject, Keep, OutputLimits, TargetKind, Tool, ToolContext, ToolDefinition, ToolError,
+    ApprovalSubject, OutputLimits, TargetKind, Tool, ToolContext, ToolDefinition, ToolError,
     diff_summary, fuzzy, parse_args,
 };
 use agentd_proto::BuiltinTool;
@@ -127,11 +127,7 @@ impl Tool for EditFile {
     }
 
     fn output_limits(&self) -> OutputLimits {
-        OutputLimits {
-            chars: 10_000,
-            keep: Keep::Tail,
-            lines: None,
-        }
+        OutputLimits::tail(10_000)
     }
 
     async fn execute(

@@ -1,7 +1,7 @@
 //! `list_dir`: a directory's entries down to a depth (gemini-cli's `list_directory`).
 
 use super::schema::parameters;
-use super::{Keep, OutputLimits, Tool, ToolContext, ToolDefinition, ToolError, parse_args};
+use super::{OutputLimits, Tool, ToolContext, ToolDefinition, ToolError, parse_args};
 use agentd_proto::BuiltinTool;
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -35,11 +35,7 @@ impl Tool for ListDir {
     }
 
     fn output_limits(&self) -> OutputLimits {
-        OutputLimits {
-            chars: 20_000,
-            keep: Keep::Tail,
-            lines: None,
-        }
+        OutputLimits::tail(20_000)
     }
 
     async fn execute(

@@ -1,7 +1,7 @@
 //! `read_file`: a file's lines, numbered, with offset and limit (spec 3.3).
 
 use super::schema::parameters;
-use super::{Keep, OutputLimits, Tool, ToolContext, ToolDefinition, ToolError, parse_args};
+use super::{OutputLimits, Tool, ToolContext, ToolDefinition, ToolError, parse_args};
 use agentd_proto::BuiltinTool;
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -39,11 +39,7 @@ impl Tool for ReadFile {
     }
 
     fn output_limits(&self) -> OutputLimits {
-        OutputLimits {
-            chars: 50_000,
-            keep: Keep::HeadTail,
-            lines: None,
-        }
+        OutputLimits::head_tail(50_000)
     }
 
     async fn execute(

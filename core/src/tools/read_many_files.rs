@@ -2,7 +2,7 @@
 
 use super::read_file::number_lines;
 use super::schema::parameters;
-use super::{Keep, OutputLimits, Tool, ToolContext, ToolDefinition, ToolError, parse_args};
+use super::{OutputLimits, Tool, ToolContext, ToolDefinition, ToolError, parse_args};
 use agentd_proto::BuiltinTool;
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -36,11 +36,7 @@ impl Tool for ReadManyFiles {
     }
 
     fn output_limits(&self) -> OutputLimits {
-        OutputLimits {
-            chars: 50_000,
-            keep: Keep::HeadTail,
-            lines: None,
-        }
+        OutputLimits::head_tail(50_000)
     }
 
     async fn execute(

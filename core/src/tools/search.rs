@@ -2,7 +2,7 @@
 //! ripgrep's crates and respects .gitignore.
 
 use super::schema::parameters;
-use super::{Keep, OutputLimits, Tool, ToolContext, ToolDefinition, ToolError, parse_args};
+use super::{OutputLimits, Tool, ToolContext, ToolDefinition, ToolError, parse_args};
 use crate::exec::{GrepMode, GrepOptions};
 use agentd_proto::BuiltinTool;
 use async_trait::async_trait;
@@ -69,11 +69,7 @@ impl Tool for Grep {
     }
 
     fn output_limits(&self) -> OutputLimits {
-        OutputLimits {
-            chars: 20_000,
-            keep: Keep::Tail,
-            lines: Some(200),
-        }
+        OutputLimits::tail(20_000).lines(200)
     }
 
     async fn execute(
@@ -125,11 +121,7 @@ impl Tool for Glob {
     }
 
     fn output_limits(&self) -> OutputLimits {
-        OutputLimits {
-            chars: 20_000,
-            keep: Keep::Tail,
-            lines: Some(500),
-        }
+        OutputLimits::tail(20_000).lines(500)
     }
 
     async fn execute(

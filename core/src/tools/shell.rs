@@ -2,7 +2,7 @@
 
 use super::schema::parameters;
 use super::{
-    ApprovalSubject, Keep, OutputLimits, TargetKind, Tool, ToolContext, ToolDefinition, ToolError,
+    ApprovalSubject, OutputLimits, TargetKind, Tool, ToolContext, ToolDefinition, ToolError,
     parse_args,
 };
 use crate::exec::ExecRequest;
@@ -66,11 +66,7 @@ impl Tool for Shell {
     }
 
     fn output_limits(&self) -> OutputLimits {
-        OutputLimits {
-            chars: 30_000,
-            keep: Keep::HeadTail,
-            lines: Some(256),
-        }
+        OutputLimits::head_tail(30_000).lines(256)
     }
 
     async fn execute(

@@ -3,7 +3,7 @@
 //! arguments and word the results for the model.
 
 use super::schema::parameters;
-use super::{Keep, OutputLimits, Tool, ToolContext, ToolDefinition, ToolError, parse_args};
+use super::{OutputLimits, Tool, ToolContext, ToolDefinition, ToolError, parse_args};
 use agentd_proto::BuiltinTool;
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -107,11 +107,7 @@ impl Tool for SpawnAgent {
     }
 
     fn output_limits(&self) -> OutputLimits {
-        OutputLimits {
-            chars: 20_000,
-            keep: Keep::HeadTail,
-            lines: None,
-        }
+        OutputLimits::head_tail(20_000)
     }
 
     async fn execute(
@@ -168,11 +164,7 @@ impl Tool for Wait {
     }
 
     fn output_limits(&self) -> OutputLimits {
-        OutputLimits {
-            chars: 20_000,
-            keep: Keep::HeadTail,
-            lines: None,
-        }
+        OutputLimits::head_tail(20_000)
     }
 
     async fn execute(

@@ -26,14 +26,38 @@ pub struct OutputLimits {
     pub lines: Option<usize>,
 }
 
-impl Default for OutputLimits {
-    /// 30,000 characters, beginning and end: what a tool gets unless it says otherwise.
-    fn default() -> Self {
+impl OutputLimits {
+    /// At most `chars` characters, keeping the beginning and the end.
+    pub const fn head_tail(chars: usize) -> Self {
         Self {
-            chars: 30_000,
+            chars,
             keep: Keep::HeadTail,
             lines: None,
         }
+    }
+
+    /// At most `chars` characters, keeping the end.
+    pub const fn tail(chars: usize) -> Self {
+        Self {
+            chars,
+            keep: Keep::Tail,
+            lines: None,
+        }
+    }
+
+    /// And at most `lines` lines, counted after the characters are cut.
+    pub const fn lines(self, lines: usize) -> Self {
+        Self {
+            lines: Some(lines),
+            ..self
+        }
+    }
+}
+
+impl Default for OutputLimits {
+    /// 30,000 characters, beginning and end: what a tool gets unless it says otherwise.
+    fn default() -> Self {
+        Self::head_tail(30_000)
     }
 }
 

@@ -2,7 +2,7 @@
 
 use super::schema::parameters;
 use super::{
-    ApprovalSubject, Keep, OutputLimits, TargetKind, Tool, ToolContext, ToolDefinition, ToolError,
+    ApprovalSubject, OutputLimits, TargetKind, Tool, ToolContext, ToolDefinition, ToolError,
     diff_summary, parse_args,
 };
 use agentd_proto::BuiltinTool;
@@ -47,11 +47,7 @@ impl Tool for WriteFile {
     }
 
     fn output_limits(&self) -> OutputLimits {
-        OutputLimits {
-            chars: 1_000,
-            keep: Keep::Tail,
-            lines: None,
-        }
+        OutputLimits::tail(1_000)
     }
 
     async fn execute(
