@@ -2,6 +2,9 @@
 //! socket, and runs the server until SIGTERM, SIGINT or `daemon/shutdown`. SIGHUP reloads the
 //! config for new sessions, as `daemon/reload` does.
 
+#[cfg(feature = "count-allocations")]
+mod allocations;
+
 use agentd::config::{Config, default_config_path, default_state_dir};
 use agentd::server::{self, Daemon, Limits, Listener};
 use agentd::session::Registry;
@@ -218,6 +221,8 @@ async fn serve(
     });
     tokio::spawn(stop_on_signal(shutdown));
     tokio::spawn(reload_on_hangup(daemon.registry.clone()));
+    #[cfg(feature = "count-allocations")]
+    tokio::spawn(allocations::report_on_signal());
     let socket_display = listener.path.display().to_string();
     server::run(listener, daemon, limits, || {
         tracing::info!(socket = %socket_display, pid = std::process::id(), "agentd ready");
