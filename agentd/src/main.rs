@@ -2,15 +2,14 @@
 //! socket, and runs the server until SIGTERM, SIGINT or `daemon/shutdown`. SIGHUP reloads the
 //! config for new sessions, as `daemon/reload` does.
 
+use agentd_core::{Config, Registry, Store, default_config_path, default_state_dir};
 #[cfg(feature = "count-allocations")]
 mod allocations;
+mod server;
 
-use agentd::config::{Config, default_config_path, default_state_dir};
-use agentd::server::{self, Daemon, Limits, Listener};
-use agentd::session::Registry;
-use agentd::store::Store;
 use agentd_proto::StartedBy;
 use agentd_proto::socket::STARTED_BY_ENV;
+use server::{Daemon, Limits, Listener};
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -132,7 +131,7 @@ fn main() -> ExitCode {
     }
     // Orphans of the commands (a `setsid` double fork, a shell's background children) become
     // the daemon's children, so it reaps them at once and can find them to kill them.
-    if let Err(e) = agentd::exec::become_subreaper() {
+    if let Err(e) = agentd_core::process::become_subreaper() {
         tracing::warn!("cannot become a child subreaper: {e}; orphaned processes go to init");
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -201,15 +200,15 @@ async fn serve(
     // Made now, so commands' namespaces hide it from the first command on: a key stored
     // later (`agentctl login`) lands in a directory already hidden, even from a process an
     // earlier command left running in namespaces built before.
-    if let Some(dir) = agentd::config::default_config_dir()
-        && let Err(e) = agentd::exec::create_protected_dir(&dir)
+    if let Some(dir) = agentd_core::default_config_dir()
+        && let Err(e) = agentd_core::process::create_protected_dir(&dir)
     {
         tracing::warn!("cannot make the config directory {}: {e}", dir.display());
     }
     // After the store made the state directory, so its real path is known.
     let protected = protected_paths(&config, state_dir, &listener.path);
     end_leftovers(&store).await;
-    tokio::spawn(agentd::exec::reap_orphans_forever());
+    tokio::spawn(agentd_core::process::reap_orphans_forever());
     let shutdown = CancellationToken::new();
     let daemon = Arc::new(Daemon {
         registry: Registry::new(config, Some(store), protected),
@@ -244,17 +243,17 @@ fn protected_paths(
     config: &Config,
     state_dir: &std::path::Path,
     socket: &std::path::Path,
-) -> agentd::exec::ProtectedPaths {
+) -> agentd_core::ProtectedPaths {
     let uid = nix::unistd::geteuid().as_raw();
     let paths = [
         Some(agentd_proto::socket::runtime_dir(uid)),
         Some(socket.to_owned()),
         Some(state_dir.to_owned()),
-        agentd::config::default_config_dir(),
+        agentd_core::default_config_dir(),
         config.source.clone(),
         config.requested.clone(),
     ];
-    agentd::exec::ProtectedPaths::new(paths.into_iter().flatten(), config.credentials_path.clone())
+    agentd_core::ProtectedPaths::new(paths.into_iter().flatten(), config.credentials_path.clone())
 }
 
 /// Raises the soft open-file limit to the hard one: every client connection is a descriptor,
@@ -315,15 +314,15 @@ async fn end_leftovers(store: &Store) {
             return;
         }
     };
-    let groups: Vec<agentd::exec::ProcessId> = leftovers
+    let groups: Vec<agentd_core::process::ProcessId> = leftovers
         .groups
         .iter()
-        .map(|g| agentd::exec::ProcessId {
+        .map(|g| agentd_core::process::ProcessId {
             pid: g.pgid,
             start_time: g.start_time,
         })
         .collect();
-    let ended = agentd::exec::end_leftovers(&groups, &leftovers.run).await;
+    let ended = agentd_core::process::end_leftovers(&groups, &leftovers.run).await;
     if ended > 0 {
         tracing::warn!(ended, "ended processes a previous agentd left running");
     }

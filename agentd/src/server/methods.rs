@@ -2,8 +2,8 @@
 //! where session errors become protocol errors.
 
 use super::Daemon;
-use super::connection::Outbox;
-use crate::session::{self, LIVE_BUFFER};
+use super::dispatch::Outbox;
+use agentd_core::{LIVE_BUFFER, SharedEvent};
 use agentd_proto::methods::{self as m, Method, Subscription};
 use agentd_proto::{
     CloseResponse, DaemonEvent, DaemonInfo, DeleteResponse, ErrorData, ErrorKind, HistoryResponse,
@@ -40,42 +40,41 @@ fn app_error(
     ErrorObjectOwned::owned(kind.code(), message, Some(data))
 }
 
-impl From<session::Error> for ErrorObjectOwned {
-    fn from(e: session::Error) -> Self {
-        let message = e.to_string();
-        match e {
-            session::Error::NotFound(id) => {
-                app_error(ErrorKind::SessionNotFound, message, Some(id))
-            }
-            session::Error::Busy(id) => app_error(ErrorKind::SessionBusy, message, Some(id)),
-            session::Error::Closed(id) => app_error(ErrorKind::SessionClosed, message, Some(id)),
-            session::Error::Damaged(damaged) => {
-                let kind = ErrorKind::SessionDamaged;
-                let data = ErrorData {
-                    kind,
-                    retryable: kind.is_retryable(),
-                    session_id: Some(damaged.session_id.clone()),
-                    damaged: Some(*damaged),
-                };
-                ErrorObjectOwned::owned(kind.code(), message, Some(data))
-            }
-            session::Error::InvalidConfig(_) => app_error(ErrorKind::InvalidConfig, message, None),
-            session::Error::ProviderNotConfigured(_) => {
-                app_error(ErrorKind::ProviderNotConfigured, message, None)
-            }
-            session::Error::ShuttingDown => app_error(ErrorKind::ShuttingDown, message, None),
-            session::Error::Storage(_) => app_error(ErrorKind::StorageFailed, message, None),
-            session::Error::Provider(_) => app_error(ErrorKind::ProviderFailed, message, None),
-            session::Error::InvalidParams(_) => {
-                ErrorObjectOwned::owned(INVALID_PARAMS_CODE, message, None::<()>)
-            }
-            session::Error::RequestNotFound(_) => {
-                app_error(ErrorKind::RequestNotFound, message, None)
-            }
-            session::Error::Internal(_) => app_error(ErrorKind::Internal, message, None),
-            session::Error::EnvironmentUnavailable(_) => {
-                app_error(ErrorKind::EnvironmentUnavailable, message, None)
-            }
+/// The protocol error for a session error: its kind, code and data.
+fn error_object(e: agentd_core::Error) -> ErrorObjectOwned {
+    let message = e.to_string();
+    match e {
+        agentd_core::Error::NotFound(id) => {
+            app_error(ErrorKind::SessionNotFound, message, Some(id))
+        }
+        agentd_core::Error::Busy(id) => app_error(ErrorKind::SessionBusy, message, Some(id)),
+        agentd_core::Error::Closed(id) => app_error(ErrorKind::SessionClosed, message, Some(id)),
+        agentd_core::Error::Damaged(damaged) => {
+            let kind = ErrorKind::SessionDamaged;
+            let data = ErrorData {
+                kind,
+                retryable: kind.is_retryable(),
+                session_id: Some(damaged.session_id.clone()),
+                damaged: Some(*damaged),
+            };
+            ErrorObjectOwned::owned(kind.code(), message, Some(data))
+        }
+        agentd_core::Error::InvalidConfig(_) => app_error(ErrorKind::InvalidConfig, message, None),
+        agentd_core::Error::ProviderNotConfigured(_) => {
+            app_error(ErrorKind::ProviderNotConfigured, message, None)
+        }
+        agentd_core::Error::ShuttingDown => app_error(ErrorKind::ShuttingDown, message, None),
+        agentd_core::Error::Storage(_) => app_error(ErrorKind::StorageFailed, message, None),
+        agentd_core::Error::Provider(_) => app_error(ErrorKind::ProviderFailed, message, None),
+        agentd_core::Error::InvalidParams(_) => {
+            ErrorObjectOwned::owned(INVALID_PARAMS_CODE, message, None::<()>)
+        }
+        agentd_core::Error::RequestNotFound(_) => {
+            app_error(ErrorKind::RequestNotFound, message, None)
+        }
+        agentd_core::Error::Internal(_) => app_error(ErrorKind::Internal, message, None),
+        agentd_core::Error::EnvironmentUnavailable(_) => {
+            app_error(ErrorKind::EnvironmentUnavailable, message, None)
         }
     }
 }
@@ -119,11 +118,11 @@ fn image_data_len(turn: &agentd_proto::Turn) -> usize {
     images.iter().map(|i| i.data.len()).sum()
 }
 
-fn crashed(e: tokio::task::JoinError) -> session::Error {
+fn crashed(e: tokio::task::JoinError) -> agentd_core::Error {
     if e.is_panic() {
-        session::Error::Internal("the request's handler crashed; the daemon goes on".into())
+        agentd_core::Error::Internal("the request's handler crashed; the daemon goes on".into())
     } else {
-        session::Error::ShuttingDown
+        agentd_core::Error::ShuttingDown
     }
 }
 
@@ -132,18 +131,16 @@ where
     M: Method,
     M::Response: Clone,
     F: Fn(Arc<Daemon>, M::Params) -> Fut + Clone + Send + Sync + 'static,
-    Fut: Future<Output = Result<M::Response, session::Error>> + Send + 'static,
+    Fut: Future<Output = Result<M::Response, agentd_core::Error>> + Send + 'static,
 {
     let result = module.register_async_method(M::NAME, move |params, daemon, _| {
         let handler = handler.clone();
         async move {
             let params: M::Params = parse(&params)?;
             if daemon.shutdown.is_cancelled() {
-                return Err(ErrorObjectOwned::from(session::Error::ShuttingDown));
+                return Err(error_object(agentd_core::Error::ShuttingDown));
             }
-            handler(daemon, params)
-                .await
-                .map_err(ErrorObjectOwned::from)
+            handler(daemon, params).await.map_err(error_object)
         }
     });
     if let Err(e) = result {
@@ -183,9 +180,9 @@ where
 
 /// Reloads the config for new sessions (`daemon/reload` and SIGHUP). A file that does not
 /// load is refused with the words of `agentd --check-config`, and the config in use stays.
-pub async fn reload(
-    registry: &session::Registry,
-) -> Result<(Arc<crate::config::Config>, Vec<String>), session::Error> {
+pub(crate) async fn reload(
+    registry: &agentd_core::Registry,
+) -> Result<(Arc<agentd_core::Config>, Vec<String>), agentd_core::Error> {
     match registry.reload().await {
         Ok((config, restart_needed)) => {
             tracing::info!(
@@ -209,7 +206,7 @@ pub async fn reload(
                  `agentctl daemon reload` again)"
             );
             tracing::error!("reload refused: {message}");
-            Err(session::Error::InvalidConfig(message))
+            Err(agentd_core::Error::InvalidConfig(message))
         }
     }
 }
@@ -222,10 +219,7 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
         let (sessions, sessions_processing) = d.registry.counts();
         // As a new session would see it: with a key stored by `agentctl login` since. A bad
         // credentials file fails the next create with its reason; `--check-config` names it.
-        let config = match d.registry.current_with_credentials().await {
-            Ok(current) => current.config.clone(),
-            Err(_) => d.registry.config(),
-        };
+        let config = d.registry.config_with_credentials().await;
         Ok(DaemonInfo {
             version: env!("CARGO_PKG_VERSION").into(),
             protocol: agentd_proto::PROTOCOL_VERSION,
@@ -356,7 +350,7 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
                 .input_entry(input_id.clone())
                 .await?
                 .ok_or_else(|| {
-                    session::Error::InvalidParams(format!(
+                    agentd_core::Error::InvalidParams(format!(
                         "input_id: session {} has no input {input_id}",
                         p.session_id
                     ))
@@ -436,6 +430,15 @@ async fn send<T: Serialize>(sink: &SubscriptionSink, item: &T) -> Result<(), ()>
     sink.send_timeout(msg, SEND_TIMEOUT).await.map_err(|_| ())
 }
 
+/// Sends an event, made from the JSON the session serialized once; drops a subscriber that
+/// leaves it unread too long.
+async fn send_event(sink: &SubscriptionSink, event: &SharedEvent) -> Result<(), ()> {
+    let msg = serde_json::value::RawValue::from_string(event.stream_item_json())
+        .map(SubscriptionMessage::from)
+        .map_err(|_| ())?;
+    sink.send_timeout(msg, SEND_TIMEOUT).await.map_err(|_| ())
+}
+
 /// Sends the final notification. A lagging subscriber may still have a full queue, so this
 /// waits for room (bounded, in case the client is gone for good).
 async fn end(sink: &SubscriptionSink, item: &impl Serialize) {
@@ -486,7 +489,7 @@ async fn stream_session(
     };
     let (session, subscription) = match subscribed {
         Ok(s) => s,
-        Err(e) => return pending.reject(ErrorObjectOwned::from(e)).await,
+        Err(e) => return pending.reject(error_object(e)).await,
     };
     let accepted = match &outbox {
         Some(outbox) => outbox.accept(pending).await,
@@ -500,10 +503,7 @@ async fn stream_session(
     let mut live = subscription.live;
     let delivered = subscription.delivered;
     for event in subscription.replay {
-        if send(&sink, &StreamItem::Event((*event).clone()))
-            .await
-            .is_err()
-        {
+        if send_event(&sink, &event).await.is_err() {
             // `last_seq` is the last event delivered: the client resumes after it.
             return finish(
                 &sink,
@@ -515,7 +515,7 @@ async fn stream_session(
             .await;
         }
         last_seq = event.seq;
-        delivered.store(last_seq, std::sync::atomic::Ordering::Release);
+        delivered.send_replace(last_seq);
     }
     if session.state() == SessionState::Closed && live.is_empty() {
         return end(
@@ -541,10 +541,7 @@ async fn stream_session(
             Ok(event) if event.seq <= last_seq => continue,
             Ok(event) => {
                 let closed = matches!(event.body, agentd_proto::EventBody::SessionEnd { .. });
-                if send(&sink, &StreamItem::Event((*event).clone()))
-                    .await
-                    .is_err()
-                {
+                if send_event(&sink, &event).await.is_err() {
                     // `last_seq` is still the last event delivered: the client resumes after
                     // it and gets this one again.
                     return finish(
@@ -557,7 +554,7 @@ async fn stream_session(
                     .await;
                 }
                 last_seq = event.seq;
-                delivered.store(last_seq, std::sync::atomic::Ordering::Release);
+                delivered.send_replace(last_seq);
                 if closed {
                     return end(
                         &sink,
@@ -706,12 +703,12 @@ mod tests {
     #[tokio::test]
     async fn a_crashed_handler_is_an_internal_error_not_a_shutdown() {
         let panicked = tokio::spawn(async { panic!("a bug") }).await.unwrap_err();
-        assert!(matches!(crashed(panicked), session::Error::Internal(_)));
+        assert!(matches!(crashed(panicked), agentd_core::Error::Internal(_)));
         let task = tokio::spawn(std::future::pending::<()>());
         task.abort();
         assert_eq!(
             crashed(task.await.unwrap_err()),
-            session::Error::ShuttingDown
+            agentd_core::Error::ShuttingDown
         );
     }
 }

@@ -1,5 +1,5 @@
 //! The server: the socket's lifecycle, framing, dispatch and peer credentials. Only this
-//! module sees jsonrpsee; it turns protocol calls into [`crate::session`] calls and their
+//! module sees jsonrpsee; it turns protocol calls into [`agentd_core`] calls and their
 //! errors into protocol error codes, in one place (`methods.rs`).
 //!
 //! The accept loop bounds what clients can hold: at most [`Limits::max_connections`]
@@ -8,15 +8,18 @@
 //! of spinning, with its log lines summarised.
 
 mod connection;
+mod dispatch;
+mod framing;
+mod message;
 mod methods;
 mod peer;
 mod socket;
 
-pub use connection::Peer;
-pub use methods::reload;
-pub use socket::{Error as SocketError, Listener, ensure_runtime_dir, take_systemd_fd};
+pub(crate) use methods::reload;
+pub(crate) use peer::Peer;
+pub(crate) use socket::{Listener, ensure_runtime_dir, take_systemd_fd};
 
-use crate::session::Registry;
+use agentd_core::Registry;
 use peer::{PeerProcess, Refusal};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -44,7 +47,7 @@ const TRIM_DELAY: Duration = Duration::from_secs(1);
 
 /// Per-connection limits.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Largest request, in bytes; larger ones get -32007 and are skipped.
     pub max_request_size: u32,
     /// Largest response, in bytes; larger ones become -32008.
@@ -93,7 +96,7 @@ impl Limits {
 
     /// `max_connections` lowered to fit the file descriptor limit `nofile`, so that refusing a
     /// client (which needs one descriptor for a moment) never fails for want of one.
-    pub fn fit_fd_limit(mut self, nofile: u64) -> Self {
+    pub(crate) fn fit_fd_limit(mut self, nofile: u64) -> Self {
         let reserve = Self::FD_RESERVE.min(nofile / 2) + (MAX_REFUSING + 2 * MAX_CHECKS) as u64;
         let room = nofile.saturating_sub(reserve).max(1);
         self.max_connections = self
@@ -104,7 +107,7 @@ impl Limits {
 }
 
 /// What the method handlers share.
-pub struct Daemon {
+pub(crate) struct Daemon {
     /// The sessions.
     pub registry: Arc<Registry>,
     /// When the daemon started.
@@ -121,7 +124,12 @@ pub struct Daemon {
 
 /// Serves `listener` until `daemon.shutdown` fires, then stops every session's work and waits
 /// for connections to drain their queues. `ready` runs once the socket is being served.
-pub async fn run(listener: Listener, daemon: Arc<Daemon>, limits: Limits, ready: impl FnOnce()) {
+pub(crate) async fn run(
+    listener: Listener,
+    daemon: Arc<Daemon>,
+    limits: Limits,
+    ready: impl FnOnce(),
+) {
     let methods = methods::build(daemon.clone());
     let uid = nix::unistd::geteuid().as_raw();
     let next_conn = AtomicUsize::new(1);
@@ -132,7 +140,7 @@ pub async fn run(listener: Listener, daemon: Arc<Daemon>, limits: Limits, ready:
     let input_budget = Arc::new(Semaphore::new(
         limits
             .max_buffered_input
-            .div_ceil(1024)
+            .div_ceil(framing::BUDGET_UNIT)
             .min(Semaphore::MAX_PERMITS),
     ));
     let mut failures = AcceptFailures::default();
@@ -278,13 +286,14 @@ async fn screen(
     Some(error)
 }
 
-/// The daemon as [`crate::exec::descends_from`] takes it: its pid and start time, read once
+/// The daemon as [`agentd_core::process::descends_from`] takes it: its pid and start time, read once
 /// (without the start time, 0, every peer's ancestry is walked up to pid 1).
-fn myself() -> crate::exec::ProcessId {
-    static ME: std::sync::OnceLock<crate::exec::ProcessId> = std::sync::OnceLock::new();
+fn myself() -> agentd_core::process::ProcessId {
+    static ME: std::sync::OnceLock<agentd_core::process::ProcessId> = std::sync::OnceLock::new();
     *ME.get_or_init(|| {
         let pid = std::process::id() as i32;
-        crate::exec::identify(pid).unwrap_or(crate::exec::ProcessId { pid, start_time: 0 })
+        agentd_core::process::identify(pid)
+            .unwrap_or(agentd_core::process::ProcessId { pid, start_time: 0 })
     })
 }
 

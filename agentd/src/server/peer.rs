@@ -1,6 +1,7 @@
-//! Who connected: the daemon refuses a process it started (a tool command, or anything such a
-//! command left running), whatever the session's sandbox, so a command cannot reconfigure its
-//! session, answer its own approvals or start sessions of its own.
+//! Who connected: the peer's credentials ([`Peer`]), and the check that refuses a process the
+//! daemon started (a tool command, or anything such a command left running), whatever the
+//! session's sandbox, so a command cannot reconfigure its session, answer its own approvals or
+//! start sessions of its own.
 //!
 //! The daemon is a child subreaper, so everything a command starts stays its descendant, even
 //! after a double fork or `setsid`. The peer is pinned by a pidfd (`SO_PEERPIDFD`, Linux 6.5;
@@ -9,7 +10,7 @@
 //! process's all along, never a later one on a reused pid. A peer that is gone or cannot be
 //! read is refused.
 
-use crate::exec::{AncestryError, ProcessId};
+use agentd_core::process::{AncestryError, ProcessId};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use tokio::net::UnixStream;
 
@@ -18,6 +19,15 @@ use tokio::net::UnixStream;
 const SO_PEERPIDFD: libc::c_int = 77;
 #[cfg(any(target_arch = "sparc", target_arch = "sparc64"))]
 const SO_PEERPIDFD: libc::c_int = 0x56;
+
+/// The caller's credentials, available to handlers through `Extensions`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Peer {
+    /// User id.
+    pub uid: u32,
+    /// Process id, when the OS reports it.
+    pub pid: Option<i32>,
+}
 
 /// The connecting process, held by a pidfd.
 pub(super) struct PeerProcess {
@@ -79,7 +89,7 @@ impl PeerProcess {
     /// Whether this process may talk to the daemon (`daemon`: the daemon itself). Reads
     /// `/proc`: call it on the blocking pool.
     pub(super) fn check(&self, daemon: ProcessId) -> Result<(), Refusal> {
-        let descends = crate::exec::descends_from(self.pid, daemon)?;
+        let descends = agentd_core::process::descends_from(self.pid, daemon)?;
         self.alive().map_err(Refusal::Unknown)?;
         if descends {
             Err(Refusal::Descendant)
@@ -169,7 +179,7 @@ mod tests {
             .arg("30")
             .spawn()
             .unwrap();
-        let identify = |pid: u32| crate::exec::identify(pid as i32).unwrap();
+        let identify = |pid: u32| agentd_core::process::identify(pid as i32).unwrap();
         assert!(peer.check(identify(child.id())).is_ok());
         let parent = identify(std::os::unix::process::parent_id());
         assert!(
@@ -194,7 +204,7 @@ mod tests {
         assert!(peer.alive().is_ok());
         child.kill().unwrap();
         child.wait().unwrap();
-        let me = crate::exec::identify(std::process::id() as i32).unwrap();
+        let me = agentd_core::process::identify(std::process::id() as i32).unwrap();
         assert!(matches!(peer.check(me), Err(Refusal::Unknown(_))));
         assert!(peer.alive().unwrap_err().contains("exited"));
     }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use tokio::net::UnixListener;
 
 /// A bound listener and what keeps it exclusive.
-pub struct Listener {
+pub(crate) struct Listener {
     /// The listener.
     pub listener: UnixListener,
     /// The socket path, removed on shutdown when this daemon created it.
@@ -23,7 +23,7 @@ pub struct Listener {
 
 /// Why the socket could not be set up.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     /// Another daemon serves this socket.
     #[error(
         "another agentd already serves {socket} (it holds {lock}); stop it first, or choose another --socket"
@@ -83,7 +83,7 @@ fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> E
 impl Listener {
     /// Binds `path`: creates its directory 0700, takes `<path>.lock`, replaces a stale socket
     /// file, binds, and sets the socket to 0600.
-    pub fn bind(path: &Path) -> Result<Self, Error> {
+    pub(crate) fn bind(path: &Path) -> Result<Self, Error> {
         if path.as_os_str().len() > 107 {
             return Err(Error::PathTooLong(path.to_owned()));
         }
@@ -130,7 +130,7 @@ impl Listener {
 
     /// Adopts fd 3 passed by systemd socket activation. systemd guarantees one instance, so no
     /// lock is taken, and the socket file is systemd's to remove.
-    pub fn adopt_systemd(fd: RawFd) -> Result<Self, Error> {
+    pub(crate) fn adopt_systemd(fd: RawFd) -> Result<Self, Error> {
         use nix::sys::socket::{
             AddressFamily, SockaddrLike, SockaddrStorage, getsockname, getsockopt, sockopt,
         };
@@ -169,7 +169,7 @@ impl Listener {
     }
 
     /// Removes the socket file if this daemon created it.
-    pub fn remove_file(&self) {
+    pub(crate) fn remove_file(&self) {
         if self.owns_file {
             let _ = fs::remove_file(&self.path);
         }
@@ -238,7 +238,7 @@ fn not_a_socket(path: &Path, meta: &fs::Metadata) -> Error {
 /// `XDG_RUNTIME_DIR`) is this user's own: created 0700 when missing, and otherwise a real
 /// directory (not a symbolic link), owned by this user, mode 0700. Anyone can create a
 /// directory in the temp directory first, and whoever owns it could put their own socket there.
-pub fn ensure_runtime_dir(dir: &Path) -> Result<(), Error> {
+pub(crate) fn ensure_runtime_dir(dir: &Path) -> Result<(), Error> {
     match fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => tracing::info!(dir = %dir.display(), "created the runtime directory"),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
@@ -254,7 +254,7 @@ pub fn ensure_runtime_dir(dir: &Path) -> Result<(), Error> {
 
 /// Reads and clears `LISTEN_PID`/`LISTEN_FDS`: `Some(3)` when systemd passed this process a
 /// socket. Must run before any thread starts, because it changes the environment.
-pub fn take_systemd_fd() -> Option<RawFd> {
+pub(crate) fn take_systemd_fd() -> Option<RawFd> {
     let pid = std::env::var("LISTEN_PID").ok()?;
     let fds = std::env::var("LISTEN_FDS").ok()?;
     // SAFETY: called first thing in main, while the process has one thread.

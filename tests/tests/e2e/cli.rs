@@ -1,6 +1,6 @@
 //! `agentctl` against a real daemon.
 
-use crate::setup;
+use crate::{eventually, setup};
 use agentd_tests::mock::{Chunk, Gate};
 use agentd_tests::{RawClient, sse};
 use serde_json::{Value, json};
@@ -1126,8 +1126,16 @@ async fn a_follower_that_falls_behind_resubscribes_and_loses_nothing() {
     // Stopped, it reads nothing while the whole input runs.
     let pid = nix::unistd::Pid::from_raw(follower.id().unwrap() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
-    let events = s.run("talk a lot").await;
-    let last = events.last().unwrap()["seq"].as_u64().unwrap();
+    // Not subscribed itself: on a loaded machine the test's own stream could lag too.
+    s.call("session/submit", json!({"text": "talk a lot"}))
+        .await;
+    let mut snapshot = json!(null);
+    eventually("the input to finish", async || {
+        snapshot = s.call("session/get", json!({})).await;
+        snapshot["state"] == "idle" && snapshot["last_seq"].as_u64() > Some(6000)
+    })
+    .await;
+    let last = snapshot["last_seq"].as_u64().unwrap();
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
 
     let mut seqs = vec![1u64];

@@ -1,7 +1,7 @@
 //! The boundaries ARCHITECTURE.md states, checked on the source (as rust-analyzer's `tidy.rs`
 //! does), so the document cannot drift from the code: which module may use HTTP, the RPC
-//! library, child processes and the disk, what `proto` and `agentctl` depend on, and that
-//! every module says what it owns.
+//! library, child processes and the disk, what `proto`, `agentd-core` and `agentctl` depend
+//! on, and that every module says what it owns.
 
 use std::path::{Path, PathBuf};
 
@@ -43,8 +43,9 @@ fn sources(dir: &Path) -> Vec<(String, String)> {
 /// Fails naming every file outside `allowed` (path prefixes) whose code matches one of
 /// `needles`.
 fn only_in(what: &str, needles: &[&str], allowed: &[&str]) {
-    let offenders: Vec<String> = sources(&root().join("agentd/src"))
-        .into_iter()
+    let offenders: Vec<String> = ["core/src", "agentd/src"]
+        .iter()
+        .flat_map(|dir| sources(&root().join(dir)))
         .filter(|(path, _)| !allowed.iter().any(|a| path.starts_with(a)))
         .filter(|(_, code)| needles.iter().any(|n| code.contains(n)))
         .map(|(path, _)| path)
@@ -57,7 +58,7 @@ fn only_in(what: &str, needles: &[&str], allowed: &[&str]) {
 
 #[test]
 fn only_llm_does_http() {
-    only_in("HTTP", &["reqwest"], &["agentd/src/llm/"]);
+    only_in("HTTP", &["reqwest"], &["core/src/llm/"]);
 }
 
 #[test]
@@ -70,7 +71,7 @@ fn only_exec_spawns_processes() {
     only_in(
         "child processes",
         &["process::Command", "Command::new", "pre_exec"],
-        &["agentd/src/exec/"],
+        &["core/src/exec/"],
     );
 }
 
@@ -90,15 +91,15 @@ fn only_store_writes_the_state_directory() {
             "set_len",
         ],
         &[
-            "agentd/src/store/",
-            "agentd/src/exec/",
+            "core/src/store/",
+            "core/src/exec/",
             "agentd/src/server/socket.rs",
         ],
     );
     only_in(
         "disk syncs",
         &["sync_data", "sync_all", "fsync"],
-        &["agentd/src/store/"],
+        &["core/src/store/"],
     );
 }
 
@@ -110,12 +111,18 @@ fn the_environment_is_read_without_panicking() {
 
 #[test]
 fn every_module_says_what_it_owns() {
-    let missing: Vec<String> = ["agentd/src", "proto/src", "agentctl/src", "tests/src"]
-        .iter()
-        .flat_map(|dir| sources(&root().join(dir)))
-        .filter(|(_, code)| !code.trim_start().starts_with("//!"))
-        .map(|(path, _)| path)
-        .collect();
+    let missing: Vec<String> = [
+        "core/src",
+        "agentd/src",
+        "proto/src",
+        "agentctl/src",
+        "tests/src",
+    ]
+    .iter()
+    .flat_map(|dir| sources(&root().join(dir)))
+    .filter(|(_, code)| !code.trim_start().starts_with("//!"))
+    .map(|(path, _)| path)
+    .collect();
     assert!(missing.is_empty(), "modules without a //! doc: {missing:?}");
 }
 
@@ -143,7 +150,39 @@ fn proto_does_no_io_and_agentctl_knows_only_proto() {
     let agentctl = dependencies("agentctl");
     assert!(agentctl.contains(&"agentd-proto".to_owned()));
     assert!(
-        !agentctl.iter().any(|d| d == "agentd"),
+        !agentctl
+            .iter()
+            .any(|d| d.starts_with("agentd") && d != "agentd-proto"),
         "agentctl must not depend on the daemon: {agentctl:?}"
     );
+}
+
+#[test]
+fn the_library_documents_and_curates_its_public_api() {
+    // With both lints denied, a public item without docs, or one that is `pub` but not
+    // exported from lib.rs's list, fails the build.
+    let lib = std::fs::read_to_string(root().join("core/src/lib.rs")).unwrap();
+    assert!(
+        lib.contains("#![deny(missing_docs, unreachable_pub)]"),
+        "core/src/lib.rs must deny missing_docs and unreachable_pub"
+    );
+}
+
+#[test]
+fn the_library_leaves_serving_to_the_daemon() {
+    // A host embedding sessions gets no RPC server, CLI parser, logger or systemd with them.
+    let core = dependencies("core");
+    for daemon_only in [
+        "jsonrpsee",
+        "clap",
+        "tracing-subscriber",
+        "sd-notify",
+        "anyhow",
+    ] {
+        assert!(
+            !core.iter().any(|d| d == daemon_only),
+            "agentd-core depends on {daemon_only}, which only the daemon needs"
+        );
+        assert!(dependencies("agentd").iter().any(|d| d == daemon_only));
+    }
 }

@@ -1,0 +1,429 @@
+//! Anthropic Messages API (`POST /v1/messages`, `stream: true`).
+//!
+//! Request building maps [`Turn`]s to messages (tool results and steering become user content,
+//! consecutive same-role messages are merged, thinking blocks are sent back verbatim), and
+//! `decode_stream` assembles the SSE stream: text and thinking deltas as they arrive,
+//! `tool_use` input from `input_json_delta` fragments (none means `{}`), cumulative usage from
+//! `message_delta`, and an error for a mid-stream `error` event or an EOF before
+//! `message_stop`.
+
+use super::http::{self, Auth, Endpoint, ErrorBody};
+use super::{
+    ByteStream, Delta, Deltas, Error, ErrorKind, Limits, Provider, Request, Response, StopReason,
+};
+use crate::config::ApiKey;
+use agentd_proto::{
+    ImageData, ProviderKind, ReasoningBlock, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage,
+};
+use async_trait::async_trait;
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+const API_VERSION: &str = "2023-06-01";
+
+/// A client for one Anthropic-compatible endpoint.
+pub(crate) struct Anthropic {
+    endpoint: Endpoint,
+    /// Joined into the `anthropic-beta` header when not empty.
+    betas: String,
+}
+
+impl Anthropic {
+    /// A client for `base_url` (without `/v1`), authenticating with `api_key` if set.
+    pub(crate) fn new(http: reqwest::Client, base_url: &str, api_key: Option<ApiKey>) -> Self {
+        Self {
+            endpoint: Endpoint::new(http, base_url, api_key, Auth::Header("x-api-key")),
+            betas: String::new(),
+        }
+    }
+
+    /// The same client with other bounds on its calls.
+    pub(crate) fn with_limits(self, limits: Limits) -> Self {
+        Self {
+            endpoint: self.endpoint.with_limits(limits),
+            ..self
+        }
+    }
+
+    /// The same client, saying whether its models take images in user input.
+    pub(crate) fn with_images(self, images: bool) -> Self {
+        Self {
+            endpoint: self.endpoint.with_images(images),
+            ..self
+        }
+    }
+
+    /// Sends these beta flags (for example `interleaved-thinking-2025-05-14`) with every request.
+    pub(crate) fn with_betas(mut self, betas: &[String]) -> Self {
+        self.betas = betas.join(",");
+        self
+    }
+}
+
+#[async_trait]
+impl Provider for Anthropic {
+    fn limits(&self) -> Limits {
+        self.endpoint.limits()
+    }
+
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Anthropic
+    }
+
+    fn takes_input_images(&self) -> bool {
+        self.endpoint.images()
+    }
+
+    async fn open(&self, request: &Request<'_>) -> Result<ByteStream, Error> {
+        let mut http = self
+            .endpoint
+            .post("/v1/messages")
+            .header("anthropic-version", API_VERSION)
+            .header("accept", "text/event-stream")
+            .json(&request_body(request));
+        if !self.betas.is_empty() {
+            http = http.header("anthropic-beta", &self.betas);
+        }
+        http::send(http, "Anthropic", parse_error, self.endpoint.limits()).await
+    }
+
+    async fn decode(
+        &self,
+        body: ByteStream,
+        on_delta: &mut (dyn FnMut(Delta) + Send),
+    ) -> Result<Response, Error> {
+        decode_stream(body, self.endpoint.limits().max_line_bytes, on_delta).await
+    }
+}
+
+/// Reads `{"type":"error","error":{"type","message","details"?}}`, leniently: a proxy may
+/// answer with HTML.
+fn parse_error(body: &str) -> ErrorBody {
+    let v: Value = serde_json::from_str(body).unwrap_or_default();
+    let e = &v["error"];
+    ErrorBody {
+        kind: e["type"].as_str().map(str::to_owned),
+        message: e["message"].as_str().map(str::to_owned),
+        // A spend cap, not a rate limit: retrying will not help.
+        quota: e["details"]["error_code"] == "enforced_spend_limit_reached",
+        retry_after: None,
+    }
+}
+
+fn thinking_budget(effort: ReasoningEffort, max_tokens: u32) -> Option<u32> {
+    let wanted = match effort {
+        ReasoningEffort::Low => 1024,
+        ReasoningEffort::Medium => 8192,
+        ReasoningEffort::High => 24_576,
+    };
+    // The API wants 1024 <= budget < max_tokens.
+    let budget = wanted.min(max_tokens.saturating_sub(1024));
+    (budget >= 1024).then_some(budget)
+}
+
+/// The JSON body of a streaming Messages request.
+pub(crate) fn request_body(request: &Request<'_>) -> Value {
+    let mut tools: Vec<Value> = request
+        .tools
+        .iter()
+        .map(
+            |t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}),
+        )
+        .collect();
+    if let Some(last) = tools.last_mut() {
+        last["cache_control"] = json!({"type": "ephemeral"});
+    }
+    let mut messages = messages(request.history);
+    if let Some(block) = messages
+        .iter_mut()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_array_mut())
+        .and_then(|c| c.last_mut())
+    {
+        block["cache_control"] = json!({"type": "ephemeral"});
+    }
+    let mut body = json!({
+        "model": request.model,
+        "max_tokens": request.max_output_tokens,
+        "stream": true,
+        "system": [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}],
+        "messages": messages,
+    });
+    if !tools.is_empty() {
+        body["tools"] = Value::Array(tools);
+        body["tool_choice"] = json!({"type": "auto"});
+    }
+    if let Some(budget) = request
+        .reasoning_effort
+        .and_then(|e| thinking_budget(e, request.max_output_tokens))
+    {
+        body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+    }
+    body
+}
+
+/// An image block, in a user message or a tool result.
+fn image(i: &ImageData) -> Value {
+    json!({"type": "image", "source": {"type": "base64", "media_type": i.media_type, "data": i.data}})
+}
+
+fn messages(history: &[&Turn]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    let mut push =
+        |role: &str, blocks: Vec<Value>| super::push_merged(&mut out, role, "content", blocks);
+    for turn in history {
+        match turn {
+            Turn::User { text, images, .. } | Turn::Steering { text, images, .. } => {
+                // Images before the text they go with, as Anthropic's guide advises.
+                let mut blocks: Vec<Value> = images.iter().map(image).collect();
+                if !text.is_empty() || blocks.is_empty() {
+                    blocks.push(json!({"type": "text", "text": text}));
+                }
+                push("user", blocks);
+            }
+            Turn::System { text } | Turn::Compaction { summary: text, .. } => {
+                push("user", vec![json!({"type": "text", "text": text})]);
+            }
+            Turn::Assistant {
+                text,
+                reasoning,
+                tool_calls,
+                api,
+                ..
+            } => {
+                // Thinking signatures are only valid for the API that made them.
+                let own = *api == Some(ProviderKind::Anthropic);
+                let mut blocks: Vec<Value> = reasoning
+                    .iter()
+                    .filter(|_| own)
+                    .map(|r| match &r.redacted {
+                        Some(data) => json!({"type": "redacted_thinking", "data": data}),
+                        None => json!({"type": "thinking", "thinking": r.text, "signature": r.signature.clone().unwrap_or_default()}),
+                    })
+                    .collect();
+                if !text.is_empty() {
+                    blocks.push(json!({"type": "text", "text": text}));
+                }
+                for call in tool_calls {
+                    let input = if call.arguments.is_object() {
+                        call.arguments.clone()
+                    } else {
+                        json!({})
+                    };
+                    blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
+                }
+                push("assistant", blocks);
+            }
+            Turn::ToolResults { results } => {
+                let blocks = results
+                    .iter()
+                    .map(|r| {
+                        let content = if r.images.is_empty() {
+                            json!(r.content)
+                        } else {
+                            let mut blocks = vec![json!({"type": "text", "text": r.content})];
+                            blocks.extend(r.images.iter().map(image));
+                            Value::Array(blocks)
+                        };
+                        json!({"type": "tool_result", "tool_use_id": r.call_id, "content": content, "is_error": r.is_error})
+                    })
+                    .collect();
+                push("user", blocks);
+            }
+        }
+    }
+    out
+}
+
+#[derive(Deserialize, Default)]
+struct WireUsage {
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
+    cache_read_input_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    /// Usage values are cumulative: a present field replaces the earlier value.
+    fn merge_into(&self, usage: &mut Usage) {
+        let set = |slot: &mut u64, v: Option<u64>| {
+            if let Some(v) = v {
+                *slot = v;
+            }
+        };
+        set(&mut usage.input_tokens, self.input_tokens);
+        set(&mut usage.output_tokens, self.output_tokens);
+        set(
+            &mut usage.cache_write_tokens,
+            self.cache_creation_input_tokens,
+        );
+        set(&mut usage.cache_read_tokens, self.cache_read_input_tokens);
+    }
+}
+
+enum Block {
+    Text,
+    ToolUse {
+        id: String,
+        name: String,
+        json: String,
+    },
+    Thinking(ReasoningBlock),
+    /// A block type this daemon does not use (server tools and the like): skipped.
+    Other,
+}
+
+/// Decodes a Messages SSE stream.
+async fn decode_stream(
+    body: ByteStream,
+    max_line: usize,
+    on_delta: &mut (dyn FnMut(Delta) + Send),
+) -> Result<Response, Error> {
+    let mut events = std::pin::pin!(http::sse(body, max_line));
+    let mut response = Response::default();
+    let mut blocks: Vec<(u64, Block)> = Vec::new();
+    let mut deltas = Deltas::new(on_delta);
+    let mut stopped = false;
+    while let Some(event) = events.next().await {
+        let data = http::json(&event?)?;
+        let index = data["index"].as_u64().unwrap_or(0);
+        match data["type"].as_str().unwrap_or_default() {
+            "message_start" => {
+                let message = &data["message"];
+                response.response_id = message["id"].as_str().map(str::to_owned);
+                response.model = message["model"].as_str().map(str::to_owned);
+                if let Ok(u) = WireUsage::deserialize(&message["usage"]) {
+                    u.merge_into(response.usage.get_or_insert_with(Usage::default));
+                }
+            }
+            "content_block_start" => {
+                let cb = &data["content_block"];
+                let new = match cb["type"].as_str().unwrap_or_default() {
+                    "text" => Block::Text,
+                    "tool_use" => Block::ToolUse {
+                        id: cb["id"].as_str().unwrap_or_default().to_owned(),
+                        name: cb["name"].as_str().unwrap_or_default().to_owned(),
+                        json: String::new(),
+                    },
+                    "thinking" => Block::Thinking(ReasoningBlock {
+                        id: None,
+                        text: cb["thinking"].as_str().unwrap_or_default().to_owned(),
+                        signature: cb["signature"]
+                            .as_str()
+                            .filter(|s| !s.is_empty())
+                            .map(str::to_owned),
+                        redacted: None,
+                    }),
+                    "redacted_thinking" => Block::Thinking(ReasoningBlock {
+                        id: None,
+                        text: String::new(),
+                        signature: None,
+                        redacted: cb["data"].as_str().map(str::to_owned),
+                    }),
+                    _ => Block::Other,
+                };
+                blocks.push((index, new));
+            }
+            "content_block_delta" => {
+                let delta = &data["delta"];
+                let block = blocks
+                    .iter_mut()
+                    .rev()
+                    .find(|(i, _)| *i == index)
+                    .map(|(_, b)| b);
+                match (block, delta["type"].as_str().unwrap_or_default()) {
+                    (Some(Block::Text), "text_delta") => {
+                        let text = delta["text"].as_str().unwrap_or_default();
+                        response.text.push_str(text);
+                        deltas.text(text);
+                    }
+                    (Some(Block::ToolUse { json, .. }), "input_json_delta") => {
+                        json.push_str(delta["partial_json"].as_str().unwrap_or_default());
+                    }
+                    (Some(Block::Thinking(r)), "thinking_delta") => {
+                        let text = delta["thinking"].as_str().unwrap_or_default();
+                        r.text.push_str(text);
+                        deltas.reasoning(text);
+                    }
+                    (Some(Block::Thinking(r)), "signature_delta") => {
+                        r.signature = delta["signature"].as_str().map(str::to_owned);
+                    }
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = data["delta"]["stop_reason"].as_str() {
+                    response.stop_reason = Some(stop_reason(reason));
+                }
+                if let Ok(u) = WireUsage::deserialize(&data["usage"]) {
+                    u.merge_into(response.usage.get_or_insert_with(Usage::default));
+                }
+            }
+            "message_stop" => {
+                stopped = true;
+                break;
+            }
+            "error" => {
+                let kind = match data["error"]["type"].as_str().unwrap_or_default() {
+                    "overloaded_error" => ErrorKind::Overloaded,
+                    "rate_limit_error" => ErrorKind::RateLimited,
+                    "authentication_error" | "permission_error" => ErrorKind::Authentication,
+                    "api_error" => ErrorKind::Server,
+                    _ => ErrorKind::Stream,
+                };
+                let message = data["error"]["message"].as_str().unwrap_or("unknown error");
+                // The kind stays: `llm::complete` retries an overloaded stream only while none
+                // of it has reached a client.
+                return Err(Error::new(
+                    kind,
+                    format!("Anthropic stream error: {message}"),
+                ));
+            }
+            // ping and event types added later by the API.
+            _ => {}
+        }
+    }
+    if !stopped {
+        return Err(http::truncated("message_stop"));
+    }
+    if response.stop_reason.is_none() {
+        return Err(http::no_stop_reason("stop_reason"));
+    }
+    for (_, block) in blocks {
+        match block {
+            Block::ToolUse { id, name, json } => {
+                let arguments = if json.trim().is_empty() {
+                    json!({})
+                } else {
+                    serde_json::from_str(&json).unwrap_or(Value::String(json))
+                };
+                response.tool_calls.push(ToolCall {
+                    id: ToolCallId(id),
+                    name,
+                    arguments,
+                    signature: None,
+                });
+            }
+            Block::Thinking(r) => response.reasoning.push(r),
+            Block::Text | Block::Other => {}
+        }
+    }
+    Ok(response)
+}
+
+fn stop_reason(s: &str) -> StopReason {
+    match s {
+        "end_turn" => StopReason::EndTurn,
+        "tool_use" => StopReason::ToolUse,
+        "max_tokens" => StopReason::MaxTokens,
+        "stop_sequence" => StopReason::StopSequence,
+        "refusal" => StopReason::Refusal,
+        "model_context_window_exceeded" => StopReason::ContextWindowExceeded,
+        other => StopReason::Other(other.to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,292 @@
+//! Making a session from its parts: the spec a session task starts from, the execution
+//! environment its tools run in (local or over ssh, read-only or not, confined away from
+//! agentd's own files), and its directory in the store; restoring a stored one.
+
+use super::current::Current;
+use super::{Family, Registry, Slot, crashed, storage};
+use crate::config::Config;
+use crate::exec::{
+    EnvFilter, EnvPolicy, ExecutionEnvironment, LocalExecutionEnvironment, LocalOptions,
+    ProtectedPaths, ReadOnly, SshExecutionEnvironment, SshTarget,
+};
+use crate::profile::Profile;
+use crate::session::{Error, History, Restored, Session, SessionSpec, Template};
+use crate::store::{ParentLink, SessionFiles, SessionRecord};
+use agentd_proto::{DaemonEvent, Environment, ForkOrigin, ProviderKind, SessionId, SshEnvironment};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// agentd's own directories and files (`protected`: runtime directory and socket, state,
+/// config and credentials) and the sockets of the user's services that act on request (the
+/// runtime directory with the session bus and gpg-agent, ssh-agent, X11, tmux), which
+/// sandboxed commands find empty: through them a command could run a program outside its
+/// sandbox or use the user's keys.
+pub(super) fn hidden_from_commands(protected: &ProtectedPaths) -> Arc<[PathBuf]> {
+    let uid = nix::unistd::geteuid().as_raw();
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let services = [
+        Some(PathBuf::from("/tmp/.X11-unix")),
+        Some(
+            var("TMUX_TMPDIR")
+                .unwrap_or_else(|| PathBuf::from("/tmp"))
+                .join(format!("tmux-{uid}")),
+        ),
+        var("XDG_RUNTIME_DIR"),
+        var("SSH_AUTH_SOCK"),
+    ];
+    let paths = protected
+        .paths()
+        .iter()
+        .cloned()
+        .chain(services.into_iter().flatten().filter(|p| p.is_absolute()));
+    // Real paths, and none beneath another (it could not be mounted over once its parent is
+    // an empty read-only tmpfs).
+    ProtectedPaths::new(paths, None).paths().into()
+}
+
+/// What a new session is made of besides its id.
+pub(super) struct NewSession {
+    pub(super) template: Template,
+    pub(super) title: Option<String>,
+    pub(super) history: History,
+    pub(super) forked_from: Option<ForkOrigin>,
+    pub(super) parent: Option<ParentLink>,
+}
+
+impl Registry {
+    /// Which variables commands inherit (the daemon's own locally, the remote's over ssh).
+    fn env_filter(config: &Config) -> EnvFilter {
+        let tools = &config.tools;
+        EnvFilter::new(EnvPolicy::InheritAll).with(
+            &tools.env_deny,
+            &tools.env_allow,
+            config.key_variables(),
+        )
+    }
+
+    /// Where an ssh environment connects: the client's values over the `[hosts.NAME]`
+    /// entry it names, over the ssh configuration.
+    fn ssh_target(config: &Config, ssh: &SshEnvironment) -> SshTarget {
+        let host = config.hosts.get(&ssh.host).cloned().unwrap_or_default();
+        SshTarget {
+            label: ssh.host.clone(),
+            destination: host.hostname.unwrap_or_else(|| ssh.host.clone()),
+            user: ssh.user.clone().or(host.user),
+            port: ssh.port.or(host.port),
+            identity_file: ssh
+                .identity_file
+                .as_ref()
+                .map(PathBuf::from)
+                .or(host.identity_file),
+            ssh_config: host.ssh_config,
+            known_hosts: host.known_hosts,
+        }
+    }
+
+    pub(super) fn ssh_environment(
+        &self,
+        config: &Config,
+        ssh: &SshEnvironment,
+        cwd: &Path,
+    ) -> Result<SshExecutionEnvironment, Error> {
+        let timeout = config
+            .hosts
+            .get(&ssh.host)
+            .map_or(crate::config::DEFAULT_FILE_TIMEOUT, |h| h.file_timeout());
+        SshExecutionEnvironment::new(
+            &self.ssh,
+            &Self::ssh_target(config, ssh),
+            cwd.to_owned(),
+            Self::env_filter(config),
+            timeout,
+        )
+        .map_err(|e| Error::EnvironmentUnavailable(e.to_string()))
+    }
+
+    fn environment(
+        &self,
+        config: &Config,
+        template: &Template,
+    ) -> Result<Arc<dyn ExecutionEnvironment>, Error> {
+        let cwd = template.cwd.clone();
+        Ok(match (&template.environment, template.read_only) {
+            (Environment::Local, read_only) => {
+                let local = LocalExecutionEnvironment::with_options(
+                    cwd,
+                    LocalOptions {
+                        env: Self::env_filter(config),
+                        ledger: self.ledger.clone(),
+                        protected: self.protected.clone(),
+                        hidden: self.hidden.clone(),
+                    },
+                );
+                if read_only {
+                    Arc::new(ReadOnly(local))
+                } else {
+                    Arc::new(local)
+                }
+            }
+            (Environment::Ssh(ssh), false) => Arc::new(self.ssh_environment(config, ssh, &cwd)?),
+            (Environment::Ssh(ssh), true) => {
+                Arc::new(ReadOnly(self.ssh_environment(config, ssh, &cwd)?))
+            }
+        })
+    }
+
+    /// A spec for session `id` from its parts, with the providers of `current`.
+    fn spec(
+        &self,
+        current: &Current,
+        id: SessionId,
+        new: NewSession,
+        files: Option<SessionFiles>,
+    ) -> Result<SessionSpec, Error> {
+        let NewSession {
+            template,
+            title,
+            history,
+            forked_from,
+            parent,
+        } = new;
+        let env = self.environment(&current.config, &template)?;
+        // An ssh environment's directory is the session's (a subagent's may be deeper).
+        let environment = match template.environment {
+            Environment::Local => Environment::Local,
+            Environment::Ssh(ssh) => Environment::Ssh(SshEnvironment {
+                cwd: template.cwd.display().to_string(),
+                ..ssh
+            }),
+        };
+        Ok(SessionSpec {
+            family: Some(Family::new(self.me.clone(), id.clone(), parent.clone())),
+            id,
+            env,
+            environment,
+            cwd: template.cwd,
+            title,
+            profile: template.profile,
+            providers: current.providers.clone(),
+            config: template.config,
+            instructions: template.instructions,
+            retry: self.retry.clone(),
+            prices: current.prices.clone(),
+            read_only: template.read_only,
+            files,
+            history,
+            forked_from,
+            restored: None,
+            parent,
+            cancel: self.cancel.child_token(),
+        })
+    }
+
+    /// Creates the session's directory (when the registry has a store) and starts it with
+    /// the providers of `current`.
+    pub(super) async fn start(
+        &self,
+        current: &Current,
+        new: NewSession,
+    ) -> Result<Arc<Session>, Error> {
+        if self.cancel.is_cancelled() {
+            return Err(Error::ShuttingDown);
+        }
+        let id = SessionId(uuid::Uuid::new_v4().to_string());
+        let files = match &self.store {
+            Some(store) => {
+                let (store, id) = (store.clone(), id.clone());
+                Some(
+                    tokio::task::spawn_blocking(move || store.create(&id))
+                        .await
+                        .map_err(crashed)?
+                        .map_err(storage)?,
+                )
+            }
+            None => None,
+        };
+        let spec = self.spec(current, id.clone(), new, files)?;
+        let session = Session::spawn(spec, Some(self.daemon_events.clone()), &self.tasks);
+        // A session the client is told about is stored, record and all.
+        session.saved().await;
+        self.sessions
+            .insert(id.clone(), Slot::Live(session.clone()));
+        let _ = self
+            .daemon_events
+            .send(DaemonEvent::SessionCreated { session_id: id });
+        Ok(session)
+    }
+
+    /// Loads a stored session: its journal (off the async workers), then its task.
+    pub(super) async fn restore(&self, mut record: SessionRecord) -> Result<Arc<Session>, Error> {
+        let store = self
+            .store
+            .as_ref()
+            .ok_or_else(|| Error::NotFound(record.id.clone()))?;
+        let files = store.files(&record.id);
+        let (files, loaded) = tokio::task::spawn_blocking(move || {
+            let loaded = files.load();
+            (files, loaded)
+        })
+        .await
+        .map_err(crashed)?;
+        let loaded = loaded.map_err(storage)?;
+        let id = record.id.clone();
+        let mut warnings = loaded.warnings;
+        let current = self.current.load();
+        let profile = Profile::named(&record.profile).unwrap_or_else(|e| {
+            warnings.push(format!("{e}; using the provider's profile"));
+            let kind = current
+                .config
+                .providers
+                .get(&record.config.provider)
+                .map_or(ProviderKind::Openai, |p| p.kind);
+            Profile::for_provider(kind)
+        });
+        for w in &warnings {
+            tracing::warn!(session = %id, "{w}");
+        }
+        // The journal is newer than the record wherever they differ.
+        if let Some(usage) = loaded.usage {
+            record.usage = usage;
+        }
+        if let Some(queue) = loaded.queue {
+            record.queue = queue;
+        }
+        let interrupted = match loaded.state {
+            Some(state) => state.is_working(),
+            None => record.state.is_working(),
+        };
+        let template = Template {
+            cwd: record.cwd.clone(),
+            profile,
+            config: record.config.clone(),
+            instructions: record.instructions.clone(),
+            read_only: record.read_only,
+            environment: record.environment.clone(),
+        };
+        let new = NewSession {
+            template,
+            title: record.title.clone(),
+            history: History::restore(loaded.entries, record.leaf.clone(), record.history_len),
+            forked_from: record.forked_from.clone(),
+            parent: record.parent.clone(),
+        };
+        let mut spec = self.spec(&current, id, new, Some(files))?;
+        spec.restored = Some(Restored {
+            last_seq: loaded.last_seq,
+            unclean: record.open || loaded.repaired,
+            interrupted,
+            reader: loaded.reader,
+            warnings,
+            record,
+        });
+        Ok(Session::spawn(
+            spec,
+            Some(self.daemon_events.clone()),
+            &self.tasks,
+        ))
+    }
+}

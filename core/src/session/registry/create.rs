@@ -1,0 +1,228 @@
+//! What clients ask to be made or changed: `session/create` (its directory, environment,
+//! provider, profile and settings checked against the current config), forks, and a
+//! session's switch to another provider.
+
+use super::Registry;
+use super::build::NewSession;
+use crate::config::{Config, ProviderConfig};
+use crate::profile::Profile;
+use crate::session::{Error, History, Session, Template};
+use agentd_proto::{
+    ConfigPatch, CreateParams, EntryId, Environment, ForkOrigin, SandboxMode, SessionId,
+    SessionSnapshot, SshEnvironment,
+};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The provider of `config` called `name`, if it exists and can be used; else an error saying
+/// how to configure it.
+fn usable<'a>(config: &'a Config, name: &str) -> Result<&'a ProviderConfig, Error> {
+    let p = config
+        .providers
+        .get(name)
+        .ok_or_else(|| Error::InvalidConfig(config.unknown_provider(name)))?;
+    if !p.is_usable() {
+        return Err(Error::ProviderNotConfigured(
+            p.setup_hint(config.started_by),
+        ));
+    }
+    Ok(p)
+}
+
+impl Registry {
+    /// Creates and starts a session.
+    pub async fn create(&self, params: CreateParams) -> Result<Arc<Session>, Error> {
+        let current = self.current_with_credentials().await?;
+        let config = &current.config;
+        let cwd = match &params.environment {
+            Environment::Local => {
+                let cwd = PathBuf::from(&params.cwd);
+                if params.cwd.is_empty() {
+                    return Err(Error::InvalidConfig(
+                        "cwd is missing: a local session needs its working directory".into(),
+                    ));
+                }
+                if !cwd.is_absolute() {
+                    return Err(Error::InvalidConfig(format!(
+                        "cwd must be an absolute path, got {:?}",
+                        params.cwd
+                    )));
+                }
+                if !cwd.is_dir() {
+                    return Err(Error::InvalidConfig(format!(
+                        "cwd {:?} is not a directory",
+                        params.cwd
+                    )));
+                }
+                cwd
+            }
+            Environment::Ssh(ssh) => self.check_ssh(ssh, &params.cwd)?,
+        };
+        let provider_name = params
+            .provider
+            .as_deref()
+            .unwrap_or(&config.default_provider);
+        usable(config, provider_name)?;
+        let profile = match params.profile.as_deref() {
+            Some(name) => Profile::named(name).map_err(|e| Error::InvalidConfig(e.to_string()))?,
+            None => Profile::for_provider(config.providers[provider_name].kind),
+        };
+        let mut config = config
+            .session_config(provider_name, params.model.as_deref())
+            .map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        if let Some(patch) = &params.config {
+            if params.read_only && patch.sandbox.is_some_and(|m| m != SandboxMode::ReadOnly) {
+                return Err(Error::InvalidConfig(
+                    "sandbox: a read-only session's sandbox is always read_only".into(),
+                ));
+            }
+            config.apply(patch);
+            crate::config::validate_session_config(&config)
+                .map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        }
+        crate::tools::session_tools(&profile.tools, &config).map_err(Error::InvalidConfig)?;
+        // Landlock confines local commands only; a remote session runs unconfined, and says so
+        // rather than pretend.
+        if matches!(params.environment, Environment::Ssh(_)) {
+            let asked = params.config.as_ref().and_then(|p| p.sandbox);
+            if params.read_only || asked.is_some_and(|m| m != SandboxMode::Off) {
+                return Err(Error::InvalidConfig(
+                    "sandbox: an ssh session cannot be sandboxed yet (Landlock confines local commands only),                      so it cannot be read-only either; leave out sandbox and read_only, or use approval mode ask"
+                        .into(),
+                ));
+            }
+            config.sandbox = SandboxMode::Off;
+        }
+        let template = Template {
+            cwd,
+            profile,
+            config,
+            instructions: params.instructions,
+            read_only: params.read_only,
+            environment: params.environment,
+        };
+        // A remote session is created only once its host answers, its key verified and its
+        // directory found; the probe's connection is the one the session goes on using.
+        let _probe = match &template.environment {
+            Environment::Local => None,
+            Environment::Ssh(ssh) => {
+                let probe = self.ssh_environment(&current.config, ssh, &template.cwd)?;
+                probe
+                    .connect()
+                    .await
+                    .map_err(|e| Error::EnvironmentUnavailable(e.to_string()))?;
+                Some(probe)
+            }
+        };
+        self.start(
+            &current,
+            NewSession {
+                template,
+                title: params.title,
+                history: History::default(),
+                forked_from: None,
+                parent: None,
+            },
+        )
+        .await
+    }
+
+    /// The remote directory of a new ssh session, after checking what can be checked here.
+    fn check_ssh(&self, ssh: &SshEnvironment, cwd: &str) -> Result<PathBuf, Error> {
+        let bad = |message: String| Err(Error::InvalidConfig(message));
+        if ssh.host.is_empty()
+            || ssh.host.starts_with('-')
+            || ssh.host.contains(char::is_whitespace)
+        {
+            return bad(format!(
+                "environment.host {:?} is not a host name (nor a [hosts] entry)",
+                ssh.host
+            ));
+        }
+        if ssh
+            .user
+            .as_deref()
+            .is_some_and(|u| u.is_empty() || u.starts_with('-'))
+        {
+            return bad(format!(
+                "environment.user {:?} is not a user name",
+                ssh.user
+            ));
+        }
+        if ssh.port == Some(0) {
+            return bad("environment.port must be between 1 and 65535".into());
+        }
+        if !ssh.cwd.starts_with('/') {
+            return bad(format!(
+                "environment.cwd must be an absolute path on the remote machine, got {:?}",
+                ssh.cwd
+            ));
+        }
+        if !cwd.is_empty() && cwd != ssh.cwd {
+            return bad(format!(
+                "cwd {cwd:?} differs from environment.cwd {:?}; give the remote directory once, in environment.cwd",
+                ssh.cwd
+            ));
+        }
+        Ok(PathBuf::from(&ssh.cwd))
+    }
+
+    /// A new session whose history is a copy of `id`'s current branch up to `entry` (its
+    /// newest entry when `None`), with the same directory, profile and config.
+    pub async fn fork(
+        &self,
+        id: &SessionId,
+        entry: Option<EntryId>,
+        title: Option<String>,
+    ) -> Result<Arc<Session>, Error> {
+        let source = self.get(id).await?;
+        let branch = match &entry {
+            None => source.history().await?,
+            Some(e) => source.history_until(e).await?.ok_or_else(|| {
+                Error::InvalidParams(format!(
+                    "entry {e} is not on session {id}'s current branch (see session/history)"
+                ))
+            })?,
+        };
+        let leaf = branch.last().map(|e| e.id.clone());
+        let len = branch.len();
+        let copied = branch.iter().map(|e| (**e).clone()).collect();
+        let current = self.current_with_credentials().await?;
+        self.start(
+            &current,
+            NewSession {
+                template: source.template(),
+                title: title.or_else(|| source.title().map(str::to_owned)),
+                history: History::restore(copied, leaf.clone(), len),
+                forked_from: Some(ForkOrigin {
+                    session_id: id.clone(),
+                    entry_id: leaf,
+                }),
+                parent: None,
+            },
+        )
+        .await
+    }
+
+    /// Applies `patch` to a session from its next LLM call. Switching provider without naming
+    /// a model selects that provider's default model and context window.
+    pub async fn set_config(
+        &self,
+        id: &SessionId,
+        mut patch: ConfigPatch,
+    ) -> Result<SessionSnapshot, Error> {
+        let session = self.get(id).await?;
+        let mut provider = None;
+        if let Some(name) = &patch.provider {
+            let current = self.current_with_credentials().await?;
+            let p = usable(&current.config, name)?;
+            patch.model.get_or_insert_with(|| p.default_model.clone());
+            patch
+                .context_window_tokens
+                .get_or_insert(p.context_window_tokens);
+            provider = current.providers.get(name).map(|c| (name.clone(), c));
+        }
+        session.set_config(patch, provider).await?;
+        Ok(session.snapshot())
+    }
+}

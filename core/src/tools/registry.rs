@@ -1,0 +1,159 @@
+//! The tool registry: lookup by name, latest registration wins (spec 3.7), arguments checked
+//! against each tool's JSON Schema before it runs.
+
+use super::{Tool, ToolDefinition};
+use std::sync::Arc;
+
+/// A tool with its definition and compiled argument validator.
+pub(crate) struct RegisteredTool {
+    /// The tool.
+    pub(crate) tool: Arc<dyn Tool>,
+    /// Its definition, read once at registration.
+    pub(crate) definition: ToolDefinition,
+    validator: jsonschema::Validator,
+}
+
+impl RegisteredTool {
+    /// Checks `args` against the schema; the error lists every violation with its location.
+    pub(crate) fn validate(&self, args: &serde_json::Value) -> Result<(), String> {
+        let problems: Vec<String> = self
+            .validator
+            .iter_errors(args)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{at}: {e}")
+                }
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+}
+
+/// Why a tool could not be registered.
+#[derive(Debug, thiserror::Error)]
+pub enum RegisterError {
+    /// The parameter schema's root is not an object schema.
+    #[error("tool {0}: the parameters schema must have \"type\": \"object\" at its root")]
+    RootNotObject(String),
+    /// The parameter schema is not a valid JSON Schema.
+    #[error("tool {name}: invalid parameters schema: {message}")]
+    InvalidSchema {
+        /// The tool.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// The tools of one session, in registration order.
+#[derive(Clone, Default)]
+pub(crate) struct ToolRegistry {
+    tools: Vec<Arc<RegisteredTool>>,
+}
+
+impl ToolRegistry {
+    /// Adds a tool, replacing one of the same name.
+    pub(crate) fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegisterError> {
+        let definition = tool.definition();
+        if definition.parameters.get("type").and_then(|t| t.as_str()) != Some("object") {
+            return Err(RegisterError::RootNotObject(definition.name));
+        }
+        // Draft 7 covers tool schemas and needs far less memory than the newest draft (its
+        // meta-schema is smaller); a schema that names its own draft gets that one.
+        let validator = if definition.parameters.get("$schema").is_some() {
+            jsonschema::validator_for(&definition.parameters)
+        } else {
+            jsonschema::draft7::new(&definition.parameters)
+        }
+        .map_err(|e| RegisterError::InvalidSchema {
+            name: definition.name.clone(),
+            message: e.to_string(),
+        })?;
+        let entry = Arc::new(RegisteredTool {
+            tool,
+            definition,
+            validator,
+        });
+        match self
+            .tools
+            .iter_mut()
+            .find(|t| t.definition.name == entry.definition.name)
+        {
+            Some(slot) => *slot = entry,
+            None => self.tools.push(entry),
+        }
+        Ok(())
+    }
+
+    /// The tool with this name.
+    pub(crate) fn get(&self, name: &str) -> Option<&Arc<RegisteredTool>> {
+        self.tools.iter().find(|t| t.definition.name == name)
+    }
+
+    /// Every definition, in registration order.
+    pub(crate) fn definitions(&self) -> impl Iterator<Item = &ToolDefinition> {
+        self.tools.iter().map(|t| &t.definition)
+    }
+
+    /// Every name, in registration order.
+    pub(crate) fn names(&self) -> Vec<&str> {
+        self.definitions().map(|d| d.name.as_str()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::{ToolContext, ToolError};
+    use async_trait::async_trait;
+    use serde_json::json;
+
+    struct Fixed(&'static str, &'static str);
+
+    #[async_trait]
+    impl Tool for Fixed {
+        fn definition(&self) -> ToolDefinition {
+            ToolDefinition {
+                name: self.0.into(),
+                description: self.1.into(),
+                parameters: json!({"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}),
+            }
+        }
+        async fn execute(
+            &self,
+            _: serde_json::Value,
+            _: &ToolContext<'_>,
+        ) -> Result<String, ToolError> {
+            Ok(self.1.into())
+        }
+    }
+
+    #[test]
+    fn latest_registration_wins_and_keeps_its_place() {
+        let mut r = ToolRegistry::default();
+        r.register(Arc::new(Fixed("a", "first"))).unwrap();
+        r.register(Arc::new(Fixed("b", "other"))).unwrap();
+        r.register(Arc::new(Fixed("a", "second"))).unwrap();
+        assert_eq!(r.names(), ["a", "b"]);
+        assert_eq!(r.get("a").unwrap().definition.description, "second");
+    }
+
+    #[test]
+    fn validation_names_each_problem() {
+        let mut r = ToolRegistry::default();
+        r.register(Arc::new(Fixed("a", ""))).unwrap();
+        let t = r.get("a").unwrap();
+        assert!(t.validate(&json!({"n": 3})).is_ok());
+        let err = t.validate(&json!({"n": "x"})).unwrap_err();
+        assert!(err.starts_with("/n: "), "{err}");
+        let err = t.validate(&json!({})).unwrap_err();
+        assert!(err.contains("\"n\" is a required property"), "{err}");
+    }
+}
