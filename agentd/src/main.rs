@@ -3,6 +3,8 @@
 //! config for new sessions, as `daemon/reload` does.
 
 use agentd_core::{Config, Registry, Store, default_config_path, default_state_dir};
+#[cfg(feature = "count-allocations")]
+mod allocations;
 mod server;
 
 use agentd_proto::StartedBy;
@@ -218,6 +220,8 @@ async fn serve(
     });
     tokio::spawn(stop_on_signal(shutdown));
     tokio::spawn(reload_on_hangup(daemon.registry.clone()));
+    #[cfg(feature = "count-allocations")]
+    tokio::spawn(allocations::report_on_signal());
     let socket_display = listener.path.display().to_string();
     server::run(listener, daemon, limits, || {
         tracing::info!(socket = %socket_display, pid = std::process::id(), "agentd ready");

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::Once;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
@@ -28,27 +28,50 @@ pub const WAIT: Duration = Duration::from_secs(30);
 /// The directory holding `agentd` and `agentctl` of the same profile as the running test or
 /// bench binary. They are built once per run, so a test never runs a stale daemon.
 pub fn bin_dir() -> PathBuf {
-    static BUILD: Once = Once::new();
+    build(&[]);
+    profile_dir()
+}
+
+/// Builds the binaries with these cargo features (the benchmark's `agentd/count-allocations`)
+/// before anything else in this process builds or starts them.
+pub fn build_with_features(features: &[&str]) {
+    let built = build(features);
+    assert_eq!(
+        built, features,
+        "the binaries were already built with other features"
+    );
+}
+
+/// target/<profile>, where the running test (in `deps/`) or bench binary is.
+fn profile_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
-    // target/<profile>/deps/<test> or target/<profile>/<bin>
     let mut dir = exe.parent().expect("exe dir").to_path_buf();
     if dir.ends_with("deps") {
         dir.pop();
     }
-    let release = dir.ends_with("release");
-    BUILD.call_once(|| {
+    dir
+}
+
+/// Builds `agentd` and `agentctl` in the running binary's profile, once per process; returns
+/// the features of that build.
+fn build(features: &[&str]) -> &'static [String] {
+    static BUILT: OnceLock<Vec<String>> = OnceLock::new();
+    BUILT.get_or_init(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut build = Command::new(cargo);
         build
             .args(["build", "--quiet", "-p", "agentd", "-p", "agentctl"])
             .current_dir(env!("CARGO_MANIFEST_DIR"));
-        if release {
+        if profile_dir().ends_with("release") {
             build.arg("--release");
+        }
+        if !features.is_empty() {
+            build.args(["--features", &features.join(",")]);
         }
         let status = build.status().expect("cargo runs");
         assert!(status.success(), "building agentd and agentctl failed");
-    });
-    dir
+        features.iter().map(|f| f.to_string()).collect()
+    })
 }
 
 /// The real `agentd` on a temp socket with temp XDG directories. Killed on drop.

@@ -1,20 +1,18 @@
 //! Anthropic Messages API (`POST /v1/messages`, `stream: true`).
 //!
-//! Request building maps [`Turn`]s to messages (tool results and steering become user content,
-//! consecutive same-role messages are merged, thinking blocks are sent back verbatim), and
-//! `decode_stream` assembles the SSE stream: text and thinking deltas as they arrive,
+//! The request body is built in `request.rs`; `decode_stream` assembles the SSE stream: text and thinking deltas as they arrive,
 //! `tool_use` input from `input_json_delta` fragments (none means `{}`), cumulative usage from
 //! `message_delta`, and an error for a mid-stream `error` event or an EOF before
 //! `message_stop`.
+
+mod request;
 
 use super::http::{self, Auth, Endpoint, ErrorBody};
 use super::{
     ByteStream, Delta, Deltas, Error, ErrorKind, Limits, Provider, Request, Response, StopReason,
 };
 use crate::config::ApiKey;
-use agentd_proto::{
-    ImageData, ProviderKind, ReasoningBlock, ReasoningEffort, ToolCall, ToolCallId, Turn, Usage,
-};
+use agentd_proto::{ProviderKind, ReasoningBlock, ToolCall, ToolCallId, Usage};
 use async_trait::async_trait;
 use futures::StreamExt;
 use serde::Deserialize;
@@ -81,7 +79,7 @@ impl Provider for Anthropic {
             .post("/v1/messages")
             .header("anthropic-version", API_VERSION)
             .header("accept", "text/event-stream")
-            .json(&request_body(request));
+            .json(&request::body(request));
         if !self.betas.is_empty() {
             http = http.header("anthropic-beta", &self.betas);
         }
@@ -109,132 +107,6 @@ fn parse_error(body: &str) -> ErrorBody {
         quota: e["details"]["error_code"] == "enforced_spend_limit_reached",
         retry_after: None,
     }
-}
-
-fn thinking_budget(effort: ReasoningEffort, max_tokens: u32) -> Option<u32> {
-    let wanted = match effort {
-        ReasoningEffort::Low => 1024,
-        ReasoningEffort::Medium => 8192,
-        ReasoningEffort::High => 24_576,
-    };
-    // The API wants 1024 <= budget < max_tokens.
-    let budget = wanted.min(max_tokens.saturating_sub(1024));
-    (budget >= 1024).then_some(budget)
-}
-
-/// The JSON body of a streaming Messages request.
-pub(crate) fn request_body(request: &Request<'_>) -> Value {
-    let mut tools: Vec<Value> = request
-        .tools
-        .iter()
-        .map(
-            |t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}),
-        )
-        .collect();
-    if let Some(last) = tools.last_mut() {
-        last["cache_control"] = json!({"type": "ephemeral"});
-    }
-    let mut messages = messages(request.history);
-    if let Some(block) = messages
-        .iter_mut()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .and_then(|m| m["content"].as_array_mut())
-        .and_then(|c| c.last_mut())
-    {
-        block["cache_control"] = json!({"type": "ephemeral"});
-    }
-    let mut body = json!({
-        "model": request.model,
-        "max_tokens": request.max_output_tokens,
-        "stream": true,
-        "system": [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}],
-        "messages": messages,
-    });
-    if !tools.is_empty() {
-        body["tools"] = Value::Array(tools);
-        body["tool_choice"] = json!({"type": "auto"});
-    }
-    if let Some(budget) = request
-        .reasoning_effort
-        .and_then(|e| thinking_budget(e, request.max_output_tokens))
-    {
-        body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
-    }
-    body
-}
-
-/// An image block, in a user message or a tool result.
-fn image(i: &ImageData) -> Value {
-    json!({"type": "image", "source": {"type": "base64", "media_type": i.media_type, "data": i.data}})
-}
-
-fn messages(history: &[&Turn]) -> Vec<Value> {
-    let mut out: Vec<Value> = Vec::new();
-    let mut push =
-        |role: &str, blocks: Vec<Value>| super::push_merged(&mut out, role, "content", blocks);
-    for turn in history {
-        match turn {
-            Turn::User { text, images, .. } | Turn::Steering { text, images, .. } => {
-                // Images before the text they go with, as Anthropic's guide advises.
-                let mut blocks: Vec<Value> = images.iter().map(image).collect();
-                if !text.is_empty() || blocks.is_empty() {
-                    blocks.push(json!({"type": "text", "text": text}));
-                }
-                push("user", blocks);
-            }
-            Turn::System { text } | Turn::Compaction { summary: text, .. } => {
-                push("user", vec![json!({"type": "text", "text": text})]);
-            }
-            Turn::Assistant {
-                text,
-                reasoning,
-                tool_calls,
-                api,
-                ..
-            } => {
-                // Thinking signatures are only valid for the API that made them.
-                let own = *api == Some(ProviderKind::Anthropic);
-                let mut blocks: Vec<Value> = reasoning
-                    .iter()
-                    .filter(|_| own)
-                    .map(|r| match &r.redacted {
-                        Some(data) => json!({"type": "redacted_thinking", "data": data}),
-                        None => json!({"type": "thinking", "thinking": r.text, "signature": r.signature.clone().unwrap_or_default()}),
-                    })
-                    .collect();
-                if !text.is_empty() {
-                    blocks.push(json!({"type": "text", "text": text}));
-                }
-                for call in tool_calls {
-                    let input = if call.arguments.is_object() {
-                        call.arguments.clone()
-                    } else {
-                        json!({})
-                    };
-                    blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
-                }
-                push("assistant", blocks);
-            }
-            Turn::ToolResults { results } => {
-                let blocks = results
-                    .iter()
-                    .map(|r| {
-                        let content = if r.images.is_empty() {
-                            json!(r.content)
-                        } else {
-                            let mut blocks = vec![json!({"type": "text", "text": r.content})];
-                            blocks.extend(r.images.iter().map(image));
-                            Value::Array(blocks)
-                        };
-                        json!({"type": "tool_result", "tool_use_id": r.call_id, "content": content, "is_error": r.is_error})
-                    })
-                    .collect();
-                push("user", blocks);
-            }
-        }
-    }
-    out
 }
 
 #[derive(Deserialize, Default)]

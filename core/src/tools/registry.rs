@@ -20,7 +20,7 @@ impl RegisteredTool {
             .validator
             .iter_errors(args)
             .map(|e| {
-                let at = e.instance_path.to_string();
+                let at = e.instance_path().to_string();
                 if at.is_empty() {
                     e.to_string()
                 } else {
@@ -65,8 +65,8 @@ impl ToolRegistry {
         if definition.parameters.get("type").and_then(|t| t.as_str()) != Some("object") {
             return Err(RegisterError::RootNotObject(definition.name));
         }
-        // Draft 7 covers tool schemas and costs a third of the memory of auto-detecting the
-        // newest draft; a schema that names its own draft gets that one.
+        // Draft 7 covers tool schemas and needs far less memory than the newest draft (its
+        // meta-schema is smaller); a schema that names its own draft gets that one.
         let validator = if definition.parameters.get("$schema").is_some() {
             jsonschema::validator_for(&definition.parameters)
         } else {

@@ -1,11 +1,18 @@
 //! Benchmarks of the real daemon against an instant mock provider (run by hand, not in CI):
 //!
 //! ```text
-//! cargo run --release -p agentd-tests --bin agentd-bench [ssh|acp]
+//! cargo run --release -p agentd-tests --bin agentd-bench [core|ssh|acp|sandbox]
 //! ```
 //!
-//! With `ssh`, only the figure for sessions over ssh; with `acp`, only the event latency over
+//! With `core`, only the figures issue 23 holds the event path and the session core to (a
+//! couple of minutes): per-round overhead with the CPU time behind it, event latency, RSS
+//! fresh and with 100 sessions, and the bytes allocated per event, each beside its goal. With
+//! `ssh`, only the figure for sessions over ssh; with `acp`, only the event latency over
 //! the socket and through `agentctl acp`, and the bridge's RSS.
+//!
+//! The daemons are built with the `count-allocations` feature: a counting global allocator
+//! (three relaxed atomic adds per allocation) whose totals `SIGUSR1` prints to the daemon's
+//! log, where the allocation figure reads them.
 //!
 //! Prints: per-tool-round overhead of a 10-round `echo` task (median of runs), the cost of the
 //! bare `bash -c echo` it includes, daemon RSS idle and with 100 idle sessions, the latency
@@ -69,7 +76,13 @@ fn tool_results(body: &Value) -> usize {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    // Every daemon here counts its allocations (see `alloc_bench`).
+    agentd_tests::build_with_features(&["agentd/count-allocations"]);
     let only = std::env::args().nth(1);
+    if only.as_deref() == Some("core") {
+        print_core(&core_bench().await);
+        return;
+    }
     if only.as_deref() == Some("ssh") {
         print_ssh(ssh_bench().await.as_ref());
         return;
@@ -89,19 +102,7 @@ async fn main() {
         return;
     }
     let pid = daemon.pid();
-    let mut client = daemon.client().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let idle_rss = rss_kib(pid);
-    let idle_dir = tempfile::tempdir().unwrap();
-    for _ in 0..100 {
-        daemon
-            .create_session(&mut client, idle_dir.path(), json!({}))
-            .await
-            .unwrap();
-    }
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let with_100 = rss_kib(pid);
-    drop(client);
+    let (idle_rss, with_100) = sessions_rss(&daemon).await;
 
     // The per-round task, by turns on this daemon and (when strace is installed) on one under
     // strace and one whose syncs strace slows.
@@ -126,6 +127,7 @@ async fn main() {
         }
     }
     let per_round = quiet.sorted();
+    let cpu = quiet.cpu;
     let Rounds {
         daemon,
         mut client,
@@ -144,6 +146,7 @@ async fn main() {
     bash.sort();
 
     let latencies = socket_latency(&mock, &daemon, &mut client, workdir.path()).await;
+    let allocations = alloc_bench(&mock, &daemon).await;
     let acp = acp_bench(&mock, &daemon, workdir.path()).await;
     let sandbox = sandbox_bench().await;
 
@@ -415,10 +418,23 @@ async fn main() {
             "-".into(),
         ],
     ]);
+    print_table("before (old core)", &rows);
+    print_core(&CoreFigures {
+        per_round,
+        cpu,
+        latencies,
+        idle_rss,
+        with_100,
+        allocations,
+    });
+}
+
+/// Prints `rows` as a Markdown table of the figure, its value now, `before`, and the goal.
+fn print_table(before: &str, rows: &[[String; 4]]) {
     let header = [
         "figure".to_owned(),
         "now".to_owned(),
-        "before (old core)".to_owned(),
+        before.to_owned(),
         "goal".to_owned(),
     ];
     let widths: Vec<usize> = (0..4)
@@ -431,7 +447,7 @@ async fn main() {
         })
         .collect();
     println!();
-    for (n, row) in [&header].into_iter().chain(&rows).enumerate() {
+    for (n, row) in [&header].into_iter().chain(rows).enumerate() {
         let cells: Vec<String> = row
             .iter()
             .zip(&widths)
@@ -443,6 +459,136 @@ async fn main() {
             println!("|-{}-|", rule.join("-|-"));
         }
     }
+}
+
+/// The daemon's RSS (KiB) idle, and after 100 sessions are created (nobody subscribed).
+async fn sessions_rss(daemon: &TestDaemon) -> (u64, u64) {
+    let mut client = daemon.client().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let idle = rss_kib(daemon.pid());
+    let dir = tempfile::tempdir().unwrap();
+    for _ in 0..100 {
+        daemon
+            .create_session(&mut client, dir.path(), json!({}))
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    (idle, rss_kib(daemon.pid()))
+}
+
+/// The figures issue 23 holds the event path and the session core to.
+struct CoreFigures {
+    /// Time per tool round of the echo task, sorted.
+    per_round: Vec<Duration>,
+    /// CPU time the daemon and its commands spent in those rounds.
+    cpu: Cpu,
+    /// Event latency (provider delta -> subscriber), sorted.
+    latencies: Vec<Duration>,
+    /// RSS (KiB) of a fresh daemon, and with 100 idle sessions.
+    idle_rss: u64,
+    with_100: u64,
+    allocations: AllocFigures,
+}
+
+/// `agentd-bench core`: only the figures of [`CoreFigures`], on one daemon.
+async fn core_bench() -> CoreFigures {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = TestDaemon::start(&mock.url).await.unwrap();
+    let (idle_rss, with_100) = sessions_rss(&daemon).await;
+    mock.respond_with(echo_rounds);
+    let mut rounds = Rounds::new(daemon).await;
+    for _ in 0..RUNS {
+        rounds.run().await;
+    }
+    let per_round = rounds.sorted();
+    let cpu = rounds.cpu;
+    let latencies = socket_latency(
+        &mock,
+        &rounds.daemon,
+        &mut rounds.client,
+        rounds.workdir.path(),
+    )
+    .await;
+    let allocations = alloc_bench(&mock, &rounds.daemon).await;
+    CoreFigures {
+        per_round,
+        cpu,
+        latencies,
+        idle_rss,
+        with_100,
+        allocations,
+    }
+}
+
+fn print_core(f: &CoreFigures) {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let mb = |kib: u64| kib as f64 / 1024.0;
+    let a = &f.allocations;
+    println!(
+        "allocations per event, {ALLOC_DELTAS}-delta stream: {:.0} bytes in {:.1} allocations with {ALLOC_SUBSCRIBERS} subscribers; {:.0} bytes in {:.1} with one, so +{:.0} bytes in {:.1} per subscriber; heap in use after: {:.1} MB of {:.1} MB RSS",
+        a.many.bytes_per_event(),
+        a.many.count_per_event(),
+        a.one.bytes_per_event(),
+        a.one.count_per_event(),
+        a.per_subscriber_bytes(),
+        a.per_subscriber_count(),
+        a.live_bytes as f64 / 1048576.0,
+        mb(a.rss_kib)
+    );
+    let (own, children) = f.cpu.per_round_ms(f.per_round.len() * ROUNDS);
+    println!(
+        "CPU per tool round (load-independent, unlike the wall time): daemon {own:.2} ms, the commands it ran {children:.2} ms"
+    );
+    let rows = [
+        [
+            format!("per tool round, {ROUNDS}-round echo task (median of {RUNS})"),
+            format!("{:.2} ms", ms(f.per_round[f.per_round.len() / 2])),
+            BEFORE_PER_ROUND.into(),
+            "<= 2.5 ms".into(),
+        ],
+        [
+            "  CPU per tool round: daemon + commands".into(),
+            format!("{own:.2} + {children:.2} ms"),
+            BEFORE_CPU.into(),
+            "less".into(),
+        ],
+        [
+            "event latency p50 / p99".into(),
+            format!(
+                "{:.0} / {:.0} us",
+                us(percentile(&f.latencies, 0.5)),
+                us(percentile(&f.latencies, 0.99))
+            ),
+            BEFORE_LATENCY.into(),
+            "same or better".into(),
+        ],
+        [
+            "RSS fresh".into(),
+            format!("{:.1} MB", mb(f.idle_rss)),
+            BEFORE_IDLE_RSS.into(),
+            "<= 10 MB".into(),
+        ],
+        [
+            "RSS with 100 idle sessions".into(),
+            format!("{:.1} MB", mb(f.with_100)),
+            BEFORE_RSS_100.into(),
+            "<= 20 MB".into(),
+        ],
+        [
+            format!("allocated per event, {ALLOC_SUBSCRIBERS} subscribers"),
+            format!(
+                "{:.0} bytes, {:.1} allocations",
+                a.many.bytes_per_event(),
+                a.many.count_per_event()
+            ),
+            BEFORE_ALLOCATIONS.into(),
+            "same or better".into(),
+        ],
+    ];
+    println!("\nissue 23 (the event path and the session core):");
+    print_table("before (issue 23)", &rows);
 }
 
 /// Tool rounds of each task of [`ssh_bench`], and its runs in each environment.
@@ -804,6 +950,48 @@ struct Rounds {
     creates: Vec<Duration>,
     /// Each task's session.
     sessions: Vec<String>,
+    /// CPU time the daemon spent in the tasks, and the commands it ran (reaped children).
+    cpu: Cpu,
+}
+
+/// CPU time of a process and of its reaped children, in clock ticks (`/proc/PID/stat`).
+#[derive(Clone, Copy, Default)]
+struct Cpu {
+    own: u64,
+    children: u64,
+}
+
+impl Cpu {
+    fn of(pid: u32) -> Self {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The fields after the command name, which may hold spaces: utime is the 12th.
+        let fields: Vec<u64> = stat
+            .rsplit_once(')')
+            .map_or("", |(_, rest)| rest)
+            .split_whitespace()
+            .skip(11)
+            .take(4)
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        match fields[..] {
+            [utime, stime, cutime, cstime] => Self {
+                own: utime + stime,
+                children: cutime + cstime,
+            },
+            _ => Self::default(),
+        }
+    }
+
+    /// Milliseconds per round of `rounds`: the daemon's own, its commands'.
+    fn per_round_ms(&self, rounds: usize) -> (f64, f64) {
+        let tick_ms = 1e3
+            / nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+                .ok()
+                .flatten()
+                .unwrap_or(100) as f64;
+        let ms = |ticks: u64| ticks as f64 * tick_ms / rounds as f64;
+        (ms(self.own), ms(self.children))
+    }
 }
 
 impl Rounds {
@@ -815,6 +1003,7 @@ impl Rounds {
             per_round: Vec::new(),
             creates: Vec::new(),
             sessions: Vec::new(),
+            cpu: Cpu::default(),
         }
     }
 
@@ -828,6 +1017,7 @@ impl Rounds {
             .unwrap();
         self.creates.push(started.elapsed());
         self.client.subscribe(&session, None).await.unwrap();
+        let cpu = Cpu::of(self.daemon.pid());
         let started = Instant::now();
         self.client
             .call(
@@ -841,6 +1031,9 @@ impl Rounds {
             .await
             .unwrap();
         self.per_round.push(started.elapsed() / ROUNDS as u32);
+        let after = Cpu::of(self.daemon.pid());
+        self.cpu.own += after.own - cpu.own;
+        self.cpu.children += after.children - cpu.children;
         self.sessions.push(session);
     }
 
@@ -1421,4 +1614,176 @@ async fn search_bench(
         });
     }
     rows.join("\n")
+}
+
+/// The issue 23 figures measured before its work on the reference machine when it was quiet
+/// (median of three runs of `agentd-bench core` at the commit that added them, with
+/// jsonschema 0.61 already in; RSS with 100 sessions from before that, with 0.30).
+const BEFORE_PER_ROUND: &str = "3.91 ms (issue: 3.1 ms)";
+const BEFORE_CPU: &str = "2.38 + 1.86 ms";
+const BEFORE_LATENCY: &str = "73 / 123 us";
+const BEFORE_IDLE_RSS: &str = "10.1 MB";
+const BEFORE_RSS_100: &str = "20.9 MB";
+const BEFORE_ALLOCATIONS: &str = "30581 bytes, 145.7 allocations";
+
+/// Subscribers of the allocation run, and the text deltas its reply streams at once.
+const ALLOC_SUBSCRIBERS: usize = 10;
+const ALLOC_DELTAS: usize = 1000;
+
+/// The daemon's allocation counters (`agentd/src/allocations.rs`).
+#[derive(Clone, Copy, Default)]
+struct Counters {
+    count: u64,
+    bytes: u64,
+    live: i64,
+}
+
+impl Counters {
+    /// Asks the daemon for its counters (SIGUSR1) and reads the line it writes to its log.
+    async fn read(daemon: &TestDaemon) -> Self {
+        const PREFIX: &str = "agentd allocations: ";
+        let lines = |log: &str| log.lines().filter(|l| l.starts_with(PREFIX)).count();
+        let before = lines(&daemon.log_text());
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(daemon.pid() as i32),
+            nix::sys::signal::Signal::SIGUSR1,
+        )
+        .unwrap();
+        let deadline = Instant::now() + agentd_tests::WAIT;
+        loop {
+            let log = daemon.log_text();
+            if lines(&log) > before {
+                let line = log.lines().rfind(|l| l.starts_with(PREFIX)).unwrap();
+                let field = |name: &str| {
+                    line.split_whitespace()
+                        .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
+                        .and_then(|v| v.parse::<i64>().ok())
+                        .unwrap_or_else(|| panic!("no {name} in {line:?}"))
+                };
+                return Self {
+                    count: field("count") as u64,
+                    bytes: field("bytes") as u64,
+                    live: field("live"),
+                };
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no allocation counters in the log: was agentd built with count-allocations?"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+/// What a stream allocated in the daemon, and the events each subscriber got.
+struct StreamAllocations {
+    allocated: Counters,
+    events: usize,
+}
+
+impl StreamAllocations {
+    fn bytes_per_event(&self) -> f64 {
+        self.allocated.bytes as f64 / self.events as f64
+    }
+
+    fn count_per_event(&self) -> f64 {
+        self.allocated.count as f64 / self.events as f64
+    }
+}
+
+/// Allocations per event with one subscriber and with [`ALLOC_SUBSCRIBERS`], and the heap.
+struct AllocFigures {
+    one: StreamAllocations,
+    many: StreamAllocations,
+    /// Bytes allocated and not freed after the runs, and the RSS then (KiB).
+    live_bytes: i64,
+    rss_kib: u64,
+}
+
+impl AllocFigures {
+    fn per_subscriber_bytes(&self) -> f64 {
+        (self.many.bytes_per_event() - self.one.bytes_per_event()) / (ALLOC_SUBSCRIBERS - 1) as f64
+    }
+
+    fn per_subscriber_count(&self) -> f64 {
+        (self.many.count_per_event() - self.one.count_per_event()) / (ALLOC_SUBSCRIBERS - 1) as f64
+    }
+}
+
+/// The daemon's allocations while a session streams [`ALLOC_DELTAS`] text deltas to one
+/// subscriber, then to [`ALLOC_SUBSCRIBERS`] (each its own connection, read concurrently): all
+/// it allocates in the window (the request, decoding, events, journal, fan-out, sockets) over
+/// the events one subscriber got.
+async fn alloc_bench(mock: &MockAnthropic, daemon: &TestDaemon) -> AllocFigures {
+    let dir = tempfile::tempdir().unwrap();
+    let mut runs = Vec::new();
+    for subscribers in [1, ALLOC_SUBSCRIBERS] {
+        let mut client = daemon.client().await.unwrap();
+        let session = daemon
+            .create_session(&mut client, dir.path(), json!({}))
+            .await
+            .unwrap();
+        let mut readers = Vec::new();
+        for _ in 0..subscribers {
+            let mut reader = daemon.client().await.unwrap();
+            reader.subscribe(&session, None).await.unwrap();
+            readers.push(reader);
+        }
+        let text: Vec<Chunk> = (0..ALLOC_DELTAS)
+            .map(|i| Chunk::Data(format!(
+                "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"d{i} \"}}}}\n\n"
+            )))
+            .collect();
+        let mut chunks = vec![sse::message_start()];
+        chunks.push(Chunk::Data("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n".into()));
+        chunks.extend(text);
+        chunks.push(Chunk::Data(
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
+                .into(),
+        ));
+        chunks.extend(sse::message_end("end_turn"));
+        mock.push(Reply::Stream(chunks));
+        let reading: Vec<_> = readers
+            .into_iter()
+            .map(|mut reader| {
+                tokio::spawn(async move {
+                    reader
+                        .events_until("processing_end", |_| true)
+                        .await
+                        .unwrap()
+                        .len()
+                })
+            })
+            .collect();
+        let before = Counters::read(daemon).await;
+        client
+            .call(
+                "session/submit",
+                json!({"session_id": session, "text": "stream"}),
+            )
+            .await
+            .unwrap();
+        let mut events = 0;
+        for reader in reading {
+            events = reader.await.unwrap();
+        }
+        let after = Counters::read(daemon).await;
+        runs.push(StreamAllocations {
+            allocated: Counters {
+                count: after.count - before.count,
+                bytes: after.bytes - before.bytes,
+                live: after.live - before.live,
+            },
+            events,
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let live_bytes = Counters::read(daemon).await.live;
+    let [one, many] = <[StreamAllocations; 2]>::try_from(runs).ok().unwrap();
+    AllocFigures {
+        one,
+        many,
+        live_bytes,
+        rss_kib: rss_kib(daemon.pid()),
+    }
 }

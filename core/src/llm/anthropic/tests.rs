@@ -283,7 +283,7 @@ fn error_bodies_are_read_leniently() {
 
 #[test]
 fn history_maps_to_alternating_messages_with_results_first_and_user_images() {
-    use agentd_proto::{InputId, ToolResult};
+    use agentd_proto::{InputId, ToolResult, Turn};
     let turns = [
         Turn::User {
             text: "go".into(),
@@ -323,20 +323,113 @@ fn history_maps_to_alternating_messages_with_results_first_and_user_images() {
     ];
     let refs: Vec<&Turn> = turns.iter().collect();
     assert_eq!(
-        messages(&refs),
-        vec![
-            json!({"role": "user", "content": [
+        serde_json::to_value(request::messages(&refs)).unwrap(),
+        json!([
+            {"role": "user", "content": [
                 {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"}},
-                {"type": "text", "text": "go"}]}),
-            json!({"role": "assistant", "content": [
+                {"type": "text", "text": "go"}]},
+            {"role": "assistant", "content": [
                 {"type": "thinking", "thinking": "hm", "signature": "sig"},
                 {"type": "text", "text": "ok"},
-                {"type": "tool_use", "id": "t1", "name": "shell", "input": {"command": "ls"}}]}),
-            json!({"role": "user", "content": [
+                {"type": "tool_use", "id": "t1", "name": "shell", "input": {"command": "ls"}}]},
+            {"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": "t1", "content": "a\n", "is_error": false},
-                {"type": "text", "text": "also b"}]}),
-        ]
+                {"type": "text", "text": "also b"}]},
+        ])
     );
+}
+
+/// The whole body: the system prompt, the last tool and the last block of the last user
+/// message are cache breakpoints; a tool result with images sends them as blocks; arguments
+/// that are not an object go as `{}`; the reasoning effort becomes a thinking budget.
+#[test]
+fn the_request_body_carries_the_cache_breakpoints_and_the_thinking_budget() {
+    use crate::tools::ToolDefinition;
+    use agentd_proto::{ImageData, InputId, ReasoningEffort, ToolResult, Turn};
+    let turns = [
+        Turn::User {
+            text: "go".into(),
+            input_id: InputId("i1".into()),
+            images: vec![],
+        },
+        Turn::Assistant {
+            text: String::new(),
+            reasoning: vec![],
+            tool_calls: vec![call("t1", "read_file", json!("not an object"))],
+            usage: Usage::default(),
+            response_id: None,
+            model: "m".into(),
+            api: Some(ProviderKind::Anthropic),
+        },
+        Turn::ToolResults {
+            results: vec![ToolResult {
+                call_id: ToolCallId("t1".into()),
+                content: "an image".into(),
+                is_error: true,
+                images: vec![ImageData {
+                    media_type: "image/png".into(),
+                    data: "iVBORw0K".into(),
+                }],
+            }],
+        },
+    ];
+    let history: Vec<&Turn> = turns.iter().collect();
+    let tools = [
+        ToolDefinition {
+            name: "a".into(),
+            description: "first".into(),
+            parameters: json!({"type": "object"}),
+        },
+        ToolDefinition {
+            name: "b".into(),
+            description: "second".into(),
+            parameters: json!({"type": "object", "properties": {}}),
+        },
+    ];
+    let request = Request {
+        model: "claude-x",
+        system: "be brief",
+        history: &history,
+        tools: tools.iter().collect(),
+        reasoning_effort: Some(ReasoningEffort::High),
+        max_output_tokens: 32_000,
+    };
+    let ephemeral = json!({"type": "ephemeral"});
+    assert_eq!(
+        serde_json::to_value(request::body(&request)).unwrap(),
+        json!({
+            "model": "claude-x",
+            "max_tokens": 32_000,
+            "stream": true,
+            "system": [{"type": "text", "text": "be brief", "cache_control": ephemeral}],
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "go"}]},
+                {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "t1", "name": "read_file", "input": {}}]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "is_error": true, "content": [
+                        {"type": "text", "text": "an image"},
+                        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"}}],
+                     "cache_control": ephemeral}]},
+            ],
+            "tools": [
+                {"name": "a", "description": "first", "input_schema": {"type": "object"}},
+                {"name": "b", "description": "second", "input_schema": {"type": "object", "properties": {}},
+                 "cache_control": ephemeral},
+            ],
+            "tool_choice": {"type": "auto"},
+            "thinking": {"type": "enabled", "budget_tokens": 24_576},
+        })
+    );
+    // Without tools or an effort, neither the tool choice nor thinking is sent.
+    let bare = Request {
+        tools: Vec::new(),
+        reasoning_effort: None,
+        ..request
+    };
+    let body = serde_json::to_value(request::body(&bare)).unwrap();
+    assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
+    assert!(body.get("thinking").is_none());
 }
 
 /// `stop_reason: refusal` ends the response as a refusal, with whatever text came before.
