@@ -7,7 +7,7 @@
 
 mod request;
 
-use super::http::{self, Auth, Endpoint, ErrorBody};
+use super::http::{self, Auth, Endpoint, ErrorBody, OnEndpoint};
 use super::{
     ByteStream, Delta, Deltas, Error, ErrorKind, Limits, Provider, Request, Response, StopReason,
 };
@@ -36,26 +36,16 @@ impl Anthropic {
         }
     }
 
-    /// The same client with other bounds on its calls.
-    pub(crate) fn with_limits(self, limits: Limits) -> Self {
-        Self {
-            endpoint: self.endpoint.with_limits(limits),
-            ..self
-        }
-    }
-
-    /// The same client, saying whether its models take images in user input.
-    pub(crate) fn with_images(self, images: bool) -> Self {
-        Self {
-            endpoint: self.endpoint.with_images(images),
-            ..self
-        }
-    }
-
     /// Sends these beta flags (for example `interleaved-thinking-2025-05-14`) with every request.
     pub(crate) fn with_betas(mut self, betas: &[String]) -> Self {
         self.betas = betas.join(",");
         self
+    }
+}
+
+impl OnEndpoint for Anthropic {
+    fn endpoint_mut(&mut self) -> &mut Endpoint {
+        &mut self.endpoint
     }
 }
 

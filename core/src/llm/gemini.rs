@@ -6,7 +6,7 @@
 //! tool turns. `thoughtSignature`s are kept on the part they came with and sent back there.
 //! There is no terminator: EOF after a `finishReason` is the end, EOF before one is truncation.
 
-use super::http::{self, Auth, Endpoint, ErrorBody};
+use super::http::{self, Auth, Endpoint, ErrorBody, OnEndpoint};
 use super::{
     ByteStream, Delta, Deltas, Error, ErrorKind, Limits, Provider, Request, Response, StopReason,
 };
@@ -45,19 +45,11 @@ impl Gemini {
             endpoint: Endpoint::new(http, base_url, api_key, Auth::Header("x-goog-api-key")),
         }
     }
+}
 
-    /// The same client with other bounds on its calls.
-    pub(crate) fn with_limits(self, limits: Limits) -> Self {
-        Self {
-            endpoint: self.endpoint.with_limits(limits),
-        }
-    }
-
-    /// The same client, saying whether its models take images in user input.
-    pub(crate) fn with_images(self, images: bool) -> Self {
-        Self {
-            endpoint: self.endpoint.with_images(images),
-        }
+impl OnEndpoint for Gemini {
+    fn endpoint_mut(&mut self) -> &mut Endpoint {
+        &mut self.endpoint
     }
 }
 

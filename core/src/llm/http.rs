@@ -49,19 +49,9 @@ impl Endpoint {
         }
     }
 
-    /// The same endpoint, saying whether its models take images in user input.
-    pub(super) fn with_images(self, images: bool) -> Self {
-        Self { images, ..self }
-    }
-
     /// Whether its models take images in user input.
     pub(super) fn images(&self) -> bool {
         self.images
-    }
-
-    /// The same endpoint with other bounds on its calls.
-    pub(super) fn with_limits(self, limits: Limits) -> Self {
-        Self { limits, ..self }
     }
 
     /// The bounds on its calls.
@@ -77,6 +67,21 @@ impl Endpoint {
             (Some(key), Auth::Bearer) => request.bearer_auth(key.expose()),
             (None, _) => request,
         }
+    }
+}
+
+/// A family's client, which calls one [`Endpoint`].
+pub(super) trait OnEndpoint: Sized {
+    /// The endpoint it calls.
+    fn endpoint_mut(&mut self) -> &mut Endpoint;
+
+    /// The same client with the configured bounds on its calls, saying whether its models
+    /// take images in user input.
+    fn configured(mut self, limits: Limits, images: bool) -> Self {
+        let endpoint = self.endpoint_mut();
+        endpoint.limits = limits;
+        endpoint.images = images;
+        self
     }
 }
 

@@ -474,29 +474,23 @@ pub(crate) fn client(
     http: reqwest::Client,
     p: &crate::config::ProviderConfig,
 ) -> Arc<dyn Provider> {
+    use self::http::OnEndpoint;
     let (base, key, limits, images) = (p.base_url.as_str(), p.api_key.clone(), p.limits, p.images);
     match p.kind {
         ProviderKind::Anthropic => Arc::new(
             anthropic::Anthropic::new(http, base, key)
                 .with_betas(&p.beta_headers)
-                .with_limits(limits)
-                .with_images(images),
+                .configured(limits, images),
         ),
-        ProviderKind::Openai => Arc::new(
-            openai::OpenAi::new(http, base, key)
-                .with_limits(limits)
-                .with_images(images),
-        ),
-        ProviderKind::OpenaiChat => Arc::new(
-            openai_chat::OpenAiChat::new(http, base, key)
-                .with_limits(limits)
-                .with_images(images),
-        ),
-        ProviderKind::Gemini => Arc::new(
-            gemini::Gemini::new(http, base, key)
-                .with_limits(limits)
-                .with_images(images),
-        ),
+        ProviderKind::Openai => {
+            Arc::new(openai::OpenAi::new(http, base, key).configured(limits, images))
+        }
+        ProviderKind::OpenaiChat => {
+            Arc::new(openai_chat::OpenAiChat::new(http, base, key).configured(limits, images))
+        }
+        ProviderKind::Gemini => {
+            Arc::new(gemini::Gemini::new(http, base, key).configured(limits, images))
+        }
     }
 }
 

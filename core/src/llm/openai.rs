@@ -6,7 +6,7 @@
 //! items keyed by `call_id`. The response is rebuilt from the completed output items (servers
 //! such as LM Studio skip the argument deltas); deltas only feed the live events.
 
-use super::http::{self, Auth, Endpoint};
+use super::http::{self, Auth, Endpoint, OnEndpoint};
 use super::openai_chat::{arguments_string, parse_error};
 use super::{
     ByteStream, Delta, Deltas, Error, ErrorKind, Limits, Provider, Request, Response, StopReason,
@@ -32,19 +32,11 @@ impl OpenAi {
             endpoint: Endpoint::new(http, base_url, api_key, Auth::Bearer),
         }
     }
+}
 
-    /// The same client with other bounds on its calls.
-    pub(crate) fn with_limits(self, limits: Limits) -> Self {
-        Self {
-            endpoint: self.endpoint.with_limits(limits),
-        }
-    }
-
-    /// The same client, saying whether its models take images in user input.
-    pub(crate) fn with_images(self, images: bool) -> Self {
-        Self {
-            endpoint: self.endpoint.with_images(images),
-        }
+impl OnEndpoint for OpenAi {
+    fn endpoint_mut(&mut self) -> &mut Endpoint {
+        &mut self.endpoint
     }
 }
 

@@ -7,7 +7,7 @@
 //! fragment, and missing arguments (meaning `{}`). Whether the turn called tools is decided from
 //! the accumulated calls, never from `finish_reason` alone.
 
-use super::http::{self, Auth, Endpoint, ErrorBody};
+use super::http::{self, Auth, Endpoint, ErrorBody, OnEndpoint};
 use super::{
     ByteStream, Delta, Deltas, Error, ErrorKind, Limits, Provider, Request, Response, StopReason,
 };
@@ -29,19 +29,11 @@ impl OpenAiChat {
             endpoint: Endpoint::new(http, base_url, api_key, Auth::Bearer),
         }
     }
+}
 
-    /// The same client with other bounds on its calls.
-    pub(crate) fn with_limits(self, limits: Limits) -> Self {
-        Self {
-            endpoint: self.endpoint.with_limits(limits),
-        }
-    }
-
-    /// The same client, saying whether its models take images in user input.
-    pub(crate) fn with_images(self, images: bool) -> Self {
-        Self {
-            endpoint: self.endpoint.with_images(images),
-        }
+impl OnEndpoint for OpenAiChat {
+    fn endpoint_mut(&mut self) -> &mut Endpoint {
+        &mut self.endpoint
     }
 }
 
