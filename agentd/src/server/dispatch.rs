@@ -1,7 +1,7 @@
 //! Dispatch: runs a connection's messages through jsonrpsee's `Methods` and queues their
 //! answers. Does by hand what jsonrpsee's own (crate-private) RPC service does for its
 //! transports, because this one must also: answer every malformed message with a specific
-//! error (see [`message`](super::message)), run requests whose ids jsonrpsee cannot hold under
+//! error (see [`message`]), run requests whose ids jsonrpsee cannot hold under
 //! stand-in ids (for subscriptions too, through a sink that swaps the id back), bound batches
 //! by count and by the size of their answers, take unsubscribe params as an object, and let an
 //! unsubscribe sent right after the subscribe reply find its subscription.
