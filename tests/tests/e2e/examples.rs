@@ -219,7 +219,7 @@ async fn without_xdg_runtime_dir_the_examples_find_the_binaries_socket() {
         .unwrap();
     assert_eq!(
         String::from_utf8_lossy(&python_info.stdout).trim(),
-        "1",
+        "2",
         "{}",
         String::from_utf8_lossy(&python_info.stderr)
     );
