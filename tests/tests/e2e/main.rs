@@ -28,6 +28,7 @@ mod connections;
 mod control;
 mod conversation;
 mod daemon;
+mod dirs;
 mod durability;
 mod editor_emacs;
 mod editor_nvim;

@@ -3,58 +3,20 @@
 //! rule against a loopback server, how refusals reach the model, and that the daemon itself
 //! and other sessions are never restricted.
 
+use crate::dirs::{Dirs, untouched};
 use crate::{Setup, round, setup_with, shell};
 use agentd_tests::family::Family;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
 const ANTHROPIC: Family = Family::Anthropic;
 
-/// A workspace (the session's cwd) beside a directory outside it holding `victim.txt`, and a
-/// symlink `ws/link` to that directory. All paths are real (no symlinked temp dir).
-struct Dirs {
-    _root: tempfile::TempDir,
-    ws: PathBuf,
-    outside: PathBuf,
-}
-
-impl Dirs {
-    fn new() -> Self {
-        let root = tempfile::tempdir().unwrap();
-        let real = std::fs::canonicalize(root.path()).unwrap();
-        let (ws, outside) = (real.join("ws"), real.join("outside"));
-        std::fs::create_dir(&ws).unwrap();
-        std::fs::create_dir(&outside).unwrap();
-        std::fs::write(ws.join("existing.txt"), "original\n").unwrap();
-        std::fs::write(outside.join("victim.txt"), "original\n").unwrap();
-        std::os::unix::fs::symlink(&outside, ws.join("link")).unwrap();
-        Self {
-            _root: root,
-            ws,
-            outside,
-        }
-    }
-
-    /// Every file under `dir` with its content.
-    fn files(dir: &Path) -> BTreeMap<String, String> {
-        std::fs::read_dir(dir)
-            .unwrap()
-            .flatten()
-            .filter(|e| e.file_type().unwrap().is_file())
-            .map(|e| {
-                (
-                    e.file_name().to_string_lossy().into_owned(),
-                    std::fs::read_to_string(e.path()).unwrap(),
-                )
-            })
-            .collect()
-    }
-}
-
-/// What the outside directory holds when nothing reached it.
-fn untouched() -> BTreeMap<String, String> {
-    BTreeMap::from([("victim.txt".to_owned(), "original\n".to_owned())])
+/// [`Dirs`] with `ws/existing.txt` and a symlink `ws/link` to the outside directory.
+fn sandbox_dirs() -> Dirs {
+    let dirs = Dirs::new();
+    std::fs::write(dirs.ws.join("existing.txt"), "original\n").unwrap();
+    std::os::unix::fs::symlink(&dirs.outside, dirs.ws.join("link")).unwrap();
+    dirs
 }
 
 /// A session of `profile` in `dirs.ws` with `config`, on a fresh daemon.
@@ -89,7 +51,7 @@ async fn read_only_commands_create_change_and_delete_nothing() {
     if !agentd_tests::landlock(3) {
         return;
     }
-    let dirs = Dirs::new();
+    let dirs = sandbox_dirs();
     let mut s = session(&dirs, "anthropic", json!({"sandbox": "read_only"})).await;
     let o = dirs.outside.display();
     let results = round(
@@ -143,7 +105,7 @@ async fn read_only_commands_create_change_and_delete_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_only_sessions_imply_the_read_only_sandbox() {
-    let dirs = Dirs::new();
+    let dirs = sandbox_dirs();
     let mut s = setup_with(json!({})).await;
     let cwd = dirs.ws.display().to_string();
     let snapshot = s
@@ -201,7 +163,7 @@ async fn workspace_write_keeps_the_shell_and_write_and_edit_inside() {
     if !agentd_tests::landlock(3) {
         return;
     }
-    let dirs = Dirs::new();
+    let dirs = sandbox_dirs();
     let extra = tempfile::tempdir().unwrap();
     let extra = std::fs::canonicalize(extra.path()).unwrap();
     let mut s = session(
@@ -291,7 +253,7 @@ async fn workspace_write_keeps_apply_patch_inside() {
     if !agentd_tests::landlock(3) {
         return;
     }
-    let dirs = Dirs::new();
+    let dirs = sandbox_dirs();
     let mut s = session(&dirs, "openai", json!({"sandbox": "workspace_write"})).await;
     let o = dirs.outside.display();
     let patch = |id: &'static str, body: String| {
@@ -368,7 +330,7 @@ async fn network_off_blocks_tcp_and_on_allows_it() {
     if !agentd_tests::landlock(4) || agentd_tests::program("python3").is_none() {
         return;
     }
-    let dirs = Dirs::new();
+    let dirs = sandbox_dirs();
     let port = loopback_server();
     let mut s = session(&dirs, "anthropic", json!({"sandbox": "workspace_write"})).await;
     let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && head -n1 <&3");
@@ -413,7 +375,7 @@ async fn the_daemon_and_other_sessions_are_not_restricted() {
     if !agentd_tests::landlock(3) {
         return;
     }
-    let dirs = Dirs::new();
+    let dirs = sandbox_dirs();
     let mut s = session(
         &dirs,
         "anthropic",
@@ -474,7 +436,7 @@ async fn the_daemon_and_other_sessions_are_not_restricted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agentctl_sets_and_shows_the_sandbox() {
-    let dirs = Dirs::new();
+    let dirs = sandbox_dirs();
     let s = setup_with(json!({})).await;
     let cwd = dirs.ws.display().to_string();
     let out = s
@@ -566,7 +528,7 @@ async fn agentctl_sets_and_shows_the_sandbox() {
 /// for a person (whose yes runs it unconfined), and a session that does not ask refuses it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_may_let_a_command_out_of_the_sandbox() {
-    let dirs = Dirs::new();
+    let dirs = sandbox_dirs();
     let o = dirs.outside.display().to_string();
     let mut s = session(
         &dirs,

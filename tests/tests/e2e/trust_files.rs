@@ -5,12 +5,13 @@
 //! `working_dir` that is a symlink out of the workspace, and a symlink swapped under the
 //! writing tools while they write.
 
+use crate::dirs::{Dirs, untouched};
 use crate::{Setup, of_kind, setup_unprivileged};
 use agentd_tests::family::Family;
 use agentd_tests::mock::Reply;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -19,50 +20,11 @@ const ANTHROPIC: Family = Family::Anthropic;
 /// What a refusal of agentd's own files says.
 const PROTECTED: &str = "agentd's own files are not readable by tools";
 
-/// A workspace beside a directory outside it holding `victim.txt`; both real paths.
-struct Dirs {
-    root: tempfile::TempDir,
-    ws: PathBuf,
-    outside: PathBuf,
-}
-
 impl Dirs {
-    fn new() -> Self {
-        let root = tempfile::tempdir().unwrap();
-        let real = std::fs::canonicalize(root.path()).unwrap();
-        let (ws, outside) = (real.join("ws"), real.join("outside"));
-        std::fs::create_dir(&ws).unwrap();
-        std::fs::create_dir(&outside).unwrap();
-        std::fs::write(outside.join("victim.txt"), "original\n").unwrap();
-        Self { root, ws, outside }
-    }
-
-    /// Every entry under `dir` (recursively, symlinks not followed), with a file's content.
-    fn tree(dir: &Path) -> BTreeMap<String, String> {
-        let mut found = BTreeMap::new();
-        let mut stack = vec![dir.to_owned()];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).unwrap().flatten() {
-                let path = e.path();
-                let name = path.strip_prefix(dir).unwrap().display().to_string();
-                let kind = e.file_type().unwrap();
-                if kind.is_dir() {
-                    stack.push(path);
-                    found.insert(name, "<dir>".into());
-                } else if kind.is_file() {
-                    found.insert(name, std::fs::read_to_string(&path).unwrap());
-                } else {
-                    found.insert(name, "<other>".into());
-                }
-            }
-        }
-        found
-    }
-
     fn outside_untouched(&self) {
         assert_eq!(
             Self::tree(&self.outside),
-            BTreeMap::from([("victim.txt".to_owned(), "original\n".to_owned())]),
+            untouched(),
             "something reached the directory outside the workspace"
         );
     }
