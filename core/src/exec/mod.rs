@@ -20,6 +20,7 @@ mod process;
 mod protected;
 mod sandbox;
 mod search;
+mod spawn;
 mod ssh;
 mod utf8;
 

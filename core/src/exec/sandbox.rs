@@ -247,10 +247,15 @@ pub(super) fn real_path(path: &Path, follow_last: bool) -> Result<PathBuf, Error
     Ok(real)
 }
 
-/// The Landlock ruleset for `policy`, built and checked in the daemon; the child applies it
-/// with [`restrict_child`]. Fails when the kernel cannot enforce all of it.
+/// A Landlock ruleset the kernel enforces in full (built with every feature a hard
+/// requirement), for a child to apply to itself before `exec` ([`Restriction::apply`]).
 #[cfg(target_os = "linux")]
-pub(crate) fn ruleset(policy: &SandboxPolicy) -> Result<landlock::RulesetCreated, Error> {
+pub(crate) struct Restriction(std::os::fd::OwnedFd);
+
+/// The Landlock ruleset for `policy`, built and checked in the daemon; the child applies it
+/// with [`Restriction::apply`]. Fails when the kernel cannot enforce all of it.
+#[cfg(target_os = "linux")]
+pub(crate) fn ruleset(policy: &SandboxPolicy) -> Result<Restriction, Error> {
     use landlock::{
         ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
         RulesetCreatedAttr, Scope, path_beneath_rules,
@@ -278,13 +283,17 @@ pub(crate) fn ruleset(policy: &SandboxPolicy) -> Result<landlock::RulesetCreated
             .add_rules(path_beneath_rules(WRITABLE_DEVICES, AccessFs::from_all(fs)))?
             .add_rules(path_beneath_rules(&policy.writable, AccessFs::from_all(fs)))
     };
-    build().map_err(|e| {
+    let refused = |why: &dyn std::fmt::Display| {
         Error::NotAllowed(format!(
             "cannot start the command in its sandbox: this kernel cannot enforce it with \
-             Landlock ({e}); the command was not run. Landlock ABI 3 is needed (4 with \
+             Landlock ({why}); the command was not run. Landlock ABI 3 is needed (4 with \
              sandbox_network = false), or set sandbox = \"off\""
         ))
-    })
+    };
+    let created = build().map_err(|e| refused(&e))?;
+    Option::<std::os::fd::OwnedFd>::from(created)
+        .map(Restriction)
+        .ok_or_else(|| refused(&"the kernel offers no Landlock"))
 }
 
 /// The Landlock ABI this kernel offers (0: none), asked once.
@@ -307,19 +316,25 @@ fn landlock_abi() -> i64 {
     })
 }
 
-/// Restricts the calling process (a forked child about to `exec`) with `ruleset`. Makes
-/// only system calls, as code between `fork` and `exec` must; anything short of full
-/// enforcement is an error, so the command never runs unrestricted.
 #[cfg(target_os = "linux")]
-pub(crate) fn restrict_child(ruleset: landlock::RulesetCreated) -> std::io::Result<()> {
-    match ruleset.restrict_self() {
-        Ok(status)
-            if status.ruleset == landlock::RulesetStatus::FullyEnforced && status.no_new_privs =>
-        {
-            Ok(())
+impl Restriction {
+    /// Restricts the calling process (a child about to `exec`): `no_new_privs`, then the
+    /// ruleset. Makes only system calls, as code between the spawn and the `exec` must; a
+    /// failure of either is an error, so the command never runs unrestricted.
+    pub(crate) fn apply(&self) -> Result<(), nix::errno::Errno> {
+        use nix::errno::Errno;
+        use std::os::fd::AsRawFd;
+        // SAFETY: prctl and landlock_restrict_self with valid arguments, on a ruleset
+        // descriptor this keeps open.
+        unsafe {
+            Errno::result(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
+            Errno::result(libc::syscall(
+                libc::SYS_landlock_restrict_self,
+                self.0.as_raw_fd(),
+                0u32,
+            ))?;
         }
-        Ok(_) => Err(std::io::Error::from_raw_os_error(libc::EOPNOTSUPP)),
-        Err(_) => Err(std::io::Error::from_raw_os_error(libc::EPERM)),
+        Ok(())
     }
 }
 

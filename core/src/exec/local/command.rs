@@ -2,19 +2,19 @@
 //! group, its variables filtered and marked, in its sandbox where it has one; then the shared
 //! loop (`exec/child.rs`) runs it, and the processes that left its group are named.
 
-use super::super::child::{self, Child};
+use super::super::child;
 use super::super::process::{self, MARKER_VAR, group_alive};
 use super::super::sandbox::{Namespaces, SandboxPolicy};
+use super::super::spawn::Command;
 use super::super::{Error, ExecRequest, ExecResult, ExecutionEnvironment, OutputSink};
 use super::stop::Targets;
 use super::{LocalExecutionEnvironment, NamespaceCell, describe_escaped};
 use agentd_proto::ProcessInfo;
+use nix::errno::Errno;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 impl LocalExecutionEnvironment {
@@ -35,40 +35,33 @@ impl LocalExecutionEnvironment {
             self.marker,
             self.commands.fetch_add(1, Ordering::Relaxed)
         );
-        let mut command = Command::new("/bin/bash");
+        let mut command = Command::new(
+            Path::new("/bin/bash"),
+            &["-c".as_ref(), request.command.as_ref()],
+            &cwd,
+        )
+        .map_err(Error::Spawn)?;
         command
-            .arg("-c")
-            .arg(request.command)
-            .current_dir(&cwd)
-            .env_clear()
             .envs(self.options.env.filter(std::env::vars_os()))
             .env(MARKER_VAR, &marker)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        // SAFETY: `detach` makes only system calls, as code between fork and exec must.
-        unsafe {
-            command.pre_exec(detach);
-        }
+            .hook(Box::new(detach));
         if let Some(policy) = request.sandbox {
             let namespaces = self.namespaces(policy).await?;
             sandbox(&mut command, policy, namespaces, &cwd)?;
         }
-        let (child, spawned) = process::spawn(&mut command).map_err(|e| match request.sandbox {
+        let (pgid, mut child) = command.spawn().map_err(|e| match request.sandbox {
             Some(_) => Error::Spawn(std::io::Error::new(
                 e.kind(),
                 format!("in its sandbox: {e}"),
             )),
             None => Error::Spawn(e),
         })?;
-        let pgid = spawned.0;
         // A leader that already exited has nothing to record: its group is being reaped.
         let group = process::identify(pgid);
         if let Some(group) = group {
             self.track(group, true);
         }
         let mut targets = Targets::command(pgid, &marker);
-        let mut child = Child::piped(child);
         let finished =
             child::run(&mut child, &mut targets, request.timeout, cancel, output).await?;
         let ended = finished.stopped.is_some();
@@ -181,13 +174,11 @@ impl LocalExecutionEnvironment {
 /// through `/dev/tty` a command could push keystrokes into the person's shell (`TIOCSTI`).
 /// Then marks every descriptor beyond stdio close-on-exec: the daemon may have inherited
 /// some open (from whatever started it), and a write through one passes every check.
-/// Makes only system calls, as code between `fork` and `exec` must.
-fn detach() -> std::io::Result<()> {
+/// Makes only system calls, as code between the spawn and the `exec` must.
+fn detach() -> Result<(), Errno> {
     // SAFETY: plain system calls with valid arguments.
     unsafe {
-        if libc::setsid() == -1 {
-            return Err(std::io::Error::last_os_error());
-        }
+        Errno::result(libc::setsid())?;
         if libc::syscall(
             libc::SYS_close_range,
             3u32,
@@ -199,9 +190,7 @@ fn detach() -> std::io::Result<()> {
         }
         // Before Linux 5.11: one descriptor at a time, up to the limit.
         let mut limit: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == -1 {
-            return Err(std::io::Error::last_os_error());
-        }
+        Errno::result(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit))?;
         let last = libc::c_int::try_from(limit.rlim_cur.min(1 << 20)).unwrap_or(1 << 20);
         for fd in 3..last {
             libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
@@ -220,28 +209,23 @@ fn sandbox(
     namespaces: Option<Arc<Namespaces>>,
     cwd: &Path,
 ) -> Result<(), Error> {
-    let mut ruleset = Some(super::super::sandbox::ruleset(policy)?);
+    let restriction = super::super::sandbox::ruleset(policy)?;
     let join = namespaces.as_ref().map(|n| n.join(cwd)).transpose()?;
     if let Some(temp) = policy.temp_dir() {
         for var in ["TMPDIR", "TMP", "TEMP", "TEMPDIR"] {
             command.env(var, temp);
         }
     }
-    // SAFETY: the closure runs in the forked child and makes only system calls (setns,
-    // chdir, prctl, capset and landlock_restrict_self); everything it uses was allocated
-    // before the fork, and `namespaces` keeps the descriptors `join` names open.
-    unsafe {
-        command.pre_exec(move || {
-            let _keep = &namespaces;
-            if let Some(join) = &join {
-                join.enter()?;
-            }
-            match ruleset.take() {
-                Some(ruleset) => super::super::sandbox::restrict_child(ruleset),
-                None => Err(std::io::Error::from_raw_os_error(libc::EINVAL)),
-            }
-        });
-    }
+    // The hook makes only system calls (setns, chdir, prctl, capset and
+    // landlock_restrict_self) on what it owns; `namespaces` keeps open the descriptors
+    // `join` names.
+    command.hook(Box::new(move || {
+        let _keep = &namespaces;
+        if let Some(join) = &join {
+            join.enter()?;
+        }
+        restriction.apply()
+    }));
     Ok(())
 }
 

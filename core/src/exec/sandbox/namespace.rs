@@ -14,6 +14,7 @@
 use super::SandboxPolicy;
 use crate::exec::Error;
 use crate::exec::process::{self, SpawnedChild};
+use nix::errno::Errno;
 use std::ffi::CString;
 use std::io::{BufRead, BufReader};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -217,14 +218,8 @@ impl Join {
     /// moves to its root), and drops every capability the user namespace gave, so nothing
     /// the command runs can undo a mount. Makes only system calls, as code between `fork`
     /// and `exec` must.
-    pub(crate) fn enter(&self) -> std::io::Result<()> {
-        let check = |r: libc::c_int| {
-            if r == -1 {
-                Err(std::io::Error::last_os_error())
-            } else {
-                Ok(())
-            }
-        };
+    pub(crate) fn enter(&self) -> Result<(), Errno> {
+        let check = |r: libc::c_int| Errno::result(r).map(drop);
         // SAFETY: plain system calls on descriptors the parent keeps open until the spawn
         // returns, and on a NUL-terminated path it owns.
         unsafe {
@@ -243,7 +238,7 @@ impl Join {
 ///
 /// # Safety
 /// System calls only; for a forked child before `exec`.
-unsafe fn drop_capabilities() -> std::io::Result<()> {
+unsafe fn drop_capabilities() -> Result<(), Errno> {
     #[repr(C)]
     struct Header {
         version: u32,
@@ -261,22 +256,18 @@ unsafe fn drop_capabilities() -> std::io::Result<()> {
     // expected and ignored.
     unsafe {
         for cap in 0..64 {
-            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) == -1
-                && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL)
-            {
-                return Err(std::io::Error::last_os_error());
+            match Errno::result(libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0)) {
+                Ok(_) | Err(Errno::EINVAL) => {}
+                Err(e) => return Err(e),
             }
         }
-        if libc::prctl(
+        Errno::result(libc::prctl(
             libc::PR_CAP_AMBIENT,
             libc::PR_CAP_AMBIENT_CLEAR_ALL,
             0,
             0,
             0,
-        ) == -1
-        {
-            return Err(std::io::Error::last_os_error());
-        }
+        ))?;
         let header = Header {
             version: VERSION_3,
             pid: 0,
@@ -286,9 +277,7 @@ unsafe fn drop_capabilities() -> std::io::Result<()> {
             permitted: 0,
             inheritable: 0,
         }; 2];
-        if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) == -1 {
-            return Err(std::io::Error::last_os_error());
-        }
+        Errno::result(libc::syscall(libc::SYS_capset, &header, data.as_ptr()))?;
     }
     Ok(())
 }
