@@ -280,7 +280,9 @@ mod linux {
                 let pid = libc::clone(
                     child_main,
                     stack.top(),
-                    libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                    // No exit signal: the pidfd tells of the exit, and a SIGCHLD would only
+                    // wake tokio's handler and the orphan reaper's scan of `/proc` for nothing.
+                    libc::CLONE_VM | libc::CLONE_VFORK,
                     std::ptr::from_ref(&side).cast_mut().cast(),
                 );
                 let clone_error = io::Error::last_os_error();
@@ -295,7 +297,7 @@ mod linux {
             if failed != 0 {
                 // It has exited: reap it here, unlisted, so nothing else takes its status.
                 // SAFETY: waits for our own child.
-                unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+                unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::__WALL) };
                 return Err(io::Error::from_raw_os_error(failed));
             }
             listed.get_or_insert_default().insert(pid);
@@ -311,7 +313,7 @@ mod linux {
                     // SAFETY: our own child, started above; without a pidfd nothing awaits it.
                     unsafe {
                         libc::kill(pid, libc::SIGKILL);
-                        libc::waitpid(pid, std::ptr::null_mut(), 0);
+                        libc::waitpid(pid, std::ptr::null_mut(), libc::__WALL);
                     }
                     return Err(io::Error::new(
                         why.kind(),
@@ -369,7 +371,8 @@ mod linux {
                 libc::P_PIDFD,
                 pidfd.as_raw_fd() as libc::id_t,
                 &mut info,
-                libc::WEXITED | libc::WNOHANG,
+                // __WALL: a child without an exit signal is a "clone" child to wait.
+                libc::WEXITED | libc::WNOHANG | libc::__WALL,
             );
             if done == -1 {
                 return Err(io::Error::last_os_error());

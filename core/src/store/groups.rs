@@ -17,6 +17,8 @@ use std::sync::mpsc;
 
 const FILE: &str = "groups.json";
 const FILE_TMP: &str = ".groups.json.tmp";
+/// How long the end of a group may wait to be written with the next change.
+const REMOVAL_DELAY: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// One recorded process group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,7 +40,8 @@ pub struct RecordedProcesses {
 
 /// The running daemon's `groups.json`. Changes are sent to a thread of its own that writes them
 /// in order, coalescing what arrived meanwhile, so a command never waits for the disk (a
-/// hanging disk would otherwise stall the async workers that start commands).
+/// hanging disk would otherwise stall the async workers that start commands). Ends of groups
+/// are written up to [`REMOVAL_DELAY`] late, with the next start.
 #[derive(Debug)]
 pub(crate) struct ProcessRecords {
     changes: mpsc::Sender<Change>,
@@ -82,15 +85,42 @@ impl Store {
         std::thread::Builder::new()
             .name("agentd-groups".into())
             .spawn(move || {
-                // Ends when the last sender (the registry's) is dropped.
-                while let Ok(first) = rx.recv() {
-                    let mut changed = apply(&mut current, first);
-                    while let Ok(next) = rx.try_recv() {
-                        changed |= apply(&mut current, next);
+                // A group that started is written at once, with whatever arrived meanwhile;
+                // one that ended waits for the next start or a quiet moment (a stale entry is
+                // harmless: the next run checks its leader's start time), so a run of short
+                // commands costs one write each, not two.
+                let mut unwritten = false;
+                loop {
+                    let next = if unwritten {
+                        match rx.recv_timeout(REMOVAL_DELAY) {
+                            Ok(change) => Some(change),
+                            Err(mpsc::RecvTimeoutError::Timeout) => None,
+                            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                        }
+                    } else {
+                        // Ends when the last sender (the registry's) is dropped.
+                        match rx.recv() {
+                            Ok(change) => Some(change),
+                            Err(_) => break,
+                        }
+                    };
+                    let mut now = next.is_none();
+                    let arrived = next
+                        .into_iter()
+                        .chain(std::iter::from_fn(|| rx.try_recv().ok()));
+                    for change in arrived {
+                        now |= matches!(change, Change::Add(_));
+                        unwritten |= apply(&mut current, change);
                     }
-                    if changed && let Err(e) = write(&thread_dir, &current) {
-                        tracing::warn!("cannot update the process group records: {e}");
+                    if unwritten && now {
+                        if let Err(e) = write(&thread_dir, &current) {
+                            tracing::warn!("cannot update the process group records: {e}");
+                        }
+                        unwritten = false;
                     }
+                }
+                if unwritten && let Err(e) = write(&thread_dir, &current) {
+                    tracing::warn!("cannot update the process group records: {e}");
                 }
             })
             .map_err(at(&dir))?;
@@ -188,6 +218,28 @@ mod tests {
         // The next run starts over.
         store.process_records("3-4").unwrap();
         assert_eq!(store.leftover_processes().unwrap().groups, []);
+    }
+
+    #[test]
+    fn the_end_of_a_group_is_written_without_a_later_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let records = store.process_records("1-2").unwrap();
+        let group = RecordedGroup {
+            pgid: 10,
+            start_time: 5,
+        };
+        let written = |groups: &[RecordedGroup]| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while store.leftover_processes().unwrap().groups != groups {
+                assert!(std::time::Instant::now() < deadline, "never written");
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        };
+        records.add(group);
+        written(&[group]);
+        records.remove(group);
+        written(&[]);
     }
 
     #[test]

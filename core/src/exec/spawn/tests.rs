@@ -159,7 +159,7 @@ async fn a_failing_hook_or_a_missing_program_fails_the_spawn_with_its_errno() {
     assert_eq!(err.kind(), io::ErrorKind::NotFound);
     // Neither left a child behind, zombie or not.
     // SAFETY: a non-blocking query of this process's children.
-    let waited = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) };
+    let waited = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG | libc::__WALL) };
     assert!(waited <= 0, "a child was left: {waited}");
 }
 
