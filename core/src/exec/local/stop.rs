@@ -109,6 +109,13 @@ impl Targets {
             }
         }
         self.signal(&escaped, Signal::SIGKILL);
+        // A SIGKILL takes effect when its process next runs, which on a loaded machine is
+        // a while: wait (bounded: a process stuck in the kernel dies when it gets out) so
+        // that whoever awaited the stop finds nothing alive.
+        let deadline = tokio::time::Instant::now() + KILL_GRACE;
+        while self.alive(&escaped) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(STOP_POLL).await;
+        }
         escaped
     }
 }
