@@ -224,6 +224,13 @@ pub trait ExecutionEnvironment: Send + Sync {
             .filter(|r| !r.timed_out)
             .map(|r| r.stdout)
     }
+    /// Gets ready to run commands under `policy` (locally: builds the namespaces its commands
+    /// join), so that the first command does not wait for it. A session calls it when it
+    /// starts working on an input, next to its first LLM call; a failure is left for the
+    /// command to report. The default has nothing to prepare.
+    async fn prepare_sandbox(&self, policy: &SandboxPolicy) {
+        let _ = policy;
+    }
     /// Terminates every process this environment started that is still alive (commands that
     /// left background children behind, in their groups or out of them), within the grace
     /// period. Called when a session aborts or closes.
@@ -286,6 +293,9 @@ impl<E: ExecutionEnvironment> ExecutionEnvironment for ReadOnly<E> {
     }
     fn temp_dir(&self) -> Result<PathBuf, Error> {
         self.0.temp_dir()
+    }
+    async fn prepare_sandbox(&self, policy: &SandboxPolicy) {
+        self.0.prepare_sandbox(policy).await;
     }
     async fn read_file(&self, path: &Path) -> Result<Vec<u8>, Error> {
         self.0.read_file(path).await

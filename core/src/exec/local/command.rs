@@ -111,7 +111,10 @@ impl LocalExecutionEnvironment {
     /// mounts) must not quietly leave the next commands with Landlock alone, which hides
     /// nothing. Reports share one set for the whole daemon (their policy is the same
     /// everywhere), so a session's start does not build one.
-    async fn namespaces(&self, policy: &SandboxPolicy) -> Result<Option<Arc<Namespaces>>, Error> {
+    pub(super) async fn namespaces(
+        &self,
+        policy: &SandboxPolicy,
+    ) -> Result<Option<Arc<Namespaces>>, Error> {
         static WORKED: AtomicBool = AtomicBool::new(false);
         static REPORTS: Mutex<Option<Arc<NamespaceCell>>> = Mutex::new(None);
         let slot = if *policy == SandboxPolicy::report() {
@@ -402,5 +405,41 @@ mod tests {
         assert!(result.timed_out && !result.cancelled);
         assert_eq!(result.exit_code, None, "killed by a signal");
         assert_eq!(with_marker(&marker), Vec::<i32>::new());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_prepared_sandbox_is_built_before_the_first_command_which_joins_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = LocalExecutionEnvironment::new(dir.path().to_owned(), EnvPolicy::InheritCore);
+        let mut config = crate::config::default_session_config("anthropic", "m");
+        config.sandbox = agentd_proto::SandboxMode::WorkspaceWrite;
+        let policy = SandboxPolicy::new(&config, &env).unwrap().unwrap();
+        env.prepare_sandbox(&policy).await;
+        let built = || {
+            let slot = env.namespaces.lock().unwrap();
+            match slot.as_ref().and_then(|cell| cell.get()) {
+                Some(Ok(n)) => n.clone(),
+                other => panic!(
+                    "not built (is bubblewrap installed?): {:?}",
+                    other.map(|r| r.as_ref().err())
+                ),
+            }
+        };
+        let prepared = built();
+        let request = ExecRequest {
+            command: "echo in",
+            timeout: Duration::from_secs(60),
+            working_dir: None,
+            sandbox: Some(&policy),
+        };
+        let result = env
+            .exec_command(request, &|_, _| {}, &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(result.stdout, "in\n");
+        assert!(
+            Arc::ptr_eq(&prepared, &built()),
+            "the command built its own"
+        );
     }
 }

@@ -201,6 +201,11 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
         blocking(move |_| super::sandbox::real_path(&path, true)).await
     }
 
+    async fn prepare_sandbox(&self, policy: &SandboxPolicy) {
+        // An error is cached for the command, which reports it.
+        let _ = self.namespaces(policy).await;
+    }
+
     async fn exec_command(
         &self,
         request: ExecRequest<'_>,

@@ -6,6 +6,7 @@ use super::start::capture;
 use super::supervise::panic_message;
 use super::{Task, Work};
 use crate::agent::{Agent, CompactError, Input, Outcome};
+use crate::exec::SandboxPolicy;
 use crate::session::Error;
 use crate::tools::SubagentResult;
 use agentd_proto::{
@@ -102,6 +103,16 @@ impl Task {
         }
     }
 
+    /// Builds what the session's sandbox needs in the background, while the first LLM call
+    /// is made, so the first command does not wait for it (a few milliseconds locally).
+    fn prepare_sandbox(&self) {
+        let config = self.core().config.clone();
+        if let Ok(Some(policy)) = SandboxPolicy::new(&config, self.info.env.as_ref()) {
+            let env = self.info.env.clone();
+            tokio::spawn(async move { env.prepare_sandbox(&policy).await });
+        }
+    }
+
     /// Waits for the environment context (captured in the background since the start).
     async fn context_ready(&self) {
         let env = self.info.env.clone();
@@ -111,6 +122,7 @@ impl Task {
 
     /// Runs `input` and the follow-ups after it, then ends the processing cycle.
     async fn process(&self, mut input: Input, mut token: CancellationToken) {
+        self.prepare_sandbox();
         self.context_ready().await;
         loop {
             self.core().current_input = Some(input.input_id.clone());
