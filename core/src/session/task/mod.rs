@@ -5,7 +5,8 @@
 //!
 //! `Core` sits in a `Mutex` only because the work and the command handler are two futures of
 //! this one task (polled by the same `select!`): no other task ever locks it, no lock is held
-//! across an `.await`, and nothing under it waits or touches the disk: an event or an entry is
+//! across an `.await` (so it is never contended: [`Task::core`] checks), and nothing under it
+//! waits or touches the disk: an event or an entry is
 //! handed to the [`Writer`](crate::store::Writer) without waiting, and the agent loop waits for
 //! room in the writer's backlog at its own await points, with the lock released (see
 //! `store/writer.rs`).
@@ -49,7 +50,7 @@ use requests::Pending;
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use tokio::sync::{OnceCell, broadcast, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -124,9 +125,25 @@ fn new_id(prefix: &str) -> String {
 }
 
 impl Task {
-    /// The task's state. Only this task locks it; see the module docs.
+    /// The task's state. Only this task locks it, and never across an `.await` (see the
+    /// module docs), so the lock is always free: a debug build aborts when it is not, which
+    /// makes every test that runs a session a check of that rule.
     pub(super) fn core(&self) -> MutexGuard<'_, Core> {
-        self.core.lock().unwrap_or_else(|e| e.into_inner())
+        match self.core.try_lock() {
+            Ok(core) => core,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                if cfg!(debug_assertions) {
+                    eprintln!(
+                        "agentd bug: session {} state locked while locked (a guard held across \
+                         an await, or a second task)",
+                        self.info.id
+                    );
+                    std::process::abort();
+                }
+                self.core.lock().unwrap_or_else(|e| e.into_inner())
+            }
+        }
     }
 
     pub(super) fn context(&self) -> Option<&EnvironmentContext> {
