@@ -175,6 +175,8 @@ impl Agent<'_> {
             tools: vec![],
             reasoning_effort: None,
             max_output_tokens: config.max_output_tokens,
+            // Its prefix is not the conversation's: another cache.
+            cache_key: None,
         };
         let mut on_retry = |n: llm::RetryNotice<'_>| {
             host.emit(EventBody::warning(format!(

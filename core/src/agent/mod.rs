@@ -27,6 +27,9 @@ use tokio_util::sync::CancellationToken;
 
 /// What the loop needs from the session that runs it.
 pub(crate) trait Host: Send + Sync {
+    /// What names the session to providers that route a conversation's requests to the same
+    /// prompt cache (OpenAI's `prompt_cache_key`): its id.
+    fn cache_key(&self) -> &str;
     /// Records an event. Never waits: what waits for the disk is [`Host::backlog`].
     fn emit(&self, body: EventBody);
     /// Appends a turn to the history (and persists it). Never waits, as `emit`.
@@ -237,6 +240,7 @@ impl Agent<'_> {
                 tools: tools.definitions().collect(),
                 reasoning_effort: config.reasoning_effort,
                 max_output_tokens: config.max_output_tokens,
+                cache_key: Some(host.cache_key()),
             };
             let mut partial = String::new();
             let mut text_started = false;

@@ -93,6 +93,9 @@ pub struct Request<'a> {
     pub reasoning_effort: Option<ReasoningEffort>,
     /// Most output tokens.
     pub max_output_tokens: u32,
+    /// Routes requests that share a prefix to the same prompt cache (the session's id), for
+    /// the providers that take one (OpenAI's `prompt_cache_key`); the others ignore it.
+    pub cache_key: Option<&'a str>,
 }
 
 /// Incremental output of a streaming call.
@@ -539,6 +542,7 @@ mod tests {
             tools: vec![],
             reasoning_effort: None,
             max_output_tokens: 1,
+            cache_key: None,
         };
         let mut retries = Vec::new();
         let mut deltas = 0;
@@ -654,6 +658,7 @@ mod tests {
             tools: vec![],
             reasoning_effort: None,
             max_output_tokens: 1,
+            cache_key: None,
         };
         let err = complete(
             &provider,

@@ -91,6 +91,9 @@ pub(crate) fn request_body(request: &Request<'_>) -> Value {
         body["tool_choice"] = json!("auto");
         body["parallel_tool_calls"] = json!(true);
     }
+    if let Some(key) = request.cache_key {
+        body["prompt_cache_key"] = json!(key);
+    }
     if let Some(e) = request.reasoning_effort {
         let effort = match e {
             ReasoningEffort::Low => "low",

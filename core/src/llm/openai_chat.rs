@@ -20,13 +20,18 @@ use serde_json::{Value, json};
 /// A client for one OpenAI-compatible endpoint.
 pub(crate) struct OpenAiChat {
     endpoint: Endpoint,
+    /// OpenAI's own API, which takes `prompt_cache_key`; a compatible server may refuse it.
+    openai: bool,
 }
 
 impl OpenAiChat {
     /// A client for `base_url` (including `/v1`), sending `api_key` as a bearer token if set.
     pub(crate) fn new(http: reqwest::Client, base_url: &str, api_key: Option<ApiKey>) -> Self {
+        let openai =
+            reqwest::Url::parse(base_url).is_ok_and(|url| url.host_str() == Some("api.openai.com"));
         Self {
             endpoint: Endpoint::new(http, base_url, api_key, Auth::Bearer),
+            openai,
         }
     }
 }
@@ -60,7 +65,7 @@ impl Provider for OpenAiChat {
         let http = self
             .endpoint
             .post("/chat/completions")
-            .json(&request_body(request));
+            .json(&request_body(request, self.openai));
         http::send(
             http,
             "OpenAI-compatible",
@@ -101,8 +106,8 @@ fn effort(e: ReasoningEffort) -> &'static str {
     }
 }
 
-/// The JSON body of a streaming request.
-pub(crate) fn request_body(request: &Request<'_>) -> Value {
+/// The JSON body of a streaming request; with `openai`, for OpenAI's own API.
+pub(crate) fn request_body(request: &Request<'_>, openai: bool) -> Value {
     let mut messages = vec![json!({"role": "system", "content": request.system})];
     messages.extend(history(request.history));
     let mut body = json!({
@@ -122,6 +127,9 @@ pub(crate) fn request_body(request: &Request<'_>) -> Value {
     }
     if let Some(e) = request.reasoning_effort {
         body["reasoning_effort"] = json!(effort(e));
+    }
+    if let (true, Some(key)) = (openai, request.cache_key) {
+        body["prompt_cache_key"] = json!(key);
     }
     body
 }

@@ -20,6 +20,10 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 impl Host for Task {
+    fn cache_key(&self) -> &str {
+        &self.info.id.0
+    }
+
     fn emit(&self, body: EventBody) {
         self.core().emit(body);
     }

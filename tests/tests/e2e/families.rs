@@ -65,6 +65,15 @@ async fn tool_round_trip(family: Family) {
         matches!(auth, Some("test-key" | "Bearer test-key" | "none needed")),
         "{family:?}: {auth:?}"
     );
+    // OpenAI keeps a session's prefix in one cache; a compatible server (the Chat family, on
+    // 127.0.0.1 here) gets no field it might refuse.
+    for request in &requests {
+        let key = &request.body["prompt_cache_key"];
+        match family {
+            Family::OpenAi => assert_eq!(key, &json!(s.session), "{family:?}"),
+            _ => assert!(key.is_null(), "{family:?}: {key}"),
+        }
+    }
     let results = family.results(&requests[1].body);
     assert_eq!(results.len(), 1, "{family:?}: {results:?}");
     assert_eq!(results[0].0, "call_1");

@@ -393,6 +393,7 @@ fn the_request_body_carries_the_cache_breakpoints_and_the_thinking_budget() {
         tools: tools.iter().collect(),
         reasoning_effort: Some(ReasoningEffort::High),
         max_output_tokens: 32_000,
+        cache_key: Some("s1"),
     };
     let ephemeral = json!({"type": "ephemeral"});
     assert_eq!(

@@ -366,3 +366,26 @@ fn a_refusal_field_or_a_content_filter_is_a_refusal() {
     let got = fixtures::decode(sse(&plain, true), &chat).0.unwrap();
     assert_eq!(got.stop_reason, Some(StopReason::EndTurn));
 }
+
+#[test]
+fn only_openai_itself_gets_the_prompt_cache_key() {
+    let request = Request {
+        model: "m",
+        system: "",
+        history: &[],
+        tools: vec![],
+        reasoning_effort: None,
+        max_output_tokens: 1,
+        cache_key: Some("s1"),
+    };
+    assert_eq!(request_body(&request, true)["prompt_cache_key"], "s1");
+    assert!(
+        request_body(&request, false)
+            .get("prompt_cache_key")
+            .is_none()
+    );
+    let openai = |base: &str| OpenAiChat::new(fixtures::http(), base, None).openai;
+    assert!(openai("https://api.openai.com/v1"));
+    assert!(!openai("http://127.0.0.1:8080/v1"));
+    assert!(!openai("https://api.openai.com.example/v1"));
+}
