@@ -107,7 +107,13 @@ impl SessionRecord {
             session_id: self.id.clone(),
             title: self.title.clone(),
             cwd: self.cwd.display().to_string(),
-            state: self.state,
+            // A stored session is worked on by no one: one stored mid-work (the daemon died)
+            // is idle again as soon as it loads (the interrupted work ends then), and so it
+            // is listed.
+            state: match self.state {
+                SessionState::Processing | SessionState::AwaitingInput => SessionState::Idle,
+                state => state,
+            },
             provider: self.config.provider.clone(),
             model: self.config.model.clone(),
             created: self.created.clone(),

@@ -110,6 +110,45 @@ async fn a_restart_keeps_sessions_and_replays_exactly_the_missed_events() {
     }
 }
 
+/// Regression (issue 28): right after a restart that followed a `kill -9` during a tool call,
+/// `session/list` showed the session as processing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_killed_in_a_tool_call_is_listed_idle_after_the_restart() {
+    let mut s = setup().await;
+    s.mock.push_stream(sse::shell(
+        "t1",
+        "echo STARTED; sleep 600 # killed with the daemon",
+    ));
+    s.start("work").await;
+    s.client
+        .events_until("tool_call_output_delta", |e| {
+            e["data"]["delta"]
+                .as_str()
+                .unwrap_or("")
+                .contains("STARTED")
+        })
+        .await
+        .unwrap();
+    s.daemon.stop_with(Signal::SIGKILL).await.unwrap();
+    s.daemon.restart().await.unwrap();
+    s.client = s.daemon.client().await.unwrap();
+    let listed = s.client.call("session/list", json!({})).await.unwrap();
+    let id = s.session.clone();
+    let state = |listed: &Value| {
+        listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["session_id"] == id.as_str())
+            .map(|l| l["state"].clone())
+            .unwrap()
+    };
+    assert_eq!(state(&listed), "idle", "{listed}");
+    assert_eq!(s.call("session/get", json!({})).await["state"], "idle");
+    let listed = s.client.call("session/list", json!({})).await.unwrap();
+    assert_eq!(state(&listed), "idle", "{listed}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_mid_turn_loses_nothing_and_the_session_recovers() {
     let mut s = setup().await;
