@@ -27,6 +27,9 @@ use tokio_util::sync::CancellationToken;
 
 /// What the loop needs from the session that runs it.
 pub(crate) trait Host: Send + Sync {
+    /// Why the current work was stopped, once its token fired, as words that follow
+    /// "aborted": "by the user", or the daemon shutting down, or the disk failing.
+    fn stop_reason(&self) -> &'static str;
     /// What names the session to providers that route a conversation's requests to the same
     /// prompt cache (OpenAI's `prompt_cache_key`): its id.
     fn cache_key(&self) -> &str;

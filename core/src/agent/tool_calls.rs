@@ -132,7 +132,10 @@ impl Agent<'_> {
         let host = self.host;
         let images = Mutex::new(Vec::new());
         let outcome = if round.cancel.is_cancelled() {
-            Err("Tool call skipped: the user aborted the work.".to_owned())
+            Err(format!(
+                "Tool call skipped: the work was aborted {}.",
+                host.stop_reason()
+            ))
         } else {
             self.run_tool(call, round, &images).await
         };
@@ -234,6 +237,7 @@ impl Agent<'_> {
             subagents: self.host.subagents(),
             call_id: &call.id,
             requests: self.host.requests(),
+            stop_reason: &|| host.stop_reason(),
         };
         // A panicking tool is a failed call, not a dead session.
         let result = match AssertUnwindSafe(registered.tool.execute(call.arguments.clone(), &ctx))
@@ -327,7 +331,10 @@ impl Agent<'_> {
             Settled::TimedOut(secs) => Err(format!(
                 "Refused: nobody approved this call within {secs} s, so it was not run."
             )),
-            Settled::Aborted => Err("Tool call skipped: the user aborted the work.".into()),
+            Settled::Aborted => Err(format!(
+                "Tool call skipped: the work was aborted {}.",
+                self.host.stop_reason()
+            )),
         }
     }
 }

@@ -20,6 +20,10 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 impl Host for Task {
+    fn stop_reason(&self) -> &'static str {
+        Task::stop_reason(self)
+    }
+
     fn cache_key(&self) -> &str {
         &self.info.id.0
     }

@@ -87,6 +87,16 @@ pub struct ToolContext<'a> {
     pub call_id: &'a ToolCallId,
     /// The session's clients, for questions and client tools; `None` where nobody can answer.
     pub(crate) requests: Option<&'a dyn Requests>,
+    /// See [`ToolContext::stop_reason`].
+    pub(crate) stop_reason: &'a (dyn Fn() -> &'static str + Send + Sync),
+}
+
+impl ToolContext<'_> {
+    /// Why the call was stopped, once [`ToolContext::cancel`] fired, as words that follow
+    /// "aborted": "by the user", or the daemon shutting down, or the session's disk failing.
+    pub fn stop_reason(&self) -> &'static str {
+        (self.stop_reason)()
+    }
 }
 
 /// What the approval rules of a call match.

@@ -115,7 +115,7 @@ impl Tool for Shell {
             return Err(ToolError(text));
         }
         if result.cancelled {
-            text.push_str("[Command aborted by the user.]");
+            text.push_str(&format!("[Command aborted {}.]", ctx.stop_reason()));
             return Err(ToolError(text));
         }
         // A sandbox's refusal is an EACCES or EROFS like any other; the model needs to know

@@ -27,6 +27,7 @@ pub(crate) fn run(
         subagents: None,
         call_id: &agentd_proto::ToolCallId::from("call-test"),
         requests: None,
+        stop_reason: &|| "by the user",
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

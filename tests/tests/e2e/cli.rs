@@ -936,6 +936,13 @@ async fn a_daemon_shutdown_while_following_is_not_a_user_abort() {
         !err.contains("aborting") && !err.contains("another client"),
         "{err}"
     );
+    // Nor does the command's result say a person stopped it (issue 28).
+    let shown = format!("{}{err}", text(&out.stdout));
+    assert!(
+        shown.contains("[Command aborted because the daemon is shutting down.]")
+            && !shown.contains("by the user"),
+        "{shown}"
+    );
     let out = tokio::time::timeout(agentd_tests::WAIT, events.wait_with_output())
         .await
         .unwrap()

@@ -146,6 +146,18 @@ impl Task {
         }
     }
 
+    /// Why the current work was stopped (see `Host::stop_reason`).
+    pub(super) fn stop_reason(&self) -> &'static str {
+        // The session's own token fires only when the daemon shuts down; turns are its children.
+        if self.cancel.is_cancelled() {
+            "because the daemon is shutting down"
+        } else if self.core().storage_error.is_some() {
+            "because the session could not be saved to disk"
+        } else {
+            "by the user"
+        }
+    }
+
     pub(super) fn context(&self) -> Option<&EnvironmentContext> {
         self.context.get()
     }
