@@ -266,16 +266,22 @@ fn describe(def: &Value, out: &mut String) {
             let tag = v["properties"]
                 .as_object()
                 .and_then(|p| p.values().find_map(|x| x.get("const")).cloned());
-            let data: Vec<String> = v["properties"]["data"]["properties"]
-                .as_object()
+            // Adjacently tagged (`{kind, data: {...}}`, events) or flat (`{kind, ...}`, daemon
+            // events): the fields beside the tag.
+            let (label, fields) = match v["properties"].get("data") {
+                Some(data) => ("Data", data["properties"].as_object()),
+                None => ("Fields", v["properties"].as_object()),
+            };
+            let data: Vec<String> = fields
                 .into_iter()
                 .flatten()
+                .filter(|(_, schema)| schema.get("const").is_none())
                 .map(|(field, schema)| format!("`{field}` {}", type_name(schema)))
                 .collect();
             let data = if data.is_empty() {
                 String::new()
             } else {
-                format!(" Data: {}.", data.join(", "))
+                format!(" {label}: {}.", data.join(", "))
             };
             match tag {
                 Some(tag) => out.push_str(&format!("- {tag}: {about}{data}\n")),
@@ -314,6 +320,24 @@ mod tests {
         assert!(
             committed == super::protocol_markdown(),
             "docs/protocol.md is stale: run `cargo run -p agentd -- schema --markdown > docs/protocol.md`"
+        );
+    }
+
+    /// Variants list their fields, whether nested under `data` (events) or flat beside the tag
+    /// (daemon events, history turns): issue 28 found `DaemonEvent`'s missing.
+    #[test]
+    fn the_variants_of_a_union_list_their_fields() {
+        let reference = super::protocol_markdown();
+        for line in [
+            "- \"state_changed\": A session changed state. Fields: `session_id` [`SessionId`](#sessionid), `state` [`SessionState`](#sessionstate).",
+            "- \"system\": A note from the daemon recorded in the conversation (for example an interrupted turn). Fields: `text` string.",
+        ] {
+            assert!(reference.contains(line), "missing: {line}");
+        }
+        assert!(reference.contains("Data: `state` [`SessionState`](#sessionstate)."));
+        assert!(
+            !reference.contains("Fields: `data`"),
+            "events' data are not fields"
         );
     }
 
