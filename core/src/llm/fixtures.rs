@@ -16,17 +16,31 @@ pub(super) enum Framing {
     Crlf,
 }
 
+/// The directory of `family`'s recordings; `None`, with a notice, when the fixtures are not
+/// checked out beside the repository. Under `CI=true` a missing directory fails the test:
+/// a test never passes by skipping what it checks.
+pub(super) fn dir(family: &str) -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/fixtures/providers")
+        .join(family);
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    assert!(
+        !ci,
+        "the provider fixtures are missing at {}",
+        dir.display()
+    );
+    eprintln!("fixtures not present at {}; skipping", dir.display());
+    None
+}
+
 /// The recorded stream `family/name` as wire bytes split into recordings of one response each
 /// (a file may hold several, each starting with `first_type`'s payload); `None`, with a notice,
 /// when the fixtures are not checked out beside the repository.
 pub(super) fn load(family: &str, name: &str, framing: Framing) -> Option<Vec<Vec<u8>>> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/fixtures/providers")
-        .join(family);
-    if !dir.is_dir() {
-        eprintln!("fixtures not present at {}; skipping {name}", dir.display());
-        return None;
-    }
+    let dir = dir(family)?;
     let raw = std::fs::read_to_string(dir.join(name)).expect("fixture is readable");
     if name.ends_with(".sse.txt") {
         return Some(vec![raw.into_bytes()]);

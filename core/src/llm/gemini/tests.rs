@@ -139,13 +139,10 @@ fn vertex_streamed_partial_arguments() {
 
 #[test]
 fn retry_info_in_a_429_body_sets_the_delay() {
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/fixtures/providers/gemini");
-    let Ok(body) = std::fs::read_to_string(dir.join("vercel-ai__google-429-retry-info.json"))
-    else {
-        eprintln!("fixtures not present; skipping");
+    let Some(dir) = fixtures::dir("gemini") else {
         return;
     };
+    let body = std::fs::read_to_string(dir.join("vercel-ai__google-429-retry-info.json")).unwrap();
     let parsed = parse_error(&body);
     assert_eq!(parsed.retry_after, Some(Duration::from_secs_f64(34.4)));
     assert_eq!(parsed.kind.as_deref(), Some("RESOURCE_EXHAUSTED"));

@@ -247,12 +247,10 @@ fn stateless_input_replays_reasoning_only_to_openai() {
 
 #[test]
 fn the_recorded_http_error_body_is_a_quota_error() {
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/fixtures/providers/openai-responses");
-    let Ok(body) = std::fs::read_to_string(dir.join("vercel-ai__openai-error.1.json")) else {
-        eprintln!("fixtures not present; skipping");
+    let Some(dir) = fixtures::dir("openai-responses") else {
         return;
     };
+    let body = std::fs::read_to_string(dir.join("vercel-ai__openai-error.1.json")).unwrap();
     let e = http::classify("OpenAI", 429, &body, parse_error(&body), None);
     assert_eq!(e.kind, ErrorKind::QuotaExceeded);
     assert!(!e.is_retryable(), "insufficient_quota is not retried");
