@@ -138,9 +138,13 @@ class Extension implements vscode.Disposable {
 
   private async attach(id: SessionId): Promise<void> {
     await this.detach();
-    const attached = await AttachedSession.attach(this.client, id, this.diffs, {
+    // The listener is called while `AttachedSession.attach` runs (the snapshot's state, the
+    // replay), before it returns the session: until then `attached` is undefined, and the
+    // replay's ops are left to the `chat.reset` below, which shows the whole transcript.
+    let attached: AttachedSession | undefined;
+    attached = await AttachedSession.attach(this.client, id, this.diffs, {
       ops: (ops) => {
-        if (this.attached === attached) {
+        if (attached !== undefined && this.attached === attached) {
           this.chat.ops(ops);
         }
       },
