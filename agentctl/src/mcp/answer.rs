@@ -70,14 +70,11 @@ pub(super) fn list(list: &SessionList) -> CallToolResult {
     structured(text, list, false)
 }
 
-/// A failure as a tool error, with what to do where the daemon's words do not say it.
+/// A failure as a tool error, with what to do where the daemon's words do not say it (they
+/// name `agentctl login` for a provider without a key, the config file for an unknown one).
 pub(super) fn failure(failure: &Failure) -> CallToolResult {
     let hint = match &failure.kind {
         Kind::Daemon(ErrorKind::SessionNotFound) => "; session_list lists the sessions",
-        Kind::Daemon(ErrorKind::ProviderNotConfigured) => {
-            "; `agentctl doctor` shows which providers have a key, and `agentctl login \
-             PROVIDER` stores one"
-        }
         _ => "",
     };
     CallToolResult::error(vec![ContentBlock::text(format!(

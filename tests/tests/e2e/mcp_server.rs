@@ -255,8 +255,8 @@ async fn the_2026_handshake_runs_a_session_in_the_servers_directory() {
 }
 
 /// Every failure is a tool error with a clear text, and the server goes on serving: an
-/// unknown session, bad arguments, an empty prompt, a provider that is not configured, a
-/// limit out of range.
+/// unknown session, bad arguments, an empty prompt, an unknown provider, a provider without a
+/// key, a directory that does not exist, a limit out of range.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_are_tool_errors_and_the_server_goes_on() {
     let Some(python) = python() else { return };
@@ -284,6 +284,16 @@ async fn failures_are_tool_errors_and_the_server_goes_on() {
             "session_start",
             json!({"prompt": "hi", "provider": "nope"}),
             "nope",
+        ),
+        (
+            "session_start",
+            json!({"prompt": "hi", "provider": "openai"}),
+            "agentctl login",
+        ),
+        (
+            "session_start",
+            json!({"prompt": "hi", "cwd": "/no/such/dir"}),
+            "/no/such/dir",
         ),
         (
             "session_list",
