@@ -645,3 +645,26 @@ async fn a_client_going_away_aborts_the_work_of_its_calls() {
     assert_eq!(events.last().unwrap()["data"]["reason"], "aborted");
     gate.open();
 }
+
+/// The server outlives the daemon: while it is down a call says so, and once it is back the
+/// next call reaches it, without restarting the MCP client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_reconnects_to_a_restarted_daemon() {
+    let Some(python) = python() else { return };
+    let mock = MockAnthropic::start().await.unwrap();
+    let mut daemon = daemon(&mock).await;
+    let mut mcp = Driver::start(&python, &daemon, "legacy", &[("AGENTD_NO_AUTOSTART", "1")]);
+    mock.push_stream(sse::text("Before."));
+    let before = mcp.call("session_start", json!({"prompt": "one"})).await;
+    assert_eq!(before["structuredContent"]["status"], "completed");
+    daemon
+        .stop_with(nix::sys::signal::Signal::SIGTERM)
+        .await
+        .unwrap();
+    let down = mcp.call("session_list", json!({})).await;
+    assert_eq!(down["isError"], true, "{down}");
+    assert!(text(&down).contains("agentd"), "{down}");
+    daemon.restart().await.unwrap();
+    let listed = mcp.call("session_list", json!({})).await;
+    assert_eq!(listed["structuredContent"]["total"], 1, "{listed}");
+}
