@@ -248,12 +248,13 @@ impl Server {
                 "limit must be 1 to {LIST_MAX}, not {limit}"
             )));
         }
+        let cwd = match args.cwd {
+            Some(cwd) => Some(working_dir(Some(&cwd))?.display().to_string()),
+            None => None,
+        };
         let conn = self.link.get().await?;
         let list = conn
-            .call::<m::SessionList>(ListParams {
-                state: None,
-                cwd: args.cwd,
-            })
+            .call::<m::SessionList>(ListParams { state: None, cwd })
             .await?;
         // Subagents are their parent's business, not sessions to continue by themselves.
         let sessions: Vec<_> = list
@@ -354,14 +355,11 @@ fn nonempty(prompt: String) -> error::Result<String> {
     Ok(prompt)
 }
 
-/// The session's directory: `cwd` against this process's directory, which is the default.
+/// The session's directory: `cwd` against this process's directory, which is the default
+/// (made absolute without `.` components, as a path typed at the terminal would name it).
 fn working_dir(cwd: Option<&str>) -> error::Result<PathBuf> {
-    let here = std::env::current_dir()
-        .map_err(|e| Failure::failed(format!("cannot read the working directory: {e}")))?;
-    Ok(match cwd {
-        Some(cwd) => here.join(cwd),
-        None => here,
-    })
+    std::path::absolute(cwd.unwrap_or("."))
+        .map_err(|e| Failure::failed(format!("cannot read the working directory: {e}")))
 }
 
 /// A title for lists: the prompt's first line, shortened.

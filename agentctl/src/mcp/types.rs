@@ -38,7 +38,8 @@ pub(super) struct ReplyArgs {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ListArgs {
-    /// Only sessions working in this directory (absolute).
+    /// Only sessions working in this directory (absolute, or relative to the MCP server's
+    /// working directory).
     #[serde(default)]
     pub(super) cwd: Option<String>,
     /// At most this many sessions, newest first (1 to 200; default 50).

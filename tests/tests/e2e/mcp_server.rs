@@ -233,7 +233,7 @@ async fn the_python_client_starts_replies_to_and_lists_sessions() {
 }
 
 /// The 2026 handshake (the SDK's `auto` mode discovers the server first) runs a session too,
-/// and `cwd` defaults to the MCP server's own directory.
+/// and `cwd` defaults to the MCP server's own directory (a relative one is taken from there).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_2026_handshake_runs_a_session_in_the_servers_directory() {
     let Some(python) = python() else { return };
@@ -248,10 +248,14 @@ async fn the_2026_handshake_runs_a_session_in_the_servers_directory() {
         result["structuredContent"]["status"], "completed",
         "{result}"
     );
-    let listed = mcp.call("session_list", json!({})).await;
-    // The driver runs in the test's directory, and so does the server it starts.
+    // The driver runs in the test's directory, and so does the server it starts; `cwd`
+    // filters are taken from there too.
     let here = std::env::current_dir().unwrap().display().to_string();
+    let listed = mcp.call("session_list", json!({"cwd": "."})).await;
+    assert_eq!(listed["structuredContent"]["total"], 1, "{listed}");
     assert_eq!(listed["structuredContent"]["sessions"][0]["cwd"], here);
+    let elsewhere = mcp.call("session_list", json!({"cwd": "/"})).await;
+    assert_eq!(elsewhere["structuredContent"]["total"], 0, "{elsewhere}");
 }
 
 /// Every failure is a tool error with a clear text, and the server goes on serving: an
