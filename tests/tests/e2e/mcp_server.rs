@@ -112,6 +112,24 @@ impl Driver {
     }
 }
 
+/// How the first work of the daemon's only session ended: its `processing_end`'s reason,
+/// waited for.
+async fn the_only_work_ended(daemon: &TestDaemon) -> String {
+    let mut client = daemon.client().await.unwrap();
+    let list = client.call("session/list", json!({})).await.unwrap();
+    assert_eq!(list["sessions"].as_array().unwrap().len(), 1, "{list}");
+    let session = list["sessions"][0]["session_id"].as_str().unwrap();
+    client.subscribe(session, Some(0)).await.unwrap();
+    let events = client
+        .events_until("processing_end", |_| true)
+        .await
+        .unwrap();
+    events.last().unwrap()["data"]["reason"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
 /// A result's text content.
 fn text(result: &Value) -> String {
     result["content"][0]["text"]
@@ -122,6 +140,17 @@ fn text(result: &Value) -> String {
 
 async fn daemon(mock: &MockAnthropic) -> TestDaemon {
     TestDaemon::start(&mock.url).await.expect("daemon starts")
+}
+
+/// A daemon on the mock with this config file.
+async fn daemon_with(mock: &MockAnthropic, config: &str) -> TestDaemon {
+    let env = [
+        ("ANTHROPIC_BASE_URL", mock.url.as_str()),
+        ("ANTHROPIC_API_KEY", "test-key"),
+    ];
+    TestDaemon::start_with_config(&env, Some(config))
+        .await
+        .expect("daemon starts")
 }
 
 /// The whole round with the client Claude Code and Cursor speak (the initialize handshake):
@@ -358,18 +387,7 @@ async fn a_cancelled_call_aborts_the_sessions_work() {
         json!({"id": "long", "cancelled": true})
     );
 
-    let mut client = daemon.client().await.unwrap();
-    let list = client.call("session/list", json!({})).await.unwrap();
-    let session = list["sessions"][0]["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    client.subscribe(&session, Some(0)).await.unwrap();
-    let events = client
-        .events_until("processing_end", |_| true)
-        .await
-        .unwrap();
-    assert_eq!(events.last().unwrap()["data"]["reason"], "aborted");
+    assert_eq!(the_only_work_ended(&daemon).await, "aborted");
     gate.open();
     // The server goes on: the next call is answered, and the session is idle.
     let listed = mcp.call("session_list", json!({})).await;
@@ -384,15 +402,7 @@ async fn a_cancelled_call_aborts_the_sessions_work() {
 async fn an_approval_ends_the_call_and_says_how_to_answer_it() {
     let Some(python) = python() else { return };
     let mock = MockAnthropic::start().await.unwrap();
-    let daemon = TestDaemon::start_with_config(
-        &[
-            ("ANTHROPIC_BASE_URL", &mock.url),
-            ("ANTHROPIC_API_KEY", "test-key"),
-        ],
-        Some("[session.approval]\nmode = \"ask\"\n"),
-    )
-    .await
-    .unwrap();
+    let daemon = daemon_with(&mock, "[session.approval]\nmode = \"ask\"\n").await;
     let dir = tempfile::tempdir().unwrap();
     mock.push_stream(sse::shell("t1", "echo approved > out.txt"));
     mock.push_stream(sse::text("Wrote it."));
@@ -468,15 +478,7 @@ async fn an_approval_ends_the_call_and_says_how_to_answer_it() {
 async fn a_reply_answers_the_models_question() {
     let Some(python) = python() else { return };
     let mock = MockAnthropic::start().await.unwrap();
-    let daemon = TestDaemon::start_with_config(
-        &[
-            ("ANTHROPIC_BASE_URL", &mock.url),
-            ("ANTHROPIC_API_KEY", "test-key"),
-        ],
-        Some("[session.approval]\nask_user = true\n"),
-    )
-    .await
-    .unwrap();
+    let daemon = daemon_with(&mock, "[session.approval]\nask_user = true\n").await;
     mock.push_stream(sse::tools(
         "Let me ask.",
         &[(
@@ -509,6 +511,61 @@ async fn a_reply_answers_the_models_question() {
     assert!(requests[1].body.to_string().contains("blue"));
 }
 
+/// `agentctl mcp-server` on raw pipes, for what no SDK sends, after the initialize handshake.
+struct Raw {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl Raw {
+    async fn start(daemon: &TestDaemon) -> Self {
+        let mut cmd = tokio::process::Command::from(daemon.command("agentctl"));
+        let mut child = cmd
+            .arg("mcp-server")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut raw = Self {
+            child,
+            stdin,
+            lines,
+        };
+        raw.send(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        )
+        .await;
+        assert_eq!(raw.next().await["result"]["serverInfo"]["name"], "agentd");
+        raw.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        raw
+    }
+
+    async fn send(&mut self, message: &Value) {
+        self.bytes(format!("{message}\n").as_bytes()).await;
+    }
+
+    async fn bytes(&mut self, bytes: &[u8]) {
+        self.stdin.write_all(bytes).await.unwrap();
+    }
+
+    /// The next message from the server, which must be JSON.
+    async fn next(&mut self) -> Value {
+        let line = tokio::time::timeout(ANSWER_WITHIN, self.lines.next_line())
+            .await
+            .expect("an answer in time")
+            .unwrap()
+            .expect("the server still runs");
+        serde_json::from_str(&line).unwrap()
+    }
+}
+
 /// Raw lines no SDK sends: garbage, a JSON value that is no message, and a request far
 /// larger than the daemon takes are dropped or answered with an error, with memory bounded
 /// by the line cap (not by what was sent), and the server keeps serving.
@@ -516,65 +573,27 @@ async fn a_reply_answers_the_models_question() {
 async fn hostile_lines_are_dropped_with_bounded_memory_and_serving_goes_on() {
     let mock = MockAnthropic::start().await.unwrap();
     let daemon = daemon(&mock).await;
-    let mut cmd = tokio::process::Command::from(daemon.command("agentctl"));
-    let mut child = cmd
-        .arg("mcp-server")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let pid = child.id().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut next = async || -> Value {
-        let line = tokio::time::timeout(ANSWER_WITHIN, lines.next_line())
-            .await
-            .expect("an answer in time")
-            .unwrap()
-            .expect("the server still runs");
-        serde_json::from_str(&line).unwrap()
-    };
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"}}});
-    stdin
-        .write_all(format!("{init}\n").as_bytes())
-        .await
-        .unwrap();
-    assert_eq!(next().await["result"]["serverInfo"]["name"], "agentd");
-    stdin
-        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
-        .await
-        .unwrap();
-    stdin
-        .write_all(b"not json at all\n{\"half\":\n")
-        .await
-        .unwrap();
-    stdin
-        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":7}\n")
-        .await
-        .unwrap();
+    let mut raw = Raw::start(&daemon).await;
+    let pid = raw.child.id().unwrap();
+    raw.bytes(b"not json at all\n{\"half\":\n").await;
+    raw.bytes(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":7}\n")
+        .await;
     // 64 MiB in one line, in pieces, then its newline.
+    raw.bytes(br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"session_start","arguments":{"prompt":""#).await;
     let piece = vec![b'x'; 1 << 20];
-    stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"session_start\",\"arguments\":{\"prompt\":\"").await.unwrap();
     for _ in 0..64 {
-        stdin.write_all(&piece).await.unwrap();
+        raw.bytes(&piece).await;
     }
-    stdin.write_all(b"\"}}}\n").await.unwrap();
-    let list = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"});
-    stdin
-        .write_all(format!("{list}\n").as_bytes())
-        .await
-        .unwrap();
-    let mut answers = vec![next().await];
-    if answers[0].get("id") != Some(&json!(4)) {
-        answers.push(next().await);
-    }
-    // The value that is no message got an error; the garbage and the huge line nothing.
-    assert_eq!(answers[0]["error"]["code"], -32600, "{answers:?}");
-    assert_eq!(answers[1]["id"], 4);
-    assert_eq!(answers[1]["result"]["tools"].as_array().unwrap().len(), 3);
+    raw.bytes(b"\"}}}\n").await;
+    raw.send(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}))
+        .await;
+    // Lines are read in order: the value that is no message got an error; the garbage and
+    // the huge line nothing.
+    let refused = raw.next().await;
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let listed = raw.next().await;
+    assert_eq!(listed["id"], 4);
+    assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 3);
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let peak_kib: u64 = status
         .lines()
@@ -596,57 +615,20 @@ async fn a_client_going_away_aborts_the_work_of_its_calls() {
     let mock = MockAnthropic::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let gate = Gate::new();
-    let mut held = vec![sse::message_start()];
-    held.push(Chunk::Wait(gate.clone()));
-    mock.push_stream(held);
-    let mut cmd = tokio::process::Command::from(daemon.command("agentctl"));
-    let mut child = cmd
-        .arg("mcp-server")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"}}});
-    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": "session_start", "arguments": {"prompt": "wait"}}});
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    for message in [&init, &initialized, &call] {
-        stdin
-            .write_all(format!("{message}\n").as_bytes())
-            .await
-            .unwrap();
-    }
-    lines
-        .next_line()
-        .await
-        .unwrap()
-        .expect("initialize answered");
+    mock.push_stream(vec![sse::message_start(), Chunk::Wait(gate.clone())]);
+    let mut raw = Raw::start(&daemon).await;
+    raw.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "session_start", "arguments": {"prompt": "wait"}}}))
+        .await;
     mock.wait_requests(1).await;
-    drop(stdin);
-    let status = tokio::time::timeout(ANSWER_WITHIN, child.wait())
+    drop(raw.stdin);
+    let status = tokio::time::timeout(ANSWER_WITHIN, raw.child.wait())
         .await
         .expect("the server exits once its client is gone")
         .unwrap();
     assert!(status.success(), "{status}");
 
-    let mut client = daemon.client().await.unwrap();
-    let list = client.call("session/list", json!({})).await.unwrap();
-    assert_eq!(list["sessions"][0]["state"], "idle", "{list}");
-    let session = list["sessions"][0]["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    client.subscribe(&session, Some(0)).await.unwrap();
-    let events = client
-        .events_until("processing_end", |_| true)
-        .await
-        .unwrap();
-    assert_eq!(events.last().unwrap()["data"]["reason"], "aborted");
+    assert_eq!(the_only_work_ended(&daemon).await, "aborted");
     gate.open();
 }
 
