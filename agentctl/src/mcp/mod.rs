@@ -10,13 +10,14 @@
 //! reports progress when the client asked for it, and aborts the session's work when the
 //! client cancels the call (or goes away while it runs).
 //!
-//! Approvals: a session started here gets the configured approval policy (`auto` unless the
-//! config says otherwise), as any session. An approval it raises is for a person; the MCP
-//! client's model must not grant itself permissions, and MCP offers no way to show a diff to
-//! the person behind the client (codex's `codex mcp-server` uses elicitation forms, which few
-//! clients implement). So the call answers at once with status `awaiting_approval`, the
-//! request and how to answer it (`agentctl respond`, or an editor); the session waits in the
-//! daemon until a person answers or its `approval.timeout_ms` denies the call.
+//! Approvals: a session started here gets the configured approval policy and sandbox, as any
+//! session; the tools take neither (codex's `codex` tool does), so a calling model cannot pick
+//! its own permissions. An approval it raises is for a person, not for the client's model, and
+//! an MCP client has no common way to show that person a command or a diff (codex's `codex
+//! mcp-server` uses elicitation forms, which many clients do not implement). So the call
+//! answers at once with status `awaiting_approval`, the request and how to answer it
+//! (`agentctl respond`, or an editor); the session waits in the daemon until a person answers
+//! or its `approval.timeout_ms` denies the call.
 //!
 //! `answer` renders results and failures (every failure is a tool error, never a crash),
 //! `link` holds the connection to the daemon, `types` the tools' arguments and results.
@@ -81,9 +82,11 @@ pub(crate) async fn run(socket: Option<&Path>) -> error::Result<u8> {
 
 #[derive(Clone)]
 struct Server {
+    /// The daemon, reached at the first call.
     link: Arc<Link>,
     /// The tool calls in flight, waited for at exit.
     tracker: TaskTracker,
+    /// A permit per call in flight, [`MAX_CALLS`] in all.
     calls: Arc<Semaphore>,
     tool_router: ToolRouter<Self>,
 }
@@ -164,7 +167,7 @@ impl Server {
         work: impl Future<Output = error::Result<T>>,
         render: fn(&T) -> CallToolResult,
     ) -> CallToolResult {
-        let Ok(_permit) = self.calls.clone().try_acquire_owned() else {
+        let Ok(_permit) = self.calls.try_acquire() else {
             return answer::failure(&Failure::failed(format!(
                 "agentd's MCP server runs at most {MAX_CALLS} calls at once; wait for one to end"
             )));
