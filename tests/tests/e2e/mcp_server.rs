@@ -3,7 +3,7 @@
 //! the mock provider, and by raw lines for what no SDK sends.
 
 use agentd_tests::TestDaemon;
-use agentd_tests::mock::{Chunk, Gate, MockAnthropic};
+use agentd_tests::mock::{Chunk, Gate, MockAnthropic, Reply};
 use agentd_tests::sse;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -606,6 +606,43 @@ async fn hostile_lines_are_dropped_with_bounded_memory_and_serving_goes_on() {
         "the server peaked at {peak_kib} KiB for a 64 MiB line"
     );
     assert!(mock.requests().is_empty());
+}
+
+/// Calls in flight are bounded: with 32 sessions working (their model streams held open by
+/// the mock until the test ends), one more call, even a `session_list`, is refused at once as
+/// a tool error rather than queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_in_flight_are_bounded() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let gate = Gate::new();
+    mock.respond_with(move |_| {
+        Reply::Stream(vec![sse::message_start(), Chunk::Wait(gate.clone())])
+    });
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path().display().to_string();
+    let mut raw = Raw::start(&daemon).await;
+    for id in 0..32 {
+        raw.send(
+            &json!({"jsonrpc": "2.0", "id": 100 + id, "method": "tools/call",
+            "params": {"name": "session_start", "arguments": {"prompt": "wait", "cwd": cwd}}}),
+        )
+        .await;
+    }
+    mock.wait_requests(32).await;
+    raw.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "session_list", "arguments": {}}}))
+        .await;
+    let refused = raw.next().await;
+    assert_eq!(refused["id"], 2, "{refused}");
+    assert_eq!(refused["result"]["isError"], true);
+    assert!(
+        refused["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("at most 32 calls at once"),
+        "{refused}"
+    );
 }
 
 /// A client that goes away (stdin closed) while a call runs abandons it: the session's work
