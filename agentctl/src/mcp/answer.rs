@@ -92,3 +92,54 @@ fn structured<T: Serialize>(text: String, value: &T, is_error: bool) -> CallTool
     result.structured_content = serde_json::to_value(value).ok();
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use super::run;
+    use crate::mcp::types::{RunResult, Status};
+
+    /// The text and `isError` of a result with `status`, `text` and `error`.
+    fn check(status: Status, text: &str, error: Option<&str>) -> (String, Option<bool>) {
+        let result = run(&RunResult {
+            session_id: "s1".into(),
+            status,
+            text: text.into(),
+            waiting: None,
+            error: error.map(str::to_owned),
+        });
+        let said = result.content[0]
+            .as_text()
+            .map(|t| t.text.clone())
+            .unwrap_or_default();
+        (said, result.is_error)
+    }
+
+    #[test]
+    fn the_text_ends_with_the_session_and_how_its_work_ended() {
+        assert_eq!(
+            check(Status::Completed, "Done.", None),
+            (
+                "Done.\n\n[agentd session s1: completed; session_reply continues it]".into(),
+                Some(false)
+            )
+        );
+        assert_eq!(
+            check(Status::TurnLimit, "", None),
+            (
+                "[agentd session s1: turn_limit; session_reply continues it]".into(),
+                Some(false)
+            )
+        );
+    }
+
+    #[test]
+    fn work_that_ended_in_an_error_is_a_tool_error_naming_it() {
+        assert_eq!(
+            check(Status::Error, "Partial", Some("the provider said no")),
+            (
+                "Partial\n\n[agentd session s1: error: the provider said no]".into(),
+                Some(true)
+            )
+        );
+    }
+}
