@@ -66,10 +66,12 @@ pub(crate) enum Offline {
         #[command(subcommand)]
         command: cmd::daemon::DaemonCommand,
     },
-    /// Speak the Model Context Protocol on stdin/stdout, so MCP clients (Claude Code, Cursor,
-    /// codex) hand work to agentd sessions: tools session_start, session_reply and
-    /// session_list. Only MCP goes to stdout. The daemon is reached (or started) at the first
-    /// tool call.
+    /// Speak the Model Context Protocol on stdin/stdout, so MCP clients hand work to agentd.
+    ///
+    /// For Claude Code (`claude mcp add agentd -- agentctl mcp-server`), Cursor, codex or any
+    /// MCP client: the tools session_start, session_reply and session_list start, continue and
+    /// list agentd sessions, which stay in the daemon. Only MCP goes to stdout. The daemon is
+    /// reached (or started) at the first tool call.
     McpServer,
     /// Print a shell completion script: `agentctl completions bash > ~/.local/share/bash-completion/completions/agentctl`.
     Completions { shell: clap_complete::Shell },
