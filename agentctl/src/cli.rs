@@ -66,6 +66,13 @@ pub(crate) enum Offline {
         #[command(subcommand)]
         command: cmd::daemon::DaemonCommand,
     },
+    /// Speak the Model Context Protocol on stdin/stdout, so MCP clients hand work to agentd.
+    ///
+    /// For Claude Code (`claude mcp add agentd -- agentctl mcp-server`), Cursor, codex or any
+    /// MCP client: the tools session_start, session_reply and session_list start, continue and
+    /// list agentd sessions, which stay in the daemon. Only MCP goes to stdout. The daemon is
+    /// reached (or started) at the first tool call.
+    McpServer,
     /// Print a shell completion script: `agentctl completions bash > ~/.local/share/bash-completion/completions/agentctl`.
     Completions { shell: clap_complete::Shell },
     /// Print the man page, or write every page into a directory.

@@ -97,6 +97,11 @@ impl Connection {
         })
     }
 
+    /// Whether the daemon is still connected (it may have stopped since).
+    pub(crate) fn is_connected(&self) -> bool {
+        self.client.is_connected()
+    }
+
     /// Calls method `M`.
     pub(crate) async fn call<M: Method>(
         &self,

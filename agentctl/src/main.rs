@@ -9,7 +9,8 @@
 //! reached; 77 refused (by the daemon, or agentctl refused the server); 130 interrupted.
 //!
 //! `main` parses the command line and picks the exit code; `cli` is the command line's shape,
-//! `cmd/` has one module per command (as mini-redis does), `acp` the editor bridge, `client` the connection, `daemon`
+//! `cmd/` has one module per command (as mini-redis does), `acp` the editor bridge, `mcp` the MCP
+//! server, `client` the connection, `daemon`
 //! finding and starting the daemon, `render` the human view of events.
 
 mod acp;
@@ -18,6 +19,7 @@ mod client;
 mod cmd;
 mod daemon;
 mod error;
+mod mcp;
 mod render;
 
 use clap::Parser;
@@ -97,6 +99,7 @@ async fn run(cli: Cli) -> Result<u8> {
             return Ok(0);
         }
         Command::Offline(Offline::Man { dir }) => return cmd::man::run(dir.as_deref()),
+        Command::Offline(Offline::McpServer) => return mcp::run(socket).await,
         Command::Offline(Offline::Doctor) => return cmd::doctor::run(socket, cli.json).await,
         Command::Offline(Offline::Login(provider)) => {
             return provider.login(socket, cli.json).await;

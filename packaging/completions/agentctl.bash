@@ -70,6 +70,9 @@ _agentctl() {
             agentctl,man)
                 cmd="agentctl__subcmd__man"
                 ;;
+            agentctl,mcp-server)
+                cmd="agentctl__subcmd__mcp__subcmd__server"
+                ;;
             agentctl,models)
                 cmd="agentctl__subcmd__models"
                 ;;
@@ -187,6 +190,9 @@ _agentctl() {
             agentctl__subcmd__help,man)
                 cmd="agentctl__subcmd__help__subcmd__man"
                 ;;
+            agentctl__subcmd__help,mcp-server)
+                cmd="agentctl__subcmd__help__subcmd__mcp__subcmd__server"
+                ;;
             agentctl__subcmd__help,models)
                 cmd="agentctl__subcmd__help__subcmd__models"
                 ;;
@@ -239,7 +245,7 @@ _agentctl() {
 
     case "${cmd}" in
         agentctl)
-            opts="-h -V --socket --json --help --version status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config pending respond acp doctor login logout daemon completions man help"
+            opts="-h -V --socket --json --help --version status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config pending respond acp doctor login logout daemon mcp-server completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -649,7 +655,7 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__help)
-            opts="status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config pending respond acp doctor login logout daemon completions man help"
+            opts="status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config pending respond acp doctor login logout daemon mcp-server completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -970,6 +976,20 @@ _agentctl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        agentctl__subcmd__help__subcmd__mcp__subcmd__server)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         agentctl__subcmd__help__subcmd__models)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1219,6 +1239,24 @@ _agentctl() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__mcp__subcmd__server)
+            opts="-h --socket --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --socket)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -27,7 +27,7 @@ pub(crate) mod steer;
 pub(crate) mod submit;
 
 mod follow;
-mod stream;
+pub(crate) mod stream;
 
 use crate::cli::Online;
 use crate::client::Connection;
