@@ -98,6 +98,22 @@ pub struct Request<'a> {
     pub cache_key: Option<&'a str>,
 }
 
+#[cfg(test)]
+impl Request<'_> {
+    /// A request for model `m` with nothing in it, for tests of what does not read it.
+    pub(crate) fn bare() -> Self {
+        Self {
+            model: "m",
+            system: "",
+            history: &[],
+            tools: vec![],
+            reasoning_effort: None,
+            max_output_tokens: 1,
+            cache_key: None,
+        }
+    }
+}
+
 /// Incremental output of a streaming call.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Delta {
@@ -535,15 +551,7 @@ mod tests {
             initial_delay: Duration::ZERO,
             ..RetryPolicy::default()
         };
-        let request = Request {
-            model: "m",
-            system: "",
-            history: &[],
-            tools: vec![],
-            reasoning_effort: None,
-            max_output_tokens: 1,
-            cache_key: None,
-        };
+        let request = Request::bare();
         let mut retries = Vec::new();
         let mut deltas = 0;
         let result = complete(
@@ -651,15 +659,7 @@ mod tests {
             initial_delay,
             ..RetryPolicy::default()
         };
-        let request = Request {
-            model: "m",
-            system: "",
-            history: &[],
-            tools: vec![],
-            reasoning_effort: None,
-            max_output_tokens: 1,
-            cache_key: None,
-        };
+        let request = Request::bare();
         let err = complete(
             &provider,
             &request,

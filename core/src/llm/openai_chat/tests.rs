@@ -370,13 +370,8 @@ fn a_refusal_field_or_a_content_filter_is_a_refusal() {
 #[test]
 fn only_openai_itself_gets_the_prompt_cache_key() {
     let request = Request {
-        model: "m",
-        system: "",
-        history: &[],
-        tools: vec![],
-        reasoning_effort: None,
-        max_output_tokens: 1,
         cache_key: Some("s1"),
+        ..Request::bare()
     };
     assert_eq!(request_body(&request, true)["prompt_cache_key"], "s1");
     assert!(
