@@ -23,6 +23,7 @@ mod agent;
 mod config;
 mod exec;
 mod llm;
+mod mcp;
 mod profile;
 mod session;
 mod store;

@@ -119,6 +119,8 @@ impl Agent<'_> {
             call_id: call.id.clone(),
             tool_name: call.name.clone(),
             arguments: call.arguments.clone(),
+            server: None,
+            server_tool: None,
         });
     }
 
@@ -154,6 +156,8 @@ impl Agent<'_> {
             output,
             error,
             duration_ms,
+            server: None,
+            server_tool: None,
         });
         // The call's output deltas were emitted from a callback that cannot wait.
         self.room(round.cancel).await;

@@ -1,0 +1,5 @@
+//! MCP servers as tool sources: the checks on their configuration.
+
+mod config;
+
+pub(crate) use config::validate;
