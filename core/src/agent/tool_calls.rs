@@ -95,7 +95,7 @@ impl Agent<'_> {
         if self.profile.supports_parallel_tool_calls && calls.len() > 1 {
             let started = Instant::now();
             for call in calls {
-                self.announce(call);
+                self.announce(call, round);
             }
             futures::future::join_all(
                 calls
@@ -107,20 +107,21 @@ impl Agent<'_> {
             let mut results = Vec::with_capacity(calls.len());
             for call in calls {
                 let started = Instant::now();
-                self.announce(call);
+                self.announce(call, round);
                 results.push(self.execute_single_tool(call, round, started).await);
             }
             results
         }
     }
 
-    fn announce(&self, call: &ToolCall) {
+    fn announce(&self, call: &ToolCall, round: &Round<'_>) {
+        let (server, server_tool) = origin(call, round);
         self.host.emit(EventBody::ToolCallStart {
             call_id: call.id.clone(),
             tool_name: call.name.clone(),
             arguments: call.arguments.clone(),
-            server: None,
-            server_tool: None,
+            server,
+            server_tool,
         });
     }
 
@@ -150,14 +151,15 @@ impl Agent<'_> {
             .get(&call.name)
             .map_or_else(OutputLimits::default, |t| t.tool.output_limits());
         let content = truncate_tool_output(text, &call.name, limits, round.config);
+        let (server, server_tool) = origin(call, round);
         host.emit(EventBody::ToolCallEnd {
             call_id: call.id.clone(),
             tool_name: call.name.clone(),
             output,
             error,
             duration_ms,
-            server: None,
-            server_tool: None,
+            server,
+            server_tool,
         });
         // The call's output deltas were emitted from a callback that cannot wait.
         self.room(round.cancel).await;
@@ -334,6 +336,15 @@ impl Agent<'_> {
             Settled::Aborted => Err("Tool call skipped: the user aborted the work.".into()),
         }
     }
+}
+
+/// For a call of an MCP server's tool: the server and the server's own name of the tool.
+fn origin(call: &ToolCall, round: &Round<'_>) -> (Option<String>, Option<String>) {
+    round
+        .tools
+        .get(&call.name)
+        .and_then(|t| t.origin.clone())
+        .map_or((None, None), |(s, t)| (Some(s), Some(t)))
 }
 
 /// The `warning` naming the processes tool call `call_id` started that left its process group

@@ -39,6 +39,7 @@ mod hostile;
 mod images;
 mod keys;
 mod loop_basics;
+mod mcp;
 mod openai_compat;
 mod persistence;
 mod processes;
