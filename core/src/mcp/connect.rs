@@ -90,12 +90,11 @@ pub(super) async fn connect(
     let start = async {
         let connection = match (&config.command, &config.url) {
             (Some(program), _) => stdio(launcher, name, program, config, client).await?,
-            _ => {
-                return Err(
-                    "Streamable HTTP servers are not supported yet; run the server over stdio"
-                        .to_owned(),
-                );
-            }
+            (None, Some(url)) => Connection {
+                service: super::http::serve(client, url, config).await?,
+                group: None,
+            },
+            (None, None) => return Err("it has neither command nor url".to_owned()),
         };
         let tools = list_tools(&connection.peer()).await?;
         Ok((connection, tools))

@@ -5,11 +5,13 @@
 //! blocking `session/create`; the first LLM call waits for it up to its startup timeout.
 //! Its tools are offered as `mcp__SERVER__TOOL` (`names.rs`), in a stable order, run by
 //! [`McpTool`](tool::McpTool) (`tool.rs`) with their results turned into text and images
-//! (`content.rs`); `resources.rs` is the two resource tools.
+//! (`content.rs`); `resources.rs` is the two resource tools. A Streamable HTTP server is
+//! reached through rmcp's client (`http.rs`).
 
 mod config;
 mod connect;
 mod content;
+mod http;
 mod names;
 mod owner;
 mod resources;

@@ -113,7 +113,7 @@ pub async fn setup_with(create: Value) -> Setup {
 
 /// A session of `daemon` (whose provider is `mock`) in `workdir`, given to the daemon's
 /// user, with extra `session/create` params.
-async fn setup_on(
+pub(crate) async fn setup_on(
     mock: MockAnthropic,
     daemon: TestDaemon,
     workdir: tempfile::TempDir,

@@ -1,6 +1,8 @@
 //! MCP servers as tool sources, with real servers from the registries (`.ci/run` installs
-//! them under target/): `@modelcontextprotocol/server-everything` over stdio; a session's
-//! servers never outlive it, nor the daemon, even one killed with `kill -9`.
+//! them under target/): `@modelcontextprotocol/server-everything` over stdio and over
+//! Streamable HTTP (text, image, resource and structured results, a long call withdrawn by
+//! an abort, the environment a stdio server gets); a session's servers never outlive it,
+//! nor the daemon, even one killed with `kill -9`.
 
 use crate::processes::{live_with_marker, marker, wait_for};
 use crate::{Setup, of_kind, round, setup_with};
@@ -25,6 +27,187 @@ async fn with_everything(tag: &str) -> Option<Setup> {
     let index = everything()?;
     let server = json!({"command": "node", "args": [index, "stdio", tag]});
     Some(setup_with(json!({"config": {"mcp_servers": {"everything": server}}})).await)
+}
+
+/// server-everything serving Streamable HTTP on a free port of 127.0.0.1; ended when dropped.
+struct HttpServer {
+    _child: tokio::process::Child,
+    url: String,
+}
+
+async fn everything_http() -> Option<HttpServer> {
+    let index = everything()?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = tokio::process::Command::new("node")
+        .arg(index)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    crate::eventually("server-everything to listen", async || {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+    })
+    .await;
+    Some(HttpServer {
+        _child: child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+    })
+}
+
+/// Every kind of result, through `server` (a stdio or an HTTP one), as the model gets it.
+async fn results_of_every_kind(server: Value) {
+    let mut s = setup_with(json!({"config": {"mcp_servers": {"everything": server}}})).await;
+    let results = round(
+        &mut s,
+        &[
+            ("t", "mcp__everything__echo", json!({"message": "hi"})),
+            ("i", "mcp__everything__get-tiny-image", json!({})),
+            ("l", "mcp__everything__get-resource-links", json!({"count": 2})),
+            ("j", "mcp__everything__get-structured-content", json!({"location": "New York"})),
+            ("r", "read_mcp_resource", json!({"server": "everything", "uri": "demo://resource/static/document/architecture.md"})),
+            ("e", "mcp__everything__echo", json!({})),
+        ],
+    )
+    .await;
+    assert_eq!(results["t"], (false, "Echo: hi".to_owned()));
+    assert!(
+        results["l"].1.contains("[resource demo://"),
+        "{:?}",
+        results["l"]
+    );
+    assert!(results["j"].1.contains("temperature"), "{:?}", results["j"]);
+    assert!(!results["r"].0, "{:?}", results["r"]);
+    // Arguments the schema refuses never reach the server.
+    assert!(
+        results["e"].0 && results["e"].1.contains("Invalid arguments"),
+        "{:?}",
+        results["e"]
+    );
+    // The image went to the model with the result, as read_file's do.
+    let requests = s.mock.requests();
+    let image_result = requests[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .find(|b| b["type"] == "tool_result" && b["tool_use_id"] == "i")
+        .unwrap();
+    let blocks = image_result["content"].as_array().unwrap();
+    assert!(
+        blocks.iter().any(|b| b["type"] == "image")
+            && blocks.iter().any(|b| b["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("[image image/png attached]"))),
+        "{image_result}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_of_every_kind_over_stdio() {
+    let Some(index) = everything() else {
+        return;
+    };
+    results_of_every_kind(json!({"command": "node", "args": [index, "stdio"]})).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_of_every_kind_over_streamable_http() {
+    let Some(server) = everything_http().await else {
+        return;
+    };
+    results_of_every_kind(json!({"url": server.url, "headers": {"X-Test": "1"}})).await;
+}
+
+/// An abort withdraws a long call at once, over either transport; the session goes on.
+async fn abort_withdraws_a_long_call(server: Value) {
+    let mut s = setup_with(json!({"config": {"mcp_servers": {"everything": server}}})).await;
+    s.mock.push_stream(agentd_tests::sse::tools(
+        "",
+        &[(
+            "long",
+            "mcp__everything__trigger-long-running-operation",
+            json!({"duration": 600, "steps": 2}),
+        )],
+    ));
+    s.start("go").await;
+    s.until("tool_call_start").await;
+    s.call("session/abort", json!({})).await;
+    let events = s.until("processing_end").await;
+    let end = of_kind(&events, "tool_call_end")[0];
+    let error = end["data"]["error"].as_str().unwrap();
+    assert!(
+        error.contains("cancelled") || error.contains("aborted"),
+        "{error}"
+    );
+    // The server still serves the session.
+    let results = round(
+        &mut s,
+        &[("t", "mcp__everything__echo", json!({"message": "again"}))],
+    )
+    .await;
+    assert_eq!(results["t"], (false, "Echo: again".to_owned()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abort_withdraws_a_long_call_over_stdio() {
+    let Some(index) = everything() else {
+        return;
+    };
+    abort_withdraws_a_long_call(json!({"command": "node", "args": [index, "stdio"]})).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abort_withdraws_a_long_call_over_streamable_http() {
+    let Some(server) = everything_http().await else {
+        return;
+    };
+    abort_withdraws_a_long_call(json!({"url": server.url})).await;
+}
+
+/// A stdio server gets the session's filtered environment plus its own `env`: no secret of
+/// the daemon's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_server_sees_the_filtered_environment_and_its_own() {
+    let Some(index) = everything() else {
+        return;
+    };
+    let mock = agentd_tests::mock::MockAnthropic::start().await.unwrap();
+    let daemon = agentd_tests::TestDaemon::builder()
+        .env("ANTHROPIC_BASE_URL", &mock.url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("SERVICE_TOKEN", "daemon-secret-value")
+        .env("PLAIN_SETTING", "plain-value")
+        .start()
+        .await
+        .unwrap();
+    let server =
+        json!({"command": "node", "args": [index, "stdio"], "env": {"GIVEN": "given-value"}});
+    let mut s = crate::setup_on(
+        mock,
+        daemon,
+        tempfile::tempdir().unwrap(),
+        json!({"config": {"mcp_servers": {"everything": server}}}),
+    )
+    .await;
+    let results = round(&mut s, &[("v", "mcp__everything__get-env", json!({}))]).await;
+    let env = &results["v"].1;
+    assert!(
+        env.contains("given-value") && env.contains("plain-value"),
+        "{env}"
+    );
+    assert!(
+        !env.contains("daemon-secret-value") && !env.contains("test-key"),
+        "{env}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
