@@ -357,3 +357,149 @@ async fn no_server_survives_daemon_shutdown_or_kill_9_and_restart() {
     })
     .await;
 }
+
+/// The Python of `target/mcp-py` (the `mcp` SDK and mcp-server-time), where `.ci/run` puts it.
+fn mcp_python(what: &str) -> Option<PathBuf> {
+    let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/mcp-py/bin");
+    prerequisite(what, bin.join(what).is_file()).then(|| bin.join(what))
+}
+
+/// The hostile server (tests/mcp/hostile_server.py), with `args` after the script.
+fn hostile(args: &[&str]) -> Option<Value> {
+    let python = mcp_python("python")?;
+    let has_sdk = std::process::Command::new(&python)
+        .args(["-c", "import mcp.server.mcpserver"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !prerequisite("the mcp Python SDK (target/mcp-py)", has_sdk) {
+        return None;
+    }
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/hostile_server.py");
+    let mut all = vec![json!(script)];
+    all.extend(args.iter().map(|a| json!(a)));
+    Some(json!({"command": python, "args": all, "tool_timeout_secs": 5}))
+}
+
+/// Each misbehaviour costs its own call only, with an error the model reads; the session and
+/// the daemon go on, and a crashed server is started again by its next call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_server_costs_its_own_calls_only() {
+    let Some(server) = hostile(&[]) else {
+        return;
+    };
+    let mut s = setup_with(json!({"config": {"mcp_servers": {"h": server}}})).await;
+    let one = async |s: &mut Setup, tool: &str| {
+        let results = round(s, &[("c", &format!("mcp__h__{tool}"), json!({}))]).await;
+        results["c"].clone()
+    };
+    let (error, text) = one(&mut s, "hang").await;
+    assert!(
+        error && text.contains("did not answer within 5 s"),
+        "{text}"
+    );
+    assert_eq!(one(&mut s, "ok").await, (false, "fine".to_owned()));
+    let (error, text) = one(&mut s, "failing").await;
+    assert!(
+        error && text.contains("Error executing tool failing"),
+        "{text}"
+    );
+    let (error, text) = one(&mut s, "huge").await;
+    assert!(!error && text.len() < 100_000, "{}", text.len());
+    let (error, text) = one(&mut s, "garbage").await;
+    assert_eq!((error, text.as_str()), (false, "after garbage"));
+    // A 20 MB line is dropped unread; the call's answer still arrives.
+    let (error, text) = one(&mut s, "flood").await;
+    assert_eq!((error, text.as_str()), (false, "flooded"));
+    let (error, text) = one(&mut s, "crash").await;
+    assert!(
+        error && text.contains("started again on the next call"),
+        "{text}"
+    );
+    assert_eq!(one(&mut s, "ok").await, (false, "fine".to_owned()));
+    // The crash was reported, and the daemon still serves other clients.
+    s.client.subscribe(&s.session, Some(0)).await.unwrap();
+    let events = s
+        .client
+        .events_until("mcp_server_state", |e| e["data"]["state"] == "failed")
+        .await
+        .unwrap();
+    let reason = events.last().unwrap()["data"]["reason"].as_str().unwrap();
+    assert!(reason.contains("started again on its next use"), "{reason}");
+    let mut other = s.daemon.client().await.unwrap();
+    other.call("daemon/info", json!({})).await.unwrap();
+}
+
+/// A server declaring thousands of tools gets 128 offered; an event names the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousands_of_tools_are_cut_to_128_and_the_rest_named() {
+    let Some(server) = hostile(&["many"]) else {
+        return;
+    };
+    let mut s = setup_with(json!({"config": {"mcp_servers": {"h": server}}})).await;
+    let results = round(&mut s, &[("c", "mcp__h__ok", json!({}))]).await;
+    assert_eq!(results["c"], (false, "fine".to_owned()));
+    let tools = s.mock.requests()[0].body["tools"].as_array().unwrap().len();
+    assert!((128..200).contains(&tools), "{tools}");
+    s.client.subscribe(&s.session, Some(0)).await.unwrap();
+    let events = s
+        .client
+        .events_until("processing_end", |_| true)
+        .await
+        .unwrap();
+    assert!(
+        of_kind(&events, "warning")
+            .iter()
+            .any(|w| w["data"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("tool(s) not offered")),
+        "{events:?}"
+    );
+}
+
+/// `notifications/tools/list_changed` refreshes the tools from the next LLM call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_tool_list_is_offered_from_the_next_call() {
+    let Some(server) = hostile(&[]) else {
+        return;
+    };
+    let mut s = setup_with(json!({"config": {"mcp_servers": {"h": server}}})).await;
+    let names = |body: &Value| -> Vec<String> {
+        body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    round(&mut s, &[("g", "mcp__h__grow", json!({}))]).await;
+    let requests = s.mock.requests();
+    assert!(!names(&requests[0].body).contains(&"mcp__h__added".to_owned()));
+    assert!(names(&requests[1].body).contains(&"mcp__h__added".to_owned()));
+    let results = round(&mut s, &[("a", "mcp__h__added", json!({}))]).await;
+    assert_eq!(results["a"], (false, "added here".to_owned()));
+}
+
+/// mcp-server-time from PyPI answers through the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_server_time_from_pypi_answers() {
+    let Some(time) = mcp_python("mcp-server-time") else {
+        return;
+    };
+    let server = json!({"command": time, "args": ["--local-timezone", "UTC"]});
+    let mut s = setup_with(json!({"config": {"mcp_servers": {"time": server}}})).await;
+    let results = round(
+        &mut s,
+        &[(
+            "t",
+            "mcp__time__get_current_time",
+            json!({"timezone": "UTC"}),
+        )],
+    )
+    .await;
+    assert!(
+        !results["t"].0 && results["t"].1.contains("UTC"),
+        "{:?}",
+        results["t"]
+    );
+}
