@@ -18,6 +18,7 @@ mod resources;
 mod tool;
 
 pub(crate) use config::validate;
+pub(crate) use names::PREFIX;
 pub(crate) use owner::Mcp;
 
 use crate::exec::LocalOptions;

@@ -161,10 +161,7 @@ impl Owner {
         // channel closes and the servers stop.
         while let Some(cmd) = rx.recv().await {
             match cmd {
-                Cmd::Tools(reply) => {
-                    self.refresh_stale();
-                    self.waiting.push(reply);
-                }
+                Cmd::Tools(reply) => self.waiting.push(reply),
                 Cmd::Peer(server, reply) => self.peer(&server, reply),
                 Cmd::Lost {
                     server,
@@ -176,6 +173,7 @@ impl Owner {
                         && s.generation == generation
                     {
                         s.stale = true;
+                        self.refresh_stale();
                     }
                 }
                 Cmd::Started {
@@ -384,7 +382,8 @@ impl Owner {
         }
     }
 
-    /// Asks every ready server whose list changed for it again.
+    /// Asks every ready server whose list changed for it again (one listing at a time per
+    /// server); an LLM call waits for the listings under way.
     fn refresh_stale(&mut self) {
         for (name, server) in &mut self.servers {
             let State::Ready(connection) = &server.state else {
@@ -429,13 +428,17 @@ impl Owner {
         };
         server.refreshing = false;
         match result {
-            Ok(listed) => {
+            // A server repeating the notification costs a listing each time, never an event.
+            Ok(listed) if listed != server.listed => {
                 server.listed = listed;
                 self.rebuild();
                 self.report(name, McpServerState::Ready, None);
             }
+            Ok(_) => {}
             Err(why) => tracing::warn!(server = name, "MCP tool list refresh failed: {why}"),
         }
+        // Changed again while it was being listed.
+        self.refresh_stale();
     }
 
     /// The tools of every server that has listed some, in name order.

@@ -7,8 +7,8 @@ use super::names::tool_name;
 use super::owner::{Cmd, Mcp};
 use super::resources::{ListResources, ReadResource};
 use crate::tools::{
-    ApprovalSubject, OutputLimits, TargetKind, Tool, ToolContext, ToolDefinition, ToolError,
-    ToolRegistry,
+    ApprovalSubject, McpOrigin, OutputLimits, TargetKind, Tool, ToolContext, ToolDefinition,
+    ToolError, ToolRegistry,
 };
 use agentd_proto::McpServerConfig;
 use async_trait::async_trait;
@@ -88,7 +88,13 @@ pub(super) fn build_tools<'a>(
                 timeout: Duration::from_secs(config.tool_timeout_secs()),
                 owner: owner.clone(),
             };
-            match registry.register_mcp(Arc::new(tool), server, &t.name) {
+            let origin = McpOrigin {
+                server: server.to_owned(),
+                tool: t.name.to_string(),
+                read_only: tool.read_only,
+                destructive: tool.destructive,
+            };
+            match registry.register_mcp(Arc::new(tool), origin) {
                 Ok(()) => offered += 1,
                 Err(_) => out.push(t.name.chars().take(128).collect()),
             }

@@ -11,8 +11,22 @@ pub(crate) struct RegisteredTool {
     /// Its definition, read once at registration.
     pub(crate) definition: ToolDefinition,
     validator: jsonschema::Validator,
-    /// For a tool of an MCP server: the server and the server's own name of the tool.
-    pub(crate) origin: Option<(String, String)>,
+    /// For a tool of an MCP server: which, and what it says of itself.
+    pub(crate) origin: Option<McpOrigin>,
+}
+
+/// Where an MCP tool comes from, and the hints its server gave (`readOnlyHint`,
+/// `destructiveHint`), which the approval policy reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct McpOrigin {
+    /// The server's name.
+    pub(crate) server: String,
+    /// The server's own name of the tool.
+    pub(crate) tool: String,
+    /// The server says the tool only reads.
+    pub(crate) read_only: bool,
+    /// The server says the tool may destroy data.
+    pub(crate) destructive: bool,
 }
 
 impl RegisteredTool {
@@ -66,20 +80,19 @@ impl ToolRegistry {
         self.register_from(tool, None)
     }
 
-    /// Adds tool `tool` of MCP server `server`.
+    /// Adds a tool of an MCP server.
     pub(crate) fn register_mcp(
         &mut self,
         tool: Arc<dyn Tool>,
-        server: &str,
-        name: &str,
+        origin: McpOrigin,
     ) -> Result<(), RegisterError> {
-        self.register_from(tool, Some((server.to_owned(), name.to_owned())))
+        self.register_from(tool, Some(origin))
     }
 
     fn register_from(
         &mut self,
         tool: Arc<dyn Tool>,
-        origin: Option<(String, String)>,
+        origin: Option<McpOrigin>,
     ) -> Result<(), RegisterError> {
         let definition = tool.definition();
         if definition.parameters.get("type").and_then(|t| t.as_str()) != Some("object") {
@@ -138,8 +151,12 @@ impl ToolRegistry {
     /// The MCP tools: server, the server's name, the model's name.
     pub(crate) fn origins(&self) -> impl Iterator<Item = (&str, &str, &str)> {
         self.tools.iter().filter_map(|t| {
-            let (server, tool) = t.origin.as_ref()?;
-            Some((server.as_str(), tool.as_str(), t.definition.name.as_str()))
+            let o = t.origin.as_ref()?;
+            Some((
+                o.server.as_str(),
+                o.tool.as_str(),
+                t.definition.name.as_str(),
+            ))
         })
     }
 

@@ -473,11 +473,21 @@ async fn a_changed_tool_list_is_offered_from_the_next_call() {
             .collect()
     };
     round(&mut s, &[("g", "mcp__h__grow", json!({}))]).await;
-    let requests = s.mock.requests();
-    assert!(!names(&requests[0].body).contains(&"mcp__h__added".to_owned()));
-    assert!(names(&requests[1].body).contains(&"mcp__h__added".to_owned()));
+    assert!(!names(&s.mock.requests()[0].body).contains(&"mcp__h__added".to_owned()));
+    // The server is listed again as soon as it says its list changed.
+    s.client.subscribe(&s.session, Some(0)).await.unwrap();
+    s.client
+        .events_until("mcp_server_state", |e| {
+            e["data"]["tools"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|n| n == "mcp__h__added"))
+        })
+        .await
+        .unwrap();
+    let before = s.mock.requests().len();
     let results = round(&mut s, &[("a", "mcp__h__added", json!({}))]).await;
     assert_eq!(results["a"], (false, "added here".to_owned()));
+    assert!(names(&s.mock.requests()[before].body).contains(&"mcp__h__added".to_owned()));
 }
 
 /// mcp-server-time from PyPI answers through the session.
@@ -501,5 +511,137 @@ async fn mcp_server_time_from_pypi_answers() {
         !results["t"].0 && results["t"].1.contains("UTC"),
         "{:?}",
         results["t"]
+    );
+}
+
+/// A prompt-injected model cannot reach a disabled server, a filtered tool, or a server's
+/// tool through a built-in's name; a client cannot claim `mcp__` names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_model_cannot_reach_what_the_config_leaves_out() {
+    let (Some(on), Some(off)) = (hostile(&[]), hostile(&[])) else {
+        return;
+    };
+    let mut off = off;
+    off["enabled"] = json!(false);
+    let mut on = on;
+    on["disabled_tools"] = json!(["crash"]);
+    let mut s = setup_with(json!({"config": {"mcp_servers": {"h": on, "off": off}}})).await;
+    let results = round(
+        &mut s,
+        &[
+            ("a", "mcp__off__ok", json!({})),
+            ("b", "mcp__h__crash", json!({})),
+            ("c", "shell", json!({"command": "echo builtin-shell"})),
+            ("d", "mcp__h__shell", json!({"command": "x"})),
+        ],
+    )
+    .await;
+    for id in ["a", "b"] {
+        assert!(
+            results[id].0 && results[id].1.contains("Unknown tool"),
+            "{:?}",
+            results[id]
+        );
+    }
+    assert!(
+        results["c"].1.contains("builtin-shell"),
+        "{:?}",
+        results["c"]
+    );
+    assert_eq!(
+        results["d"],
+        (false, "the hostile server's shell".to_owned())
+    );
+    let offered = s.mock.requests()[0].body["tools"].to_string();
+    assert!(!offered.contains("mcp__off__") && !offered.contains("mcp__h__crash"));
+    // Only one server started: the disabled one never ran.
+    s.client.subscribe(&s.session, Some(0)).await.unwrap();
+    let events = s
+        .client
+        .events_until("processing_end", |_| true)
+        .await
+        .unwrap();
+    assert!(
+        of_kind(&events, "mcp_server_state")
+            .iter()
+            .all(|e| e["data"]["server"] == "h")
+    );
+
+    let mut client = s.daemon.client().await.unwrap();
+    let refused = client
+        .request(
+            "session/create",
+            json!({"cwd": s.workdir.path(), "config": {"client_tools": [
+                {"name": "mcp__h__ok", "description": "smuggled", "parameters": {"type": "object"}}
+            ]}}),
+        )
+        .await
+        .unwrap();
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("only MCP servers' tools may"), "{refused}");
+}
+
+/// In `ask` mode: a tool its server calls read-only runs without asking, one it calls
+/// destructive is asked about though an allow rule covers it, a deny rule refuses, and the
+/// request names the server and the tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_follow_mcp_rules_and_hints() {
+    let Some(server) = hostile(&[]) else {
+        return;
+    };
+    let mut s = setup_with(json!({"config": {
+        "mcp_servers": {"h": server},
+        "approval": {"mode": "ask", "allow": ["mcp(h/*)"], "deny": ["mcp(h/fail*)"]}
+    }}))
+    .await;
+    s.mock.push_stream(agentd_tests::sse::tools(
+        "",
+        &[
+            ("p", "mcp__h__peek", json!({})),
+            ("o", "mcp__h__ok", json!({})),
+            ("f", "mcp__h__failing", json!({})),
+            ("w", "mcp__h__wipe", json!({})),
+        ],
+    ));
+    s.mock.push_stream(agentd_tests::sse::text("done"));
+    s.start("go").await;
+    let before = s.until("approval_requested").await;
+    let asked = &before.last().unwrap()["data"].clone();
+    assert_eq!(asked["tool"], "mcp__h__wipe");
+    let summary = asked["summary"].as_str().unwrap();
+    assert!(summary.contains("MCP server h tool wipe"), "{summary}");
+    s.call(
+        "session/respond",
+        json!({"request_id": asked["request_id"], "decision": "deny"}),
+    )
+    .await;
+    let after = s.until("processing_end").await;
+    let all: Vec<Value> = [before, after].concat();
+    let ends: std::collections::BTreeMap<String, Value> = of_kind(&all, "tool_call_end")
+        .iter()
+        .map(|e| {
+            (
+                e["data"]["call_id"].as_str().unwrap().to_owned(),
+                e["data"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(ends["p"]["output"], "peeked");
+    assert_eq!(ends["o"]["output"], "fine");
+    assert!(
+        ends["f"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("mcp(h/fail*)"),
+        "{:?}",
+        ends["f"]
+    );
+    assert!(
+        ends["w"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("Refused by the user"),
+        "{:?}",
+        ends["w"]
     );
 }
