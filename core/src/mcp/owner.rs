@@ -144,6 +144,9 @@ struct Server {
     stale: bool,
     /// Calls waiting for it to start.
     peers: Vec<oneshot::Sender<Result<Peer<RoleClient>, String>>>,
+    /// The start under way: aborting it drops the half-started server, whose process group
+    /// is killed with it.
+    start: Option<tokio::task::AbortHandle>,
 }
 
 struct Owner {
@@ -246,6 +249,7 @@ impl Owner {
                     refreshing: false,
                     stale: false,
                     peers: Vec::new(),
+                    start: None,
                 },
             );
             self.launch(&name);
@@ -257,6 +261,9 @@ impl Owner {
     fn retire(&self, name: &str, server: Server) {
         for peer in server.peers {
             let _ = peer.send(Err(format!("MCP server {name} was stopped")));
+        }
+        if let Some(start) = server.start {
+            start.abort();
         }
         if let State::Ready(connection) = server.state {
             tokio::spawn(connection.close());
@@ -281,9 +288,9 @@ impl Owner {
             server.generation,
             self.me.clone(),
         );
-        let name = name.to_owned();
-        self.report(&name, McpServerState::Starting, None);
-        tokio::spawn(async move {
+        let server_name = name.to_owned();
+        let start = tokio::spawn(async move {
+            let name = server_name;
             let result = connect(&launcher, &name, &config, generation, me.clone())
                 .await
                 .map(Box::new);
@@ -304,6 +311,8 @@ impl Owner {
                 }
             }
         });
+        server.start = Some(start.abort_handle());
+        self.report(name, McpServerState::Starting, None);
     }
 
     fn started(
@@ -323,6 +332,7 @@ impl Owner {
             }
             return;
         };
+        server.start = None;
         let (state, reason) = match result {
             Ok((connection, listed)) => {
                 for peer in server.peers.drain(..) {
@@ -479,6 +489,9 @@ impl Owner {
         for (name, server) in std::mem::take(&mut self.servers) {
             for peer in server.peers {
                 let _ = peer.send(Err(format!("MCP server {name} was stopped")));
+            }
+            if let Some(start) = server.start {
+                start.abort();
             }
             if let State::Ready(connection) = server.state {
                 closing.push(connection.close());

@@ -126,6 +126,7 @@ pub(super) async fn call(
         rmcp::Peer<rmcp::service::RoleClient>,
     ) -> BoxFuture<'static, Result<serde_json::Value, ServiceError>>,
 ) -> Result<serde_json::Value, ToolError> {
+    let started = std::time::Instant::now();
     let mcp = Mcp::upgrade(owner)
         .ok_or_else(|| ToolError("the session's MCP servers are stopped".into()))?;
     let peer = tokio::select! {
@@ -133,10 +134,18 @@ pub(super) async fn call(
         () = ctx.cancel.cancelled() => return Err(ToolError("the call was withdrawn: the work was aborted".into())),
     };
     // Dropping the request (timeout, abort) sends the server `notifications/cancelled`.
+    let sent = std::time::Instant::now();
     let result = tokio::select! {
         r = tokio::time::timeout(timeout, request(peer)) => r,
         () = ctx.cancel.cancelled() => return Err(ToolError("the call was cancelled: the work was aborted".into())),
     };
+    // What the benchmark compares: the server's round trip and the whole call.
+    tracing::debug!(
+        server,
+        request_us = sent.elapsed().as_micros() as u64,
+        total_us = started.elapsed().as_micros() as u64,
+        "MCP call"
+    );
     match result {
         Err(_) => Err(ToolError(format!(
             "MCP server {server} did not answer within {} s (tool_timeout_secs); the call was cancelled",

@@ -645,3 +645,18 @@ async fn approvals_follow_mcp_rules_and_hints() {
         ends["w"]
     );
 }
+
+/// A server still starting when its session closes is ended with it, not at its startup
+/// timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_still_starting_ends_with_its_session() {
+    let tag = marker();
+    let server = json!({"command": "sleep", "args": ["600", tag], "startup_timeout_secs": 3600});
+    let mut s = setup_with(json!({"config": {"mcp_servers": {"slow": server}}})).await;
+    wait_for("the server to start", || live_with_marker(&tag).len() == 1).await;
+    s.call("session/close", json!({})).await;
+    wait_for("the starting server to end with its session", || {
+        live_with_marker(&tag).is_empty()
+    })
+    .await;
+}
