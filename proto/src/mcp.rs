@@ -16,7 +16,7 @@ pub const MCP_DEFAULT_TOOL_TIMEOUT_SECS: u64 = 60;
 /// One MCP server (the shape codex's `[mcp_servers.NAME]` has): either a program the daemon
 /// starts and speaks to over its stdin and stdout (`command`), or a Streamable HTTP endpoint
 /// (`url`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct McpServerConfig {
     /// The program of a stdio server (looked up in `PATH`).
@@ -62,6 +62,39 @@ pub struct McpServerConfig {
 
 fn yes() -> bool {
     true
+}
+
+/// Nothing set and enabled, as an empty table in the config file reads.
+impl Default for McpServerConfig {
+    fn default() -> Self {
+        Self {
+            command: None,
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            cwd: None,
+            url: None,
+            bearer_token_env_var: None,
+            headers: BTreeMap::new(),
+            startup_timeout_secs: None,
+            tool_timeout_secs: None,
+            enabled_tools: None,
+            disabled_tools: Vec::new(),
+            enabled: true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_default_is_what_an_empty_table_reads() {
+        let read: McpServerConfig = serde_json::from_str("{}").unwrap();
+        assert_eq!(read, McpServerConfig::default());
+        assert!(read.enabled);
+    }
 }
 
 fn is_true(b: &bool) -> bool {
