@@ -70,6 +70,9 @@ _agentctl() {
             agentctl,man)
                 cmd="agentctl__subcmd__man"
                 ;;
+            agentctl,mcp)
+                cmd="agentctl__subcmd__mcp"
+                ;;
             agentctl,models)
                 cmd="agentctl__subcmd__models"
                 ;;
@@ -187,6 +190,9 @@ _agentctl() {
             agentctl__subcmd__help,man)
                 cmd="agentctl__subcmd__help__subcmd__man"
                 ;;
+            agentctl__subcmd__help,mcp)
+                cmd="agentctl__subcmd__help__subcmd__mcp"
+                ;;
             agentctl__subcmd__help,models)
                 cmd="agentctl__subcmd__help__subcmd__models"
                 ;;
@@ -232,6 +238,21 @@ _agentctl() {
             agentctl__subcmd__help__subcmd__daemon,stop)
                 cmd="agentctl__subcmd__help__subcmd__daemon__subcmd__stop"
                 ;;
+            agentctl__subcmd__help__subcmd__mcp,list)
+                cmd="agentctl__subcmd__help__subcmd__mcp__subcmd__list"
+                ;;
+            agentctl__subcmd__mcp,help)
+                cmd="agentctl__subcmd__mcp__subcmd__help"
+                ;;
+            agentctl__subcmd__mcp,list)
+                cmd="agentctl__subcmd__mcp__subcmd__list"
+                ;;
+            agentctl__subcmd__mcp__subcmd__help,help)
+                cmd="agentctl__subcmd__mcp__subcmd__help__subcmd__help"
+                ;;
+            agentctl__subcmd__mcp__subcmd__help,list)
+                cmd="agentctl__subcmd__mcp__subcmd__help__subcmd__list"
+                ;;
             *)
                 ;;
         esac
@@ -239,7 +260,7 @@ _agentctl() {
 
     case "${cmd}" in
         agentctl)
-            opts="-h -V --socket --json --help --version status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config pending respond acp doctor login logout daemon completions man help"
+            opts="-h -V --socket --json --help --version status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config pending respond mcp acp doctor login logout daemon completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -649,7 +670,7 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__help)
-            opts="status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config pending respond acp doctor login logout daemon completions man help"
+            opts="status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config pending respond mcp acp doctor login logout daemon completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -970,6 +991,34 @@ _agentctl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        agentctl__subcmd__help__subcmd__mcp)
+            opts="list"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__help__subcmd__mcp__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         agentctl__subcmd__help__subcmd__models)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1219,6 +1268,84 @@ _agentctl() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__mcp)
+            opts="-h --socket --json --help list help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__mcp__subcmd__help)
+            opts="list help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__mcp__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__mcp__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__mcp__subcmd__list)
+            opts="-h --socket --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --socket)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

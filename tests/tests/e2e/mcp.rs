@@ -256,6 +256,22 @@ async fn a_stdio_servers_tools_are_offered_and_run() {
     let start = &of_kind(&events, "tool_call_start")[0]["data"];
     assert_eq!(start["server"], "everything");
     assert_eq!(start["server_tool"], "echo");
+    // agentctl shows the server and its tools.
+    let listed = s
+        .daemon
+        .agentctl(&["--json", "mcp", "list", &s.session[..8]], None)
+        .await
+        .unwrap();
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed[0]["server"], "everything", "{listed}");
+    assert_eq!(listed[0]["state"], "ready", "{listed}");
+    assert!(
+        listed[0]["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("mcp__everything__echo")),
+        "{listed}"
+    );
 
     // Closing the session ends the server.
     assert_eq!(live_with_marker(&tag).len(), 1);
