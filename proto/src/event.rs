@@ -388,15 +388,16 @@ pub enum EventBody {
         server: String,
         /// Where it is now.
         state: McpServerState,
-        /// Why it failed or stopped.
+        /// Why it failed or stopped; when ready, how many of its tools are not offered.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
         /// When ready: the tools offered, as the model sees them (`mcp__SERVER__TOOL`), in
         /// the order it sees them.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tools: Option<Vec<String>>,
-        /// The server's tools left out (its own names): past the 128 a server may offer, or
-        /// with a name or schema that cannot be offered.
+        /// When ready: the server's tools left out (its own names, at most 256; `reason`
+        /// counts them all): past the 128 a server may offer or the 256 KiB their
+        /// definitions may take, or with a schema that cannot be used.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         left_out: Vec<String>,
     },

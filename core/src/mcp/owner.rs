@@ -17,13 +17,16 @@ use tokio::sync::{mpsc, oneshot};
 
 /// Requests the owner queues at most.
 const QUEUE: usize = 64;
+/// Most left-out tools an event names (the reason counts them all).
+const MAX_LEFT_OUT_NAMED: usize = 256;
 
 /// A request to the owner.
 pub(crate) enum Cmd {
     /// The tools to offer now, once no server is starting or refreshing.
     Tools(oneshot::Sender<Arc<ToolRegistry>>),
-    /// A connection to call `server` through, (re)started first when it is down.
-    Peer(String, oneshot::Sender<Result<Peer<RoleClient>, String>>),
+    /// A connection to call `server` through, (re)started first when it is down, and its
+    /// generation (for `Lost`).
+    Peer(String, oneshot::Sender<PeerReply>),
     /// A call found the server gone (crashed, closed its pipes).
     Lost {
         server: String,
@@ -47,6 +50,9 @@ pub(crate) enum Cmd {
     /// Stop every server, then reply.
     Stop(oneshot::Sender<()>),
 }
+
+/// A connection and the start it belongs to.
+pub(super) type PeerReply = Result<(Peer<RoleClient>, u64), String>;
 
 /// A handle on a session's MCP servers.
 #[derive(Clone)]
@@ -85,7 +91,7 @@ impl Mcp {
         rx.await.unwrap_or_default()
     }
 
-    pub(super) async fn peer(&self, server: &str) -> Result<Peer<RoleClient>, String> {
+    pub(super) async fn peer(&self, server: &str) -> PeerReply {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Cmd::Peer(server.to_owned(), reply))
@@ -100,10 +106,11 @@ impl Mcp {
         weak.upgrade().map(|tx| Self { tx })
     }
 
-    pub(super) fn lost(&self, server: &str, reason: String) {
+    /// The connection of start `generation` of `server` is gone.
+    pub(super) fn lost(&self, server: &str, generation: u64, reason: String) {
         let _ = self.tx.try_send(Cmd::Lost {
             server: server.to_owned(),
-            generation: u64::MAX,
+            generation,
             reason,
         });
     }
@@ -140,10 +147,12 @@ struct Server {
     state: State,
     /// Its tools as last listed.
     listed: Vec<Tool>,
+    /// Those of them not offered (their own names).
+    left_out: Vec<String>,
     refreshing: bool,
     stale: bool,
     /// Calls waiting for it to start.
-    peers: Vec<oneshot::Sender<Result<Peer<RoleClient>, String>>>,
+    peers: Vec<oneshot::Sender<PeerReply>>,
     /// The start under way: aborting it drops the half-started server, whose process group
     /// is killed with it.
     start: Option<tokio::task::AbortHandle>,
@@ -170,7 +179,7 @@ impl Owner {
                     server,
                     generation,
                     reason,
-                } => self.lost(&server, generation, reason).await,
+                } => self.lost(&server, generation, reason),
                 Cmd::ListChanged { server, generation } => {
                     if let Some(s) = self.servers.get_mut(&server)
                         && s.generation == generation
@@ -203,19 +212,34 @@ impl Owner {
     }
 
     fn report(&self, server: &str, state: McpServerState, reason: Option<String>) {
-        let tools = matches!(state, McpServerState::Ready).then(|| {
+        let ready = state == McpServerState::Ready;
+        let tools = ready.then(|| {
             self.tools
                 .origins()
                 .filter(|(s, _, _)| *s == server)
                 .map(|(_, _, name)| name.to_owned())
                 .collect()
         });
+        let left_out = match self.servers.get(server) {
+            Some(s) if ready => s.left_out.clone(),
+            _ => Vec::new(),
+        };
+        let reason = reason.or_else(|| {
+            (!left_out.is_empty()).then(|| {
+                format!(
+                    "{} of its tools are not offered: past the {} a server may offer or the \
+                     room their definitions may take, or with a schema that cannot be used",
+                    left_out.len(),
+                    McpTool::MAX_PER_SERVER
+                )
+            })
+        });
         (self.emit)(EventBody::McpServerState {
             server: server.to_owned(),
             state,
             reason,
             tools,
-            left_out: Vec::new(),
+            left_out: left_out.into_iter().take(MAX_LEFT_OUT_NAMED).collect(),
         });
     }
 
@@ -246,6 +270,7 @@ impl Owner {
                     generation: 0,
                     state: State::Stopped,
                     listed: Vec::new(),
+                    left_out: Vec::new(),
                     refreshing: false,
                     stale: false,
                     peers: Vec::new(),
@@ -336,7 +361,7 @@ impl Owner {
         let (state, reason) = match result {
             Ok((connection, listed)) => {
                 for peer in server.peers.drain(..) {
-                    let _ = peer.send(Ok(connection.peer()));
+                    let _ = peer.send(Ok((connection.peer(), generation)));
                 }
                 server.listed = listed;
                 server.state = State::Ready(Box::new(connection));
@@ -355,14 +380,14 @@ impl Owner {
         self.report(name, state, reason);
     }
 
-    fn peer(&mut self, name: &str, reply: oneshot::Sender<Result<Peer<RoleClient>, String>>) {
+    fn peer(&mut self, name: &str, reply: oneshot::Sender<PeerReply>) {
         let Some(server) = self.servers.get_mut(name) else {
             let _ = reply.send(Err(format!("the session has no MCP server {name}")));
             return;
         };
         match &server.state {
             State::Ready(connection) => {
-                let _ = reply.send(Ok(connection.peer()));
+                let _ = reply.send(Ok((connection.peer(), server.generation)));
             }
             State::Starting => server.peers.push(reply),
             State::Failed | State::Stopped => {
@@ -372,11 +397,11 @@ impl Owner {
         }
     }
 
-    async fn lost(&mut self, name: &str, generation: u64, reason: String) {
+    fn lost(&mut self, name: &str, generation: u64, reason: String) {
         let Some(server) = self.servers.get_mut(name) else {
             return;
         };
-        if generation != u64::MAX && generation != server.generation {
+        if generation != server.generation {
             return;
         }
         if let State::Ready(_) = server.state
@@ -460,14 +485,13 @@ impl Owner {
             .map(|(name, s)| (name.as_str(), &s.config, s.listed.as_slice()));
         let (tools, left_out) = build_tools(servers, &self.me);
         self.tools = Arc::new(tools);
-        for (server, names) in left_out {
-            (self.emit)(EventBody::warning(format!(
-                "MCP server {server}: {} tool(s) not offered (past the {} a server may offer, \
-                 or with a schema that cannot be used): {}",
-                names.len(),
-                McpTool::MAX_PER_SERVER,
-                names.join(", ")
-            )));
+        for server in self.servers.values_mut() {
+            server.left_out.clear();
+        }
+        for (name, names) in left_out {
+            if let Some(server) = self.servers.get_mut(&name) {
+                server.left_out = names;
+            }
         }
     }
 

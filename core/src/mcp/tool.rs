@@ -24,6 +24,9 @@ use tokio::sync::mpsc;
 const MAX_DESCRIPTION: usize = 2048;
 /// Most bytes of a tool's argument schema.
 const MAX_SCHEMA_BYTES: usize = 64 * 1024;
+/// Most bytes one server's offered definitions (schemas and descriptions) take together: they
+/// go with every LLM call.
+const MAX_SERVER_BYTES: usize = 256 * 1024;
 
 /// One tool of one server.
 pub(super) struct McpTool {
@@ -59,10 +62,18 @@ pub(super) fn build_tools<'a>(
         tools.dedup_by(|a, b| a.name == b.name);
         let mut out = Vec::new();
         let mut offered = 0;
+        let mut bytes = 0;
         for t in tools {
             let schema = serde_json::Value::Object((*t.input_schema).clone());
-            let fits =
-                offered < McpTool::MAX_PER_SERVER && schema.to_string().len() <= MAX_SCHEMA_BYTES;
+            let size = schema.to_string().len();
+            let cost = size
+                + t.description
+                    .as_deref()
+                    .map_or(0, str::len)
+                    .min(MAX_DESCRIPTION);
+            let fits = offered < McpTool::MAX_PER_SERVER
+                && size <= MAX_SCHEMA_BYTES
+                && bytes + cost <= MAX_SERVER_BYTES;
             if !fits {
                 out.push(t.name.chars().take(128).collect());
                 continue;
@@ -95,7 +106,10 @@ pub(super) fn build_tools<'a>(
                 destructive: tool.destructive,
             };
             match registry.register_mcp(Arc::new(tool), origin) {
-                Ok(()) => offered += 1,
+                Ok(()) => {
+                    offered += 1;
+                    bytes += cost;
+                }
                 Err(_) => out.push(t.name.chars().take(128).collect()),
             }
         }
@@ -129,7 +143,7 @@ pub(super) async fn call(
     let started = std::time::Instant::now();
     let mcp = Mcp::upgrade(owner)
         .ok_or_else(|| ToolError("the session's MCP servers are stopped".into()))?;
-    let peer = tokio::select! {
+    let (peer, generation) = tokio::select! {
         peer = mcp.peer(server) => peer.map_err(ToolError)?,
         () = ctx.cancel.cancelled() => return Err(ToolError("the call was withdrawn: the work was aborted".into())),
     };
@@ -154,7 +168,7 @@ pub(super) async fn call(
         Ok(Ok(value)) => Ok(value),
         Ok(Err(e @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
             let reason = format!("the server stopped answering ({e})");
-            mcp.lost(server, reason.clone());
+            mcp.lost(server, generation, reason.clone());
             Err(ToolError(format!(
                 "MCP server {server}: {reason}; it is started again on the next call"
             )))
