@@ -55,6 +55,8 @@ pub use config::{
     Config, HostConfig, Price, ProviderConfig, ServerConfig, ToolsConfig, default_config_dir,
     default_config_path, default_state_dir,
 };
+// MCP servers: `agentd --check-mcp` starts the configured ones.
+pub use mcp::{McpCheck, check_mcp_servers};
 // Where sessions are stored.
 pub use store::{RecordedGroup, RecordedProcesses, Store};
 

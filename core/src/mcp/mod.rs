@@ -8,6 +8,7 @@
 //! (`content.rs`); `resources.rs` is the two resource tools. A Streamable HTTP server is
 //! reached through rmcp's client (`http.rs`).
 
+mod check;
 mod config;
 mod connect;
 mod content;
@@ -17,6 +18,7 @@ mod owner;
 mod resources;
 mod tool;
 
+pub use check::{McpCheck, check_mcp_servers};
 pub(crate) use config::validate;
 pub(crate) use names::PREFIX;
 pub(crate) use owner::Mcp;

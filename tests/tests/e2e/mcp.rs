@@ -676,3 +676,38 @@ async fn a_server_still_starting_ends_with_its_session() {
     })
     .await;
 }
+
+/// `agentctl doctor` starts the config file's servers and names those that fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_starts_the_configured_servers_and_names_the_failures() {
+    let Some(index) = everything() else {
+        return;
+    };
+    let mock = agentd_tests::mock::MockAnthropic::start().await.unwrap();
+    let config = format!(
+        "[mcp_servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n\n\
+         [mcp_servers.missing]\ncommand = \"agentd-no-such-mcp-server\"\n\n\
+         [mcp_servers.off]\ncommand = \"agentd-no-such-mcp-server\"\nenabled = false\n",
+        index.display().to_string()
+    );
+    let daemon = agentd_tests::TestDaemon::builder()
+        .env("ANTHROPIC_BASE_URL", &mock.url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .config(&config)
+        .start()
+        .await
+        .unwrap();
+    let out = daemon.agentctl(&["--json", "doctor"], None).await.unwrap();
+    assert!(!out.status.success());
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let check = report["mcp_check"]["output"].as_str().unwrap();
+    assert!(check.contains("mcp everything: ok, "), "{check}");
+    assert!(
+        check.contains("mcp missing: FAILED: cannot start agentd-no-such-mcp-server"),
+        "{check}"
+    );
+    assert!(!check.contains("mcp off"), "{check}");
+    let human = daemon.agentctl(&["doctor"], None).await.unwrap();
+    let human = String::from_utf8_lossy(&human.stdout);
+    assert!(human.contains("mcp      missing: FAILED"), "{human}");
+}

@@ -59,7 +59,7 @@ pub(super) struct NewSession {
 
 impl Registry {
     /// Which variables commands inherit (the daemon's own locally, the remote's over ssh).
-    fn env_filter(config: &Config) -> EnvFilter {
+    pub(crate) fn env_filter(config: &Config) -> EnvFilter {
         let tools = &config.tools;
         EnvFilter::new(EnvPolicy::InheritAll).with(
             &tools.env_deny,
