@@ -711,3 +711,66 @@ async fn doctor_starts_the_configured_servers_and_names_the_failures() {
     let human = String::from_utf8_lossy(&human.stdout);
     assert!(human.contains("mcp      missing: FAILED"), "{human}");
 }
+
+/// An HTTP server's bearer token is read from the daemon's environment and appears in no
+/// event, snapshot or log line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bearer_token_never_shows() {
+    let Some(server) = everything_http().await else {
+        return;
+    };
+    let token = "tok-3f9a1c77e2d54b6b";
+    let mock = agentd_tests::mock::MockAnthropic::start().await.unwrap();
+    let daemon = agentd_tests::TestDaemon::builder()
+        .env("ANTHROPIC_BASE_URL", &mock.url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("EVERYTHING_TOKEN", token)
+        .start()
+        .await
+        .unwrap();
+    let config = json!({"url": server.url, "bearer_token_env_var": "EVERYTHING_TOKEN"});
+    let mut s = crate::setup_on(
+        mock,
+        daemon,
+        tempfile::tempdir().unwrap(),
+        json!({"config": {"mcp_servers": {"e": config}}}),
+    )
+    .await;
+    let results = round(&mut s, &[("t", "mcp__e__echo", json!({"message": "x"}))]).await;
+    assert_eq!(results["t"], (false, "Echo: x".to_owned()));
+    s.client.subscribe(&s.session, Some(0)).await.unwrap();
+    let events = s
+        .client
+        .events_until("processing_end", |_| true)
+        .await
+        .unwrap();
+    let snapshot = s.call("session/get", json!({})).await;
+    for (what, text) in [
+        ("events", serde_json::to_string(&events).unwrap()),
+        ("snapshot", snapshot.to_string()),
+        ("log", s.daemon.log_text()),
+    ] {
+        assert!(!text.contains(token), "the token is in the {what}");
+    }
+    assert!(snapshot.to_string().contains("EVERYTHING_TOKEN"));
+
+    // A variable that is not set fails the server, naming the variable.
+    let unset = json!({"url": server.url, "bearer_token_env_var": "AGENTD_TEST_UNSET_TOKEN"});
+    s.call(
+        "session/set_config",
+        json!({"config": {"mcp_servers": {"u": unset}}}),
+    )
+    .await;
+    let failed = s
+        .client
+        .events_until("mcp_server_state", |e| {
+            e["data"]["server"] == "u" && e["data"]["state"] == "failed"
+        })
+        .await
+        .unwrap();
+    let reason = failed.last().unwrap()["data"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("AGENTD_TEST_UNSET_TOKEN") && reason.contains("not set"),
+        "{reason}"
+    );
+}
