@@ -1,6 +1,7 @@
 """A hostile MCP server for agentd's tests (tests/tests/e2e/mcp.rs), on the official `mcp`
 Python SDK: each tool misbehaves in one way, and `ok` shows the server (or its restart) still
-serves. With the argument `many`, it declares thousands of tools."""
+serves. With the argument `many`, it declares thousands of tools; with `stubborn TAG`, it
+leaves a child in its process group that ignores SIGTERM."""
 
 import os
 import sys
@@ -85,6 +86,28 @@ async def grow(ctx: Context) -> str:
     await ctx.session.send_tool_list_changed()
     return "grown"
 
+
+if len(sys.argv) > 2 and sys.argv[1] == "stubborn":
+    # A child in the server's process group that ignores SIGTERM and outlives the server's
+    # own exit: only the group's SIGKILL ends it. Its command line carries the test's tag.
+    import subprocess
+
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, sys, time\n"
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "print('ignoring', flush=True)\n"
+            "sys.stdout.close()\n"
+            "time.sleep(600)",
+            sys.argv[2],
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+    )
+    # The server answers only once its child ignores SIGTERM.
+    child.stdout.readline()
 
 if len(sys.argv) > 1 and sys.argv[1] == "many":
     for i in range(5000):

@@ -774,3 +774,64 @@ async fn a_bearer_token_never_shows() {
         "{reason}"
     );
 }
+
+/// A server whose process group holds a child that ignores SIGTERM and outlives the server:
+/// the group is ended with its session, and after a `kill -9` of the daemon by the next start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stubborn_servers_group_ends_with_its_session_and_after_kill_9() {
+    let first = marker();
+    let Some(server) = hostile(&["stubborn", &first]) else {
+        return;
+    };
+    let mut s = setup_with(json!({"config": {"mcp_servers": {"h": server}}})).await;
+    // Ready: its child ignores SIGTERM by then.
+    s.client.subscribe(&s.session, Some(0)).await.unwrap();
+    s.client
+        .events_until("mcp_server_state", |e| e["data"]["state"] == "ready")
+        .await
+        .unwrap();
+    // The server and its child both carry the tag.
+    assert_eq!(live_with_marker(&first).len(), 2);
+    s.call("session/close", json!({})).await;
+    wait_for("the stubborn child to end with its session", || {
+        live_with_marker(&first).is_empty()
+    })
+    .await;
+
+    let second = marker();
+    let server = hostile(&["stubborn", &second]).unwrap();
+    let mut client = s.daemon.client().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    s.daemon.give(dir.path()).unwrap();
+    let id = s
+        .daemon
+        .create_session(
+            &mut client,
+            dir.path(),
+            json!({"config": {"mcp_servers": {"h": server}}}),
+        )
+        .await
+        .unwrap();
+    client.subscribe(&id, Some(0)).await.unwrap();
+    client
+        .events_until("mcp_server_state", |e| e["data"]["state"] == "ready")
+        .await
+        .unwrap();
+    assert_eq!(live_with_marker(&second).len(), 2);
+    s.daemon
+        .stop_with(nix::sys::signal::Signal::SIGKILL)
+        .await
+        .unwrap();
+    s.daemon.restart().await.unwrap();
+    s.daemon
+        .client()
+        .await
+        .unwrap()
+        .call("daemon/info", json!({}))
+        .await
+        .unwrap();
+    wait_for("the restarted daemon to end the stubborn child", || {
+        live_with_marker(&second).is_empty()
+    })
+    .await;
+}
