@@ -115,16 +115,28 @@ async fn stdio(
     config: &McpServerConfig,
     client: Client,
 ) -> Result<Connection, String> {
-    let cwd = config.cwd.as_deref().unwrap_or(&launcher.cwd);
-    let process = start_server(
-        &launcher.options,
-        &ServerCommand {
-            program,
-            args: &config.args,
-            env: &config.env,
-            cwd,
-        },
-    )
+    // Off the async workers: the lookup in PATH, the variables and the spawn (which holds
+    // its thread until the program is exec'd) would otherwise compete with the session's
+    // own start, which is answering session/create meanwhile.
+    let (options, config_owned, cwd) = (
+        launcher.options.clone(),
+        config.clone(),
+        config.cwd.clone().unwrap_or_else(|| launcher.cwd.clone()),
+    );
+    let program_owned = program.to_owned();
+    let process = tokio::task::spawn_blocking(move || {
+        start_server(
+            &options,
+            &ServerCommand {
+                program: &program_owned,
+                args: &config_owned.args,
+                env: &config_owned.env,
+                cwd: &cwd,
+            },
+        )
+    })
+    .await
+    .map_err(|e| format!("cannot start {program}: {e}"))?
     .map_err(|e| format!("cannot start {program}: {e}"))?;
     tracing::info!(
         server = name,

@@ -830,8 +830,14 @@ async fn a_stubborn_servers_group_ends_with_its_session_and_after_kill_9() {
         .call("daemon/info", json!({}))
         .await
         .unwrap();
-    wait_for("the restarted daemon to end the stubborn child", || {
-        live_with_marker(&second).is_empty()
-    })
-    .await;
+    let deadline = std::time::Instant::now() + agentd_tests::WAIT;
+    while !live_with_marker(&second).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the restarted daemon did not end the stubborn child: {:?}\n{}",
+            live_with_marker(&second),
+            s.daemon.log_text()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
