@@ -7,8 +7,8 @@ use super::names::tool_name;
 use super::owner::{Cmd, Mcp};
 use super::resources::{ListResources, ReadResource};
 use crate::tools::{
-    ApprovalSubject, McpOrigin, OutputLimits, TargetKind, Tool, ToolContext, ToolDefinition,
-    ToolError, ToolRegistry,
+    ApprovalSubject, McpOrigin, TargetKind, Tool, ToolContext, ToolDefinition, ToolError,
+    ToolRegistry,
 };
 use agentd_proto::McpServerConfig;
 use async_trait::async_trait;
@@ -200,10 +200,6 @@ impl Tool for McpTool {
                 ),
             )
         })
-    }
-
-    fn output_limits(&self) -> OutputLimits {
-        OutputLimits::default()
     }
 
     async fn execute(
