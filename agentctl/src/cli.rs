@@ -131,6 +131,9 @@ pub(crate) enum Online {
     /// Answer a pending request: `respond SESSION REQUEST allow|allow_always|deny
     /// [--message TEXT]`, or the answer to a question.
     Respond(cmd::respond::Respond),
+    /// A session's MCP servers: `mcp list SESSION` shows each one's state and tools.
+    #[command(subcommand)]
+    Mcp(cmd::mcp::Mcp),
     /// Speak the Agent Client Protocol on stdin/stdout, for editors (Zed, JetBrains, Neovim,
     /// Emacs): each ACP session is an agentd session. Only ACP goes to stdout.
     Acp,

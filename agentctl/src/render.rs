@@ -8,8 +8,8 @@
 //! under the tool call, as soon as it is complete.
 
 use agentd_proto::{
-    BuiltinTool, Decision, Event, EventBody, LimitKind, ProcessingEndReason, ResolvedBy,
-    SessionState, ToolCallId, Usage,
+    BuiltinTool, Decision, Event, EventBody, LimitKind, McpServerState, ProcessingEndReason,
+    ResolvedBy, SessionState, ToolCallId, Usage,
 };
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
@@ -101,6 +101,21 @@ fn describe_usage(u: &Usage) -> String {
         ));
     }
     line
+}
+
+/// An MCP server's new state, for people: `⚙ MCP server git ready (12 tools)`.
+fn describe_mcp_state(
+    server: &str,
+    state: McpServerState,
+    reason: Option<&str>,
+    tools: Option<&[String]>,
+) -> String {
+    let detail = match (reason, tools) {
+        (Some(r), _) => format!(": {r}"),
+        (None, Some(t)) => format!(" ({} tools)", t.len()),
+        (None, None) => String::new(),
+    };
+    format!("⚙ MCP server {server} {state}{detail}")
 }
 
 fn summarize_args(tool: &str, args: &serde_json::Value) -> String {
@@ -347,6 +362,27 @@ impl Renderer {
                 self.close_line();
                 eprintln!("{}", style.paint("33", &format!("⚠ {message}")));
             }
+            EventBody::McpServerState {
+                server,
+                state,
+                reason,
+                tools,
+                ..
+            } => {
+                self.close_line();
+                let color = if *state == McpServerState::Failed {
+                    "33"
+                } else {
+                    "2"
+                };
+                eprintln!(
+                    "{}",
+                    style.paint(
+                        color,
+                        &describe_mcp_state(server, *state, reason.as_deref(), tools.as_deref())
+                    )
+                );
+            }
             EventBody::Error { message, .. } => {
                 self.close_line();
                 eprintln!("{}", style.paint("31", &format!("✗ error: {message}")));
@@ -395,6 +431,19 @@ pub(crate) fn image_note(images: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mcp_states_read_as_a_line() {
+        let tools = ["mcp__git__status".to_owned()];
+        assert_eq!(
+            describe_mcp_state("git", McpServerState::Ready, None, Some(&tools)),
+            "⚙ MCP server git ready (1 tools)"
+        );
+        assert_eq!(
+            describe_mcp_state("git", McpServerState::Failed, Some("it crashed"), None),
+            "⚙ MCP server git failed: it crashed"
+        );
+    }
 
     #[test]
     fn unknown_usage_is_not_shown_as_zero() {

@@ -34,6 +34,10 @@ struct Args {
     /// Validate the config file and environment, then exit.
     #[arg(long)]
     check_config: bool,
+    /// Start each MCP server of the config file, list its tools, stop it, and say which
+    /// failed (exit status 1 when one did).
+    #[arg(long)]
+    check_mcp: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -86,6 +90,9 @@ fn main() -> ExitCode {
         }
     };
     config.started_by = started_by(systemd_fd.is_some());
+    if args.check_mcp {
+        return check_mcp(&config);
+    }
     if args.check_config {
         let source = config
             .source
@@ -369,4 +376,36 @@ async fn stop_on_signal(shutdown: CancellationToken) {
         _ = int.recv() => tracing::info!("SIGINT: shutting down"),
     }
     shutdown.cancel();
+}
+
+/// `--check-mcp`: one line per enabled server of the config file, `mcp NAME: ok, N tools` or
+/// `mcp NAME: FAILED: reason`.
+fn check_mcp(config: &agentd_core::Config) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("agentd: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let checks = runtime.block_on(agentd_core::check_mcp_servers(config));
+    let mut failed = false;
+    for check in &checks {
+        match &check.result {
+            Ok(tools) => println!("mcp {}: ok, {tools} tools", check.server),
+            Err(why) => {
+                failed = true;
+                println!("mcp {}: FAILED: {why}", check.server);
+            }
+        }
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }

@@ -5,7 +5,8 @@
 
 use agentd_proto::credentials::{self, Credentials};
 use agentd_proto::{
-    ConfigPatch, KeySource, ProviderInfo, ProviderKind, SandboxMode, SessionConfig, StartedBy,
+    ConfigPatch, KeySource, McpServerConfig, ProviderInfo, ProviderKind, SandboxMode,
+    SessionConfig, StartedBy,
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -218,6 +219,8 @@ pub struct Config {
     pub tools: ToolsConfig,
     /// `[hosts.NAME]`: machines sessions may run on over SSH, by name.
     pub hosts: BTreeMap<String, HostConfig>,
+    /// `[mcp_servers.NAME]`: the MCP servers every new session takes tools from.
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
     /// Problems that do not stop the daemon but should be fixed (a config file others can
     /// write); logged at start and printed by `--check-config`.
     pub warnings: Vec<String>,
@@ -346,6 +349,8 @@ struct FileConfig {
     tools: ToolsConfig,
     #[serde(default)]
     hosts: BTreeMap<String, HostConfig>,
+    #[serde(default)]
+    mcp_servers: BTreeMap<String, McpServerConfig>,
 }
 
 #[derive(Deserialize, Default)]
@@ -429,6 +434,7 @@ pub(crate) fn default_session_config(provider: &str, model: &str) -> SessionConf
         sandbox: SandboxMode::WorkspaceWrite,
         sandbox_writable_roots: Vec::new(),
         sandbox_network: false,
+        mcp_servers: BTreeMap::new(),
     }
 }
 
@@ -710,6 +716,7 @@ impl Config {
             server: file.server,
             tools: file.tools,
             hosts: file.hosts,
+            mcp_servers: file.mcp_servers,
             warnings: Vec::new(),
             requested: None,
             explicit: false,
@@ -755,6 +762,7 @@ impl Config {
             .ok_or_else(|| Error::Invalid(self.unknown_provider(provider)))?;
         let mut config = default_session_config(provider, model.unwrap_or(&p.default_model));
         config.context_window_tokens = p.context_window_tokens;
+        config.mcp_servers = self.mcp_servers.clone();
         config.apply(&self.session_defaults);
         validate_session_config(&config)?;
         Ok(config)
@@ -792,6 +800,7 @@ pub(crate) fn validate_session_config(c: &SessionConfig) -> Result<(), Error> {
         return bad("approval.timeout_ms", "must be at least 1");
     }
     crate::agent::approval::validate(&c.approval).map_err(Error::Invalid)?;
+    crate::mcp::validate(&c.mcp_servers).map_err(Error::Invalid)?;
     if c.sandbox_writable_roots.len() > MAX_WRITABLE_ROOTS {
         return bad(
             "sandbox_writable_roots",
@@ -1206,6 +1215,35 @@ mod tests {
         );
         let err = read_credentials(&path).unwrap_err().to_string();
         assert!(err.contains("larger than"), "{err}");
+    }
+
+    #[test]
+    fn mcp_servers_are_read_checked_and_given_to_sessions() {
+        let c = build(
+            "[mcp_servers.docs]\ncommand = \"docs-server\"\nargs = [\"--stdio\"]\n\
+             [mcp_servers.web]\nurl = \"https://example.com/mcp\"\ntool_timeout_secs = 5\n",
+            &[],
+        )
+        .unwrap();
+        let session = c.session_config("anthropic", Some("m")).unwrap();
+        assert_eq!(session.mcp_servers.len(), 2);
+        assert_eq!(session.mcp_servers["web"].tool_timeout_secs(), 5);
+        assert_eq!(session.mcp_servers["docs"].startup_timeout_secs(), 10);
+        let err = build("[mcp_servers.web]\nurl = \"file:///x\"\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("mcp_servers.web.url must start with"), "{err}");
+        let err = build(
+            "[mcp_servers.web]\nurl = \"http://a\"\ntoken = \"x\"\n",
+            &[],
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(
+            err.contains("mcp_servers.web.token: unknown field `token`"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -23,6 +23,7 @@ mod agent;
 mod config;
 mod exec;
 mod llm;
+mod mcp;
 mod profile;
 mod session;
 mod store;
@@ -54,6 +55,8 @@ pub use config::{
     Config, HostConfig, Price, ProviderConfig, ServerConfig, ToolsConfig, default_config_dir,
     default_config_path, default_state_dir,
 };
+// MCP servers: `agentd --check-mcp` starts the configured ones.
+pub use mcp::{McpCheck, check_mcp_servers};
 // Where sessions are stored.
 pub use store::{RecordedGroup, RecordedProcesses, Store};
 

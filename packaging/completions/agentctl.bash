@@ -70,6 +70,9 @@ _agentctl() {
             agentctl,man)
                 cmd="agentctl__subcmd__man"
                 ;;
+            agentctl,mcp)
+                cmd="agentctl__subcmd__mcp"
+                ;;
             agentctl,mcp-server)
                 cmd="agentctl__subcmd__mcp__subcmd__server"
                 ;;
@@ -190,6 +193,9 @@ _agentctl() {
             agentctl__subcmd__help,man)
                 cmd="agentctl__subcmd__help__subcmd__man"
                 ;;
+            agentctl__subcmd__help,mcp)
+                cmd="agentctl__subcmd__help__subcmd__mcp"
+                ;;
             agentctl__subcmd__help,mcp-server)
                 cmd="agentctl__subcmd__help__subcmd__mcp__subcmd__server"
                 ;;
@@ -238,6 +244,21 @@ _agentctl() {
             agentctl__subcmd__help__subcmd__daemon,stop)
                 cmd="agentctl__subcmd__help__subcmd__daemon__subcmd__stop"
                 ;;
+            agentctl__subcmd__help__subcmd__mcp,list)
+                cmd="agentctl__subcmd__help__subcmd__mcp__subcmd__list"
+                ;;
+            agentctl__subcmd__mcp,help)
+                cmd="agentctl__subcmd__mcp__subcmd__help"
+                ;;
+            agentctl__subcmd__mcp,list)
+                cmd="agentctl__subcmd__mcp__subcmd__list"
+                ;;
+            agentctl__subcmd__mcp__subcmd__help,help)
+                cmd="agentctl__subcmd__mcp__subcmd__help__subcmd__help"
+                ;;
+            agentctl__subcmd__mcp__subcmd__help,list)
+                cmd="agentctl__subcmd__mcp__subcmd__help__subcmd__list"
+                ;;
             *)
                 ;;
         esac
@@ -245,7 +266,7 @@ _agentctl() {
 
     case "${cmd}" in
         agentctl)
-            opts="-h -V --socket --json --help --version status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config pending respond acp doctor login logout daemon mcp-server completions man help"
+            opts="-h -V --socket --json --help --version status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config pending respond mcp acp doctor login logout daemon mcp-server completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -655,7 +676,7 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__help)
-            opts="status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config pending respond acp doctor login logout daemon mcp-server completions man help"
+            opts="status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config pending respond mcp acp doctor login logout daemon mcp-server completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -976,9 +997,37 @@ _agentctl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        agentctl__subcmd__help__subcmd__mcp)
+            opts="list"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         agentctl__subcmd__help__subcmd__mcp__subcmd__server)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__help__subcmd__mcp__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1250,9 +1299,87 @@ _agentctl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        agentctl__subcmd__mcp)
+            opts="-h --socket --json --help list help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         agentctl__subcmd__mcp__subcmd__server)
             opts="-h --socket --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__mcp__subcmd__help)
+            opts="list help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__mcp__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__mcp__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__mcp__subcmd__list)
+            opts="-h --socket --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

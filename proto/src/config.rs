@@ -1,6 +1,7 @@
 //! Session configuration as it appears on the wire: the full [`SessionConfig`] in snapshots
 //! and the partial [`ConfigPatch`] accepted by `session/create` and `session/set_config`.
 
+use crate::McpServerConfig;
 use crate::names::names;
 use crate::requests::{ApprovalConfig, ApprovalPatch, ClientToolDefinition};
 use schemars::JsonSchema;
@@ -108,6 +109,10 @@ pub struct SessionConfig {
     /// `workspace_write` only; `off` never restricts).
     #[serde(default)]
     pub sandbox_network: bool,
+    /// The MCP servers whose tools the session takes, by name: the config file's
+    /// `[mcp_servers]` as they were when the session was made, plus those the session added.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
 }
 
 /// A partial [`SessionConfig`]: every field that is present replaces the current value.
@@ -183,6 +188,10 @@ pub struct ConfigPatch {
     /// See [`SessionConfig::sandbox_network`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox_network: Option<bool>,
+    /// Merged into [`SessionConfig::mcp_servers`]: each server named replaces the one of that
+    /// name (`enabled = false` turns one off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_servers: Option<BTreeMap<String, McpServerConfig>>,
 }
 
 impl SessionConfig {
@@ -228,6 +237,9 @@ impl SessionConfig {
         }
         if let Some(t) = p.client_tools {
             self.client_tools = t;
+        }
+        if let Some(m) = p.mcp_servers {
+            self.mcp_servers.extend(m);
         }
     }
 }

@@ -6,7 +6,10 @@
 use crate::names::names;
 use crate::params::{QueueContents, SessionState};
 use crate::requests::{Decision, RequestId, ResolvedBy};
-use crate::{EntryId, ImageInfo, InputId, ProfileId, SessionConfig, SessionId, ToolCallId, Usage};
+use crate::{
+    EntryId, ImageInfo, InputId, McpServerState, ProfileId, SessionConfig, SessionId, ToolCallId,
+    Usage,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -168,6 +171,12 @@ pub enum EventBody {
         tool_name: String,
         /// The arguments the model sent.
         arguments: serde_json::Value,
+        /// For a tool of an MCP server: the server's name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server: Option<String>,
+        /// For a tool of an MCP server: the server's own name of the tool.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server_tool: Option<String>,
     },
     /// Output of a running tool call, as it arrives.
     ToolCallOutputDelta {
@@ -192,6 +201,12 @@ pub enum EventBody {
         error: Option<String>,
         /// Wall-clock duration.
         duration_ms: u64,
+        /// For a tool of an MCP server: the server's name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server: Option<String>,
+        /// For a tool of an MCP server: the server's own name of the tool.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server_tool: Option<String>,
     },
     /// A steering message was added to the conversation.
     SteeringInjected {
@@ -367,6 +382,25 @@ pub enum EventBody {
         /// What is queued now.
         queue: QueueContents,
     },
+    /// One of the session's MCP servers changed state, or its tools changed.
+    McpServerState {
+        /// The server's name (the key of `mcp_servers`).
+        server: String,
+        /// Where it is now.
+        state: McpServerState,
+        /// Why it failed or stopped; when ready, how many of its tools are not offered.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// When ready: the tools offered, as the model sees them (`mcp__SERVER__TOOL`), in
+        /// the order it sees them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tools: Option<Vec<String>>,
+        /// When ready: the server's tools left out (its own names, at most 256; `reason`
+        /// counts them all): past the 128 a server may offer or the 256 KiB their
+        /// definitions may take, or with a schema that cannot be used.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        left_out: Vec<String>,
+    },
 }
 
 impl EventBody {
@@ -403,6 +437,7 @@ impl EventBody {
             Self::Error { .. } => "error",
             Self::Usage { .. } => "usage",
             Self::QueueChanged { .. } => "queue_changed",
+            Self::McpServerState { .. } => "mcp_server_state",
         }
     }
 }

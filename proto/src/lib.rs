@@ -25,6 +25,7 @@ mod event;
 mod history;
 mod ids;
 mod images;
+mod mcp;
 pub mod methods;
 mod names;
 mod params;
@@ -46,6 +47,10 @@ pub use ids::{EntryId, InputId, SessionId, ToolCallId};
 pub use images::{
     IMAGE_MEDIA_TYPES, ImageInfo, MAX_IMAGE_BYTES, MAX_IMAGES, MAX_IMAGES_BYTES, MAX_REQUEST_BYTES,
     image_media_type,
+};
+pub use mcp::{
+    MCP_DEFAULT_STARTUP_TIMEOUT_SECS, MCP_DEFAULT_TOOL_TIMEOUT_SECS, McpServerConfig,
+    McpServerState,
 };
 pub use names::UnknownName;
 pub use params::*;

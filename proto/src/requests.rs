@@ -48,7 +48,9 @@ names! {
 /// followed) and relative to the session's directory (`write_file(src/**)`), or whole when
 /// the pattern starts with `/`. An allow rule covers a shell line only when every simple
 /// command matches and the line holds nothing the parser cannot vouch for; a deny rule
-/// matches any simple command, however spelled. README.md, *The rule language*, has it all.
+/// matches any simple command, however spelled. MCP tools take `mcp(SERVER/TOOL)` rules, the
+/// pattern a glob over the server's name and its own name of the tool (`mcp(github/*)`), and
+/// a bare `mcp` matches them all. README.md, *The rule language*, has it all.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(transparent)]
 pub struct ApprovalRule(pub String);

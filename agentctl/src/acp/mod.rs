@@ -18,6 +18,7 @@
 
 mod approvals;
 mod content;
+mod mcp;
 mod session;
 mod tools;
 mod updates;
@@ -241,7 +242,8 @@ impl Bridge {
                 acp::SessionCapabilities::new()
                     .list(acp::SessionListCapabilities::new())
                     .close(acp::SessionCloseCapabilities::new()),
-            );
+            )
+            .mcp_capabilities(acp::McpCapabilities::new().http(true));
         let auth = acp::AuthMethod::Agent(
             acp::AuthMethodAgent::new(AUTH_METHOD, "Provider API key for agentd").description(
                 "agentd calls the model with its own keys: set ANTHROPIC_API_KEY, \
@@ -288,7 +290,7 @@ impl Bridge {
         req: acp::NewSessionRequest,
         cx: ConnectionTo<Client>,
     ) -> std::result::Result<acp::NewSessionResponse, Error> {
-        check_mcp(&req.mcp_servers)?;
+        let servers = mcp::servers(&req.mcp_servers)?;
         let cwd = absolute_dir(&req.cwd)?;
         let meta = req.meta.as_ref();
         let profile = meta_str(meta, "profile")?
@@ -301,6 +303,10 @@ impl Bridge {
             model: meta_str(meta, "model")?,
             profile,
             title: meta_str(meta, "title")?,
+            config: (!servers.is_empty()).then(|| ConfigPatch {
+                mcp_servers: Some(servers),
+                ..ConfigPatch::default()
+            }),
             ..CreateParams::default()
         };
         let snapshot = self
@@ -325,8 +331,21 @@ impl Bridge {
         req: acp::LoadSessionRequest,
         cx: ConnectionTo<Client>,
     ) -> std::result::Result<acp::LoadSessionResponse, Error> {
-        check_mcp(&req.mcp_servers)?;
+        let servers = mcp::servers(&req.mcp_servers)?;
         let session_id = SessionId(req.session_id.0.to_string());
+        // The editor's servers for this session now (ACP sends them with every load).
+        if !servers.is_empty() {
+            self.daemon
+                .call::<m::SessionSetConfig>(SetConfigParams {
+                    session_id: session_id.clone(),
+                    config: ConfigPatch {
+                        mcp_servers: Some(servers),
+                        ..ConfigPatch::default()
+                    },
+                })
+                .await
+                .map_err(daemon_error)?;
+        }
         let snapshot = self
             .daemon
             .call::<m::SessionGet>(SessionParams { session_id })
@@ -598,18 +617,6 @@ impl Bridge {
 
 fn acp_version() -> agent_client_protocol::schema::ProtocolVersion {
     agent_client_protocol::schema::ProtocolVersion::V1
-}
-
-/// MCP servers are not supported yet: said plainly rather than dropped.
-fn check_mcp(servers: &[acp::McpServer]) -> std::result::Result<(), Error> {
-    if servers.is_empty() {
-        return Ok(());
-    }
-    Err(Error::invalid_params().data(format!(
-        "agentd does not support MCP servers yet; {} were given. Remove mcpServers from this \
-         agent's settings (agentd's own tools read, edit, search and run commands)",
-        servers.len()
-    )))
 }
 
 /// The session directory: absolute (ACP requires it) and existing.

@@ -106,6 +106,7 @@ impl Translator {
                 call_id,
                 tool_name,
                 arguments,
+                ..
             } => {
                 let shown = tools::show(&self.cwd, tool_name, arguments);
                 self.calls
@@ -305,6 +306,8 @@ mod tests {
             call_id: id.clone(),
             tool_name: "edit_file".into(),
             arguments: args,
+            server: None,
+            server_tool: None,
         });
         let end = t.updates(&EventBody::ToolCallEnd {
             call_id: id,
@@ -312,6 +315,8 @@ mod tests {
             output: Some("edited".into()),
             error: None,
             duration_ms: 1,
+            server: None,
+            server_tool: None,
         });
         let [acp::SessionUpdate::ToolCallUpdate(u)] = end.as_slice() else {
             panic!("{end:?}")

@@ -37,6 +37,28 @@ fn check_config() -> Option<ConfigCheck> {
     })
 }
 
+/// Runs `agentd --check-mcp`: the config file's MCP servers started and stopped, one line
+/// each; `None` when no agentd binary can be run.
+fn check_mcp() -> Option<ConfigCheck> {
+    let out = std::process::Command::new(daemon::agentd_binary())
+        .arg("--check-mcp")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    Some(ConfigCheck {
+        ok: out.status.success(),
+        output: String::from_utf8_lossy(&out.stdout).trim_end().to_owned(),
+    })
+}
+
+/// Prints what `agentd --check-mcp` said, a line per server.
+fn print_mcp(check: Option<&ConfigCheck>) {
+    for line in check.iter().flat_map(|c| c.output.lines()) {
+        println!("{}", line.replacen("mcp ", "mcp      ", 1));
+    }
+}
+
 pub(crate) async fn run(flag: Option<&std::path::Path>, json: bool) -> Result<u8> {
     let socket = daemon::socket_path(flag);
     let log = daemon::log_path();
@@ -50,10 +72,13 @@ pub(crate) async fn run(flag: Option<&std::path::Path>, json: bool) -> Result<u8
             Err(_) => (None, None),
         };
     let check = check_config();
+    // The servers only when the config loads (the daemon would not start otherwise).
+    let mcp = check.as_ref().filter(|c| c.ok).and_then(|_| check_mcp());
     let code = match (&info, &check) {
         (None, _) if refused.is_some() => EX_NOPERM,
         (None, _) => EX_UNAVAILABLE,
         (Some(_), Some(c)) if !c.ok => EX_FAILURE,
+        _ if mcp.as_ref().is_some_and(|m| !m.ok) => EX_FAILURE,
         _ => 0,
     };
     if json {
@@ -70,6 +95,7 @@ pub(crate) async fn run(flag: Option<&std::path::Path>, json: bool) -> Result<u8
             "daemon": info,
             "log": log.display().to_string(),
             "config_check": check,
+            "mcp_check": mcp,
             "providers": providers,
         });
         println!("{report}");
@@ -102,6 +128,7 @@ pub(crate) async fn run(flag: Option<&std::path::Path>, json: bool) -> Result<u8
                 println!("config   not checked: no agentd binary found beside agentctl or on PATH")
             }
         }
+        print_mcp(mcp.as_ref());
         return Ok(code);
     };
     println!("socket   {} (ok)", info.socket);
@@ -128,6 +155,7 @@ pub(crate) async fn run(flag: Option<&std::path::Path>, json: bool) -> Result<u8
         );
     }
     println!("log      {} (when started by agentctl)", log.display());
+    print_mcp(mcp.as_ref());
     let rows: Vec<Vec<String>> = info
         .providers
         .iter()

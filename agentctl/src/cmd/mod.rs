@@ -15,6 +15,7 @@ pub(crate) mod image;
 pub(crate) mod login;
 pub(crate) mod ls;
 pub(crate) mod man;
+pub(crate) mod mcp;
 pub(crate) mod models;
 pub(crate) mod new;
 pub(crate) mod queue;
@@ -70,6 +71,7 @@ pub(crate) async fn run(command: Online, ctx: &Context) -> Result<u8> {
         Online::Queue(args) => args.run(ctx).await,
         Online::Abort(args) => args.run(ctx).await,
         Online::Close(args) => args.run(ctx).await,
+        Online::Mcp(args) => args.run(ctx).await,
         Online::Events(args) => args.run(ctx).await,
         Online::History(args) => args.run(ctx).await,
         Online::Fork(args) => args.run(ctx).await,

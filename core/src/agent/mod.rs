@@ -61,6 +61,10 @@ pub(crate) trait Host: Send + Sync {
     /// The session's clients, for approvals, questions and client tools; `None` where
     /// nobody can answer (then `ask` mode refuses what it would ask about).
     fn requests(&self) -> Option<&dyn Requests>;
+    /// The session's MCP servers; `None` where it has none.
+    fn mcp(&self) -> Option<crate::mcp::Mcp> {
+        None
+    }
 }
 
 /// A new id for a pending request (or a rule's decision), unique in the daemon.
@@ -235,7 +239,15 @@ impl Agent<'_> {
             let api = Some(provider.kind());
             let system = host.system_prompt(&config.model);
             let history: Vec<&Turn> = entries.iter().map(|e| &e.turn).collect();
-            let tools = host.tools();
+            // The servers' tools join the session's own; the first call waits for the servers
+            // to start (each within its startup timeout).
+            let tools = match host.mcp() {
+                Some(mcp) => tokio::select! {
+                    more = mcp.tools() => Arc::new(host.tools().with(&more)),
+                    () = cancel.cancelled() => return Outcome::Aborted,
+                },
+                None => host.tools(),
+            };
             let request = llm::Request {
                 model: &config.model,
                 system: &system,

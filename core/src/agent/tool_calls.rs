@@ -7,7 +7,8 @@ use super::{Agent, Host};
 use crate::exec::{SandboxPolicy, Sandboxed};
 use crate::store::Backlog;
 use crate::tools::{
-    Answer, OutputLimits, RegisteredTool, Settled, ToolContext, ToolRegistry, truncate_tool_output,
+    Answer, McpOrigin, OutputLimits, RegisteredTool, Settled, ToolContext, ToolRegistry,
+    truncate_tool_output,
 };
 use agentd_proto::{
     Decision, EscapedProcesses, EventBody, ImageData, OutputStream, ProcessInfo, RequestBody,
@@ -95,7 +96,7 @@ impl Agent<'_> {
         if self.profile.supports_parallel_tool_calls && calls.len() > 1 {
             let started = Instant::now();
             for call in calls {
-                self.announce(call);
+                self.announce(call, round);
             }
             futures::future::join_all(
                 calls
@@ -107,18 +108,21 @@ impl Agent<'_> {
             let mut results = Vec::with_capacity(calls.len());
             for call in calls {
                 let started = Instant::now();
-                self.announce(call);
+                self.announce(call, round);
                 results.push(self.execute_single_tool(call, round, started).await);
             }
             results
         }
     }
 
-    fn announce(&self, call: &ToolCall) {
+    fn announce(&self, call: &ToolCall, round: &Round<'_>) {
+        let (server, server_tool) = origin(call, round);
         self.host.emit(EventBody::ToolCallStart {
             call_id: call.id.clone(),
             tool_name: call.name.clone(),
             arguments: call.arguments.clone(),
+            server,
+            server_tool,
         });
     }
 
@@ -151,12 +155,15 @@ impl Agent<'_> {
             .get(&call.name)
             .map_or_else(OutputLimits::default, |t| t.tool.output_limits());
         let content = truncate_tool_output(text, &call.name, limits, round.config);
+        let (server, server_tool) = origin(call, round);
         host.emit(EventBody::ToolCallEnd {
             call_id: call.id.clone(),
             tool_name: call.name.clone(),
             output,
             error,
             duration_ms,
+            server,
+            server_tool,
         });
         // The call's output deltas were emitted from a callback that cannot wait.
         self.room(round.cancel).await;
@@ -264,6 +271,9 @@ impl Agent<'_> {
         round: &Round<'_>,
     ) -> Result<bool, String> {
         let settings = &round.config.approval;
+        if let Some(origin) = &registered.origin {
+            return self.approve_mcp(call, registered, origin, round).await;
+        }
         let prepared = match registered.tool.approval(&call.arguments) {
             Some(subject) => Some(approval::prepare(settings, &call.name, subject, self.env).await),
             None => None,
@@ -337,6 +347,89 @@ impl Agent<'_> {
             )),
         }
     }
+}
+
+impl Agent<'_> {
+    /// [`Agent::approve`] for a tool of an MCP server: `mcp(SERVER/TOOL)` rules and the
+    /// server's hints decide (see [`approval::decide_mcp`]); a person is asked otherwise.
+    async fn approve_mcp(
+        &self,
+        call: &ToolCall,
+        registered: &RegisteredTool,
+        origin: &McpOrigin,
+        round: &Round<'_>,
+    ) -> Result<bool, String> {
+        let settings = &round.config.approval;
+        let target = approval::mcp_target(&origin.server, &origin.tool);
+        let ruled = |decision, rule: String| EventBody::ApprovalResolved {
+            request_id: super::new_request_id(),
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            decision,
+            by: ResolvedBy::Rule,
+            message: Some(rule),
+        };
+        match approval::decide_mcp(settings, &target, origin.read_only, origin.destructive) {
+            Verdict::Run => return Ok(false),
+            Verdict::AllowedBy(rule) => {
+                self.host.emit(ruled(Decision::Allow, rule));
+                return Ok(false);
+            }
+            Verdict::DeniedBy(rule) => {
+                let refusal = format!(
+                    "Refused: the session's approval rule `{rule}` denies this call, so it was not run. Do not retry it; find another way or ask the user."
+                );
+                self.host.emit(ruled(Decision::Deny, rule));
+                return Err(refusal);
+            }
+            Verdict::Refused(why) => return Err(why),
+            Verdict::Ask => {}
+        }
+        let Some(requests) = self.host.requests() else {
+            return Err("Refused: this call needs approval and nobody can give it here.".into());
+        };
+        let summary = registered
+            .tool
+            .approval(&call.arguments)
+            .map_or_else(|| target.clone(), |s| s.summary);
+        let always = if origin.destructive {
+            Vec::new()
+        } else {
+            vec![approval::mcp_rule(&target)]
+        };
+        let body = RequestBody::Approval {
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+            summary,
+        };
+        match requests.raise(&call.id, body, always, round.cancel).await {
+            Settled::Answered(Answer::Approval {
+                decision: Decision::Allow | Decision::AllowAlways,
+                ..
+            }) => Ok(false),
+            Settled::Answered(Answer::Approval { message, .. }) => Err(match message {
+                Some(m) if !m.trim().is_empty() => format!(
+                    "Refused by the user: this call was not run. Their message: {}",
+                    m.trim()
+                ),
+                _ => "Refused by the user: this call was not run. Take another way, or ask the user what they want.".into(),
+            }),
+            Settled::Answered(other) => Err(format!("Refused: unexpected answer {other:?}")),
+            Settled::TimedOut(secs) => Err(format!(
+                "Refused: nobody approved this call within {secs} s, so it was not run."
+            )),
+            Settled::Aborted => Err("Tool call skipped: the user aborted the work.".into()),
+        }
+    }
+}
+
+/// For a call of an MCP server's tool: the server and the server's own name of the tool.
+fn origin(call: &ToolCall, round: &Round<'_>) -> (Option<String>, Option<String>) {
+    round
+        .tools
+        .get(&call.name)
+        .and_then(|t| t.origin.clone())
+        .map_or((None, None), |o| (Some(o.server), Some(o.tool)))
 }
 
 /// The `warning` naming the processes tool call `call_id` started that left its process group

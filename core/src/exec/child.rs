@@ -79,6 +79,12 @@ impl<P, O, E> Child<P, O, E> {
         }
     }
 
+    /// The process and its pipes, for a caller that reads them itself (a server spoken to
+    /// over them).
+    pub(super) fn into_parts(self) -> (P, Option<O>, Option<E>) {
+        (self.process, self.stdout, self.stderr)
+    }
+
     /// Whether a pipe was still open when [`run`] returned: a process other than the command
     /// held it (its output was drained for [`DRAIN_AFTER_EXIT`], then no longer read).
     pub(super) fn held(&self) -> bool {

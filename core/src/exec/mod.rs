@@ -29,7 +29,7 @@ pub use env_filter::EnvPolicy;
 pub(crate) use env_filter::EnvFilter;
 pub(crate) use files::opened_real_path;
 pub use local::{LocalExecutionEnvironment, end_leftovers};
-pub(crate) use local::{LocalOptions, describe_escaped};
+pub(crate) use local::{LocalOptions, ServerCommand, ServerGroup, describe_escaped, start_server};
 pub(crate) use process::run_id;
 pub use process::{
     AncestryError, ProcessId, become_subreaper, descends_from, identify, reap_orphans_forever,

@@ -23,13 +23,15 @@ use std::path::Path;
 pub(super) type Hook = Box<dyn Fn() -> Result<(), Errno> + Send + Sync>;
 
 /// A command to start: a program with its arguments, its whole environment, its directory,
-/// stdin from `/dev/null`, stdout and stderr to pipes.
+/// stdin from `/dev/null` (or the descriptor [`Command::stdin`] gives), stdout and stderr to
+/// pipes.
 pub(super) struct Command {
     program: CString,
     args: Vec<CString>,
     env: Vec<CString>,
     cwd: CString,
     hooks: Vec<Hook>,
+    stdin: Option<std::os::fd::OwnedFd>,
 }
 
 fn c_string(s: &OsStr) -> io::Result<CString> {
@@ -53,7 +55,14 @@ impl Command {
             env: Vec::new(),
             cwd: c_string(cwd.as_os_str())?,
             hooks: Vec::new(),
+            stdin: None,
         })
+    }
+
+    /// Gives the command `fd` as its stdin (a pipe's read end, for a server spoken to).
+    pub(super) fn stdin(&mut self, fd: std::os::fd::OwnedFd) -> &mut Self {
+        self.stdin = Some(fd);
+        self
     }
 
     /// Sets the variable `key` (the last setting of a key wins).
@@ -248,8 +257,11 @@ mod linux {
     impl Command {
         /// Starts the command (see the module docs); fails with the errno of the step that
         /// failed in the child, which then has exited and been reaped.
-        pub(in crate::exec) fn spawn(self) -> io::Result<Spawned> {
-            let stdin = std::fs::File::open("/dev/null")?;
+        pub(in crate::exec) fn spawn(mut self) -> io::Result<Spawned> {
+            let stdin = match self.stdin.take() {
+                Some(fd) => fd,
+                None => std::fs::File::open("/dev/null")?.into(),
+            };
             let (out_read, out_write) = pipe()?;
             let (err_read, err_write) = pipe()?;
             let argv: Vec<&CString> = [&self.program].into_iter().chain(&self.args).collect();
@@ -483,7 +495,7 @@ mod other {
                         OsString::from_vec(value[1..].to_vec()),
                     ))
                 }))
-                .stdin(Stdio::null())
+                .stdin(self.stdin.map_or_else(Stdio::null, Stdio::from))
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
             for hook in self.hooks {

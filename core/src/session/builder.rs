@@ -50,6 +50,7 @@ impl Session {
                 forked_from: None,
                 restored: None,
                 parent: None,
+                mcp: None,
                 family: None,
                 cancel: CancellationToken::new(),
             },

@@ -99,6 +99,10 @@ impl Host for Task {
     fn requests(&self) -> Option<&dyn Requests> {
         Some(self)
     }
+
+    fn mcp(&self) -> Option<crate::mcp::Mcp> {
+        self.mcp.clone()
+    }
 }
 
 #[async_trait]

@@ -140,6 +140,8 @@ pub(crate) struct SessionSpec {
     pub(crate) restored: Option<Restored>,
     /// The session that spawned this one as a subagent.
     pub(crate) parent: Option<ParentLink>,
+    /// How its MCP servers start; `None`: it runs none (a host's session).
+    pub(crate) mcp: Option<crate::mcp::Launcher>,
     /// Its children and parent, through which it spawns, finds and stops its subagents and
     /// reports to its parent; `None`: the subagent tools report that subagents are not
     /// available.
@@ -281,7 +283,7 @@ impl Session {
     ) -> Arc<Self> {
         let (commands, rx) = mpsc::channel(COMMAND_BUFFER);
         let family = spec.family.clone();
-        let (info, view) = task::start(spec, daemon_events, rx, tasks);
+        let (info, view) = task::start(spec, daemon_events, (commands.downgrade(), rx), tasks);
         Arc::new(Self {
             info,
             commands,

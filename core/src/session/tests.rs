@@ -120,6 +120,7 @@ pub(super) fn spec(
         forked_from: None,
         restored: None,
         parent: None,
+        mcp: None,
         family: None,
         cancel: tokio_util::sync::CancellationToken::new(),
     }

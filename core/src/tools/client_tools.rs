@@ -83,6 +83,12 @@ pub(crate) fn session_tools(
                 "client_tools: {name:?} is not a valid tool name (1 to 64 letters, digits, `_` or `-`)"
             ));
         }
+        if name.starts_with(crate::mcp::PREFIX) {
+            return Err(format!(
+                "client_tools: {name:?} starts with {:?}, which only MCP servers' tools may",
+                crate::mcp::PREFIX
+            ));
+        }
         if tools.get(name).is_some() || name == BuiltinTool::AskUser.as_str() {
             return Err(format!(
                 "client_tools: {name:?} is already a tool of this session; a client tool may not shadow it"

@@ -31,7 +31,7 @@ pub(crate) use list_dir::ListDir;
 pub(crate) use read_file::ReadFile;
 pub(crate) use read_many_files::ReadManyFiles;
 pub use registry::RegisterError;
-pub(crate) use registry::{RegisteredTool, ToolRegistry};
+pub(crate) use registry::{McpOrigin, RegisteredTool, ToolRegistry};
 pub(crate) use requests::{Answer, Requests, Settled};
 pub(crate) use search::{Glob, Grep};
 pub(crate) use shell::Shell;

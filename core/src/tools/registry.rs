@@ -11,6 +11,22 @@ pub(crate) struct RegisteredTool {
     /// Its definition, read once at registration.
     pub(crate) definition: ToolDefinition,
     validator: jsonschema::Validator,
+    /// For a tool of an MCP server: which, and what it says of itself.
+    pub(crate) origin: Option<McpOrigin>,
+}
+
+/// Where an MCP tool comes from, and the hints its server gave (`readOnlyHint`,
+/// `destructiveHint`), which the approval policy reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct McpOrigin {
+    /// The server's name.
+    pub(crate) server: String,
+    /// The server's own name of the tool.
+    pub(crate) tool: String,
+    /// The server says the tool only reads.
+    pub(crate) read_only: bool,
+    /// The server says the tool may destroy data.
+    pub(crate) destructive: bool,
 }
 
 impl RegisteredTool {
@@ -61,6 +77,23 @@ pub(crate) struct ToolRegistry {
 impl ToolRegistry {
     /// Adds a tool, replacing one of the same name.
     pub(crate) fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegisterError> {
+        self.register_from(tool, None)
+    }
+
+    /// Adds a tool of an MCP server.
+    pub(crate) fn register_mcp(
+        &mut self,
+        tool: Arc<dyn Tool>,
+        origin: McpOrigin,
+    ) -> Result<(), RegisterError> {
+        self.register_from(tool, Some(origin))
+    }
+
+    fn register_from(
+        &mut self,
+        tool: Arc<dyn Tool>,
+        origin: Option<McpOrigin>,
+    ) -> Result<(), RegisterError> {
         let definition = tool.definition();
         if definition.parameters.get("type").and_then(|t| t.as_str()) != Some("object") {
             return Err(RegisterError::RootNotObject(definition.name));
@@ -80,6 +113,7 @@ impl ToolRegistry {
             tool,
             definition,
             validator,
+            origin,
         });
         match self
             .tools
@@ -100,6 +134,30 @@ impl ToolRegistry {
     /// Every definition, in registration order.
     pub(crate) fn definitions(&self) -> impl Iterator<Item = &ToolDefinition> {
         self.tools.iter().map(|t| &t.definition)
+    }
+
+    /// These tools, then those of `more` whose names are not taken: a session's own tools
+    /// are never shadowed by an MCP server's.
+    pub(crate) fn with(&self, more: &ToolRegistry) -> ToolRegistry {
+        let mut tools = self.tools.clone();
+        for t in &more.tools {
+            if self.get(&t.definition.name).is_none() {
+                tools.push(t.clone());
+            }
+        }
+        ToolRegistry { tools }
+    }
+
+    /// The MCP tools: server, the server's name, the model's name.
+    pub(crate) fn origins(&self) -> impl Iterator<Item = (&str, &str, &str)> {
+        self.tools.iter().filter_map(|t| {
+            let o = t.origin.as_ref()?;
+            Some((
+                o.server.as_str(),
+                o.tool.as_str(),
+                t.definition.name.as_str(),
+            ))
+        })
     }
 
     /// Every name, in registration order.

@@ -87,6 +87,10 @@ async fn main() {
         print_ssh(ssh_bench().await.as_ref());
         return;
     }
+    if only.as_deref() == Some("mcp") {
+        print_mcp(mcp_bench().await.as_ref());
+        return;
+    }
     if only.as_deref() == Some("sandbox") {
         print_sandbox(&sandbox_bench().await);
         return;
@@ -1786,4 +1790,143 @@ async fn alloc_bench(mock: &MockAnthropic, daemon: &TestDaemon) -> AllocFigures 
         live_bytes,
         rss_kib: rss_kib(daemon.pid()),
     }
+}
+
+/// What MCP servers cost a session: `session/create` with none and with three configured
+/// (they start in the background, so it should not change), and an `echo` call of
+/// server-everything timed by the daemon (the server's round trip, and the whole call).
+struct McpFigures {
+    create_without: Duration,
+    create_with_three: Duration,
+    create_with_three_slow: Duration,
+    request_us: f64,
+    total_us: f64,
+    calls: usize,
+}
+
+async fn mcp_bench() -> Option<McpFigures> {
+    let index = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(
+        "../target/mcp-npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+    );
+    if !index.is_file() {
+        eprintln!("server-everything is not installed (.ci/run); no MCP figures");
+        return None;
+    }
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = TestDaemon::builder()
+        .env("ANTHROPIC_BASE_URL", &mock.url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("AGENTD_LOG", "info,agentd_core::mcp=debug")
+        .start()
+        .await
+        .unwrap();
+    let mut client = daemon.client().await.unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    let server = json!({"command": "node", "args": [index, "stdio"]});
+    let three = json!({"config": {"mcp_servers": {"a": server, "b": server, "c": server}}});
+    // Servers that take 30 s to start (they never answer): a create that waited for them
+    // would show it.
+    let slow = json!({"command": "sh", "args": ["-c", "sleep 30"]});
+    let three_slow = json!({"config": {"mcp_servers": {"a": slow, "b": slow, "c": slow}}});
+    let mut create = async |params: &Value, servers: usize| {
+        let mut times = Vec::new();
+        for _ in 0..20 {
+            let started = Instant::now();
+            let id = daemon
+                .create_session(&mut client, workdir.path(), params.clone())
+                .await
+                .unwrap();
+            times.push(started.elapsed());
+            // Untimed: the servers' start, so the next create does not share the CPU with it.
+            client.subscribe(&id, Some(0)).await.unwrap();
+            for _ in 0..servers {
+                client
+                    .events_until("mcp_server_state", |e| e["data"]["state"] != "starting")
+                    .await
+                    .unwrap();
+            }
+            client
+                .call("session/close", json!({"session_id": id}))
+                .await
+                .unwrap();
+        }
+        times.sort();
+        percentile(&times, 0.5)
+    };
+    let create_without = create(&json!({}), 0).await;
+    let create_with_three = create(&three, 3).await;
+    let create_with_three_slow = create(&three_slow, 0).await;
+
+    let calls = 100;
+    let session = daemon
+        .create_session(
+            &mut client,
+            workdir.path(),
+            json!({"config": {"mcp_servers": {"e": server}}}),
+        )
+        .await
+        .unwrap();
+    client.subscribe(&session, None).await.unwrap();
+    for i in 0..calls {
+        mock.push_stream(agentd_tests::sse::tools(
+            "",
+            &[(&format!("c{i}"), "mcp__e__echo", json!({"message": "hi"}))],
+        ));
+        mock.push_stream(agentd_tests::sse::text("ok"));
+        client
+            .call(
+                "session/submit",
+                json!({"session_id": session, "text": "go"}),
+            )
+            .await
+            .unwrap();
+        client
+            .events_until("processing_end", |_| true)
+            .await
+            .unwrap();
+    }
+    let log = daemon.log_text();
+    let field = |line: &str, key: &str| -> Option<f64> {
+        let rest = line.split(&format!("{key}=")).nth(1)?;
+        rest.split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    };
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains("MCP call")).collect();
+    let request: Vec<f64> = lines
+        .iter()
+        .filter_map(|l| field(l, "request_us"))
+        .collect();
+    let total: Vec<f64> = lines.iter().filter_map(|l| field(l, "total_us")).collect();
+    Some(McpFigures {
+        create_without,
+        create_with_three,
+        create_with_three_slow,
+        request_us: median(request),
+        total_us: median(total),
+        calls: lines.len(),
+    })
+}
+
+fn print_mcp(f: Option<&McpFigures>) {
+    let Some(f) = f else {
+        return;
+    };
+    println!("MCP (server-everything over stdio)");
+    println!(
+        "  session/create, median of 20: {:.2} ms without servers, {:.2} ms with three configured, \
+         {:.2} ms with three that take 30 s to start (goal: no difference; the servers start \
+         while it answers, and three node processes starting share the CPU with it)",
+        f.create_without.as_secs_f64() * 1000.0,
+        f.create_with_three.as_secs_f64() * 1000.0,
+        f.create_with_three_slow.as_secs_f64() * 1000.0
+    );
+    println!(
+        "  echo, median of {} calls: the server's round trip {:.0} µs, the whole call {:.0} µs: {:.0} µs of agentd's own (goal: ≤ 1 ms)",
+        f.calls,
+        f.request_us,
+        f.total_us,
+        f.total_us - f.request_us
+    );
 }

@@ -203,6 +203,7 @@ async fn initialize_advertises_load_list_and_an_auth_method() {
     assert!(init.agent_capabilities.prompt_capabilities.embedded_context);
     assert!(init.agent_capabilities.prompt_capabilities.image);
     assert!(init.agent_capabilities.session_capabilities.list.is_some());
+    assert!(init.agent_capabilities.mcp_capabilities.http);
     let auth = &init.auth_methods;
     assert_eq!(auth.len(), 1, "{auth:?}");
     assert!(
@@ -489,7 +490,7 @@ async fn bad_requests_get_specific_errors() {
             .err();
         let mcp = cx
             .send_request(acp::NewSessionRequest::new(dir.path()).mcp_servers(vec![
-                acp::McpServer::Stdio(acp::McpServerStdio::new("fs", "/bin/true")),
+                acp::McpServer::Sse(acp::McpServerSse::new("old", "http://127.0.0.1:1/sse")),
             ]))
             .block_task()
             .await
@@ -522,7 +523,10 @@ async fn bad_requests_get_specific_errors() {
     );
     assert_eq!(i32::from(prompt.code), -32002, "{prompt:?}");
     assert_eq!(i32::from(mcp.code), -32602, "{mcp:?}");
-    assert!(format!("{:?}", mcp.data).contains("MCP servers"), "{mcp:?}");
+    assert!(
+        format!("{:?}", mcp.data).contains("SSE transport"),
+        "{mcp:?}"
+    );
     assert_eq!(i32::from(relative.code), -32602, "{relative:?}");
     assert!(
         format!("{:?}", relative.data).contains("absolute"),
@@ -1067,5 +1071,53 @@ async fn acpx_runs_a_prompt() {
             .iter()
             .any(|m| m["result"]["stopReason"] == "end_turn"),
         "{stdout}"
+    );
+}
+
+/// An editor's `mcpServers` (stdio here) reach the session: the model gets their tools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_editors_mcp_servers_give_the_session_their_tools() {
+    let index = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(
+        "../target/mcp-npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+    );
+    if !agentd_tests::prerequisite("server-everything (target/mcp-npm)", index.is_file()) {
+        return;
+    }
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    mock.push_stream(sse::tools(
+        "",
+        &[(
+            "e",
+            "mcp__everything__echo",
+            json!({"message": "from the editor"}),
+        )],
+    ));
+    mock.push_stream(sse::text("Echoed."));
+    let cwd = dir.path().to_owned();
+    let stop = with_acp(&daemon, async |cx, _updates| {
+        let server = acp::McpServerStdio::new("everything", "node")
+            .args(vec![index.display().to_string(), "stdio".into()]);
+        let session = cx
+            .send_request(
+                acp::NewSessionRequest::new(&cwd).mcp_servers(vec![acp::McpServer::Stdio(server)]),
+            )
+            .block_task()
+            .await?
+            .session_id;
+        let r = cx
+            .send_request(prompt(&session, "echo"))
+            .block_task()
+            .await?;
+        Ok(r.stop_reason)
+    })
+    .await;
+    assert_eq!(stop, acp::StopReason::EndTurn);
+    let requests = mock.requests();
+    let results = agentd_tests::family::Family::Anthropic.results(&requests[1].body);
+    assert_eq!(
+        results,
+        [("e".to_owned(), "Echo: from the editor".to_owned())]
     );
 }

@@ -39,6 +39,7 @@ mod hostile;
 mod images;
 mod keys;
 mod loop_basics;
+mod mcp;
 mod mcp_server;
 mod openai_compat;
 mod persistence;
@@ -113,7 +114,7 @@ pub async fn setup_with(create: Value) -> Setup {
 
 /// A session of `daemon` (whose provider is `mock`) in `workdir`, given to the daemon's
 /// user, with extra `session/create` params.
-async fn setup_on(
+pub(crate) async fn setup_on(
     mock: MockAnthropic,
     daemon: TestDaemon,
     workdir: tempfile::TempDir,

@@ -9,7 +9,7 @@ use serde_json::json;
 use std::time::{Duration, Instant};
 
 /// Processes whose last argument starts with `marker` (see [`marker`]), zombies excluded.
-fn live_with_marker(marker: &str) -> Vec<i32> {
+pub(crate) fn live_with_marker(marker: &str) -> Vec<i32> {
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
@@ -34,7 +34,7 @@ fn live_with_marker(marker: &str) -> Vec<i32> {
 }
 
 /// Waits (up to the test bound) until `ready` holds.
-async fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+pub(crate) async fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
     let deadline = Instant::now() + agentd_tests::WAIT;
     while !ready() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
@@ -45,7 +45,7 @@ async fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
 /// A unique marker for this test's processes: `sleep` accepts a sum of durations, so
 /// `sleep 600 0.<marker>` sleeps 600 s and carries the marker in its command line. Markers
 /// have one width, so none is a prefix of another; tests append a digit to make a second one.
-fn marker() -> String {
+pub(crate) fn marker() -> String {
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     format!("0.{:07}{n:03}", std::process::id())

@@ -58,7 +58,11 @@ fn only_in(what: &str, needles: &[&str], allowed: &[&str]) {
 
 #[test]
 fn only_llm_does_http() {
-    only_in("HTTP", &["reqwest"], &["core/src/llm/"]);
+    only_in(
+        "HTTP",
+        &["reqwest"],
+        &["core/src/llm/", "core/src/mcp/http.rs"],
+    );
 }
 
 #[test]

@@ -378,6 +378,58 @@ pub(crate) fn decide(
     }
 }
 
+/// The rule tool name of MCP tools: `mcp(SERVER/TOOL)`.
+const MCP: &str = "mcp";
+
+/// What `mcp(...)` patterns match for `server`'s tool `tool`: `SERVER/TOOL`.
+pub(crate) fn mcp_target(server: &str, tool: &str) -> String {
+    format!("{server}/{tool}")
+}
+
+/// The rule allowing exactly `target` (what `allow_always` adds).
+pub(crate) fn mcp_rule(target: &str) -> ApprovalRule {
+    ApprovalRule(format!("{MCP}({})", escape(target)))
+}
+
+/// Decides a call of an MCP tool, `target` being `SERVER/TOOL`: a deny rule (`mcp`, or
+/// `mcp(pattern)` matching it) refuses it in every mode; in `auto` mode it runs; in `ask`
+/// mode a tool its server calls read-only runs, one it calls destructive is always asked
+/// about (no allow rule covers it), and any other runs when an allow rule covers it.
+/// Annotations are the server's word: they relax asking only for what says it only reads,
+/// never deny rules.
+pub(crate) fn decide_mcp(
+    config: &ApprovalConfig,
+    target: &str,
+    read_only: bool,
+    destructive: bool,
+) -> Verdict {
+    let (bare_deny, deny) = rules_for(&config.deny, MCP, TargetKind::Command);
+    if let Some(rule) = bare_deny.or_else(|| {
+        deny.iter()
+            .find(|(_, _, glob)| glob.is_match(target))
+            .map(|(text, _, _)| *text)
+    }) {
+        return Verdict::DeniedBy(rule.to_owned());
+    }
+    match config.mode {
+        ApprovalMode::Auto => Verdict::Run,
+        ApprovalMode::Ask if destructive => Verdict::Ask,
+        ApprovalMode::Ask if read_only => Verdict::Run,
+        ApprovalMode::Ask => {
+            let (bare_allow, allow) = rules_for(&config.allow, MCP, TargetKind::Command);
+            match bare_allow.map(str::to_owned).or_else(|| {
+                allow
+                    .iter()
+                    .find(|(_, _, glob)| glob.is_match(target))
+                    .map(|(text, _, _)| (*text).to_owned())
+            }) {
+                Some(rule) => Verdict::AllowedBy(rule),
+                None => Verdict::Ask,
+            }
+        }
+    }
+}
+
 /// The allow rules that `allow_always` adds: this tool with exactly each simple command of
 /// the line, or exactly each resolved path. None when rules cannot cover the call (a command
 /// the parser cannot vouch for, a path that cannot be resolved): `allow_always` then allows

@@ -364,3 +364,47 @@ fn bad_rules_are_named() {
         assert!(err.contains(says), "{rule}: {err}");
     }
 }
+
+#[test]
+fn mcp_calls_follow_rules_and_hints() {
+    let config = |mode: ApprovalMode, allow: &[&str], deny: &[&str]| ApprovalConfig {
+        mode,
+        allow: allow.iter().map(|r| ApprovalRule((*r).into())).collect(),
+        deny: deny.iter().map(|r| ApprovalRule((*r).into())).collect(),
+        ..ApprovalConfig::default()
+    };
+    let ask = config(
+        ApprovalMode::Ask,
+        &["mcp(github/*)"],
+        &["mcp(github/delete_*)"],
+    );
+    // Deny over allow, in every mode, whatever the server says of the tool.
+    assert_eq!(
+        decide_mcp(&ask, "github/delete_repo", true, false),
+        Verdict::DeniedBy("mcp(github/delete_*)".into())
+    );
+    let auto = config(ApprovalMode::Auto, &[], &["mcp"]);
+    assert_eq!(
+        decide_mcp(&auto, "docs/search", true, false),
+        Verdict::DeniedBy("mcp".into())
+    );
+    assert_eq!(
+        decide_mcp(&ask, "github/list_issues", false, false),
+        Verdict::AllowedBy("mcp(github/*)".into())
+    );
+    // Read-only runs without asking; destructive is asked about even under an allow rule.
+    assert_eq!(decide_mcp(&ask, "jira/get", true, false), Verdict::Run);
+    assert_eq!(decide_mcp(&ask, "github/wipe", false, true), Verdict::Ask);
+    assert_eq!(decide_mcp(&ask, "jira/create", false, false), Verdict::Ask);
+    assert_eq!(
+        decide_mcp(
+            &config(ApprovalMode::Auto, &[], &[]),
+            "jira/create",
+            false,
+            true
+        ),
+        Verdict::Run
+    );
+    // What `always` adds matches that tool only.
+    assert_eq!(mcp_rule(&mcp_target("a", "b*")).0, "mcp(a/b\\*)");
+}

@@ -178,7 +178,7 @@ impl LocalExecutionEnvironment {
 /// Then marks every descriptor beyond stdio close-on-exec: the daemon may have inherited
 /// some open (from whatever started it), and a write through one passes every check.
 /// Makes only system calls, as code between the spawn and the `exec` must.
-fn detach() -> Result<(), Errno> {
+pub(super) fn detach() -> Result<(), Errno> {
     // SAFETY: plain system calls with valid arguments.
     unsafe {
         Errno::result(libc::setsid())?;

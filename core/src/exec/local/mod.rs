@@ -3,7 +3,10 @@
 //! everything they started (`stop.rs`).
 
 mod command;
+mod server;
 mod stop;
+
+pub(crate) use server::{ServerCommand, ServerGroup, start_server};
 
 pub(crate) use stop::describe_escaped;
 pub use stop::end_leftovers;

@@ -59,13 +59,23 @@ pub(super) struct NewSession {
 
 impl Registry {
     /// Which variables commands inherit (the daemon's own locally, the remote's over ssh).
-    fn env_filter(config: &Config) -> EnvFilter {
+    pub(crate) fn env_filter(config: &Config) -> EnvFilter {
         let tools = &config.tools;
         EnvFilter::new(EnvPolicy::InheritAll).with(
             &tools.env_deny,
             &tools.env_allow,
             config.key_variables(),
         )
+    }
+
+    /// How local commands (and MCP servers) start: filtered variables, the ledger.
+    fn local_options(&self, config: &Config) -> LocalOptions {
+        LocalOptions {
+            env: Self::env_filter(config),
+            ledger: self.ledger.clone(),
+            protected: self.protected.clone(),
+            hidden: self.hidden.clone(),
+        }
     }
 
     /// Where an ssh environment connects: the client's values over the `[hosts.NAME]`
@@ -115,15 +125,8 @@ impl Registry {
         let cwd = template.cwd.clone();
         Ok(match (&template.environment, template.read_only) {
             (Environment::Local, read_only) => {
-                let local = LocalExecutionEnvironment::with_options(
-                    cwd,
-                    LocalOptions {
-                        env: Self::env_filter(config),
-                        ledger: self.ledger.clone(),
-                        protected: self.protected.clone(),
-                        hidden: self.hidden.clone(),
-                    },
-                );
+                let local =
+                    LocalExecutionEnvironment::with_options(cwd, self.local_options(config));
                 if read_only {
                     Arc::new(ReadOnly(local))
                 } else {
@@ -161,6 +164,15 @@ impl Registry {
                 ..ssh
             }),
         };
+        // MCP servers run on this machine, in the session's directory when it is here too.
+        let mcp = crate::mcp::Launcher {
+            options: self.local_options(&current.config),
+            cwd: match &environment {
+                Environment::Local => template.cwd.clone(),
+                Environment::Ssh(_) => directories::BaseDirs::new()
+                    .map_or_else(|| PathBuf::from("/"), |d| d.home_dir().to_owned()),
+            },
+        };
         Ok(SessionSpec {
             family: Some(Family::new(self.me.clone(), id.clone(), parent.clone())),
             id,
@@ -179,6 +191,7 @@ impl Registry {
             history,
             forked_from,
             restored: None,
+            mcp: Some(mcp),
             parent,
             cancel: self.cancel.child_token(),
         })

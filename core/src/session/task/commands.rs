@@ -47,6 +47,11 @@ impl Task {
                 reply,
             } => {
                 let result = core.set_config(&patch);
+                if let (Ok(config), Some(mcp), true) =
+                    (&result, &self.mcp, patch.mcp_servers.is_some())
+                {
+                    mcp.reconfigure(config.mcp_servers.clone());
+                }
                 if let (Ok(_), Some((name, client))) = (&result, provider) {
                     self.providers.insert(&name, client);
                 }

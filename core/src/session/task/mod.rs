@@ -117,6 +117,8 @@ pub(super) struct Task {
     cancel: CancellationToken,
     /// Captured in the background from the start; the first LLM call waits for it.
     context: Arc<OnceCell<EnvironmentContext>>,
+    /// Its MCP servers' owner; `None` where the host runs none.
+    pub(super) mcp: Option<crate::mcp::Mcp>,
     core: Mutex<Core>,
 }
 

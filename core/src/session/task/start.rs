@@ -22,7 +22,7 @@ use tokio::sync::{OnceCell, broadcast, mpsc, watch};
 pub(in crate::session) fn start(
     spec: SessionSpec,
     daemon_events: Option<broadcast::Sender<DaemonEvent>>,
-    commands: mpsc::Receiver<Command>,
+    (me, commands): (mpsc::WeakSender<Command>, mpsc::Receiver<Command>),
     tasks: &tokio_util::task::TaskTracker,
 ) -> (Arc<Info>, watch::Receiver<View>) {
     let restored = spec.restored;
@@ -65,6 +65,19 @@ pub(in crate::session) fn start(
             Some(format!("the session's client tools are not offered: {e}")),
         ),
     };
+    // The servers' states go to the session's stream like a subagent's report; a session
+    // too busy to take them (its queue full) misses a state, never waits for one.
+    let mcp = spec
+        .mcp
+        .filter(|_| !restored_closed(&restored))
+        .map(|launcher| {
+            let emit: crate::mcp::Emit = Arc::new(move |body| {
+                if let Some(session) = me.upgrade() {
+                    let _ = session.try_send(Command::Emit(body));
+                }
+            });
+            crate::mcp::Mcp::start(launcher, &config.mcp_servers, emit, tasks)
+        });
     let config = Arc::new(config);
     let mut core = Core {
         info: info.clone(),
@@ -123,6 +136,7 @@ pub(in crate::session) fn start(
         family: spec.family,
         cancel: spec.cancel,
         context: context.clone(),
+        mcp,
         core: Mutex::new(core),
     });
     if task.core().state != SessionState::Closed {
@@ -134,6 +148,13 @@ pub(in crate::session) fn start(
     }
     tasks.spawn(supervise(task, commands));
     (info, view)
+}
+
+/// Whether a restored session was closed (it starts nothing).
+fn restored_closed(restored: &Option<crate::session::Restored>) -> bool {
+    restored
+        .as_ref()
+        .is_some_and(|r| r.record.state == SessionState::Closed)
 }
 
 /// Captures the environment context; a panic in it (a bug) leaves the minimal context, so

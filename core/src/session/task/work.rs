@@ -41,6 +41,9 @@ impl Task {
             Work::Terminate => self.info.env.terminate_all().await,
             Work::Close => {
                 self.info.env.terminate_all().await;
+                if let Some(mcp) = &self.mcp {
+                    mcp.stop().await;
+                }
                 let mut core = self.core();
                 core.turn = None;
                 let reason = core.closing.unwrap_or(SessionEndReason::ClosedByClient); // set before Close is queued
