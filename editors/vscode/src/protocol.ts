@@ -179,7 +179,8 @@ export interface EventData {
   assistant_text_delta: { delta: string };
   assistant_reasoning_delta: { delta: string };
   assistant_text_end: { text: string; reasoning?: string | null; tool_calls: number };
-  tool_call_start: { call_id: string; tool_name: string; arguments: unknown };
+  /** `server` and `server_tool`: set for an MCP server's tool (its name there). */
+  tool_call_start: { call_id: string; tool_name: string; arguments: unknown; server?: string; server_tool?: string };
   tool_call_output_delta: { call_id: string; delta: string; stream: "stdout" | "stderr" };
   tool_call_end: {
     call_id: string;
@@ -187,6 +188,8 @@ export interface EventData {
     duration_ms: number;
     output?: string | null;
     error?: string | null;
+    server?: string;
+    server_tool?: string;
   };
   steering_injected: { input_id: InputId; text: string };
   turn_limit: { count: number; limit: string };
@@ -206,6 +209,13 @@ export interface EventData {
   error: { message: string; fatal: boolean };
   usage: { call: Usage; total: Usage };
   queue_changed: { queue: QueueContents };
+  mcp_server_state: {
+    server: string;
+    state: "starting" | "ready" | "failed" | "stopped";
+    reason?: string | null;
+    tools?: string[] | null;
+    left_out?: string[];
+  };
 }
 
 export type EventKind = keyof EventData;
@@ -238,6 +248,7 @@ export const EVENT_KINDS: readonly EventKind[] = [
   "question_resolved",
   "client_tool_requested",
   "client_tool_resolved",
+  "mcp_server_state",
   "warning",
   "error",
   "usage",

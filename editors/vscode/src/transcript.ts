@@ -281,6 +281,16 @@ export class Transcript {
         return [this.add({ id: `n${seq}`, kind: "notice", level: "error", text: event.data.message })];
       case "loop_detection":
         return [this.add({ id: `n${seq}`, kind: "notice", level: "warning", text: event.data.message })];
+      case "mcp_server_state": {
+        // Starting is a moment, not news; ready, failed and stopped are.
+        const { server, state, reason, tools } = event.data;
+        if (state === "starting") {
+          return [];
+        }
+        const what = state === "ready" ? `ready, ${tools?.length ?? 0} tools` : state;
+        const text = `MCP server ${server}: ${what}${reason ? ` (${reason})` : ""}.`;
+        return [this.add({ id: `n${seq}`, kind: "notice", level: state === "failed" ? "warning" : "info", text })];
+      }
       case "turn_limit":
         return [this.add({ id: `n${seq}`, kind: "notice", level: "warning", text: `Turn limit reached (${event.data.limit}: ${event.data.count}).` })];
       case "compaction":

@@ -56,3 +56,17 @@ test("events whose start came before the attach still make whole items", () => {
   );
   assert.ok(ops.every((op) => op.op === "add"));
 });
+
+test("an MCP server's states read as notices, its start left out", () => {
+  const t = new Transcript("/p");
+  t.apply(ev(1, "mcp_server_state", { server: "git", state: "starting" }));
+  t.apply(ev(2, "mcp_server_state", { server: "git", state: "ready", tools: ["mcp__git__status", "mcp__git__log"] }));
+  t.apply(ev(3, "mcp_server_state", { server: "jira", state: "failed", reason: "did not start within 10 s" }));
+  assert.deepEqual(
+    t.items.map((i) => ["level" in i ? i.level : "", "text" in i ? i.text : ""]),
+    [
+      ["info", "MCP server git: ready, 2 tools."],
+      ["warning", "MCP server jira: failed (did not start within 10 s)."],
+    ],
+  );
+});
