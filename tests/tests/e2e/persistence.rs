@@ -246,6 +246,8 @@ async fn a_torn_last_line_is_skipped_and_appends_continue_cleanly() {
     let mut s = setup().await;
     s.mock.push_stream(sse::text("done"));
     s.run("task").await;
+    // `state_changed` (idle) follows `processing_end`: the log's last event.
+    s.until("state_changed").await;
     let last = s.call("session/get", json!({})).await["last_seq"]
         .as_u64()
         .unwrap();
