@@ -84,7 +84,16 @@ impl Command {
     }
 
     /// Runs `hook` in the child before the exec, after the hooks added before it.
-    pub(super) fn hook(&mut self, hook: Hook) -> &mut Self {
+    ///
+    /// # Safety
+    /// `hook` runs in the daemon's memory, on the spawning thread's thread-locals, while the
+    /// rest of the daemon runs on (see the module docs): it must make system calls only, and
+    /// must not allocate, lock or panic. A panic there is not contained: the panic machinery
+    /// runs in the child and leaves the spawning thread marked as panicking (every mutex it
+    /// later releases poisoned), and the child dies of SIGABRT, which the spawn reports as a
+    /// started command. The contract of `std::os::unix::process::CommandExt::pre_exec`, with
+    /// more at stake.
+    pub(super) unsafe fn hook(&mut self, hook: Hook) -> &mut Self {
         self.hooks.push(hook);
         self
     }

@@ -143,12 +143,15 @@ async fn the_command_starts_with_no_signal_blocked_or_ignored_and_only_stdio_ope
 async fn a_failing_hook_or_a_missing_program_fails_the_spawn_with_its_errno() {
     let mut spawn = command("/bin/true", &[]);
     let ran = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    spawn.hook(Box::new(|| Err(Errno::EACCES)));
     let after = ran.clone();
-    spawn.hook(Box::new(move || {
-        after.store(true, std::sync::atomic::Ordering::Relaxed);
-        Ok(())
-    }));
+    // SAFETY: an errno, and an atomic store: no allocation, lock or panic.
+    unsafe {
+        spawn.hook(Box::new(|| Err(Errno::EACCES)));
+        spawn.hook(Box::new(move || {
+            after.store(true, std::sync::atomic::Ordering::Relaxed);
+            Ok(())
+        }));
+    }
     let err = spawn.spawn().err().expect("the hook fails it");
     assert_eq!(err.raw_os_error(), Some(libc::EACCES));
     assert!(
