@@ -454,7 +454,6 @@ pub(super) use other::Process;
 #[cfg(not(target_os = "linux"))]
 mod other {
     use super::*;
-    use std::os::unix::process::CommandExt;
     use std::process::{ExitStatus, Stdio};
 
     /// A started command's process, reaped by tokio.
