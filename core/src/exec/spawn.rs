@@ -261,6 +261,9 @@ mod linux {
             let stdin = std::fs::File::open("/dev/null")?;
             let (out_read, out_write) = pipe()?;
             let (err_read, err_write) = pipe()?;
+            // Registered before the clone: once the command runs, only the pidfd can fail.
+            let stdout = Output::from_owned_fd(out_read)?;
+            let stderr = Output::from_owned_fd(err_read)?;
             let argv: Vec<&CString> = [&self.program].into_iter().chain(&self.args).collect();
             let argv = null_terminated(&argv);
             let envp = null_terminated(&self.env.iter().collect::<Vec<_>>());
@@ -312,14 +315,19 @@ mod linux {
             listed.get_or_insert_default().insert(pid);
             drop(listed);
             let listed = SpawnedChild(pid);
+            drop((out_write, err_write));
             // SAFETY: pidfd_open with a pid we have not reaped, so it is still ours.
             let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
             let pidfd = match RawFd::try_from(pidfd) {
                 // SAFETY: a new descriptor no one else owns.
-                Ok(fd) if fd >= 0 => unsafe { OwnedFd::from_raw_fd(fd) },
-                _ => {
-                    let why = io::Error::last_os_error();
-                    // SAFETY: our own child, started above; without a pidfd nothing awaits it.
+                Ok(fd) if fd >= 0 => watch(unsafe { OwnedFd::from_raw_fd(fd) }),
+                _ => Err(io::Error::last_os_error()),
+            };
+            let pidfd = match pidfd {
+                Ok(pidfd) => pidfd,
+                Err(why) => {
+                    // SAFETY: our own child, started above; without a pidfd nothing awaits
+                    // it, and no one would end it (its group is not recorded yet).
                     unsafe {
                         libc::kill(pid, libc::SIGKILL);
                         libc::waitpid(pid, std::ptr::null_mut(), libc::__WALL);
@@ -330,14 +338,11 @@ mod linux {
                     ));
                 }
             };
-            drop((out_write, err_write));
             let process = Process {
-                pidfd: watch(pidfd)?,
+                pidfd,
                 status: None,
                 listed: Some(listed),
             };
-            let stdout = Output::from_owned_fd(out_read)?;
-            let stderr = Output::from_owned_fd(err_read)?;
             Ok((pid, Child::new(process, Some(stdout), Some(stderr))))
         }
     }
