@@ -427,28 +427,45 @@ mod linux {
     }
 
     impl Drop for Process {
-        /// A process dropped before it exited is reaped when it does, in the background.
+        /// A process dropped before it exited is reaped when it does, in the background: by a
+        /// task watching its pidfd, or where that cannot be (no runtime, no descriptor left)
+        /// by a thread waiting for it. Nothing else would: it sends no SIGCHLD, and the
+        /// orphan reaper's `waitpid` skips such children.
         fn drop(&mut self) {
             if !matches!(self.reap(), Ok(None)) {
                 return;
             }
-            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            let Some(listed) = self.listed.take() else {
                 return;
             };
-            let Ok(pidfd) = self.pidfd.get_ref().try_clone() else {
-                return;
-            };
-            let listed = self.listed.take();
-            runtime.spawn(async move {
-                if let Ok(pidfd) = watch(pidfd) {
-                    let mut process = Process {
-                        pidfd,
-                        status: None,
-                        listed,
-                    };
-                    let _ = super::super::child::Process::wait(&mut process).await;
+            let watched = tokio::runtime::Handle::try_current()
+                .ok()
+                .and_then(|runtime| {
+                    let pidfd = watch(self.pidfd.get_ref().try_clone().ok()?).ok()?;
+                    Some((runtime, pidfd))
+                });
+            match watched {
+                Some((runtime, pidfd)) => {
+                    runtime.spawn(async move {
+                        let mut process = Process {
+                            pidfd,
+                            status: None,
+                            listed: Some(listed),
+                        };
+                        let _ = super::super::child::Process::wait(&mut process).await;
+                    });
                 }
-            });
+                None => {
+                    let _ = std::thread::Builder::new()
+                        .name("agentd-reap".into())
+                        .spawn(move || {
+                            // SAFETY: our own child, unreaped: `listed` keeps the orphan
+                            // reaper off it until this returns.
+                            unsafe { libc::waitpid(listed.0, std::ptr::null_mut(), libc::__WALL) };
+                            drop(listed);
+                        });
+                }
+            }
         }
     }
 }

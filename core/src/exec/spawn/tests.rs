@@ -193,6 +193,19 @@ async fn a_command_dropped_before_it_exits_is_reaped_when_it_does() {
     }
 }
 
+/// Dropped where no runtime can watch it (a host's own thread): still reaped. A child without
+/// an exit signal is reaped by no one else (`waitpid` without `__WALL` skips it).
+#[tokio::test]
+async fn a_command_dropped_outside_the_runtime_is_reaped_when_it_exits() {
+    let (pid, child) = command("/bin/sleep", &["0.2"]).spawn().unwrap();
+    std::thread::spawn(move || drop(child)).join().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(std::time::Instant::now() < deadline, "{pid} never reaped");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn commands_spawned_at_once_from_many_threads_each_get_their_own_output() {
     let runs = (0..64).map(|i| {
