@@ -93,7 +93,16 @@ impl Command {
     }
 
     /// Runs `hook` in the child before the exec, after the hooks added before it.
-    pub(super) fn hook(&mut self, hook: Hook) -> &mut Self {
+    ///
+    /// # Safety
+    /// `hook` runs in the daemon's memory, on the spawning thread's thread-locals, while the
+    /// rest of the daemon runs on (see the module docs): it must make system calls only, and
+    /// must not allocate, lock or panic. A panic there is not contained: the panic machinery
+    /// runs in the child and leaves the spawning thread marked as panicking (every mutex it
+    /// later releases poisoned), and the child dies of SIGABRT, which the spawn reports as a
+    /// started command. The contract of `std::os::unix::process::CommandExt::pre_exec`, with
+    /// more at stake.
+    pub(super) unsafe fn hook(&mut self, hook: Hook) -> &mut Self {
         self.hooks.push(hook);
         self
     }
@@ -264,6 +273,9 @@ mod linux {
             };
             let (out_read, out_write) = pipe()?;
             let (err_read, err_write) = pipe()?;
+            // Registered before the clone: once the command runs, only the pidfd can fail.
+            let stdout = Output::from_owned_fd(out_read)?;
+            let stderr = Output::from_owned_fd(err_read)?;
             let argv: Vec<&CString> = [&self.program].into_iter().chain(&self.args).collect();
             let argv = null_terminated(&argv);
             let envp = null_terminated(&self.env.iter().collect::<Vec<_>>());
@@ -315,14 +327,19 @@ mod linux {
             listed.get_or_insert_default().insert(pid);
             drop(listed);
             let listed = SpawnedChild(pid);
+            drop((out_write, err_write));
             // SAFETY: pidfd_open with a pid we have not reaped, so it is still ours.
             let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
             let pidfd = match RawFd::try_from(pidfd) {
                 // SAFETY: a new descriptor no one else owns.
-                Ok(fd) if fd >= 0 => unsafe { OwnedFd::from_raw_fd(fd) },
-                _ => {
-                    let why = io::Error::last_os_error();
-                    // SAFETY: our own child, started above; without a pidfd nothing awaits it.
+                Ok(fd) if fd >= 0 => watch(unsafe { OwnedFd::from_raw_fd(fd) }),
+                _ => Err(io::Error::last_os_error()),
+            };
+            let pidfd = match pidfd {
+                Ok(pidfd) => pidfd,
+                Err(why) => {
+                    // SAFETY: our own child, started above; without a pidfd nothing awaits
+                    // it, and no one would end it (its group is not recorded yet).
                     unsafe {
                         libc::kill(pid, libc::SIGKILL);
                         libc::waitpid(pid, std::ptr::null_mut(), libc::__WALL);
@@ -333,14 +350,11 @@ mod linux {
                     ));
                 }
             };
-            drop((out_write, err_write));
             let process = Process {
-                pidfd: watch(pidfd)?,
+                pidfd,
                 status: None,
                 listed: Some(listed),
             };
-            let stdout = Output::from_owned_fd(out_read)?;
-            let stderr = Output::from_owned_fd(err_read)?;
             Ok((pid, Child::new(process, Some(stdout), Some(stderr))))
         }
     }
@@ -425,28 +439,45 @@ mod linux {
     }
 
     impl Drop for Process {
-        /// A process dropped before it exited is reaped when it does, in the background.
+        /// A process dropped before it exited is reaped when it does, in the background: by a
+        /// task watching its pidfd, or where that cannot be (no runtime, no descriptor left)
+        /// by a thread waiting for it. Nothing else would: it sends no SIGCHLD, and the
+        /// orphan reaper's `waitpid` skips such children.
         fn drop(&mut self) {
             if !matches!(self.reap(), Ok(None)) {
                 return;
             }
-            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            let Some(listed) = self.listed.take() else {
                 return;
             };
-            let Ok(pidfd) = self.pidfd.get_ref().try_clone() else {
-                return;
-            };
-            let listed = self.listed.take();
-            runtime.spawn(async move {
-                if let Ok(pidfd) = watch(pidfd) {
-                    let mut process = Process {
-                        pidfd,
-                        status: None,
-                        listed,
-                    };
-                    let _ = super::super::child::Process::wait(&mut process).await;
+            let watched = tokio::runtime::Handle::try_current()
+                .ok()
+                .and_then(|runtime| {
+                    let pidfd = watch(self.pidfd.get_ref().try_clone().ok()?).ok()?;
+                    Some((runtime, pidfd))
+                });
+            match watched {
+                Some((runtime, pidfd)) => {
+                    runtime.spawn(async move {
+                        let mut process = Process {
+                            pidfd,
+                            status: None,
+                            listed: Some(listed),
+                        };
+                        let _ = super::super::child::Process::wait(&mut process).await;
+                    });
                 }
-            });
+                None => {
+                    let _ = std::thread::Builder::new()
+                        .name("agentd-reap".into())
+                        .spawn(move || {
+                            // SAFETY: our own child, unreaped: `listed` keeps the orphan
+                            // reaper off it until this returns.
+                            unsafe { libc::waitpid(listed.0, std::ptr::null_mut(), libc::__WALL) };
+                            drop(listed);
+                        });
+                }
+            }
         }
     }
 }
@@ -457,7 +488,6 @@ pub(super) use other::Process;
 #[cfg(not(target_os = "linux"))]
 mod other {
     use super::*;
-    use std::os::unix::process::CommandExt;
     use std::process::{ExitStatus, Stdio};
 
     /// A started command's process, reaped by tokio.

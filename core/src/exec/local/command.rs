@@ -43,8 +43,11 @@ impl LocalExecutionEnvironment {
         .map_err(Error::Spawn)?;
         command
             .envs(self.options.env.filter(std::env::vars_os()))
-            .env(MARKER_VAR, &marker)
-            .hook(Box::new(detach));
+            .env(MARKER_VAR, &marker);
+        // SAFETY: `detach` makes only system calls, and cannot panic.
+        unsafe {
+            command.hook(Box::new(detach));
+        }
         if let Some(policy) = request.sandbox {
             let namespaces = self.namespaces(policy).await?;
             sandbox(&mut command, policy, namespaces, &cwd)?;
@@ -219,16 +222,18 @@ fn sandbox(
             command.env(var, temp);
         }
     }
-    // The hook makes only system calls (setns, chdir, prctl, capset and
-    // landlock_restrict_self) on what it owns; `namespaces` keeps open the descriptors
-    // `join` names.
-    command.hook(Box::new(move || {
-        let _keep = &namespaces;
-        if let Some(join) = &join {
-            join.enter()?;
-        }
-        restriction.apply()
-    }));
+    // SAFETY: the hook makes only system calls (setns, chdir, prctl, capset and
+    // landlock_restrict_self) on what it owns, and cannot panic; `namespaces` keeps open the
+    // descriptors `join` names.
+    unsafe {
+        command.hook(Box::new(move || {
+            let _keep = &namespaces;
+            if let Some(join) = &join {
+                join.enter()?;
+            }
+            restriction.apply()
+        }));
+    }
     Ok(())
 }
 
