@@ -98,8 +98,11 @@ pub(crate) fn start_server(
     command
         .envs(vars)
         .env(MARKER_VAR, &marker)
-        .stdin(stdin_read)
-        .hook(Box::new(detach));
+        .stdin(stdin_read);
+    // SAFETY: `detach` makes only system calls, and cannot panic.
+    unsafe {
+        command.hook(Box::new(detach));
+    }
     let (pgid, child) = command.spawn().map_err(Error::Spawn)?;
     let (process, stdout, stderr) = child.into_parts();
     let recorded = process::identify(pgid);
