@@ -305,9 +305,6 @@ impl Agent<'_> {
             // Only a call with a subject is ever asked about.
             (Verdict::Run | Verdict::Ask, _) => return Ok(false),
         };
-        let Some(requests) = self.host.requests() else {
-            return Err("Refused: this call needs approval and nobody can give it here.".into());
-        };
         let unconfined = prepared.subject.outside_sandbox && sandboxed;
         // Rules never let a call out of the sandbox, so `allow_always` adds none for one.
         let always = if unconfined {
@@ -320,32 +317,9 @@ impl Agent<'_> {
             summary.push('\n');
             summary.push_str(&note);
         }
-        let body = RequestBody::Approval {
-            tool: call.name.clone(),
-            arguments: call.arguments.clone(),
-            summary,
-        };
-        match requests.raise(&call.id, body, always, round.cancel).await {
-            Settled::Answered(Answer::Approval {
-                decision: Decision::Allow | Decision::AllowAlways,
-                ..
-            }) => Ok(unconfined),
-            Settled::Answered(Answer::Approval { message, .. }) => Err(match message {
-                Some(m) if !m.trim().is_empty() => format!(
-                    "Refused by the user: this call was not run. Their message: {}",
-                    m.trim()
-                ),
-                _ => "Refused by the user: this call was not run. Take another way, or ask the user what they want.".into(),
-            }),
-            Settled::Answered(other) => Err(format!("Refused: unexpected answer {other:?}")),
-            Settled::TimedOut(secs) => Err(format!(
-                "Refused: nobody approved this call within {secs} s, so it was not run."
-            )),
-            Settled::Aborted => Err(format!(
-                "Tool call skipped: the work was aborted {}.",
-                self.host.stop_reason()
-            )),
-        }
+        self.ask(call, summary, always, round)
+            .await
+            .map(|()| unconfined)
     }
 }
 
@@ -385,9 +359,6 @@ impl Agent<'_> {
             Verdict::Refused(why) => return Err(why),
             Verdict::Ask => {}
         }
-        let Some(requests) = self.host.requests() else {
-            return Err("Refused: this call needs approval and nobody can give it here.".into());
-        };
         let summary = registered
             .tool
             .approval(&call.arguments)
@@ -396,6 +367,21 @@ impl Agent<'_> {
             Vec::new()
         } else {
             vec![approval::mcp_rule(&target)]
+        };
+        self.ask(call, summary, always, round).await.map(|()| false)
+    }
+
+    /// Asks the session's clients whether `call` may run (`always`: the rules an
+    /// `allow_always` adds); `Err` is what the model reads when it may not.
+    async fn ask(
+        &self,
+        call: &ToolCall,
+        summary: String,
+        always: Vec<agentd_proto::ApprovalRule>,
+        round: &Round<'_>,
+    ) -> Result<(), String> {
+        let Some(requests) = self.host.requests() else {
+            return Err("Refused: this call needs approval and nobody can give it here.".into());
         };
         let body = RequestBody::Approval {
             tool: call.name.clone(),
@@ -406,7 +392,7 @@ impl Agent<'_> {
             Settled::Answered(Answer::Approval {
                 decision: Decision::Allow | Decision::AllowAlways,
                 ..
-            }) => Ok(false),
+            }) => Ok(()),
             Settled::Answered(Answer::Approval { message, .. }) => Err(match message {
                 Some(m) if !m.trim().is_empty() => format!(
                     "Refused by the user: this call was not run. Their message: {}",
@@ -418,7 +404,10 @@ impl Agent<'_> {
             Settled::TimedOut(secs) => Err(format!(
                 "Refused: nobody approved this call within {secs} s, so it was not run."
             )),
-            Settled::Aborted => Err("Tool call skipped: the user aborted the work.".into()),
+            Settled::Aborted => Err(format!(
+                "Tool call skipped: the work was aborted {}.",
+                self.host.stop_reason()
+            )),
         }
     }
 }

@@ -99,7 +99,7 @@ impl Core {
         let request_id = crate::agent::new_request_id();
         let timeout = Duration::from_millis(self.config.approval.timeout_ms);
         let call_id = call_id.clone();
-        self.emit(match &body {
+        let event = match &body {
             RequestBody::Approval {
                 tool,
                 arguments,
@@ -123,7 +123,7 @@ impl Core {
                 tool: tool.clone(),
                 arguments: arguments.clone(),
             },
-        });
+        };
         let expires = humantime::format_rfc3339_millis(SystemTime::now() + timeout).to_string();
         self.pending.push(Pending {
             request: PendingRequest {
@@ -136,6 +136,10 @@ impl Core {
             always,
             answer,
         });
+        // In the view before the event: a client that sees the event finds it in
+        // `session/get`.
+        self.publish();
+        self.emit(event);
         self.pending_changed();
         (request_id, timeout)
     }
