@@ -412,6 +412,45 @@ mod tests {
         assert_eq!(with_marker(&marker), Vec::<i32>::new());
     }
 
+    /// A build abandoned at any point (a `prepare_sandbox` task when the runtime shuts down)
+    /// leaves no bubblewrap behind: its child, blocked before its exec with the pipe the
+    /// build reads, made that read, and the runtime's shutdown, wait forever.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_abandoned_sandbox_build_leaves_no_bubblewrap_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = LocalExecutionEnvironment::new(dir.path().to_owned(), EnvPolicy::InheritCore);
+        let mut config = crate::config::default_session_config("anthropic", "m");
+        config.sandbox = agentd_proto::SandboxMode::WorkspaceWrite;
+        let policy = SandboxPolicy::new(&config, &env).unwrap().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let root = root.to_str().unwrap().to_owned();
+        let left = || {
+            std::fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .filter(|e| {
+                    std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+                        String::from_utf8_lossy(&c).starts_with("bwrap\0")
+                            && c.split(|b| *b == 0).any(|a| a == root.as_bytes())
+                    })
+                })
+                .count()
+        };
+        // Abandoned after a growing wait, so some land while bubblewrap sets up.
+        for micros in (0..40).map(|i| i * 250) {
+            let build = Namespaces::build(&policy, &[]);
+            let _ = tokio::time::timeout(Duration::from_micros(micros), build).await;
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while left() > 0 {
+                assert!(
+                    Instant::now() < deadline,
+                    "bubblewrap left behind (abandoned after {micros} µs)"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_prepared_sandbox_is_built_before_the_first_command_which_joins_it() {
         let dir = tempfile::tempdir().unwrap();

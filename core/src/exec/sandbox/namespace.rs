@@ -71,6 +71,9 @@ impl Namespaces {
             std::io::ErrorKind::NotFound => "bubblewrap (bwrap) is not installed".to_owned(),
             _ => format!("cannot run bubblewrap: {e}"),
         })?;
+        // Declared after `holder`, so dropped before it: bubblewrap, not yet reaped, still
+        // names the group.
+        let mut abandoned = KillGroup(Some(spawned.0));
         let stdout = holder.stdout.take().ok_or("bubblewrap has no stdout")?;
         let stderr = holder.stderr.take().ok_or("bubblewrap has no stderr")?;
         let stdout = stdout.into_owned_fd().map_err(|e| e.to_string())?;
@@ -102,16 +105,19 @@ impl Namespaces {
                 .map(OwnedFd::from)
                 .map_err(|e| format!("cannot open the sandbox's {kind} namespace: {e}"))
         };
+        let (user, mount) = (open("user")?, open("mnt")?);
+        let net = if policy.network() {
+            None
+        } else {
+            Some(open("net")?)
+        };
+        abandoned.0 = None;
         Ok(Self {
             policy: policy.clone(),
             hidden: hidden.to_vec(),
-            user: open("user")?,
-            mount: open("mnt")?,
-            net: if policy.network() {
-                None
-            } else {
-                Some(open("net")?)
-            },
+            user,
+            mount,
+            net,
             absent,
             holder,
             _spawned: spawned,
@@ -145,6 +151,21 @@ impl Namespaces {
             cwd: CString::new(cwd.as_os_str().as_bytes())
                 .map_err(|_| Error::NotAllowed(format!("{} holds a NUL byte", cwd.display())))?,
         })
+    }
+}
+
+/// Kills bubblewrap's whole process group (its own, `process_group(0)`) unless disarmed. A
+/// build that fails or is abandoned (its future dropped: a session's `prepare_sandbox` task
+/// when the runtime shuts down, a cancelled command) kills bubblewrap on drop; its child,
+/// waiting for it before its exec, would then wait forever, holding the stdout the build
+/// reads on the blocking pool, a read that never ends and that a runtime's shutdown waits for.
+struct KillGroup(Option<i32>);
+
+impl Drop for KillGroup {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0 {
+            process::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
+        }
     }
 }
 
