@@ -278,28 +278,11 @@ impl Agent<'_> {
             Some(subject) => Some(approval::prepare(settings, &call.name, subject, self.env).await),
             None => None,
         };
-        let ruled = |decision, rule: String| EventBody::ApprovalResolved {
-            request_id: super::new_request_id(),
-            call_id: call.id.clone(),
-            tool: call.name.clone(),
-            decision,
-            by: ResolvedBy::Rule,
-            message: Some(rule),
-        };
         let sandboxed = round.config.sandbox != agentd_proto::SandboxMode::Off;
         let verdict = approval::decide(settings, &call.name, prepared.as_ref(), sandboxed);
         let prepared = match (verdict, prepared) {
-            (Verdict::AllowedBy(rule), _) => {
-                self.host.emit(ruled(Decision::Allow, rule));
-                return Ok(false);
-            }
-            (Verdict::DeniedBy(rule), _) => {
-                let refusal = format!(
-                    "Refused: the session's approval rule `{rule}` denies this call, so it was not run. Do not retry it; find another way or ask the user."
-                );
-                self.host.emit(ruled(Decision::Deny, rule));
-                return Err(refusal);
-            }
+            (Verdict::AllowedBy(rule), _) => return self.ruled(call, Decision::Allow, rule),
+            (Verdict::DeniedBy(rule), _) => return self.ruled(call, Decision::Deny, rule),
             (Verdict::Refused(why), _) => return Err(why),
             (Verdict::Ask, Some(prepared)) => prepared,
             // Only a call with a subject is ever asked about.
@@ -335,27 +318,10 @@ impl Agent<'_> {
     ) -> Result<bool, String> {
         let settings = &round.config.approval;
         let target = approval::mcp_target(&origin.server, &origin.tool);
-        let ruled = |decision, rule: String| EventBody::ApprovalResolved {
-            request_id: super::new_request_id(),
-            call_id: call.id.clone(),
-            tool: call.name.clone(),
-            decision,
-            by: ResolvedBy::Rule,
-            message: Some(rule),
-        };
         match approval::decide_mcp(settings, &target, origin.read_only, origin.destructive) {
             Verdict::Run => return Ok(false),
-            Verdict::AllowedBy(rule) => {
-                self.host.emit(ruled(Decision::Allow, rule));
-                return Ok(false);
-            }
-            Verdict::DeniedBy(rule) => {
-                let refusal = format!(
-                    "Refused: the session's approval rule `{rule}` denies this call, so it was not run. Do not retry it; find another way or ask the user."
-                );
-                self.host.emit(ruled(Decision::Deny, rule));
-                return Err(refusal);
-            }
+            Verdict::AllowedBy(rule) => return self.ruled(call, Decision::Allow, rule),
+            Verdict::DeniedBy(rule) => return self.ruled(call, Decision::Deny, rule),
             Verdict::Refused(why) => return Err(why),
             Verdict::Ask => {}
         }
@@ -369,6 +335,25 @@ impl Agent<'_> {
             vec![approval::mcp_rule(&target)]
         };
         self.ask(call, summary, always, round).await.map(|()| false)
+    }
+
+    /// The session's approval `rule` decided `call`: says so, and what the model reads.
+    fn ruled(&self, call: &ToolCall, decision: Decision, rule: String) -> Result<bool, String> {
+        let result = match decision {
+            Decision::Deny => Err(format!(
+                "Refused: the session's approval rule `{rule}` denies this call, so it was not run. Do not retry it; find another way or ask the user."
+            )),
+            Decision::Allow | Decision::AllowAlways => Ok(false),
+        };
+        self.host.emit(EventBody::ApprovalResolved {
+            request_id: super::new_request_id(),
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            decision,
+            by: ResolvedBy::Rule,
+            message: Some(rule),
+        });
+        result
     }
 
     /// Asks the session's clients whether `call` may run (`always`: the rules an
