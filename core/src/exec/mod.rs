@@ -224,6 +224,12 @@ pub trait ExecutionEnvironment: Send + Sync {
             .filter(|r| !r.timed_out)
             .map(|r| r.stdout)
     }
+    /// Whether git could find a repository from the working directory. `false` only when
+    /// that is certain, so that the git snapshot need not run git at all; the default
+    /// cannot tell.
+    async fn git_repository_possible(&self) -> bool {
+        true
+    }
     /// Gets ready to run commands under `policy` (locally: builds the namespaces its commands
     /// join), so that the first command does not wait for it. A session calls it when it
     /// starts working on an input, next to its first LLM call; a failure is left for the
@@ -345,6 +351,9 @@ impl<E: ExecutionEnvironment> ExecutionEnvironment for ReadOnly<E> {
     }
     async fn report(&self, script: &str, timeout: Duration) -> Option<String> {
         self.0.report(script, timeout).await
+    }
+    async fn git_repository_possible(&self) -> bool {
+        self.0.git_repository_possible().await
     }
     async fn terminate_all(&self) {
         self.0.terminate_all().await

@@ -108,6 +108,21 @@ impl SandboxPolicy {
         }
     }
 
+    /// The policy the namespaces are built for: this one with the temp dir's parent (the
+    /// directory holding every session's temp dir) writable in place of the temp dir, so
+    /// that the sessions of one workspace under one policy share one set, built once. Each
+    /// command's Landlock ruleset, built from the policy itself, still holds its writes to
+    /// its own temp dir.
+    pub(crate) fn mounts(&self) -> Self {
+        let mut mounts = self.clone();
+        if let Some(temp) = mounts.writable.first_mut()
+            && let Some(parent) = temp.parent()
+        {
+            *temp = parent.to_owned();
+        }
+        mounts
+    }
+
     /// `read_only` or `workspace_write`.
     pub fn mode(&self) -> SandboxMode {
         self.mode

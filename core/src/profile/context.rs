@@ -71,6 +71,10 @@ fn cut(line: &str) -> String {
 }
 
 async fn git_snapshot(env: &dyn ExecutionEnvironment) -> Option<GitSnapshot> {
+    // Most of a session's start when there is nothing to find: a shell and git.
+    if !env.git_repository_possible().await {
+        return None;
+    }
     let report = env.report(GIT_SNAPSHOT, Duration::from_secs(5)).await?;
     let mut sections = report.split("---\n");
     let root = sections.next()?.trim();

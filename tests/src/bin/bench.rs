@@ -83,6 +83,10 @@ async fn main() {
         print_core(&core_bench().await);
         return;
     }
+    if only.as_deref() == Some("rounds") {
+        print_rounds().await;
+        return;
+    }
     if only.as_deref() == Some("ssh") {
         print_ssh(ssh_bench().await.as_ref());
         return;
@@ -525,6 +529,38 @@ async fn core_bench() -> CoreFigures {
     }
 }
 
+/// The per-round figure alone (a quick check while working on it).
+async fn print_rounds() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = TestDaemon::start(&mock.url).await.unwrap();
+    mock.respond_with(echo_rounds);
+    let mut rounds = Rounds::new(daemon).await;
+    for _ in 0..RUNS {
+        rounds.run().await;
+    }
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let per_round = rounds.sorted();
+    let median = |v: &[Duration]| {
+        let mut v = v.to_vec();
+        v.sort();
+        ms(v[v.len() / 2])
+    };
+    let (own, children) = rounds.cpu.per_round_ms(RUNS * ROUNDS);
+    println!(
+        "per tool round, {ROUNDS}-round echo task: median {:.2} ms (min {:.2}, max {:.2}, {RUNS} runs); CPU per round: daemon {own:.2} ms, commands {children:.2} ms",
+        ms(per_round[RUNS / 2]),
+        ms(per_round[0]),
+        ms(per_round[RUNS - 1]),
+    );
+    println!(
+        "  medians: session/create {:.2} ms; submit to the first command {:.2} ms; from one command to the next {:.2} ms; last command to the end {:.2} ms",
+        median(&rounds.creates),
+        median(&rounds.first_call),
+        median(&rounds.steady),
+        median(&rounds.last),
+    );
+}
+
 fn print_core(f: &CoreFigures) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let us = |d: Duration| d.as_secs_f64() * 1e6;
@@ -952,6 +988,12 @@ struct Rounds {
     per_round: Vec<Duration>,
     /// `session/create` of each task's session.
     creates: Vec<Duration>,
+    /// From `session/submit` to the first command's start (the session's start included).
+    first_call: Vec<Duration>,
+    /// Between one command's start and the next, on average over the task.
+    steady: Vec<Duration>,
+    /// From the last command's start to `processing_end`.
+    last: Vec<Duration>,
     /// Each task's session.
     sessions: Vec<String>,
     /// CPU time the daemon spent in the tasks, and the commands it ran (reaped children).
@@ -1006,6 +1048,9 @@ impl Rounds {
             workdir: tempfile::tempdir().unwrap(),
             per_round: Vec::new(),
             creates: Vec::new(),
+            first_call: Vec::new(),
+            steady: Vec::new(),
+            last: Vec::new(),
             sessions: Vec::new(),
             cpu: Cpu::default(),
         }
@@ -1030,11 +1075,24 @@ impl Rounds {
             )
             .await
             .unwrap();
-        self.client
-            .events_until("processing_end", |_| true)
-            .await
-            .unwrap();
-        self.per_round.push(started.elapsed() / ROUNDS as u32);
+        // When each command starts: the first shows what the session's start costs.
+        let mut starts = Vec::new();
+        loop {
+            let item = self.client.item().await.unwrap();
+            match item["kind"].as_str() {
+                Some("tool_call_start") => starts.push(started.elapsed()),
+                Some("processing_end") => break,
+                _ => {}
+            }
+        }
+        let total = started.elapsed();
+        self.per_round.push(total / ROUNDS as u32);
+        if let (Some(first), Some(last)) = (starts.first(), starts.last()) {
+            self.first_call.push(*first);
+            self.steady
+                .push((*last - *first) / (starts.len().max(2) - 1) as u32);
+            self.last.push(total - *last);
+        }
         let after = Cpu::of(self.daemon.pid());
         self.cpu.own += after.own - cpu.own;
         self.cpu.children += after.children - cpu.children;

@@ -11,9 +11,9 @@ use super::stop::Targets;
 use super::{LocalExecutionEnvironment, NamespaceCell, describe_escaped};
 use agentd_proto::ProcessInfo;
 use nix::errno::Errno;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -107,49 +107,69 @@ impl LocalExecutionEnvironment {
         })
     }
 
-    /// The namespaces for `policy`, built on first use and kept while the policy stays the
-    /// same; `None` where they cannot be built (logged once per daemon). Once they could be
-    /// built in this daemon, a failure to build them refuses the command: whatever made it
-    /// fail (a command exhausting the user's namespaces, a path planted where bubblewrap
-    /// mounts) must not quietly leave the next commands with Landlock alone, which hides
-    /// nothing. Reports share one set for the whole daemon (their policy is the same
-    /// everywhere), so a session's start does not build one.
+    /// The namespaces for `policy`, built on first use and kept while an environment
+    /// uses the policy (environments with the same policy share one set: see
+    /// [`SandboxPolicy::mounts`]); `None` where they cannot be built (logged once per
+    /// daemon). Once they could be built in this daemon, a failure to build them refuses the
+    /// command: whatever made it fail (a command exhausting the user's namespaces, a path
+    /// planted where bubblewrap mounts) must not quietly leave the next commands with
+    /// Landlock alone, which hides nothing. Reports keep one set for the whole daemon (their
+    /// policy is the same everywhere), so a session's start does not build one.
     pub(super) async fn namespaces(
         &self,
         policy: &SandboxPolicy,
     ) -> Result<Option<Arc<Namespaces>>, Error> {
         static WORKED: AtomicBool = AtomicBool::new(false);
         static REPORTS: Mutex<Option<Arc<NamespaceCell>>> = Mutex::new(None);
-        let slot = if *policy == SandboxPolicy::report() {
-            &REPORTS
-        } else {
-            &self.namespaces
-        };
+        type Shared = Vec<(SandboxPolicy, Arc<[PathBuf]>, Weak<NamespaceCell>)>;
+        static SHARED: Mutex<Shared> = Mutex::new(Vec::new());
+        let report = *policy == SandboxPolicy::report();
+        let mounts = policy.mounts();
         let hidden = &self.options.hidden;
-        let fits = |n: &Namespaces| n.policy() == policy && n.hidden() == &hidden[..];
-        let cell = {
-            let mut current = slot.lock().unwrap_or_else(|e| e.into_inner());
-            // Built for another policy or list, or before a directory they hide existed
-            // (agentd's config directory made by `agentctl login`, a tmux server started
-            // since), or failed where they worked before: built again.
-            let stale = current.as_ref().is_some_and(|cell| {
-                cell.get().is_some_and(|built| match built {
-                    Ok(n) => !fits(n) || n.missed_a_hidden_path(),
-                    Err(_) => WORKED.load(Ordering::Relaxed),
-                })
-            });
+        let fits = |n: &Namespaces| n.policy() == &mounts && n.hidden() == &hidden[..];
+        // Built for another policy or list, or before a directory they hide existed
+        // (agentd's config directory made by `agentctl login`, a tmux server started since),
+        // or failed where they worked before: built again.
+        let stale = |cell: &NamespaceCell| {
+            cell.get().is_some_and(|built| match built {
+                Ok(n) => !fits(n) || n.missed_a_hidden_path(),
+                Err(_) => WORKED.load(Ordering::Relaxed),
+            })
+        };
+        let cell = if report {
+            let mut current = REPORTS.lock().unwrap_or_else(|e| e.into_inner());
             match current.as_mut() {
-                Some(cell) if !stale => cell.clone(),
+                Some(cell) if !stale(cell) => cell.clone(),
                 _ => current.insert(Arc::new(NamespaceCell::new())).clone(),
             }
+        } else {
+            let cell = {
+                let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+                shared.retain(|(_, _, cell)| cell.strong_count() > 0);
+                let found = shared
+                    .iter()
+                    .find(|(p, h, _)| *p == mounts && h == hidden)
+                    .and_then(|(_, _, cell)| cell.upgrade());
+                match found {
+                    Some(cell) if !stale(&cell) => cell,
+                    _ => {
+                        let cell = Arc::new(NamespaceCell::new());
+                        shared.retain(|(p, h, _)| !(*p == mounts && h == hidden));
+                        shared.push((mounts.clone(), hidden.clone(), Arc::downgrade(&cell)));
+                        cell
+                    }
+                }
+            };
+            *self.namespaces.lock().unwrap_or_else(|e| e.into_inner()) = Some(cell.clone());
+            cell
         };
         let built = cell
-            .get_or_init(|| async { Namespaces::build(policy, hidden).await.map(Arc::new) })
+            .get_or_init(|| async { Namespaces::build(&mounts, hidden).await.map(Arc::new) })
             .await;
         let built = match built {
             Ok(n) if fits(n) => Ok(n.clone()),
             // Built concurrently for another policy: this command gets its own.
-            Ok(_) => Namespaces::build(policy, hidden).await.map(Arc::new),
+            Ok(_) => Namespaces::build(&mounts, hidden).await.map(Arc::new),
             Err(why) => Err(why.clone()),
         };
         match built {
@@ -485,5 +505,61 @@ mod tests {
             Arc::ptr_eq(&prepared, &built()),
             "the command built its own"
         );
+    }
+
+    async fn joined(env: &LocalExecutionEnvironment, policy: &SandboxPolicy) -> Arc<Namespaces> {
+        env.namespaces(policy)
+            .await
+            .unwrap()
+            .expect("namespaces (is bubblewrap installed?)")
+    }
+
+    async fn run_sandboxed(
+        env: &LocalExecutionEnvironment,
+        policy: &SandboxPolicy,
+        command: &str,
+    ) -> ExecResult {
+        let request = ExecRequest {
+            command,
+            timeout: Duration::from_secs(60),
+            working_dir: None,
+            sandbox: Some(policy),
+        };
+        env.exec_command(request, &|_, _| {}, &CancellationToken::new())
+            .await
+            .unwrap()
+    }
+
+    /// Namespaces are shared by the sessions of one workspace (built once between them),
+    /// and bind the directory of every temp dir: Landlock must keep each command to its own.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sessions_of_one_workspace_share_namespaces_not_temp_dirs() {
+        let (dir, other_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let new = |d: &Path| LocalExecutionEnvironment::new(d.to_owned(), EnvPolicy::InheritCore);
+        let (a, b, elsewhere) = (new(dir.path()), new(dir.path()), new(other_dir.path()));
+        let mut config = crate::config::default_session_config("anthropic", "m");
+        config.sandbox = agentd_proto::SandboxMode::WorkspaceWrite;
+        let policy = |env| SandboxPolicy::new(&config, env).unwrap().unwrap();
+        let (pa, pb, pe) = (policy(&a), policy(&b), policy(&elsewhere));
+        assert_ne!(pa.temp_dir(), pb.temp_dir());
+        let (na, nb) = (joined(&a, &pa).await, joined(&b, &pb).await);
+        assert!(Arc::ptr_eq(&na, &nb), "one workspace, one set");
+        assert!(
+            !Arc::ptr_eq(&na, &joined(&elsewhere, &pe).await),
+            "another workspace has its own"
+        );
+        let theirs = pa.temp_dir().unwrap().join("planted");
+        let own = pb.temp_dir().unwrap().join("mine");
+        let both = format!(
+            "echo x > '{}'; echo y > '{}'",
+            theirs.display(),
+            own.display()
+        );
+        let result = run_sandboxed(&b, &pb, &both).await;
+        assert!(!theirs.exists(), "wrote a sibling's temp dir: {result:?}");
+        assert!(own.exists(), "could not write its own temp dir: {result:?}");
+        let parent = pb.temp_dir().unwrap().parent().unwrap().join("planted");
+        run_sandboxed(&b, &pb, &format!("echo x > '{}'", parent.display())).await;
+        assert!(!parent.exists(), "wrote the directory of temp dirs");
     }
 }

@@ -52,11 +52,33 @@ pub struct LocalExecutionEnvironment {
     commands: AtomicU64,
     /// Process groups started by this environment that may still be alive.
     groups: Mutex<HashSet<ProcessId>>,
-    /// Sandboxed commands' temp dir, made on first use; removed when the environment is
-    /// dropped (the session is unloaded or closed).
-    temp: OnceLock<Result<tempfile::TempDir, String>>,
-    /// The namespaces of the latest sandbox policy its commands ran under.
+    /// Sandboxed commands' temp dir, made on first use in the directory every
+    /// environment's temp dir is in; removed when the environment is dropped (the session is
+    /// unloaded or closed).
+    temp: OnceLock<Result<(tempfile::TempDir, Arc<tempfile::TempDir>), String>>,
+    /// The namespaces of the latest sandbox policy its commands ran under, which it keeps
+    /// alive (other environments with the same policy may share them: see
+    /// [`SandboxPolicy::mounts`]).
     namespaces: Mutex<Option<Arc<NamespaceCell>>>,
+}
+
+/// The directory holding every environment's temp dir (the namespaces make it writable,
+/// Landlock holds each command to its own temp dir in it): made with the first, removed
+/// with the last.
+fn temp_parent() -> Result<Arc<tempfile::TempDir>, String> {
+    static PARENT: Mutex<std::sync::Weak<tempfile::TempDir>> = Mutex::new(std::sync::Weak::new());
+    let mut parent = PARENT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(made) = parent.upgrade() {
+        return Ok(made);
+    }
+    let made = Arc::new(
+        tempfile::Builder::new()
+            .prefix("agentd-tmp-")
+            .tempdir()
+            .map_err(|e| e.to_string())?,
+    );
+    *parent = Arc::downgrade(&made);
+    Ok(made)
 }
 
 /// Namespaces for one policy, built by the first command that needs them; `Err`: they
@@ -133,13 +155,15 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
 
     fn temp_dir(&self) -> Result<PathBuf, Error> {
         let made = self.temp.get_or_init(|| {
-            tempfile::Builder::new()
-                .prefix("agentd-session-")
-                .tempdir()
-                .map_err(|e| e.to_string())
+            let parent = temp_parent()?;
+            let dir = tempfile::Builder::new()
+                .prefix("session-")
+                .tempdir_in(parent.path())
+                .map_err(|e| e.to_string())?;
+            Ok((dir, parent))
         });
         match made {
-            Ok(dir) => Ok(dir.path().to_owned()),
+            Ok((dir, _)) => Ok(dir.path().to_owned()),
             Err(e) => Err(Error::NotAllowed(format!(
                 "cannot make the temp dir for sandboxed commands in {}: {e}",
                 std::env::temp_dir().display()
@@ -202,6 +226,25 @@ impl ExecutionEnvironment for LocalExecutionEnvironment {
     async fn real_path(&self, path: &Path) -> Result<PathBuf, Error> {
         let path = self.resolve(path);
         blocking(move |_| super::sandbox::real_path(&path, true)).await
+    }
+
+    /// Looks for what git's discovery would find, without running git: a `.git` in the
+    /// working directory or any ancestor, or an ancestor that may itself be a bare
+    /// repository (it holds `HEAD`). `GIT_DIR` names one from anywhere.
+    async fn git_repository_possible(&self) -> bool {
+        if std::env::var_os("GIT_DIR").is_some() {
+            return true;
+        }
+        let cwd = self.cwd.clone();
+        tokio::task::spawn_blocking(move || {
+            cwd.ancestors().any(|dir| {
+                [".git", "HEAD"]
+                    .iter()
+                    .any(|name| std::fs::symlink_metadata(dir.join(name)).is_ok())
+            })
+        })
+        .await
+        .unwrap_or(true)
     }
 
     async fn prepare_sandbox(&self, policy: &SandboxPolicy) {
@@ -302,4 +345,26 @@ pub(super) async fn blocking<T: Send + 'static>(
             path: PathBuf::new(),
             source: std::io::Error::other(e),
         })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The git snapshot is skipped only where git could find nothing.
+    #[tokio::test]
+    async fn a_repository_is_possible_where_git_could_find_one() {
+        let root = tempfile::tempdir().unwrap();
+        let cwd = root.path().join("a/b");
+        std::fs::create_dir_all(&cwd).unwrap();
+        let env = LocalExecutionEnvironment::new(cwd.clone(), EnvPolicy::InheritCore);
+        assert!(!env.git_repository_possible().await);
+        // A work tree's `.git` (a directory, or a file naming one) in an ancestor.
+        std::fs::write(root.path().join("a/.git"), "gitdir: /elsewhere\n").unwrap();
+        assert!(env.git_repository_possible().await);
+        std::fs::remove_file(root.path().join("a/.git")).unwrap();
+        // A bare repository around it.
+        std::fs::write(root.path().join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        assert!(env.git_repository_possible().await);
+    }
 }

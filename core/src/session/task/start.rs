@@ -107,6 +107,7 @@ pub(in crate::session) fn start(
     if let Some(message) = tools_warning {
         core.emit(EventBody::warning(message));
     }
+    let fresh = restored.is_none();
     match restored {
         None => {
             core.emit(EventBody::SessionStart {
@@ -145,6 +146,11 @@ pub(in crate::session) fn start(
         tasks.spawn(async move {
             context.get_or_init(|| capture(env, docs)).await;
         });
+    }
+    // A new session is about to get its first input: its sandbox is built while the
+    // client sends it, as its context is captured.
+    if fresh {
+        task.prepare_sandbox();
     }
     tasks.spawn(supervise(task, commands));
     (info, view)

@@ -108,7 +108,7 @@ impl Task {
 
     /// Builds what the session's sandbox needs in the background, while the first LLM call
     /// is made, so the first command does not wait for it (a few milliseconds locally).
-    fn prepare_sandbox(&self) {
+    pub(super) fn prepare_sandbox(&self) {
         let config = self.core().config.clone();
         if let Ok(Some(policy)) = SandboxPolicy::new(&config, self.info.env.as_ref()) {
             let env = self.info.env.clone();
