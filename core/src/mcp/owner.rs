@@ -1,7 +1,8 @@
 //! The task that owns a session's MCP servers: their connections, states and tools. Everyone
 //! else holds an [`Mcp`] handle and asks through its channel; starts, restarts and tool-list
 //! refreshes run in tasks of their own and report back, so the owner never waits on a
-//! server and keeps answering.
+//! server and keeps answering. Servers start when the session gets its first input
+//! ([`Mcp::wake`]), not when it is created or loaded: a session nobody talks to runs none.
 
 use super::connect::{Connection, connect, list_tools};
 use super::tool::{McpTool, build_tools};
@@ -45,6 +46,9 @@ pub(crate) enum Cmd {
         generation: u64,
         result: Result<Vec<Tool>, String>,
     },
+    /// The session has input: start the servers not started yet, and those added later at
+    /// once.
+    Wake,
     /// The session's servers are now these.
     Configure(BTreeMap<String, McpServerConfig>),
     /// Stop every server, then reply.
@@ -61,7 +65,7 @@ pub(crate) struct Mcp {
 }
 
 impl Mcp {
-    /// Starts the owner of `servers` (each starting at once, in the background).
+    /// Starts the owner of `servers`; they start at [`Mcp::wake`].
     pub(crate) fn start(
         launcher: Launcher,
         servers: &BTreeMap<String, McpServerConfig>,
@@ -74,6 +78,7 @@ impl Mcp {
             servers: BTreeMap::new(),
             emit,
             me: tx.downgrade(),
+            awake: false,
             waiting: Vec::new(),
             tools: Arc::new(ToolRegistry::default()),
         };
@@ -82,7 +87,14 @@ impl Mcp {
         Self { tx }
     }
 
-    /// The servers' tools, waiting for those starting (each within its startup timeout).
+    /// Starts the servers in the background (the session has input). Never waits; the
+    /// first [`Mcp::tools`] wakes them too.
+    pub(crate) fn wake(&self) {
+        let _ = self.tx.try_send(Cmd::Wake);
+    }
+
+    /// The servers' tools, starting them if they are not, and waiting for those starting
+    /// (each within its startup timeout).
     pub(crate) async fn tools(&self) -> Arc<ToolRegistry> {
         let (reply, rx) = oneshot::channel();
         if self.tx.send(Cmd::Tools(reply)).await.is_err() {
@@ -133,11 +145,12 @@ impl Mcp {
 }
 
 enum State {
+    /// Not started yet: the session has had no input since it was created or loaded.
+    Asleep,
     Starting,
     Ready(Box<Connection>),
-    /// Down: never started, or lost; started again on its next use.
+    /// Down: failed to start, or lost; started again on its next use.
     Failed,
-    Stopped,
 }
 
 struct Server {
@@ -163,6 +176,8 @@ struct Owner {
     servers: BTreeMap<String, Server>,
     emit: Emit,
     me: mpsc::WeakSender<Cmd>,
+    /// Whether the session has had input: servers configured from then on start at once.
+    awake: bool,
     waiting: Vec<oneshot::Sender<Arc<ToolRegistry>>>,
     tools: Arc<ToolRegistry>,
 }
@@ -173,7 +188,11 @@ impl Owner {
         // channel closes and the servers stop.
         while let Some(cmd) = rx.recv().await {
             match cmd {
-                Cmd::Tools(reply) => self.waiting.push(reply),
+                Cmd::Tools(reply) => {
+                    self.wake();
+                    self.waiting.push(reply);
+                }
+                Cmd::Wake => self.wake(),
                 Cmd::Peer(server, reply) => self.peer(&server, reply),
                 Cmd::Lost {
                     server,
@@ -268,7 +287,7 @@ impl Owner {
                 Server {
                     config,
                     generation: 0,
-                    state: State::Stopped,
+                    state: State::Asleep,
                     listed: Vec::new(),
                     left_out: Vec::new(),
                     refreshing: false,
@@ -277,9 +296,28 @@ impl Owner {
                     start: None,
                 },
             );
-            self.launch(&name);
+            if self.awake {
+                self.launch(&name);
+            }
         }
         self.rebuild();
+    }
+
+    /// Starts every server still asleep, at once.
+    fn wake(&mut self) {
+        if self.awake {
+            return;
+        }
+        self.awake = true;
+        let asleep: Vec<String> = self
+            .servers
+            .iter()
+            .filter(|(_, s)| matches!(s.state, State::Asleep))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in asleep {
+            self.launch(&name);
+        }
     }
 
     /// Ends a server taken out of the set, in the background.
@@ -290,8 +328,13 @@ impl Owner {
         if let Some(start) = server.start {
             start.abort();
         }
-        if let State::Ready(connection) = server.state {
-            tokio::spawn(connection.close());
+        match server.state {
+            // Never started: nothing to report.
+            State::Asleep => return,
+            State::Ready(connection) => {
+                tokio::spawn(connection.close());
+            }
+            State::Starting | State::Failed => {}
         }
         self.report(
             name,
@@ -390,7 +433,7 @@ impl Owner {
                 let _ = reply.send(Ok((connection.peer(), server.generation)));
             }
             State::Starting => server.peers.push(reply),
-            State::Failed | State::Stopped => {
+            State::Failed | State::Asleep => {
                 server.peers.push(reply);
                 self.launch(name);
             }

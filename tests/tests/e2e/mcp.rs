@@ -312,13 +312,45 @@ async fn a_server_that_cannot_start_is_reported_and_left_out() {
     );
 }
 
+/// A session's servers start at its first input: none runs after `session/create`, and
+/// none after the session is loaded again by a restarted daemon, until it gets input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_start_at_the_first_input_not_at_create_or_load() {
+    let tag = marker();
+    let Some(mut s) = with_everything(&tag).await else {
+        return;
+    };
+    let last_seq = s.call("session/get", json!({})).await["last_seq"]
+        .as_u64()
+        .unwrap();
+    assert!(live_with_marker(&tag).is_empty());
+    s.client.subscribe(&s.session, Some(0)).await.unwrap();
+    let mut created = Vec::new();
+    while created
+        .last()
+        .is_none_or(|e: &Value| e["seq"].as_u64() < Some(last_seq))
+    {
+        created.push(s.client.item().await.unwrap());
+    }
+    assert!(
+        of_kind(&created, "mcp_server_state").is_empty(),
+        "{created:?}"
+    );
+    // The first LLM call waits for the server the input started.
+    round(
+        &mut s,
+        &[("c1", "mcp__everything__echo", json!({"message": "x"}))],
+    )
+    .await;
+    assert_eq!(live_with_marker(&tag).len(), 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_server_survives_daemon_shutdown_or_kill_9_and_restart() {
     let tag = marker();
     let Some(mut s) = with_everything(&tag).await else {
         return;
     };
-    // The first LLM call waits for the server.
     round(
         &mut s,
         &[("c1", "mcp__everything__echo", json!({"message": "x"}))],
@@ -338,11 +370,9 @@ async fn no_server_survives_daemon_shutdown_or_kill_9_and_restart() {
     s.daemon.restart().await.unwrap();
     let mut client = s.daemon.client().await.unwrap();
     client.call("daemon/info", json!({})).await.unwrap();
-    // Ended before serving; a SIGKILL after the grace period takes the kernel a moment. A
-    // server the restarted daemon starts for the session, when something loads it, is its
-    // own, with a new pid.
+    // Ended before serving; a SIGKILL after the grace period takes the kernel a moment.
     wait_for("the restarted daemon to end the server", || {
-        !live_with_marker(&tag).contains(&left[0])
+        live_with_marker(&tag).is_empty()
     })
     .await;
     assert!(
@@ -350,6 +380,20 @@ async fn no_server_survives_daemon_shutdown_or_kill_9_and_restart() {
             .log_text()
             .contains("ended processes a previous agentd left running")
     );
+    // Loading the session starts nothing; its next input starts the server again.
+    s.client = client;
+    let loaded = s.call("session/get", json!({})).await;
+    assert_eq!(loaded["state"], "idle", "{loaded}");
+    assert!(live_with_marker(&tag).is_empty());
+    let results = round(
+        &mut s,
+        &[("c2", "mcp__everything__echo", json!({"message": "y"}))],
+    )
+    .await;
+    assert_eq!(results["c2"], (false, "Echo: y".to_owned()));
+    let restarted = live_with_marker(&tag);
+    assert!(restarted.len() == 1 && restarted != left, "{restarted:?}");
+    let mut client = s.daemon.client().await.unwrap();
 
     // A clean shutdown ends the servers of loaded sessions.
     let tag = marker();
@@ -365,8 +409,10 @@ async fn no_server_survives_daemon_shutdown_or_kill_9_and_restart() {
         )
         .await
         .unwrap();
-    wait_for("the server to start", || live_with_marker(&tag).len() == 1).await;
-    let _ = session;
+    s.session = session;
+    s.client = client;
+    round(&mut s, &[("c3", "mcp__e__echo", json!({"message": "z"}))]).await;
+    assert_eq!(live_with_marker(&tag).len(), 1);
     s.daemon
         .stop_with(nix::sys::signal::Signal::SIGTERM)
         .await
@@ -672,6 +718,8 @@ async fn a_server_still_starting_ends_with_its_session() {
     let tag = marker();
     let server = json!({"command": "sleep", "args": ["600", tag], "startup_timeout_secs": 3600});
     let mut s = setup_with(json!({"config": {"mcp_servers": {"slow": server}}})).await;
+    // The input starts it; its LLM call waits for it.
+    s.start("go").await;
     wait_for("the server to start", || live_with_marker(&tag).len() == 1).await;
     s.call("session/close", json!({})).await;
     wait_for("the starting server to end with its session", || {
@@ -787,8 +835,9 @@ async fn a_stubborn_servers_group_ends_with_its_session_and_after_kill_9() {
         return;
     };
     let mut s = setup_with(json!({"config": {"mcp_servers": {"h": server}}})).await;
-    // Ready: its child ignores SIGTERM by then.
-    s.client.subscribe(&s.session, Some(0)).await.unwrap();
+    // Ready (started by the input): its child ignores SIGTERM by then.
+    s.mock.push_stream(agentd_tests::sse::text("ok"));
+    s.start("go").await;
     s.client
         .events_until("mcp_server_state", |e| e["data"]["state"] == "ready")
         .await
@@ -815,7 +864,12 @@ async fn a_stubborn_servers_group_ends_with_its_session_and_after_kill_9() {
         )
         .await
         .unwrap();
+    s.mock.push_stream(agentd_tests::sse::text("ok"));
     client.subscribe(&id, Some(0)).await.unwrap();
+    client
+        .call("session/submit", json!({"session_id": id, "text": "go"}))
+        .await
+        .unwrap();
     client
         .events_until("mcp_server_state", |e| e["data"]["state"] == "ready")
         .await
@@ -834,20 +888,9 @@ async fn a_stubborn_servers_group_ends_with_its_session_and_after_kill_9() {
         .call("daemon/info", json!({}))
         .await
         .unwrap();
-    // The processes the killed daemon left: a server the restarted daemon starts for the
-    // session (when something loads it) is its own, with new pids.
-    let deadline = std::time::Instant::now() + agentd_tests::WAIT;
-    let surviving = || {
-        let live = live_with_marker(&second);
-        left.iter().filter(|p| live.contains(p)).count()
-    };
-    while surviving() > 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the restarted daemon did not end the stubborn child: {left:?} of {:?}\n{}",
-            live_with_marker(&second),
-            s.daemon.log_text()
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    // The restarted daemon starts no server for the session until it gets input.
+    wait_for("the restarted daemon to end the stubborn group", || {
+        live_with_marker(&second).is_empty()
+    })
+    .await;
 }
