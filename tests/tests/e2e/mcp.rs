@@ -37,30 +37,61 @@ struct HttpServer {
 
 async fn everything_http() -> Option<HttpServer> {
     let index = everything()?;
+    Some(
+        serve_http(|port| {
+            let mut node = tokio::process::Command::new("node");
+            node.arg(index)
+                .arg("streamableHttp")
+                .env("PORT", port.to_string());
+            node
+        })
+        .await,
+    )
+}
+
+/// tests/mcp/http_server.py serving Streamable HTTP (both protocol versions), refusing
+/// requests without `Authorization: Bearer TOKEN` and `X-Team: TEAM` when given them.
+async fn python_http(credentials: Option<(&str, &str)>) -> Option<HttpServer> {
+    let python = mcp_python("python")?;
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/http_server.py");
+    Some(
+        serve_http(|port| {
+            let mut server = tokio::process::Command::new(python);
+            server.arg(script).arg(port.to_string());
+            if let Some((token, team)) = credentials {
+                server
+                    .env("AGENTD_TEST_EXPECT_TOKEN", token)
+                    .env("AGENTD_TEST_EXPECT_TEAM", team);
+            }
+            server
+        })
+        .await,
+    )
+}
+
+/// The server `command` makes for a free port of 127.0.0.1, once it listens.
+async fn serve_http(command: impl FnOnce(u16) -> tokio::process::Command) -> HttpServer {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let child = tokio::process::Command::new("node")
-        .arg(index)
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
+    let child = command(port)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    crate::eventually("server-everything to listen", async || {
+    crate::eventually("the HTTP MCP server to listen", async || {
         tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
             .is_ok()
     })
     .await;
-    Some(HttpServer {
+    HttpServer {
         _child: child,
         url: format!("http://127.0.0.1:{port}/mcp"),
-    })
+    }
 }
 
 /// Every kind of result, through `server` (a stdio or an HTTP one), as the model gets it.
@@ -763,38 +794,90 @@ async fn doctor_starts_the_configured_servers_and_names_the_failures() {
     assert!(human.contains("mcp      missing: FAILED"), "{human}");
 }
 
-/// An HTTP server's bearer token is read from the daemon's environment and appears in no
-/// event, snapshot or log line.
+/// The files under `root` whose bytes hold `needle`.
+fn files_holding(root: &std::path::Path, needle: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut dirs = vec![root.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => dirs.push(path),
+                Ok(t) if t.is_file() => {
+                    let bytes = std::fs::read(&path).unwrap_or_default();
+                    if bytes.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+                        found.push(path);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    found
+}
+
+/// An HTTP server's bearer token, read from the daemon's environment, reaches the server as
+/// `Authorization: Bearer ...` on every request, with the configured `headers` (the server
+/// refuses requests without both); it appears in no event, snapshot, log line or stored file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bearer_token_never_shows() {
-    let Some(server) = everything_http().await else {
+async fn a_bearer_token_reaches_the_server_and_never_shows() {
+    let token = "tok-3f9a1c77e2d54b6b";
+    let Some(server) = python_http(Some((token, "core"))).await else {
         return;
     };
-    let token = "tok-3f9a1c77e2d54b6b";
     let mock = agentd_tests::mock::MockAnthropic::start().await.unwrap();
     let daemon = agentd_tests::TestDaemon::builder()
         .env("ANTHROPIC_BASE_URL", &mock.url)
         .env("ANTHROPIC_API_KEY", "test-key")
-        .env("EVERYTHING_TOKEN", token)
+        .env("PYTHON_SERVER_TOKEN", token)
+        .env("AGENTD_LOG", "debug")
         .start()
         .await
         .unwrap();
-    let config = json!({"url": server.url, "bearer_token_env_var": "EVERYTHING_TOKEN"});
+    let config = json!({
+        "url": server.url,
+        "bearer_token_env_var": "PYTHON_SERVER_TOKEN",
+        "headers": {"X-Team": "core"}
+    });
     let mut s = crate::setup_on(
         mock,
         daemon,
         tempfile::tempdir().unwrap(),
-        json!({"config": {"mcp_servers": {"e": config}}}),
+        json!({"config": {"mcp_servers": {"p": config}}}),
     )
     .await;
-    let results = round(&mut s, &[("t", "mcp__e__echo", json!({"message": "x"}))]).await;
-    assert_eq!(results["t"], (false, "Echo: x".to_owned()));
+    let results = round(&mut s, &[("t", "mcp__p__protocol", json!({}))]).await;
+    assert!(
+        !results["t"].0 && results["t"].1.starts_with("protocol "),
+        "{:?}",
+        results["t"]
+    );
+    // Without the header, or with another token, the server refuses the start.
+    let no_header = json!({"url": server.url, "bearer_token_env_var": "PYTHON_SERVER_TOKEN"});
+    let wrong_token = json!({"url": server.url, "bearer_token_env_var": "ANTHROPIC_API_KEY", "headers": {"X-Team": "core"}});
+    s.call(
+        "session/set_config",
+        json!({"config": {"mcp_servers": {"p": config, "h": no_header, "w": wrong_token}}}),
+    )
+    .await;
     s.client.subscribe(&s.session, Some(0)).await.unwrap();
-    let events = s
-        .client
-        .events_until("processing_end", |_| true)
-        .await
-        .unwrap();
+    let mut failed = std::collections::BTreeSet::new();
+    let mut events = Vec::new();
+    while failed.len() < 2 {
+        let more = s
+            .client
+            .events_until("mcp_server_state", |e| e["data"]["state"] == "failed")
+            .await
+            .unwrap();
+        failed.insert(more.last().unwrap()["data"]["server"].to_string());
+        events.extend(more);
+    }
+    for e in of_kind(&events, "mcp_server_state") {
+        if e["data"]["state"] == "failed" {
+            let reason = e["data"]["reason"].as_str().unwrap();
+            assert!(reason.contains("401"), "{reason}");
+        }
+    }
     let snapshot = s.call("session/get", json!({})).await;
     for (what, text) in [
         ("events", serde_json::to_string(&events).unwrap()),
@@ -803,7 +886,12 @@ async fn a_bearer_token_never_shows() {
     ] {
         assert!(!text.contains(token), "the token is in the {what}");
     }
-    assert!(snapshot.to_string().contains("EVERYTHING_TOKEN"));
+    assert_eq!(
+        files_holding(s.daemon.root.path(), token),
+        Vec::<PathBuf>::new(),
+        "the token is stored"
+    );
+    assert!(snapshot.to_string().contains("PYTHON_SERVER_TOKEN"));
 
     // A variable that is not set fails the server, naming the variable.
     let unset = json!({"url": server.url, "bearer_token_env_var": "AGENTD_TEST_UNSET_TOKEN"});
