@@ -982,3 +982,46 @@ async fn a_stubborn_servers_group_ends_with_its_session_and_after_kill_9() {
     })
     .await;
 }
+
+/// A server that speaks the 2026-07-28 stateless protocol is spoken to in it, over stdio and
+/// over Streamable HTTP (the `mcp` Python SDK serves both eras, and its tool says which a
+/// call came by); server-everything, which predates it, gets the 2025-11-25 handshake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stateless_protocol_is_spoken_where_the_server_knows_it() {
+    let (Some(stdio), Some(http), Some(index)) =
+        (hostile(&[]), python_http(None).await, everything())
+    else {
+        return;
+    };
+    let legacy = json!({"command": "node", "args": [index, "stdio"]});
+    let mut s = setup_with(json!({"config": {"mcp_servers": {
+        "s": stdio, "h": {"url": http.url}, "e": legacy
+    }}}))
+    .await;
+    let results = round(
+        &mut s,
+        &[
+            ("s", "mcp__s__protocol", json!({})),
+            ("h", "mcp__h__protocol", json!({})),
+            ("e", "mcp__e__echo", json!({"message": "old"})),
+        ],
+    )
+    .await;
+    assert_eq!(results["s"], (false, "protocol 2026-07-28".to_owned()));
+    assert_eq!(results["h"], (false, "protocol 2026-07-28".to_owned()));
+    assert_eq!(results["e"], (false, "Echo: old".to_owned()));
+    let log = s.daemon.log_text();
+    for (server, protocol) in [
+        ("s", "2026-07-28"),
+        ("h", "2026-07-28"),
+        ("e", "2025-11-25"),
+    ] {
+        assert!(
+            log.lines().any(|l| l.contains("MCP protocol")
+                && (l.contains(&format!("server={server} "))
+                    || l.contains(&format!("server=\"{server}\"")))
+                && l.contains(protocol)),
+            "{server}: {log}"
+        );
+    }
+}
