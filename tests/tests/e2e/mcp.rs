@@ -983,6 +983,76 @@ async fn a_stubborn_servers_group_ends_with_its_session_and_after_kill_9() {
     .await;
 }
 
+/// In a session whose sandbox is read-only, only the tools a server marks `readOnlyHint` (and
+/// not `destructiveHint`) are offered: the others are named left out with the reason, and a
+/// prompt-injected model calling one finds no such tool. A sandbox that may write offers
+/// them again from the next LLM call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_session_is_offered_only_read_only_tools() {
+    let Some(server) = hostile(&[]) else {
+        return;
+    };
+    let mut s =
+        setup_with(json!({"config": {"sandbox": "read_only", "mcp_servers": {"h": server}}})).await;
+    let results = round(
+        &mut s,
+        &[
+            ("p", "mcp__h__peek", json!({})),
+            ("o", "mcp__h__ok", json!({})),
+            ("w", "mcp__h__wipe", json!({})),
+        ],
+    )
+    .await;
+    assert_eq!(results["p"], (false, "peeked".to_owned()));
+    for id in ["o", "w"] {
+        assert!(
+            results[id].0 && results[id].1.contains("Unknown tool"),
+            "{:?}",
+            results[id]
+        );
+    }
+    let offered = |body: &Value| -> Vec<String> {
+        body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .filter(|n| n.starts_with("mcp__"))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(offered(&s.mock.requests()[0].body), ["mcp__h__peek"]);
+    s.client.subscribe(&s.session, Some(0)).await.unwrap();
+    let events = s
+        .client
+        .events_until("mcp_server_state", |e| e["data"]["state"] == "ready")
+        .await
+        .unwrap();
+    let ready = &events.last().unwrap()["data"];
+    assert_eq!(ready["tools"], json!(["mcp__h__peek"]), "{ready}");
+    let left_out: Vec<&str> = ready["left_out"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for tool in ["ok", "wipe", "crash", "shell", "grow"] {
+        assert!(left_out.contains(&tool), "{ready}");
+    }
+    let reason = ready["reason"].as_str().unwrap();
+    assert!(reason.contains("read-only"), "{reason}");
+
+    s.call(
+        "session/set_config",
+        json!({"config": {"sandbox": "workspace_write"}}),
+    )
+    .await;
+    let before = s.mock.requests().len();
+    let results = round(&mut s, &[("o", "mcp__h__ok", json!({}))]).await;
+    assert_eq!(results["o"], (false, "fine".to_owned()));
+    assert!(offered(&s.mock.requests()[before].body).contains(&"mcp__h__wipe".to_owned()));
+}
+
 /// A server that speaks the 2026-07-28 stateless protocol is spoken to in it, over stdio and
 /// over Streamable HTTP (the `mcp` Python SDK serves both eras, and its tool says which a
 /// call came by); server-everything, which predates it, gets the 2025-11-25 handshake.
