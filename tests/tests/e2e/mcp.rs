@@ -1053,6 +1053,72 @@ async fn a_read_only_session_is_offered_only_read_only_tools() {
     assert!(offered(&s.mock.requests()[before].body).contains(&"mcp__h__wipe".to_owned()));
 }
 
+/// `agentctl mcp list` without a session starts each server of the config file (as
+/// `agentctl doctor` does) and shows its state and the tools a session would be offered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_list_without_a_session_starts_the_configured_servers() {
+    let Some(index) = everything() else {
+        return;
+    };
+    let config = format!(
+        "[mcp_servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n\
+         disabled_tools = [\"echo\"]\n\n\
+         [mcp_servers.missing]\ncommand = \"agentd-no-such-mcp-server\"\n\n\
+         [mcp_servers.off]\ncommand = \"agentd-no-such-mcp-server\"\nenabled = false\n",
+        index.display().to_string()
+    );
+    let daemon = agentd_tests::TestDaemon::builder()
+        .config(&config)
+        .start()
+        .await
+        .unwrap();
+    let out = daemon
+        .agentctl(&["--json", "mcp", "list"], None)
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let servers: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let by_name = |name: &str| servers.iter().find(|s| s["server"] == name).unwrap();
+    let everything = by_name("everything");
+    assert_eq!(everything["state"], "ready", "{everything}");
+    let tools = everything["tools"].as_array().unwrap();
+    assert!(
+        tools.contains(&json!("mcp__everything__get-sum")),
+        "{everything}"
+    );
+    assert!(
+        !tools.contains(&json!("mcp__everything__echo")),
+        "{everything}"
+    );
+    let missing = by_name("missing");
+    assert_eq!(missing["state"], "failed");
+    assert!(
+        missing["reason"]
+            .as_str()
+            .unwrap()
+            .contains("cannot start agentd-no-such-mcp-server"),
+        "{missing}"
+    );
+    assert_eq!(by_name("off")["state"], "disabled");
+
+    let human = daemon.agentctl(&["mcp", "list"], None).await.unwrap();
+    let human = String::from_utf8_lossy(&human.stdout);
+    let row = human
+        .lines()
+        .find(|l| l.starts_with("everything"))
+        .unwrap_or_else(|| panic!("{human}"));
+    assert!(
+        row.contains("ready") && row.contains("mcp__everything__get-sum"),
+        "{human}"
+    );
+    assert!(
+        human
+            .lines()
+            .any(|l| l.starts_with("off") && l.contains("disabled")),
+        "{human}"
+    );
+}
+
 /// A server that speaks the 2026-07-28 stateless protocol is spoken to in it, over stdio and
 /// over Streamable HTTP (the `mcp` Python SDK serves both eras, and its tool says which a
 /// call came by); server-everything, which predates it, gets the 2025-11-25 handshake.
