@@ -455,7 +455,7 @@ async fn no_server_survives_daemon_shutdown_or_kill_9_and_restart() {
 }
 
 /// The Python of `target/mcp-py` (the `mcp` SDK and mcp-server-time), where `.ci/run` puts it.
-fn mcp_python(what: &str) -> Option<PathBuf> {
+pub(crate) fn mcp_python(what: &str) -> Option<PathBuf> {
     let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/mcp-py/bin");
     prerequisite(what, bin.join(what).is_file()).then(|| bin.join(what))
 }
