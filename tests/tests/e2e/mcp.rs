@@ -528,9 +528,11 @@ async fn a_hostile_server_costs_its_own_calls_only() {
 /// A server declaring thousands of tools gets 128 offered; an event names the others.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousands_of_tools_are_cut_to_128_and_the_rest_named() {
-    let Some(server) = hostile(&["many"]) else {
+    let Some(mut server) = hostile(&["many"]) else {
         return;
     };
+    // Declaring 5,000 tools takes the Python SDK seconds, more on a loaded machine.
+    server["startup_timeout_secs"] = json!(120);
     let mut s = setup_with(json!({"config": {"mcp_servers": {"h": server}}})).await;
     let results = round(&mut s, &[("c", "mcp__h__ok", json!({}))]).await;
     assert_eq!(results["c"], (false, "fine".to_owned()));
