@@ -131,7 +131,8 @@ pub(crate) enum Online {
     /// Answer a pending request: `respond SESSION REQUEST allow|allow_always|deny
     /// [--message TEXT]`, or the answer to a question.
     Respond(cmd::respond::Respond),
-    /// A session's MCP servers: `mcp list SESSION` shows each one's state and tools.
+    /// MCP servers: `mcp list SESSION` shows a session's, each one's state and tools; `mcp
+    /// list` the config file's, each started and stopped (no daemon needed).
     #[command(subcommand)]
     Mcp(cmd::mcp::Mcp),
     /// Speak the Agent Client Protocol on stdin/stdout, for editors (Zed, JetBrains, Neovim,

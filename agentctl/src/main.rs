@@ -23,7 +23,7 @@ mod mcp;
 mod render;
 
 use clap::Parser;
-use cli::{Cli, Command, Offline};
+use cli::{Cli, Command, Offline, Online};
 use error::{Failure, Result};
 use std::process::ExitCode;
 
@@ -109,6 +109,9 @@ async fn run(cli: Cli) -> Result<u8> {
         }
         Command::Offline(Offline::Daemon { command }) => {
             return command.run(socket, cli.json).await;
+        }
+        Command::Online(Online::Mcp(mcp)) if mcp.offline() => {
+            return cmd::mcp::list_configured(cli.json);
         }
         Command::Online(command) => command,
     };

@@ -38,6 +38,10 @@ struct Args {
     /// failed (exit status 1 when one did).
     #[arg(long)]
     check_mcp: bool,
+    /// With --check-mcp: a JSON array, one object per configured server (disabled ones
+    /// too): `{server, state: ready|failed|disabled, reason?, tools, left_out}`.
+    #[arg(long, requires = "check_mcp")]
+    json: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -91,7 +95,7 @@ fn main() -> ExitCode {
     };
     config.started_by = started_by(systemd_fd.is_some());
     if args.check_mcp {
-        return check_mcp(&config);
+        return check_mcp(&config, args.json);
     }
     if args.check_config {
         let source = config
@@ -379,8 +383,8 @@ async fn stop_on_signal(shutdown: CancellationToken) {
 }
 
 /// `--check-mcp`: one line per enabled server of the config file, `mcp NAME: ok, N tools` or
-/// `mcp NAME: FAILED: reason`.
-fn check_mcp(config: &agentd_core::Config) -> ExitCode {
+/// `mcp NAME: FAILED: reason`; with `json`, an array of every configured server.
+fn check_mcp(config: &agentd_core::Config, json: bool) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -393,13 +397,25 @@ fn check_mcp(config: &agentd_core::Config) -> ExitCode {
         }
     };
     let checks = runtime.block_on(agentd_core::check_mcp_servers(config));
-    let mut failed = false;
-    for check in &checks {
-        match &check.result {
-            Ok(tools) => println!("mcp {}: ok, {tools} tools", check.server),
-            Err(why) => {
-                failed = true;
-                println!("mcp {}: FAILED: {why}", check.server);
+    let failed = checks.iter().any(|c| c.result.is_err());
+    if json {
+        let servers: Vec<serde_json::Value> = config
+            .mcp_servers
+            .keys()
+            .map(|name| match checks.iter().find(|c| c.server == *name) {
+                None => serde_json::json!({"server": name, "state": "disabled", "tools": [], "left_out": []}),
+                Some(c) => match &c.result {
+                    Ok((tools, left_out)) => serde_json::json!({"server": name, "state": "ready", "tools": tools, "left_out": left_out}),
+                    Err(why) => serde_json::json!({"server": name, "state": "failed", "reason": why, "tools": [], "left_out": []}),
+                },
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(servers));
+    } else {
+        for check in &checks {
+            match &check.result {
+                Ok((tools, _)) => println!("mcp {}: ok, {} tools", check.server, tools.len()),
+                Err(why) => println!("mcp {}: FAILED: {why}", check.server),
             }
         }
     }

@@ -878,6 +878,18 @@ LIVE is as in `agentd--render'."
     ("events_missing"
      (agentd--line 'agentd-warning "events %s to %s were lost when the daemon stopped"
                    (alist-get 'first_seq data) (alist-get 'last_seq data)))
+    ("mcp_server_state"
+     ;; Starting is a moment, not news; ready, failed and stopped are.
+     (let ((state (alist-get 'state data))
+           (reason (alist-get 'reason data)))
+       (unless (equal state "starting")
+         (agentd--line (if (equal state "failed") 'agentd-warning 'agentd-dim)
+                       "MCP server %s: %s%s"
+                       (alist-get 'server data)
+                       (if (equal state "ready")
+                           (format "ready, %d tools" (length (alist-get 'tools data)))
+                         state)
+                       (if reason (format " (%s)" reason) "")))))
     ("session_end"
      (setf (agentd--view-state view) 'closed)
      (agentd--line 'agentd-dim "── session closed (%s) ──" (alist-get 'reason data)))))

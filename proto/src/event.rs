@@ -397,7 +397,9 @@ pub enum EventBody {
         tools: Option<Vec<String>>,
         /// When ready: the server's tools left out (its own names, at most 256; `reason`
         /// counts them all): past the 128 a server may offer or the 256 KiB their
-        /// definitions may take, or with a schema that cannot be used.
+        /// definitions may take, or with a schema that cannot be used; and in a session whose
+        /// sandbox is read-only, those not marked `readOnlyHint` (or marked
+        /// `destructiveHint`).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         left_out: Vec<String>,
     },

@@ -80,9 +80,17 @@ def wipe() -> str:
 
 
 @server.tool()
+def protocol(ctx: Context) -> str:
+    """The protocol version this call came by."""
+    return f"protocol {ctx.protocol_version}"
+
+
+@server.tool()
 async def grow(ctx: Context) -> str:
-    """Adds a tool, `added`, and says the list changed."""
+    """Adds a tool, `added`, and says the list changed: on the client's `subscriptions/listen`
+    stream at 2026-07-28, on the connection before (each call reaches only its own era)."""
     server.add_tool(lambda: "added here", name="added", description="Added by grow.")
+    await ctx.notify_tools_changed()
     await ctx.session.send_tool_list_changed()
     return "grown"
 

@@ -1,25 +1,29 @@
 //! `agentctl mcp list SESSION`: the session's MCP servers, each with its state and tools (or
-//! why it failed), read from its config and its `mcp_server_state` events.
+//! why it failed), read from its config and its `mcp_server_state` events. Without a session:
+//! the config file's servers, each started and stopped by `agentd --check-mcp --json` (no
+//! daemon needed).
 
 use super::stream::{EventStream, Next};
 use super::{Context, print, resolve, table};
-use crate::error::Result;
+use crate::daemon;
+use crate::error::{Failure, Result};
 use agentd_proto::methods as m;
 use agentd_proto::{EventBody, McpServerState, SessionParams};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 #[derive(clap::Subcommand)]
 pub(crate) enum Mcp {
-    /// A session's MCP servers: state, tools, or why one failed.
+    /// A session's MCP servers: state, tools, or why one failed. Without a session, the
+    /// config file's servers, each started (as a session would), listed and stopped.
     List {
         /// The session (its id or a unique prefix).
-        session: String,
+        session: Option<String>,
     },
 }
 
 /// One server as `mcp list` shows it.
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 struct Server {
     server: String,
     /// `disabled`, or the last state reported (`configured` before any).
@@ -29,9 +33,53 @@ struct Server {
     tools: Vec<String>,
 }
 
+/// `mcp list` without a session: the config file's servers, started and stopped by
+/// `agentd --check-mcp --json`.
+pub(crate) fn list_configured(json: bool) -> Result<u8> {
+    let out = std::process::Command::new(daemon::agentd_binary())
+        .args(["--check-mcp", "--json"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .map_err(|e| Failure::failed(format!("cannot run agentd --check-mcp: {e}")))?;
+    let servers: Vec<Server> = serde_json::from_slice(&out.stdout).map_err(|_| {
+        Failure::failed(format!(
+            "agentd --check-mcp failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    })?;
+    show(json, &servers);
+    Ok(0)
+}
+
+/// Prints `servers`: JSON, or a table of state and tools (or why one failed).
+fn show(json: bool, servers: &Vec<Server>) {
+    print(json, servers, |servers| {
+        let mut rows = vec![vec!["SERVER".into(), "STATE".into(), "TOOLS".into()]];
+        for s in servers {
+            let detail = match &s.reason {
+                Some(r) => r.clone(),
+                None => s.tools.join(", "),
+            };
+            rows.push(vec![s.server.clone(), s.state.clone(), detail]);
+        }
+        for line in table(&rows) {
+            println!("{line}");
+        }
+    });
+}
+
 impl Mcp {
+    /// `mcp list` without a session needs no daemon.
+    pub(crate) fn offline(&self) -> bool {
+        matches!(self, Self::List { session: None })
+    }
+
     pub(crate) async fn run(self, ctx: &Context) -> Result<u8> {
         let Self::List { session } = self;
+        let Some(session) = session else {
+            return list_configured(ctx.json);
+        };
         let session_id = resolve(&ctx.conn, &session).await?;
         let snapshot = ctx
             .conn
@@ -86,19 +134,7 @@ impl Mcp {
             }
         }
         let servers: Vec<Server> = servers.into_values().collect();
-        print(ctx.json, &servers, |servers| {
-            let mut rows = vec![vec!["SERVER".into(), "STATE".into(), "TOOLS".into()]];
-            for s in servers {
-                let detail = match &s.reason {
-                    Some(r) => r.clone(),
-                    None => s.tools.join(", "),
-                };
-                rows.push(vec![s.server.clone(), s.state.clone(), detail]);
-            }
-            for line in table(&rows) {
-                println!("{line}");
-            }
-        });
+        show(ctx.json, &servers);
         Ok(0)
     }
 }

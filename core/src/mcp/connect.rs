@@ -1,16 +1,21 @@
 //! Starting one server and taking its tool list: a stdio program through the exec layer
 //! (own process group, recorded in the ledger, filtered environment plus its `env`), spoken
 //! to with rmcp over its pipes, its stderr logged line by line (bounded); the whole start
-//! bounded by the server's startup timeout, and what it lists bounded too.
+//! bounded by the server's startup timeout, and what it lists bounded too. Either transport
+//! speaks the 2026-07-28 stateless protocol to a server that knows it (`server/discover`,
+//! tool-list changes on a `subscriptions/listen` stream), the 2025-11-25 handshake otherwise.
 
 use super::Launcher;
 use super::owner::Cmd;
 use crate::exec::{ServerCommand, ServerGroup, start_server};
 use agentd_proto::McpServerConfig;
-use rmcp::model::{ClientConfig, Implementation, PaginatedRequestParams, Tool};
+use rmcp::model::{
+    ClientConfig, Implementation, PaginatedRequestParams, ProtocolVersion, ServerNotification,
+    SubscriptionFilter, Tool,
+};
 use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService};
 use rmcp::transport::async_rw::AsyncRwTransport;
-use rmcp::{ClientHandler, ServiceExt};
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt};
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
@@ -30,6 +35,8 @@ const MAX_STDERR_LINE: usize = 1000;
 pub(super) struct Connection {
     service: RunningService<RoleClient, Client>,
     group: Option<ServerGroup>,
+    /// The task reading tool-list changes on a 2026-07-28 connection.
+    listener: Option<tokio::task::AbortHandle>,
 }
 
 impl Connection {
@@ -39,7 +46,14 @@ impl Connection {
 
     /// Ends the session with the server, then its processes.
     pub(super) async fn close(self) {
-        let Self { service, group } = self;
+        let Self {
+            service,
+            group,
+            listener,
+        } = self;
+        if let Some(listener) = listener {
+            listener.abort();
+        }
         let _ = tokio::time::timeout(Duration::from_secs(2), service.cancel()).await;
         if let Some(group) = group {
             group.stop().await;
@@ -55,8 +69,9 @@ pub(super) struct Client {
     owner: mpsc::WeakSender<Cmd>,
 }
 
-impl ClientHandler for Client {
-    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
+impl Client {
+    /// Tells the owner the server's tool list changed.
+    fn list_changed(&self) {
         if let Some(owner) = self.owner.upgrade() {
             // A full queue already holds work for the owner; a refresh is asked again later.
             let _ = owner.try_send(Cmd::ListChanged {
@@ -64,6 +79,12 @@ impl ClientHandler for Client {
                 generation: self.generation,
             });
         }
+    }
+}
+
+impl ClientHandler for Client {
+    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
+        self.list_changed();
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -88,14 +109,16 @@ pub(super) async fn connect(
         owner,
     };
     let start = async {
-        let connection = match (&config.command, &config.url) {
-            (Some(program), _) => stdio(launcher, name, program, config, client).await?,
+        let mut connection = match (&config.command, &config.url) {
+            (Some(program), _) => stdio(launcher, name, program, config, client.clone()).await?,
             (None, Some(url)) => Connection {
-                service: super::http::serve(client, url, config).await?,
+                service: super::http::serve(client.clone(), url, config).await?,
                 group: None,
+                listener: None,
             },
             (None, None) => return Err("it has neither command nor url".to_owned()),
         };
+        connection.listener = listen(&connection.peer(), client).await?;
         let tools = list_tools(&connection.peer()).await?;
         Ok((connection, tools))
     };
@@ -149,13 +172,61 @@ async fn stdio(
     // Dropped on failure: the group is killed with it.
     let group = process.group;
     let service = client
-        .serve(transport)
+        .serve_with_lifecycle(transport, lifecycle())
         .await
         .map_err(|e| format!("the MCP handshake failed: {e}"))?;
     Ok(Connection {
         service,
         group: Some(group),
+        listener: None,
     })
+}
+
+/// How a connection starts: `server/discover` at 2026-07-28 first, the 2025-11-25
+/// `initialize` handshake when the server answers it as a server that predates it.
+pub(super) fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    }
+}
+
+/// On a 2026-07-28 connection to a server whose tool list can change, the task reading
+/// those changes from a `subscriptions/listen` stream (older servers send them unasked, to
+/// [`Client`]'s handler).
+async fn listen(
+    peer: &Peer<RoleClient>,
+    client: Client,
+) -> Result<Option<tokio::task::AbortHandle>, String> {
+    let Some(info) = peer.peer_info() else {
+        return Ok(None);
+    };
+    tracing::info!(
+        server = client.server,
+        protocol = %info.protocol_version,
+        "MCP protocol"
+    );
+    let changes = info
+        .capabilities
+        .tools
+        .as_ref()
+        .is_some_and(|t| t.list_changed == Some(true));
+    if info.protocol_version.has_initialize() || !changes {
+        return Ok(None);
+    }
+    let filter = SubscriptionFilter::builder().tools_list_changed().build();
+    let mut subscription = peer
+        .listen(filter)
+        .await
+        .map_err(|e| format!("subscriptions/listen failed: {e}"))?;
+    let task = tokio::spawn(async move {
+        while let Ok(Some(notification)) = subscription.next().await {
+            if let ServerNotification::ToolListChangedNotification(_) = notification {
+                client.list_changed();
+            }
+        }
+    });
+    Ok(Some(task.abort_handle()))
 }
 
 /// Every page of the server's tool list, up to [`MAX_LISTED`] tools and [`MAX_PAGES`] pages.

@@ -1,11 +1,12 @@
-//! Streamable HTTP servers: rmcp's client transport (on its own reqwest), with the bearer
+//! Streamable HTTP servers: rmcp's client transport (on its own reqwest; sessionless requests
+//! to a server that speaks the 2026-07-28 protocol, a session otherwise), with the bearer
 //! token read from the variable `bearer_token_env_var` names when the server starts (never
 //! stored, logged or shown) and the configured headers; every response bounded by rmcp's
 //! size limits, set here.
 
-use super::connect::Client;
+use super::connect::{Client, lifecycle};
 use agentd_proto::McpServerConfig;
-use rmcp::ServiceExt;
+use rmcp::ClientServiceExt;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -49,7 +50,7 @@ pub(super) async fn serve(
     transport_config.max_error_response_size = MAX_ERROR_BYTES;
     let transport = StreamableHttpClientTransport::from_config(transport_config);
     client
-        .serve(transport)
+        .serve_with_lifecycle(transport, lifecycle())
         .await
         .map_err(|e| format!("the MCP handshake with {url} failed: {e}"))
 }

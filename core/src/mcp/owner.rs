@@ -1,10 +1,11 @@
 //! The task that owns a session's MCP servers: their connections, states and tools. Everyone
 //! else holds an [`Mcp`] handle and asks through its channel; starts, restarts and tool-list
 //! refreshes run in tasks of their own and report back, so the owner never waits on a
-//! server and keeps answering.
+//! server and keeps answering. Servers start when the session gets its first input
+//! ([`Mcp::wake`]), not when it is created or loaded: a session nobody talks to runs none.
 
 use super::connect::{Connection, connect, list_tools};
-use super::tool::{McpTool, build_tools};
+use super::tool::{LeftOut, McpTool, build_tools};
 use super::{Emit, Launcher};
 use crate::tools::ToolRegistry;
 use agentd_proto::{EventBody, McpServerConfig, McpServerState};
@@ -45,8 +46,11 @@ pub(crate) enum Cmd {
         generation: u64,
         result: Result<Vec<Tool>, String>,
     },
-    /// The session's servers are now these.
-    Configure(BTreeMap<String, McpServerConfig>),
+    /// The session has input: start the servers not started yet, and those added later at
+    /// once.
+    Wake,
+    /// The session's servers are now these, and whether its sandbox is read-only.
+    Configure(BTreeMap<String, McpServerConfig>, bool),
     /// Stop every server, then reply.
     Stop(oneshot::Sender<()>),
 }
@@ -61,10 +65,12 @@ pub(crate) struct Mcp {
 }
 
 impl Mcp {
-    /// Starts the owner of `servers` (each starting at once, in the background).
+    /// Starts the owner of `servers`; they start at [`Mcp::wake`]. A `read_only` session is
+    /// offered only their read-only tools.
     pub(crate) fn start(
         launcher: Launcher,
         servers: &BTreeMap<String, McpServerConfig>,
+        read_only: bool,
         emit: Emit,
         tasks: &tokio_util::task::TaskTracker,
     ) -> Self {
@@ -74,15 +80,24 @@ impl Mcp {
             servers: BTreeMap::new(),
             emit,
             me: tx.downgrade(),
+            awake: false,
+            read_only,
             waiting: Vec::new(),
             tools: Arc::new(ToolRegistry::default()),
         };
-        owner.configure(servers.clone());
+        owner.configure(servers.clone(), read_only);
         tasks.spawn(owner.run(rx));
         Self { tx }
     }
 
-    /// The servers' tools, waiting for those starting (each within its startup timeout).
+    /// Starts the servers in the background (the session has input). Never waits; the
+    /// first [`Mcp::tools`] wakes them too.
+    pub(crate) fn wake(&self) {
+        let _ = self.tx.try_send(Cmd::Wake);
+    }
+
+    /// The servers' tools, starting them if they are not, and waiting for those starting
+    /// (each within its startup timeout).
     pub(crate) async fn tools(&self) -> Arc<ToolRegistry> {
         let (reply, rx) = oneshot::channel();
         if self.tx.send(Cmd::Tools(reply)).await.is_err() {
@@ -115,10 +130,15 @@ impl Mcp {
         });
     }
 
-    /// The session's servers are now `servers`: those changed or gone stop, new ones start.
-    /// Never waits (the session's command handler calls it).
-    pub(crate) fn reconfigure(&self, servers: BTreeMap<String, McpServerConfig>) {
-        if self.tx.try_send(Cmd::Configure(servers)).is_err() {
+    /// The session's servers are now `servers`: those changed or gone stop, new ones start;
+    /// `read_only` says whether its sandbox is read-only now. Never waits (the session's
+    /// command handler calls it).
+    pub(crate) fn reconfigure(&self, servers: BTreeMap<String, McpServerConfig>, read_only: bool) {
+        if self
+            .tx
+            .try_send(Cmd::Configure(servers, read_only))
+            .is_err()
+        {
             tracing::warn!("the session's MCP servers are busy; the new server list applies later");
         }
     }
@@ -133,11 +153,12 @@ impl Mcp {
 }
 
 enum State {
+    /// Not started yet: the session has had no input since it was created or loaded.
+    Asleep,
     Starting,
     Ready(Box<Connection>),
-    /// Down: never started, or lost; started again on its next use.
+    /// Down: failed to start, or lost; started again on its next use.
     Failed,
-    Stopped,
 }
 
 struct Server {
@@ -148,7 +169,7 @@ struct Server {
     /// Its tools as last listed.
     listed: Vec<Tool>,
     /// Those of them not offered (their own names).
-    left_out: Vec<String>,
+    left_out: LeftOut,
     refreshing: bool,
     stale: bool,
     /// Calls waiting for it to start.
@@ -163,6 +184,10 @@ struct Owner {
     servers: BTreeMap<String, Server>,
     emit: Emit,
     me: mpsc::WeakSender<Cmd>,
+    /// Whether the session has had input: servers configured from then on start at once.
+    awake: bool,
+    /// Whether the session's sandbox is read-only: only read-only tools are offered.
+    read_only: bool,
     waiting: Vec<oneshot::Sender<Arc<ToolRegistry>>>,
     tools: Arc<ToolRegistry>,
 }
@@ -173,7 +198,11 @@ impl Owner {
         // channel closes and the servers stop.
         while let Some(cmd) = rx.recv().await {
             match cmd {
-                Cmd::Tools(reply) => self.waiting.push(reply),
+                Cmd::Tools(reply) => {
+                    self.wake();
+                    self.waiting.push(reply);
+                }
+                Cmd::Wake => self.wake(),
                 Cmd::Peer(server, reply) => self.peer(&server, reply),
                 Cmd::Lost {
                     server,
@@ -198,9 +227,7 @@ impl Owner {
                     generation,
                     result,
                 } => self.refreshed(&server, generation, result),
-                Cmd::Configure(servers) => {
-                    self.configure(servers);
-                }
+                Cmd::Configure(servers, read_only) => self.configure(servers, read_only),
                 Cmd::Stop(reply) => {
                     self.stop_all().await;
                     let _ = reply.send(());
@@ -220,30 +247,40 @@ impl Owner {
                 .map(|(_, _, name)| name.to_owned())
                 .collect()
         });
+        let empty = LeftOut::default();
         let left_out = match self.servers.get(server) {
-            Some(s) if ready => s.left_out.clone(),
-            _ => Vec::new(),
+            Some(s) if ready => &s.left_out,
+            _ => &empty,
         };
-        let reason = reason.or_else(|| {
-            (!left_out.is_empty()).then(|| {
-                format!(
-                    "{} of its tools are not offered: past the {} a server may offer or the \
-                     room their definitions may take, or with a schema that cannot be used",
-                    left_out.len(),
-                    McpTool::MAX_PER_SERVER
-                )
-            })
-        });
+        let mut why = Vec::new();
+        if !left_out.limits.is_empty() {
+            why.push(format!(
+                "{} of its tools are not offered: past the {} a server may offer or the room \
+                 their definitions may take, or with a schema that cannot be used",
+                left_out.limits.len(),
+                McpTool::MAX_PER_SERVER
+            ));
+        }
+        if !left_out.writes.is_empty() {
+            why.push(format!(
+                "{} of its tools are not offered: the session's sandbox is read-only and the \
+                 server does not mark them read-only (readOnlyHint, without destructiveHint)",
+                left_out.writes.len()
+            ));
+        }
+        let reason = reason.or_else(|| (!why.is_empty()).then(|| why.join("; ")));
+        let named = left_out.limits.iter().chain(&left_out.writes);
         (self.emit)(EventBody::McpServerState {
             server: server.to_owned(),
             state,
             reason,
             tools,
-            left_out: left_out.into_iter().take(MAX_LEFT_OUT_NAMED).collect(),
+            left_out: named.take(MAX_LEFT_OUT_NAMED).cloned().collect(),
         });
     }
 
-    fn configure(&mut self, wanted: BTreeMap<String, McpServerConfig>) {
+    fn configure(&mut self, wanted: BTreeMap<String, McpServerConfig>, read_only: bool) {
+        let sandbox_changed = std::mem::replace(&mut self.read_only, read_only) != read_only;
         let gone: Vec<String> = self
             .servers
             .iter()
@@ -268,18 +305,49 @@ impl Owner {
                 Server {
                     config,
                     generation: 0,
-                    state: State::Stopped,
+                    state: State::Asleep,
                     listed: Vec::new(),
-                    left_out: Vec::new(),
+                    left_out: LeftOut::default(),
                     refreshing: false,
                     stale: false,
                     peers: Vec::new(),
                     start: None,
                 },
             );
-            self.launch(&name);
+            if self.awake {
+                self.launch(&name);
+            }
         }
         self.rebuild();
+        // The ready servers offer other tools now.
+        if sandbox_changed {
+            let ready: Vec<String> = self
+                .servers
+                .iter()
+                .filter(|(_, s)| matches!(s.state, State::Ready(_)))
+                .map(|(name, _)| name.clone())
+                .collect();
+            for name in ready {
+                self.report(&name, McpServerState::Ready, None);
+            }
+        }
+    }
+
+    /// Starts every server still asleep, at once.
+    fn wake(&mut self) {
+        if self.awake {
+            return;
+        }
+        self.awake = true;
+        let asleep: Vec<String> = self
+            .servers
+            .iter()
+            .filter(|(_, s)| matches!(s.state, State::Asleep))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in asleep {
+            self.launch(&name);
+        }
     }
 
     /// Ends a server taken out of the set, in the background.
@@ -290,8 +358,13 @@ impl Owner {
         if let Some(start) = server.start {
             start.abort();
         }
-        if let State::Ready(connection) = server.state {
-            tokio::spawn(connection.close());
+        match server.state {
+            // Never started: nothing to report.
+            State::Asleep => return,
+            State::Ready(connection) => {
+                tokio::spawn(connection.close());
+            }
+            State::Starting | State::Failed => {}
         }
         self.report(
             name,
@@ -390,7 +463,7 @@ impl Owner {
                 let _ = reply.send(Ok((connection.peer(), server.generation)));
             }
             State::Starting => server.peers.push(reply),
-            State::Failed | State::Stopped => {
+            State::Failed | State::Asleep => {
                 server.peers.push(reply);
                 self.launch(name);
             }
@@ -483,10 +556,10 @@ impl Owner {
             .iter()
             .filter(|(_, s)| matches!(s.state, State::Ready(_) | State::Failed))
             .map(|(name, s)| (name.as_str(), &s.config, s.listed.as_slice()));
-        let (tools, left_out) = build_tools(servers, &self.me);
+        let (tools, left_out) = build_tools(servers, self.read_only, &self.me);
         self.tools = Arc::new(tools);
         for server in self.servers.values_mut() {
-            server.left_out.clear();
+            server.left_out = LeftOut::default();
         }
         for (name, names) in left_out {
             if let Some(server) = self.servers.get_mut(&name) {

@@ -44,12 +44,29 @@ impl McpTool {
     pub(super) const MAX_PER_SERVER: usize = 128;
 }
 
+/// A server's tools not offered (their own names), by why.
+#[derive(Default)]
+pub(super) struct LeftOut {
+    /// Past the limits, or with a schema that cannot be used.
+    pub(super) limits: Vec<String>,
+    /// Not marked read-only (or marked destructive), in a session whose sandbox is read-only.
+    pub(super) writes: Vec<String>,
+}
+
+impl LeftOut {
+    fn is_empty(&self) -> bool {
+        self.limits.is_empty() && self.writes.is_empty()
+    }
+}
+
 /// The tools of `servers` (name, config, listed tools), in server then tool name order, the
-/// resource tools last; and per server, the tools left out.
+/// resource tools last; and per server, the tools left out. A `read_only` session is offered
+/// only the tools their server marks read-only and not destructive.
 pub(super) fn build_tools<'a>(
     servers: impl Iterator<Item = (&'a str, &'a McpServerConfig, &'a [rmcp::model::Tool])>,
+    read_only: bool,
     owner: &mpsc::WeakSender<Cmd>,
-) -> (ToolRegistry, Vec<(String, Vec<String>)>) {
+) -> (ToolRegistry, Vec<(String, LeftOut)>) {
     let mut registry = ToolRegistry::default();
     let mut taken = HashSet::new();
     let mut left_out = Vec::new();
@@ -60,10 +77,17 @@ pub(super) fn build_tools<'a>(
             listed.iter().filter(|t| config.offers(&t.name)).collect();
         tools.sort_by(|a, b| a.name.cmp(&b.name));
         tools.dedup_by(|a, b| a.name == b.name);
-        let mut out = Vec::new();
+        let mut out = LeftOut::default();
         let mut offered = 0;
         let mut bytes = 0;
         for t in tools {
+            let annotations = t.annotations.as_ref();
+            let read_only_hint = annotations.and_then(|a| a.read_only_hint) == Some(true);
+            let destructive = annotations.and_then(|a| a.destructive_hint) == Some(true);
+            if read_only && (!read_only_hint || destructive) {
+                out.writes.push(t.name.chars().take(128).collect());
+                continue;
+            }
             let schema = serde_json::Value::Object((*t.input_schema).clone());
             let size = schema.to_string().len();
             let cost = size
@@ -75,11 +99,10 @@ pub(super) fn build_tools<'a>(
                 && size <= MAX_SCHEMA_BYTES
                 && bytes + cost <= MAX_SERVER_BYTES;
             if !fits {
-                out.push(t.name.chars().take(128).collect());
+                out.limits.push(t.name.chars().take(128).collect());
                 continue;
             }
             let name = tool_name(server, &t.name, &mut taken);
-            let annotations = t.annotations.as_ref();
             let tool = McpTool {
                 server: server.to_owned(),
                 tool: t.name.to_string(),
@@ -94,8 +117,8 @@ pub(super) fn build_tools<'a>(
                         .collect(),
                     parameters: schema,
                 },
-                read_only: annotations.and_then(|a| a.read_only_hint) == Some(true),
-                destructive: annotations.and_then(|a| a.destructive_hint) == Some(true),
+                read_only: read_only_hint,
+                destructive,
                 timeout: Duration::from_secs(config.tool_timeout_secs()),
                 owner: owner.clone(),
             };
@@ -110,7 +133,7 @@ pub(super) fn build_tools<'a>(
                     offered += 1;
                     bytes += cost;
                 }
-                Err(_) => out.push(t.name.chars().take(128).collect()),
+                Err(_) => out.limits.push(t.name.chars().take(128).collect()),
             }
         }
         if !out.is_empty() {

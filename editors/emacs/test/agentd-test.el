@@ -333,6 +333,25 @@
     (agentd-test--wait-for "the closed state" (lambda () (equal (agentd-status fork) "closed")))
     (agentd-test--contains fork "session closed")))
 
+(ert-deftest agentd-test-mcp-server-states-are-shown ()
+  "A session's MCP servers start with its first input; the transcript says which became
+ready, with how many tools, and which failed, with why."
+  (let ((id (agentd-new (agentd-test--dir "mcp")))
+        (time (getenv "AGENTD_TEST_MCP_TIME")))
+    ;; The harness gives mcp-server-time's path when it is installed (always under CI).
+    (agentd--call "session/set_config"
+                  (list :session_id id
+                        :config (list :mcp_servers
+                                      (append
+                                       (list :missing (list :command "agentd-no-such-mcp-server"))
+                                       (and time (list :time (list :command time
+                                                                   :args ["--local-timezone" "UTC"])))))))
+    (agentd-test--run id "hello servers")
+    (agentd-test--contains id "MCP server missing: failed (cannot start agentd-no-such-mcp-server")
+    (when time
+      (agentd-test--contains id "MCP server time: ready, 2 tools"))
+    (should-not (string-search ": starting" (agentd-test--text id)))))
+
 (ert-deftest agentd-test-daemon-errors-are-user-errors ()
   "The daemon's errors reach the user as `user-error's naming the cause."
   (let ((err (should-error (agentd-attach "00000000-0000-0000-0000-000000000000")

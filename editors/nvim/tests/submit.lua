@@ -13,6 +13,15 @@ vim.cmd("Agentd attach not-a-session")
 H.wait_note("session not-a-session not found", vim.log.levels.ERROR)
 H.eq("", agentd.status(), "status without a session")
 
+-- MCP servers from the `create` params: one that cannot start, and mcp-server-time when the
+-- harness gives its path (always under CI). They start with the first input.
+local servers = { missing = { command = "agentd-no-such-mcp-server" } }
+local time = os.getenv("AGENTD_TEST_MCP_TIME")
+if time then
+  servers.time = { command = time, args = { "--local-timezone", "UTC" } }
+end
+agentd.setup({ create = { config = { mcp_servers = servers } } })
+
 vim.cmd("Agentd new nvim submit test")
 local s = H.session()
 local buf = s.view.buf
@@ -42,6 +51,11 @@ H.contains(text, "## Agent\nAll done here.")
 H.contains(text, "· usage: in 100 out 20 cached 50 · session in")
 H.contains(text, "── completed ──")
 H.contains(text, "## You", 1)
+H.contains(text, "! MCP server missing: failed (cannot start agentd-no-such-mcp-server")
+if time then
+  H.contains(text, "· MCP server time: ready, 2 tools")
+end
+H.truthy(not text:find(": starting", 1, true), "a starting server is not shown")
 
 -- The long output is folded; the short one is not.
 local win = vim.fn.win_findbuf(buf)[1]

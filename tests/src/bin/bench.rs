@@ -1851,7 +1851,7 @@ async fn alloc_bench(mock: &MockAnthropic, daemon: &TestDaemon) -> AllocFigures 
 }
 
 /// What MCP servers cost a session: `session/create` with none and with three configured
-/// (they start in the background, so it should not change), and an `echo` call of
+/// (they start at the session's first input, so it should not change), and an `echo` call of
 /// server-everything timed by the daemon (the server's round trip, and the whole call).
 struct McpFigures {
     create_without: Duration,
@@ -1886,7 +1886,7 @@ async fn mcp_bench() -> Option<McpFigures> {
     // would show it.
     let slow = json!({"command": "sh", "args": ["-c", "sleep 30"]});
     let three_slow = json!({"config": {"mcp_servers": {"a": slow, "b": slow, "c": slow}}});
-    let mut create = async |params: &Value, servers: usize| {
+    let mut create = async |params: &Value| {
         let mut times = Vec::new();
         for _ in 0..20 {
             let started = Instant::now();
@@ -1895,14 +1895,7 @@ async fn mcp_bench() -> Option<McpFigures> {
                 .await
                 .unwrap();
             times.push(started.elapsed());
-            // Untimed: the servers' start, so the next create does not share the CPU with it.
-            client.subscribe(&id, Some(0)).await.unwrap();
-            for _ in 0..servers {
-                client
-                    .events_until("mcp_server_state", |e| e["data"]["state"] != "starting")
-                    .await
-                    .unwrap();
-            }
+            // No input: its servers never start.
             client
                 .call("session/close", json!({"session_id": id}))
                 .await
@@ -1911,9 +1904,9 @@ async fn mcp_bench() -> Option<McpFigures> {
         times.sort();
         percentile(&times, 0.5)
     };
-    let create_without = create(&json!({}), 0).await;
-    let create_with_three = create(&three, 3).await;
-    let create_with_three_slow = create(&three_slow, 0).await;
+    let create_without = create(&json!({})).await;
+    let create_with_three = create(&three).await;
+    let create_with_three_slow = create(&three_slow).await;
 
     let calls = 100;
     let session = daemon
@@ -1975,7 +1968,7 @@ fn print_mcp(f: Option<&McpFigures>) {
     println!(
         "  session/create, median of 20: {:.2} ms without servers, {:.2} ms with three configured, \
          {:.2} ms with three that take 30 s to start (goal: no difference; the servers start \
-         while it answers, and three node processes starting share the CPU with it)",
+         at the session's first input)",
         f.create_without.as_secs_f64() * 1000.0,
         f.create_with_three.as_secs_f64() * 1000.0,
         f.create_with_three_slow.as_secs_f64() * 1000.0

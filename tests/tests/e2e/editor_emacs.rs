@@ -151,6 +151,10 @@ async fn emacs(daemon: &mut TestDaemon, workdir: &Path, emacs: &Path, args: &[&s
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    // A ready MCP server for the suite's MCP scenario (a prerequisite under CI).
+    if let Some(time) = crate::mcp::mcp_python("mcp-server-time") {
+        cmd.env("AGENTD_TEST_MCP_TIME", time);
+    }
     let mut child = tokio::process::Command::from(cmd)
         .kill_on_drop(true)
         .spawn()
@@ -252,6 +256,7 @@ async fn the_emacs_package_passes_its_suite_against_the_daemon() {
         "daemon-errors-are-user-errors",
         "approvals-and-questions-are-answered",
         "a-socket-others-could-reach-is-refused",
+        "mcp-server-states-are-shown",
     ] {
         assert!(
             passed(&run.output, &format!("agentd-test-{scenario}")),

@@ -153,7 +153,17 @@ async fn creates_submits_and_renders_a_tool_round_trip() {
         )],
     ));
     mock.push_stream(sse::text("All done here."));
-    let out = run(&nvim, &daemon, "submit.lua", workdir.path()).await;
+    // A ready MCP server for the transcript (a prerequisite under CI).
+    let time = crate::mcp::mcp_python("mcp-server-time");
+    let env: Vec<(&str, &str)> = time
+        .iter()
+        .map(|t| ("AGENTD_TEST_MCP_TIME", t.to_str().unwrap()))
+        .collect();
+    let out = start(&nvim, &daemon, "submit.lua", workdir.path(), &env)
+        .wait_with_output()
+        .await
+        .expect("nvim runs");
+    passed("submit.lua", &out, &daemon);
 
     let session = session_of(&out);
     let requests = mock.requests();

@@ -37,30 +37,61 @@ struct HttpServer {
 
 async fn everything_http() -> Option<HttpServer> {
     let index = everything()?;
+    Some(
+        serve_http(|port| {
+            let mut node = tokio::process::Command::new("node");
+            node.arg(index)
+                .arg("streamableHttp")
+                .env("PORT", port.to_string());
+            node
+        })
+        .await,
+    )
+}
+
+/// tests/mcp/http_server.py serving Streamable HTTP (both protocol versions), refusing
+/// requests without `Authorization: Bearer TOKEN` and `X-Team: TEAM` when given them.
+async fn python_http(credentials: Option<(&str, &str)>) -> Option<HttpServer> {
+    let python = mcp_python("python")?;
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/http_server.py");
+    Some(
+        serve_http(|port| {
+            let mut server = tokio::process::Command::new(python);
+            server.arg(script).arg(port.to_string());
+            if let Some((token, team)) = credentials {
+                server
+                    .env("AGENTD_TEST_EXPECT_TOKEN", token)
+                    .env("AGENTD_TEST_EXPECT_TEAM", team);
+            }
+            server
+        })
+        .await,
+    )
+}
+
+/// The server `command` makes for a free port of 127.0.0.1, once it listens.
+async fn serve_http(command: impl FnOnce(u16) -> tokio::process::Command) -> HttpServer {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let child = tokio::process::Command::new("node")
-        .arg(index)
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
+    let child = command(port)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    crate::eventually("server-everything to listen", async || {
+    crate::eventually("the HTTP MCP server to listen", async || {
         tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
             .is_ok()
     })
     .await;
-    Some(HttpServer {
+    HttpServer {
         _child: child,
         url: format!("http://127.0.0.1:{port}/mcp"),
-    })
+    }
 }
 
 /// Every kind of result, through `server` (a stdio or an HTTP one), as the model gets it.
@@ -312,13 +343,45 @@ async fn a_server_that_cannot_start_is_reported_and_left_out() {
     );
 }
 
+/// A session's servers start at its first input: none runs after `session/create`, and
+/// none after the session is loaded again by a restarted daemon, until it gets input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_start_at_the_first_input_not_at_create_or_load() {
+    let tag = marker();
+    let Some(mut s) = with_everything(&tag).await else {
+        return;
+    };
+    let last_seq = s.call("session/get", json!({})).await["last_seq"]
+        .as_u64()
+        .unwrap();
+    assert!(live_with_marker(&tag).is_empty());
+    s.client.subscribe(&s.session, Some(0)).await.unwrap();
+    let mut created = Vec::new();
+    while created
+        .last()
+        .is_none_or(|e: &Value| e["seq"].as_u64() < Some(last_seq))
+    {
+        created.push(s.client.item().await.unwrap());
+    }
+    assert!(
+        of_kind(&created, "mcp_server_state").is_empty(),
+        "{created:?}"
+    );
+    // The first LLM call waits for the server the input started.
+    round(
+        &mut s,
+        &[("c1", "mcp__everything__echo", json!({"message": "x"}))],
+    )
+    .await;
+    assert_eq!(live_with_marker(&tag).len(), 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_server_survives_daemon_shutdown_or_kill_9_and_restart() {
     let tag = marker();
     let Some(mut s) = with_everything(&tag).await else {
         return;
     };
-    // The first LLM call waits for the server.
     round(
         &mut s,
         &[("c1", "mcp__everything__echo", json!({"message": "x"}))],
@@ -338,11 +401,9 @@ async fn no_server_survives_daemon_shutdown_or_kill_9_and_restart() {
     s.daemon.restart().await.unwrap();
     let mut client = s.daemon.client().await.unwrap();
     client.call("daemon/info", json!({})).await.unwrap();
-    // Ended before serving; a SIGKILL after the grace period takes the kernel a moment. A
-    // server the restarted daemon starts for the session, when something loads it, is its
-    // own, with a new pid.
+    // Ended before serving; a SIGKILL after the grace period takes the kernel a moment.
     wait_for("the restarted daemon to end the server", || {
-        !live_with_marker(&tag).contains(&left[0])
+        live_with_marker(&tag).is_empty()
     })
     .await;
     assert!(
@@ -350,6 +411,20 @@ async fn no_server_survives_daemon_shutdown_or_kill_9_and_restart() {
             .log_text()
             .contains("ended processes a previous agentd left running")
     );
+    // Loading the session starts nothing; its next input starts the server again.
+    s.client = client;
+    let loaded = s.call("session/get", json!({})).await;
+    assert_eq!(loaded["state"], "idle", "{loaded}");
+    assert!(live_with_marker(&tag).is_empty());
+    let results = round(
+        &mut s,
+        &[("c2", "mcp__everything__echo", json!({"message": "y"}))],
+    )
+    .await;
+    assert_eq!(results["c2"], (false, "Echo: y".to_owned()));
+    let restarted = live_with_marker(&tag);
+    assert!(restarted.len() == 1 && restarted != left, "{restarted:?}");
+    let mut client = s.daemon.client().await.unwrap();
 
     // A clean shutdown ends the servers of loaded sessions.
     let tag = marker();
@@ -365,8 +440,10 @@ async fn no_server_survives_daemon_shutdown_or_kill_9_and_restart() {
         )
         .await
         .unwrap();
-    wait_for("the server to start", || live_with_marker(&tag).len() == 1).await;
-    let _ = session;
+    s.session = session;
+    s.client = client;
+    round(&mut s, &[("c3", "mcp__e__echo", json!({"message": "z"}))]).await;
+    assert_eq!(live_with_marker(&tag).len(), 1);
     s.daemon
         .stop_with(nix::sys::signal::Signal::SIGTERM)
         .await
@@ -378,7 +455,7 @@ async fn no_server_survives_daemon_shutdown_or_kill_9_and_restart() {
 }
 
 /// The Python of `target/mcp-py` (the `mcp` SDK and mcp-server-time), where `.ci/run` puts it.
-fn mcp_python(what: &str) -> Option<PathBuf> {
+pub(crate) fn mcp_python(what: &str) -> Option<PathBuf> {
     let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/mcp-py/bin");
     prerequisite(what, bin.join(what).is_file()).then(|| bin.join(what))
 }
@@ -451,9 +528,11 @@ async fn a_hostile_server_costs_its_own_calls_only() {
 /// A server declaring thousands of tools gets 128 offered; an event names the others.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousands_of_tools_are_cut_to_128_and_the_rest_named() {
-    let Some(server) = hostile(&["many"]) else {
+    let Some(mut server) = hostile(&["many"]) else {
         return;
     };
+    // Declaring 5,000 tools takes the Python SDK seconds, more on a loaded machine.
+    server["startup_timeout_secs"] = json!(120);
     let mut s = setup_with(json!({"config": {"mcp_servers": {"h": server}}})).await;
     let results = round(&mut s, &[("c", "mcp__h__ok", json!({}))]).await;
     assert_eq!(results["c"], (false, "fine".to_owned()));
@@ -672,6 +751,8 @@ async fn a_server_still_starting_ends_with_its_session() {
     let tag = marker();
     let server = json!({"command": "sleep", "args": ["600", tag], "startup_timeout_secs": 3600});
     let mut s = setup_with(json!({"config": {"mcp_servers": {"slow": server}}})).await;
+    // The input starts it; its LLM call waits for it.
+    s.start("go").await;
     wait_for("the server to start", || live_with_marker(&tag).len() == 1).await;
     s.call("session/close", json!({})).await;
     wait_for("the starting server to end with its session", || {
@@ -715,38 +796,90 @@ async fn doctor_starts_the_configured_servers_and_names_the_failures() {
     assert!(human.contains("mcp      missing: FAILED"), "{human}");
 }
 
-/// An HTTP server's bearer token is read from the daemon's environment and appears in no
-/// event, snapshot or log line.
+/// The files under `root` whose bytes hold `needle`.
+fn files_holding(root: &std::path::Path, needle: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut dirs = vec![root.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => dirs.push(path),
+                Ok(t) if t.is_file() => {
+                    let bytes = std::fs::read(&path).unwrap_or_default();
+                    if bytes.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+                        found.push(path);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    found
+}
+
+/// An HTTP server's bearer token, read from the daemon's environment, reaches the server as
+/// `Authorization: Bearer ...` on every request, with the configured `headers` (the server
+/// refuses requests without both); it appears in no event, snapshot, log line or stored file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bearer_token_never_shows() {
-    let Some(server) = everything_http().await else {
+async fn a_bearer_token_reaches_the_server_and_never_shows() {
+    let token = "tok-3f9a1c77e2d54b6b";
+    let Some(server) = python_http(Some((token, "core"))).await else {
         return;
     };
-    let token = "tok-3f9a1c77e2d54b6b";
     let mock = agentd_tests::mock::MockAnthropic::start().await.unwrap();
     let daemon = agentd_tests::TestDaemon::builder()
         .env("ANTHROPIC_BASE_URL", &mock.url)
         .env("ANTHROPIC_API_KEY", "test-key")
-        .env("EVERYTHING_TOKEN", token)
+        .env("PYTHON_SERVER_TOKEN", token)
+        .env("AGENTD_LOG", "debug")
         .start()
         .await
         .unwrap();
-    let config = json!({"url": server.url, "bearer_token_env_var": "EVERYTHING_TOKEN"});
+    let config = json!({
+        "url": server.url,
+        "bearer_token_env_var": "PYTHON_SERVER_TOKEN",
+        "headers": {"X-Team": "core"}
+    });
     let mut s = crate::setup_on(
         mock,
         daemon,
         tempfile::tempdir().unwrap(),
-        json!({"config": {"mcp_servers": {"e": config}}}),
+        json!({"config": {"mcp_servers": {"p": config}}}),
     )
     .await;
-    let results = round(&mut s, &[("t", "mcp__e__echo", json!({"message": "x"}))]).await;
-    assert_eq!(results["t"], (false, "Echo: x".to_owned()));
+    let results = round(&mut s, &[("t", "mcp__p__protocol", json!({}))]).await;
+    assert!(
+        !results["t"].0 && results["t"].1.starts_with("protocol "),
+        "{:?}",
+        results["t"]
+    );
+    // Without the header, or with another token, the server refuses the start.
+    let no_header = json!({"url": server.url, "bearer_token_env_var": "PYTHON_SERVER_TOKEN"});
+    let wrong_token = json!({"url": server.url, "bearer_token_env_var": "ANTHROPIC_API_KEY", "headers": {"X-Team": "core"}});
+    s.call(
+        "session/set_config",
+        json!({"config": {"mcp_servers": {"p": config, "h": no_header, "w": wrong_token}}}),
+    )
+    .await;
     s.client.subscribe(&s.session, Some(0)).await.unwrap();
-    let events = s
-        .client
-        .events_until("processing_end", |_| true)
-        .await
-        .unwrap();
+    let mut failed = std::collections::BTreeSet::new();
+    let mut events = Vec::new();
+    while failed.len() < 2 {
+        let more = s
+            .client
+            .events_until("mcp_server_state", |e| e["data"]["state"] == "failed")
+            .await
+            .unwrap();
+        failed.insert(more.last().unwrap()["data"]["server"].to_string());
+        events.extend(more);
+    }
+    for e in of_kind(&events, "mcp_server_state") {
+        if e["data"]["state"] == "failed" {
+            let reason = e["data"]["reason"].as_str().unwrap();
+            assert!(reason.contains("401"), "{reason}");
+        }
+    }
     let snapshot = s.call("session/get", json!({})).await;
     for (what, text) in [
         ("events", serde_json::to_string(&events).unwrap()),
@@ -755,7 +888,12 @@ async fn a_bearer_token_never_shows() {
     ] {
         assert!(!text.contains(token), "the token is in the {what}");
     }
-    assert!(snapshot.to_string().contains("EVERYTHING_TOKEN"));
+    assert_eq!(
+        files_holding(s.daemon.root.path(), token),
+        Vec::<PathBuf>::new(),
+        "the token is stored"
+    );
+    assert!(snapshot.to_string().contains("PYTHON_SERVER_TOKEN"));
 
     // A variable that is not set fails the server, naming the variable.
     let unset = json!({"url": server.url, "bearer_token_env_var": "AGENTD_TEST_UNSET_TOKEN"});
@@ -787,8 +925,9 @@ async fn a_stubborn_servers_group_ends_with_its_session_and_after_kill_9() {
         return;
     };
     let mut s = setup_with(json!({"config": {"mcp_servers": {"h": server}}})).await;
-    // Ready: its child ignores SIGTERM by then.
-    s.client.subscribe(&s.session, Some(0)).await.unwrap();
+    // Ready (started by the input): its child ignores SIGTERM by then.
+    s.mock.push_stream(agentd_tests::sse::text("ok"));
+    s.start("go").await;
     s.client
         .events_until("mcp_server_state", |e| e["data"]["state"] == "ready")
         .await
@@ -815,7 +954,12 @@ async fn a_stubborn_servers_group_ends_with_its_session_and_after_kill_9() {
         )
         .await
         .unwrap();
+    s.mock.push_stream(agentd_tests::sse::text("ok"));
     client.subscribe(&id, Some(0)).await.unwrap();
+    client
+        .call("session/submit", json!({"session_id": id, "text": "go"}))
+        .await
+        .unwrap();
     client
         .events_until("mcp_server_state", |e| e["data"]["state"] == "ready")
         .await
@@ -834,20 +978,188 @@ async fn a_stubborn_servers_group_ends_with_its_session_and_after_kill_9() {
         .call("daemon/info", json!({}))
         .await
         .unwrap();
-    // The processes the killed daemon left: a server the restarted daemon starts for the
-    // session (when something loads it) is its own, with new pids.
-    let deadline = std::time::Instant::now() + agentd_tests::WAIT;
-    let surviving = || {
-        let live = live_with_marker(&second);
-        left.iter().filter(|p| live.contains(p)).count()
+    // The restarted daemon starts no server for the session until it gets input.
+    wait_for("the restarted daemon to end the stubborn group", || {
+        live_with_marker(&second).is_empty()
+    })
+    .await;
+}
+
+/// In a session whose sandbox is read-only, only the tools a server marks `readOnlyHint` (and
+/// not `destructiveHint`) are offered: the others are named left out with the reason, and a
+/// prompt-injected model calling one finds no such tool. A sandbox that may write offers
+/// them again from the next LLM call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_session_is_offered_only_read_only_tools() {
+    let Some(server) = hostile(&[]) else {
+        return;
     };
-    while surviving() > 0 {
+    let mut s =
+        setup_with(json!({"config": {"sandbox": "read_only", "mcp_servers": {"h": server}}})).await;
+    let results = round(
+        &mut s,
+        &[
+            ("p", "mcp__h__peek", json!({})),
+            ("o", "mcp__h__ok", json!({})),
+            ("w", "mcp__h__wipe", json!({})),
+        ],
+    )
+    .await;
+    assert_eq!(results["p"], (false, "peeked".to_owned()));
+    for id in ["o", "w"] {
         assert!(
-            std::time::Instant::now() < deadline,
-            "the restarted daemon did not end the stubborn child: {left:?} of {:?}\n{}",
-            live_with_marker(&second),
-            s.daemon.log_text()
+            results[id].0 && results[id].1.contains("Unknown tool"),
+            "{:?}",
+            results[id]
         );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let offered = |body: &Value| -> Vec<String> {
+        body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .filter(|n| n.starts_with("mcp__"))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(offered(&s.mock.requests()[0].body), ["mcp__h__peek"]);
+    s.client.subscribe(&s.session, Some(0)).await.unwrap();
+    let events = s
+        .client
+        .events_until("mcp_server_state", |e| e["data"]["state"] == "ready")
+        .await
+        .unwrap();
+    let ready = &events.last().unwrap()["data"];
+    assert_eq!(ready["tools"], json!(["mcp__h__peek"]), "{ready}");
+    let left_out: Vec<&str> = ready["left_out"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for tool in ["ok", "wipe", "crash", "shell", "grow"] {
+        assert!(left_out.contains(&tool), "{ready}");
+    }
+    let reason = ready["reason"].as_str().unwrap();
+    assert!(reason.contains("read-only"), "{reason}");
+
+    s.call(
+        "session/set_config",
+        json!({"config": {"sandbox": "workspace_write"}}),
+    )
+    .await;
+    let before = s.mock.requests().len();
+    let results = round(&mut s, &[("o", "mcp__h__ok", json!({}))]).await;
+    assert_eq!(results["o"], (false, "fine".to_owned()));
+    assert!(offered(&s.mock.requests()[before].body).contains(&"mcp__h__wipe".to_owned()));
+}
+
+/// `agentctl mcp list` without a session starts each server of the config file (as
+/// `agentctl doctor` does) and shows its state and the tools a session would be offered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_list_without_a_session_starts_the_configured_servers() {
+    let Some(index) = everything() else {
+        return;
+    };
+    let config = format!(
+        "[mcp_servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n\
+         disabled_tools = [\"echo\"]\n\n\
+         [mcp_servers.missing]\ncommand = \"agentd-no-such-mcp-server\"\n\n\
+         [mcp_servers.off]\ncommand = \"agentd-no-such-mcp-server\"\nenabled = false\n",
+        index.display().to_string()
+    );
+    let daemon = agentd_tests::TestDaemon::builder()
+        .config(&config)
+        .start()
+        .await
+        .unwrap();
+    let out = daemon
+        .agentctl(&["--json", "mcp", "list"], None)
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let servers: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let by_name = |name: &str| servers.iter().find(|s| s["server"] == name).unwrap();
+    let everything = by_name("everything");
+    assert_eq!(everything["state"], "ready", "{everything}");
+    let tools = everything["tools"].as_array().unwrap();
+    assert!(
+        tools.contains(&json!("mcp__everything__get-sum")),
+        "{everything}"
+    );
+    assert!(
+        !tools.contains(&json!("mcp__everything__echo")),
+        "{everything}"
+    );
+    let missing = by_name("missing");
+    assert_eq!(missing["state"], "failed");
+    assert!(
+        missing["reason"]
+            .as_str()
+            .unwrap()
+            .contains("cannot start agentd-no-such-mcp-server"),
+        "{missing}"
+    );
+    assert_eq!(by_name("off")["state"], "disabled");
+
+    let human = daemon.agentctl(&["mcp", "list"], None).await.unwrap();
+    let human = String::from_utf8_lossy(&human.stdout);
+    let row = human
+        .lines()
+        .find(|l| l.starts_with("everything"))
+        .unwrap_or_else(|| panic!("{human}"));
+    assert!(
+        row.contains("ready") && row.contains("mcp__everything__get-sum"),
+        "{human}"
+    );
+    assert!(
+        human
+            .lines()
+            .any(|l| l.starts_with("off") && l.contains("disabled")),
+        "{human}"
+    );
+}
+
+/// A server that speaks the 2026-07-28 stateless protocol is spoken to in it, over stdio and
+/// over Streamable HTTP (the `mcp` Python SDK serves both eras, and its tool says which a
+/// call came by); server-everything, which predates it, gets the 2025-11-25 handshake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stateless_protocol_is_spoken_where_the_server_knows_it() {
+    let (Some(stdio), Some(http), Some(index)) =
+        (hostile(&[]), python_http(None).await, everything())
+    else {
+        return;
+    };
+    let legacy = json!({"command": "node", "args": [index, "stdio"]});
+    let mut s = setup_with(json!({"config": {"mcp_servers": {
+        "s": stdio, "h": {"url": http.url}, "e": legacy
+    }}}))
+    .await;
+    let results = round(
+        &mut s,
+        &[
+            ("s", "mcp__s__protocol", json!({})),
+            ("h", "mcp__h__protocol", json!({})),
+            ("e", "mcp__e__echo", json!({"message": "old"})),
+        ],
+    )
+    .await;
+    assert_eq!(results["s"], (false, "protocol 2026-07-28".to_owned()));
+    assert_eq!(results["h"], (false, "protocol 2026-07-28".to_owned()));
+    assert_eq!(results["e"], (false, "Echo: old".to_owned()));
+    let log = s.daemon.log_text();
+    for (server, protocol) in [
+        ("s", "2026-07-28"),
+        ("h", "2026-07-28"),
+        ("e", "2025-11-25"),
+    ] {
+        assert!(
+            log.lines().any(|l| l.contains("MCP protocol")
+                && (l.contains(&format!("server={server} "))
+                    || l.contains(&format!("server=\"{server}\"")))
+                && l.contains(protocol)),
+            "{server}: {log}"
+        );
     }
 }

@@ -47,10 +47,11 @@ impl Task {
                 reply,
             } => {
                 let result = core.set_config(&patch);
-                if let (Ok(config), Some(mcp), true) =
-                    (&result, &self.mcp, patch.mcp_servers.is_some())
-                {
-                    mcp.reconfigure(config.mcp_servers.clone());
+                // The servers' tools depend on the sandbox too: a read-only one offers fewer.
+                let mcp_changed = patch.mcp_servers.is_some() || patch.sandbox.is_some();
+                if let (Ok(config), Some(mcp), true) = (&result, &self.mcp, mcp_changed) {
+                    let read_only = config.sandbox == agentd_proto::SandboxMode::ReadOnly;
+                    mcp.reconfigure(config.mcp_servers.clone(), read_only);
                 }
                 if let (Ok(_), Some((name, client))) = (&result, provider) {
                     self.providers.insert(&name, client);

@@ -76,7 +76,8 @@ pub(in crate::session) fn start(
                     let _ = session.try_send(Command::Emit(body));
                 }
             });
-            crate::mcp::Mcp::start(launcher, &config.mcp_servers, emit, tasks)
+            let read_only = config.sandbox == agentd_proto::SandboxMode::ReadOnly;
+            crate::mcp::Mcp::start(launcher, &config.mcp_servers, read_only, emit, tasks)
         });
     let config = Arc::new(config);
     let mut core = Core {

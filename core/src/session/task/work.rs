@@ -126,6 +126,11 @@ impl Task {
     /// Runs `input` and the follow-ups after it, then ends the processing cycle.
     async fn process(&self, mut input: Input, mut token: CancellationToken) {
         self.prepare_sandbox();
+        // The session's MCP servers start with its first input, while the context is
+        // captured; the first LLM call waits for them.
+        if let Some(mcp) = &self.mcp {
+            mcp.wake();
+        }
         self.context_ready().await;
         loop {
             self.core().current_input = Some(input.input_id.clone());

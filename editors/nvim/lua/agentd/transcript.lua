@@ -464,6 +464,20 @@ function handlers.events_missing(self, ev)
   })
 end
 
+function handlers.mcp_server_state(self, ev)
+  local d = ev.data
+  -- Starting is a moment, not news; ready, failed and stopped are.
+  if d.state == "starting" then
+    return
+  end
+  local what = d.state == "ready" and ("ready, %d tools"):format(#(d.tools or {})) or d.state
+  local line = ("%s MCP server %s: %s"):format(d.state == "failed" and "!" or "·", d.server, what)
+  if d.reason then
+    line = ("%s (%s)"):format(line, d.reason)
+  end
+  self:append(prefixed(line, ""))
+end
+
 function handlers.session_end(self, ev)
   self:append({ ("── session closed (%s) ──"):format(ev.data.reason) })
 end
