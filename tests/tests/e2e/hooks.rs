@@ -5,6 +5,7 @@
 //! `notification` hook on an approval; and the trust attacks: a model writing the workspace's
 //! `.agents/hooks.toml` or the user's config file never gets a hook run.
 
+use crate::processes::{live_with_marker, marker, wait_for};
 use crate::{Setup, of_kind, setup_on};
 use agentd_tests::mock::MockAnthropic;
 use agentd_tests::{TestDaemon, sse};
@@ -500,7 +501,7 @@ async fn a_model_cannot_add_a_hook_to_the_users_config() {
             (
                 "c2",
                 "shell",
-                json!({"command": format!("agentctl trust {}", s.workdir.path().display())}),
+                json!({"command": format!("{} trust {}", agentd_tests::bin_dir().join("agentctl").display(), s.workdir.path().display())}),
             ),
         ],
     ));
@@ -517,4 +518,85 @@ async fn a_model_cannot_add_a_hook_to_the_users_config() {
     let events = one_call(&mut s).await;
     assert!(of_kind(&events, "hook_started").is_empty());
     assert!(!Path::new("/tmp/agentd-hook-pwned").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abort_stops_a_running_hook_and_a_restart_after_kill_9_ends_a_left_one() {
+    let tag = marker();
+    let config =
+        format!("[[hooks.pre_tool_use]]\ncommand = \"sleep 600 {tag}\"\ntimeout_secs = 600\n");
+    let mut s = with_config(&config, json!({})).await;
+    s.mock.push_stream(sse::shell("c1", "echo x"));
+    s.start("go").await;
+    s.until("hook_started").await;
+    wait_for("the hook", || live_with_marker(&tag).len() == 1).await;
+    s.call("session/abort", json!({})).await;
+    let events = s.until("processing_end").await;
+    assert_eq!(outcomes(&events), ["aborted"]);
+    assert_eq!(live_with_marker(&tag), Vec::<i32>::new());
+
+    s.mock.push_stream(sse::shell("c2", "echo x"));
+    s.call("session/submit", json!({"text": "again"})).await;
+    s.until("hook_started").await;
+    wait_for("the hook", || live_with_marker(&tag).len() == 1).await;
+    s.daemon
+        .stop_with(nix::sys::signal::Signal::SIGKILL)
+        .await
+        .unwrap();
+    assert_eq!(
+        live_with_marker(&tag).len(),
+        1,
+        "a killed daemon cannot end it"
+    );
+    s.daemon.restart().await.unwrap();
+    let mut client = s.daemon.client().await.unwrap();
+    client.call("daemon/info", json!({})).await.unwrap();
+    assert_eq!(
+        live_with_marker(&tag),
+        Vec::<i32>::new(),
+        "{}",
+        s.daemon.log_text()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_start_hook_adds_context_once() {
+    let config = "[[hooks.session_start]]\ncommand = \"echo This project indents with tabs.\"\n";
+    let mut s = with_config(config, json!({})).await;
+    s.mock.push_stream(sse::text("ok"));
+    s.mock.push_stream(sse::text("ok"));
+    let first = s.run("hi").await;
+    let second = s.run("again").await;
+    assert_eq!((outcomes(&first).len(), outcomes(&second).len()), (1, 0));
+    let sent = s.mock.requests()[1].body["messages"].to_string();
+    assert_eq!(
+        sent.matches("This project indents with tabs.").count(),
+        1,
+        "{sent}"
+    );
+}
+
+#[test]
+fn a_bad_hook_table_stops_the_daemon_naming_its_key() {
+    let root = tempfile::tempdir().unwrap();
+    let config = root.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "[[hooks.pre_tool_use]]\nmatcher = \"Bash\"\ncommand = \"x\"\ntimeout_secs = 0\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(agentd_tests::bin_dir().join("agentd"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--check-config")
+        .env("HOME", root.path())
+        .env("XDG_CONFIG_HOME", root.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("hooks.pre_tool_use[0].timeout_secs must be 1 to 3600, got 0"),
+        "{err}"
+    );
 }
