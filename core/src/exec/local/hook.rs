@@ -102,13 +102,14 @@ pub(crate) async fn run_hook(
     unsafe {
         command.hook(Box::new(detach));
     }
+    // Made before the spawn: once the hook runs, nothing may fail before its loop does.
+    let mut stdin =
+        tokio::net::unix::pipe::Sender::from_owned_fd(stdin_write).map_err(Error::Spawn)?;
     let (pgid, mut child) = command.spawn().map_err(Error::Spawn)?;
     let group = process::identify(pgid);
     if let (Some(group), Some(ledger)) = (group, &options.ledger) {
         ledger.started(group);
     }
-    let mut stdin =
-        tokio::net::unix::pipe::Sender::from_owned_fd(stdin_write).map_err(Error::Spawn)?;
     // A hook that never reads its stdin gets the end of the pipe closed on it when it exits
     // or is stopped, which ends the write.
     let feed = async move {
