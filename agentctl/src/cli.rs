@@ -61,6 +61,10 @@ pub(crate) enum Offline {
     Login(cmd::login::Provider),
     /// Remove a provider's stored API key.
     Logout(cmd::login::Provider),
+    /// Trust a workspace (default: the current directory), so that its `.agents/hooks.toml`
+    /// runs, as it is now; `--list` and `--remove DIR`. Kept in the config file; a running
+    /// daemon reloads it.
+    Trust(cmd::trust::Trust),
     /// The daemon itself: status, stop, restart, reload.
     Daemon {
         #[command(subcommand)]

@@ -107,6 +107,7 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::Offline(Offline::Logout(provider)) => {
             return provider.logout(socket, cli.json).await;
         }
+        Command::Offline(Offline::Trust(trust)) => return trust.run(socket, cli.json).await,
         Command::Offline(Offline::Daemon { command }) => {
             return command.run(socket, cli.json).await;
         }

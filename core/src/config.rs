@@ -3,6 +3,7 @@
 //! file is an error that names the key, never a panic. Errors about keys, providers and the
 //! config say what to do in the terms of how the daemon was started ([`StartedBy`]).
 
+use crate::hooks::{Hook, Trusted};
 use agentd_proto::credentials::{self, Credentials};
 use agentd_proto::{
     ConfigPatch, KeySource, McpServerConfig, ProviderInfo, ProviderKind, SandboxMode,
@@ -221,6 +222,10 @@ pub struct Config {
     pub hosts: BTreeMap<String, HostConfig>,
     /// `[mcp_servers.NAME]`: the MCP servers every new session takes tools from.
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// `[[hooks.EVENT]]`: the user's programs run at points of every new session's loop.
+    pub hooks: Vec<Hook>,
+    /// `[trusted_workspaces."DIR"]`: where a project's `.agents/hooks.toml` may run.
+    pub trusted_workspaces: Trusted,
     /// Problems that do not stop the daemon but should be fixed (a config file others can
     /// write); logged at start and printed by `--check-config`.
     pub warnings: Vec<String>,
@@ -351,6 +356,10 @@ struct FileConfig {
     hosts: BTreeMap<String, HostConfig>,
     #[serde(default)]
     mcp_servers: BTreeMap<String, McpServerConfig>,
+    #[serde(default)]
+    hooks: crate::hooks::HooksTable,
+    #[serde(default)]
+    trusted_workspaces: BTreeMap<String, crate::hooks::TrustTable>,
 }
 
 #[derive(Deserialize, Default)]
@@ -717,6 +726,9 @@ impl Config {
             tools: file.tools,
             hosts: file.hosts,
             mcp_servers: file.mcp_servers,
+            hooks: crate::hooks::check(&file.hooks, "").map_err(Error::Invalid)?,
+            trusted_workspaces: crate::hooks::check_trusted(&file.trusted_workspaces)
+                .map_err(Error::Invalid)?,
             warnings: Vec::new(),
             requested: None,
             explicit: false,
@@ -838,6 +850,15 @@ fn permission_warning(path: &Path) -> Option<String> {
 /// itself or a string value (toml's own report quotes both): a key pasted into the file would
 /// end up in logs and terminals.
 fn parse(text: &str, path: &Path) -> Result<FileConfig, Error> {
+    parse_toml(text).map_err(|message| Error::Parse {
+        path: path.to_owned(),
+        message,
+    })
+}
+
+/// Parses a TOML file of agentd's into `T`: on error, the line, column and key, never the
+/// line itself or a string value (see [`parse`]).
+pub(crate) fn parse_toml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
     serde_path_to_error::deserialize(toml::Deserializer::new(text)).map_err(|e| {
         let key = e.path().to_string();
         let e = e.into_inner();
@@ -858,10 +879,7 @@ fn parse(text: &str, path: &Path) -> Result<FileConfig, Error> {
             message = format!("{message}{key}: ");
         }
         message.push_str(&without_strings(e.message().trim_end()));
-        Error::Parse {
-            path: path.to_owned(),
-            message,
-        }
+        message
     })
 }
 

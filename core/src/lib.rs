@@ -22,6 +22,7 @@
 mod agent;
 mod config;
 mod exec;
+mod hooks;
 mod llm;
 mod mcp;
 mod profile;
@@ -55,6 +56,8 @@ pub use config::{
     Config, HostConfig, Price, ProviderConfig, ServerConfig, ToolsConfig, default_config_dir,
     default_config_path, default_state_dir,
 };
+// Hooks, as the config file configures them.
+pub use hooks::{Hook, Trusted};
 // MCP servers: `agentd --check-mcp` starts the configured ones.
 pub use mcp::{McpCheck, check_mcp_servers};
 // Where sessions are stored.

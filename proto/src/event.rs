@@ -3,6 +3,7 @@
 //! A subscription to a session (`session/subscribe`) delivers [`StreamItem`]s: events, then
 //! always one final [`StreamEnd`] saying why the stream stopped.
 
+use crate::hooks::{HookEvent, HookOutcome};
 use crate::names::names;
 use crate::params::{QueueContents, SessionState};
 use crate::requests::{Decision, RequestId, ResolvedBy};
@@ -382,6 +383,40 @@ pub enum EventBody {
         /// What is queued now.
         queue: QueueContents,
     },
+    /// A hook (`[[hooks.EVENT]]`) started.
+    HookStarted {
+        /// Pairs it with its `hook_finished`; unique in the session.
+        hook_run: String,
+        /// The point of the loop it runs at.
+        event: HookEvent,
+        /// Where it is configured: `hooks.EVENT[N]` in the config file, or
+        /// `.agents/hooks.toml hooks.EVENT[N]` in the workspace.
+        hook: String,
+        /// The first word of its command (the rest may hold what no event should).
+        program: String,
+        /// The tool call it runs for (`pre_tool_use`, `post_tool_use`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<ToolCallId>,
+    },
+    /// A hook ended; whatever it did, the work went on unless it blocked.
+    HookFinished {
+        /// Its `hook_started`'s `hook_run`.
+        hook_run: String,
+        /// The point of the loop it ran at.
+        event: HookEvent,
+        /// Where it is configured, as in `hook_started`.
+        hook: String,
+        /// How it ended.
+        outcome: HookOutcome,
+        /// Its exit code (`None`: killed by a signal, or never started).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        /// How long it ran.
+        duration_ms: u64,
+        /// Why it blocked, failed or timed out (at most 4 KiB: its own words, cut).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// One of the session's MCP servers changed state, or its tools changed.
     McpServerState {
         /// The server's name (the key of `mcp_servers`).
@@ -440,6 +475,8 @@ impl EventBody {
             Self::Usage { .. } => "usage",
             Self::QueueChanged { .. } => "queue_changed",
             Self::McpServerState { .. } => "mcp_server_state",
+            Self::HookStarted { .. } => "hook_started",
+            Self::HookFinished { .. } => "hook_finished",
         }
     }
 }

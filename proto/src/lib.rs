@@ -23,6 +23,7 @@ pub mod credentials;
 mod error;
 mod event;
 mod history;
+mod hooks;
 mod ids;
 mod images;
 mod mcp;
@@ -42,6 +43,10 @@ pub use event::{
 };
 pub use history::{
     HistoryEntry, ImageData, ProviderKind, ReasoningBlock, ToolCall, ToolResult, Turn, Usage,
+};
+pub use hooks::{
+    HookEvent, HookOutcome, MAX_PROJECT_HOOKS_BYTES, PROJECT_HOOKS_FILE, TRUST_DIGEST_KEY,
+    TRUST_TABLE,
 };
 pub use ids::{EntryId, InputId, SessionId, ToolCallId};
 pub use images::{

@@ -26,6 +26,7 @@ pub(crate) mod show;
 pub(crate) mod status;
 pub(crate) mod steer;
 pub(crate) mod submit;
+pub(crate) mod trust;
 
 mod follow;
 pub(crate) mod stream;

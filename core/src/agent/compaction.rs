@@ -10,7 +10,7 @@
 
 use super::{Agent, turn_chars};
 use crate::llm;
-use agentd_proto::{CompactResponse, EventBody, HistoryEntry, InputId, Turn};
+use agentd_proto::{CompactResponse, EventBody, HistoryEntry, HookEvent, InputId, Turn};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -154,6 +154,20 @@ impl Agent<'_> {
         let keep = config.context_window_tokens * KEEP_PERCENT / 100;
         let cut = cut_point(&context, keep)
             .ok_or(CompactError::NothingToCompact("the history is too short"))?;
+        if let Some(hooks) = host.hooks() {
+            let trigger = if automatic { "auto" } else { "manual" };
+            let fields = serde_json::Map::from_iter([
+                ("trigger".to_owned(), serde_json::Value::from(trigger)),
+                (
+                    "custom_instructions".to_owned(),
+                    serde_json::Value::from(""),
+                ),
+            ]);
+            let emit = |body| host.emit(body);
+            hooks
+                .fire(HookEvent::PreCompact, None, fields, &emit, cancel)
+                .await;
+        }
         let provider = self
             .providers
             .get(&config.provider)

@@ -8,6 +8,7 @@
 
 pub(crate) mod approval;
 mod compaction;
+mod hooks;
 mod input;
 mod loop_detection;
 mod tool_calls;
@@ -63,6 +64,10 @@ pub(crate) trait Host: Send + Sync {
     fn requests(&self) -> Option<&dyn Requests>;
     /// The session's MCP servers; `None` where it has none.
     fn mcp(&self) -> Option<crate::mcp::Mcp> {
+        None
+    }
+    /// The session's hooks; `None` where it has none.
+    fn hooks(&self) -> Option<&crate::hooks::Hooks> {
         None
     }
 }
@@ -140,6 +145,10 @@ impl Agent<'_> {
     /// session runs so that it can stop after an abort).
     pub(crate) async fn process_input(&self, input: Input, cancel: &CancellationToken) -> Outcome {
         let host = self.host;
+        let context = match self.prompt_hooks(&input.text, cancel).await {
+            Ok(context) => context,
+            Err(outcome) => return outcome,
+        };
         let images = infos(&input.images);
         host.append(Turn::User {
             text: input.text.clone(),
@@ -151,7 +160,11 @@ impl Agent<'_> {
             text: input.text,
             images,
         });
+        for text in context {
+            host.append(Turn::System { text });
+        }
         self.drain_steering();
+        let mut stop_hook_turns = 0u32;
         let mut rounds = 0u32;
         let mut context_warned = false;
         // A failed or discarded automatic compaction is not tried again within this input: each
@@ -367,6 +380,9 @@ impl Agent<'_> {
                 // Steering that arrived while the model wrote its answer belongs to this
                 // input: the loop goes on with it (as pi does), never leaving it for later.
                 if self.drain_steering() {
+                    continue;
+                }
+                if self.stop_hooks(&mut stop_hook_turns, cancel).await {
                     continue;
                 }
                 return Outcome::Completed;

@@ -11,8 +11,8 @@ use crate::tools::{
     truncate_tool_output,
 };
 use agentd_proto::{
-    Decision, EscapedProcesses, EventBody, ImageData, OutputStream, ProcessInfo, RequestBody,
-    ResolvedBy, SessionConfig, ToolCall, ToolCallId, ToolResult,
+    Decision, EscapedProcesses, EventBody, HookEvent, ImageData, OutputStream, ProcessInfo,
+    RequestBody, ResolvedBy, SessionConfig, ToolCall, ToolCallId, ToolResult,
 };
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
@@ -200,6 +200,29 @@ impl Agent<'_> {
                 call.name
             ));
         }
+        if let Some(hooks) = self.host.hooks() {
+            let fields = crate::hooks::tool_fields(
+                &call.name,
+                &call.arguments,
+                &call.id.0,
+                self.env.working_directory(),
+            );
+            let emit = |body| self.host.emit(body);
+            let verdict = hooks
+                .fire(
+                    HookEvent::PreToolUse,
+                    Some((&call.name, &call.id)),
+                    fields,
+                    &emit,
+                    round.cancel,
+                )
+                .await;
+            if let Some(reason) = verdict.block_reason() {
+                return Err(format!(
+                    "Blocked by the user's pre_tool_use hook, so it was not run: {reason}"
+                ));
+            }
+        }
         let unconfined = self.approve(call, registered, round).await?;
         // A call a person allowed to run outside the sandbox gets no policy.
         let policy = if unconfined {
@@ -259,7 +282,48 @@ impl Agent<'_> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .release(host, &call.id);
-        result
+        match result {
+            Ok(output) => Ok(self.post_tool_hooks(call, output, round).await),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Runs the `post_tool_use` hooks of a call that ran; what they say (why they block,
+    /// the context they add) follows its output for the model.
+    async fn post_tool_hooks(
+        &self,
+        call: &ToolCall,
+        mut output: String,
+        round: &Round<'_>,
+    ) -> String {
+        let Some(hooks) = self.host.hooks() else {
+            return output;
+        };
+        let mut fields = crate::hooks::tool_fields(
+            &call.name,
+            &call.arguments,
+            &call.id.0,
+            self.env.working_directory(),
+        );
+        fields.insert(
+            "tool_response".to_owned(),
+            crate::hooks::tool_response(&output),
+        );
+        let emit = |body| self.host.emit(body);
+        let verdict = hooks
+            .fire(
+                HookEvent::PostToolUse,
+                Some((&call.name, &call.id)),
+                fields,
+                &emit,
+                round.cancel,
+            )
+            .await;
+        for text in verdict.blocked.iter().chain(&verdict.context) {
+            output.push_str("\n\n[The user's post_tool_use hook says]\n");
+            output.push_str(text);
+        }
+        output
     }
 
     /// Applies the session's approval settings to a validated call: `Ok` when it may run,

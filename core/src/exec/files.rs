@@ -102,6 +102,32 @@ pub(super) fn read_regular(path: &Path, protected: &ProtectedPaths) -> Result<Ve
     Ok(bytes)
 }
 
+/// A small regular file's bytes for agentd's own use (a workspace's hooks file): `None` when
+/// it does not exist, an error past `max` bytes, for anything but a regular file (without
+/// blocking on a FIFO), or for one of agentd's own files.
+pub(crate) fn read_small(
+    path: &Path,
+    max: u64,
+    protected: &ProtectedPaths,
+) -> Result<Option<Vec<u8>>, Error> {
+    let file = match open_regular(path, true, protected) {
+        Ok((file, _)) => file,
+        Err(Error::NotFound(_)) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(path, e))?;
+    if bytes.len() as u64 > max {
+        return Err(Error::NotAllowed(format!(
+            "{} is larger than {max} bytes",
+            path.display()
+        )));
+    }
+    Ok(Some(bytes))
+}
+
 /// `openat2` beneath `dir`, retried while the kernel reports a rename race it could not rule
 /// out (`EAGAIN`).
 fn open_beneath(

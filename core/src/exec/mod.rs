@@ -27,9 +27,11 @@ mod utf8;
 pub use env_filter::EnvPolicy;
 
 pub(crate) use env_filter::EnvFilter;
-pub(crate) use files::opened_real_path;
+pub(crate) use files::{opened_real_path, read_small};
+pub(crate) use local::{
+    HookCommand, LocalOptions, ServerCommand, ServerGroup, describe_escaped, run_hook, start_server,
+};
 pub use local::{LocalExecutionEnvironment, end_leftovers};
-pub(crate) use local::{LocalOptions, ServerCommand, ServerGroup, describe_escaped, start_server};
 pub(crate) use process::run_id;
 pub use process::{
     AncestryError, ProcessId, become_subreaper, descends_from, identify, reap_orphans_forever,

@@ -51,6 +51,7 @@ impl Session {
                 restored: None,
                 parent: None,
                 mcp: None,
+                hooks: None,
                 family: None,
                 cancel: CancellationToken::new(),
             },

@@ -11,7 +11,7 @@ use crate::profile::EnvironmentContext;
 use crate::store::Backlog;
 use crate::tools::{Requests, Settled, SpawnRequest, SubagentResult, Subagents, ToolRegistry};
 use agentd_proto::{
-    ApprovalRule, EventBody, HistoryEntry, RequestBody, ResolvedBy, SessionConfig,
+    ApprovalRule, EventBody, HistoryEntry, HookEvent, RequestBody, ResolvedBy, SessionConfig,
     SessionEndReason, SessionId, ToolCallId, Turn, Usage, WhenBusy,
 };
 use async_trait::async_trait;
@@ -103,6 +103,10 @@ impl Host for Task {
     fn mcp(&self) -> Option<crate::mcp::Mcp> {
         self.mcp.clone()
     }
+
+    fn hooks(&self) -> Option<&crate::hooks::Hooks> {
+        self.hooks.as_deref()
+    }
 }
 
 #[async_trait]
@@ -114,8 +118,60 @@ impl Requests for Task {
         always: Vec<ApprovalRule>,
         cancel: &CancellationToken,
     ) -> Settled {
-        let (answer, mut answered) = oneshot::channel();
+        let (answer, answered) = oneshot::channel();
+        let notice = notification(&body);
         let (request_id, timeout) = self.core().raise(call_id, body, always, answer);
+        // The request is out; the `notification` hooks run while it waits, and the call
+        // goes on once both ended (a hook is bounded by its timeout).
+        let notify = async {
+            if let (Some(hooks), Some((kind, message))) = (&self.hooks, notice) {
+                let fields = serde_json::Map::from_iter([
+                    ("message".to_owned(), serde_json::Value::from(message)),
+                    (
+                        "notification_type".to_owned(),
+                        serde_json::Value::from(kind),
+                    ),
+                ]);
+                let emit = |body| self.core().emit(body);
+                hooks
+                    .fire(HookEvent::Notification, None, fields, &emit, cancel)
+                    .await;
+            }
+        };
+        let ((), settled) =
+            tokio::join!(notify, self.settle(request_id, timeout, answered, cancel));
+        settled
+    }
+}
+
+/// What a `notification` hook is told about a request waiting for a person: Claude Code's
+/// `notification_type` and `message`. A client tool's call waits for a program, not a person.
+fn notification(body: &RequestBody) -> Option<(&'static str, String)> {
+    match body {
+        RequestBody::Approval { tool, .. } => Some((
+            "permission_prompt",
+            format!("agentd needs your permission to use {tool}"),
+        )),
+        RequestBody::Question { question, .. } => Some((
+            "elicitation_dialog",
+            format!(
+                "agentd has a question: {}",
+                crate::hooks::cut(question, 1024)
+            ),
+        )),
+        _ => None,
+    }
+}
+
+impl Task {
+    /// Waits for request `request_id`'s answer, its `timeout` or `cancel`.
+    async fn settle(
+        &self,
+        request_id: agentd_proto::RequestId,
+        timeout: std::time::Duration,
+        mut answered: oneshot::Receiver<crate::tools::Answer>,
+        cancel: &CancellationToken,
+    ) -> Settled {
         let (unanswered, by) = tokio::select! {
             answer = &mut answered => return answer.map_or(Settled::Aborted, Settled::Answered),
             () = tokio::time::sleep(timeout) => (Settled::TimedOut(timeout.as_secs()), ResolvedBy::Timeout),

@@ -142,6 +142,8 @@ pub(crate) struct SessionSpec {
     pub(crate) parent: Option<ParentLink>,
     /// How its MCP servers start; `None`: it runs none (a host's session).
     pub(crate) mcp: Option<crate::mcp::Launcher>,
+    /// Its hooks; `None`: it runs none (a host's session).
+    pub(crate) hooks: Option<Arc<crate::hooks::Hooks>>,
     /// Its children and parent, through which it spawns, finds and stops its subagents and
     /// reports to its parent; `None`: the subagent tools report that subagents are not
     /// available.

@@ -121,6 +121,7 @@ pub(super) fn spec(
         restored: None,
         parent: None,
         mcp: None,
+        hooks: None,
         family: None,
         cancel: tokio_util::sync::CancellationToken::new(),
     }

@@ -181,8 +181,8 @@ impl SessionFiles {
         }
     }
 
-    /// The journal's path.
-    fn log(&self) -> PathBuf {
+    /// The journal's path (hooks get it as Claude Code's `transcript_path`).
+    pub(crate) fn log(&self) -> PathBuf {
         self.dir.join(LOG)
     }
 

@@ -1,7 +1,7 @@
 //! Benchmarks of the real daemon against an instant mock provider (run by hand, not in CI):
 //!
 //! ```text
-//! cargo run --release -p agentd-tests --bin agentd-bench [core|ssh|acp|sandbox]
+//! cargo run --release -p agentd-tests --bin agentd-bench [core|ssh|acp|sandbox|hooks]
 //! ```
 //!
 //! With `core`, only the figures issue 23 holds the event path and the session core to (a
@@ -97,6 +97,10 @@ async fn main() {
     }
     if only.as_deref() == Some("sandbox") {
         print_sandbox(&sandbox_bench().await);
+        return;
+    }
+    if only.as_deref() == Some("hooks") {
+        print_hooks(&hooks_bench().await);
         return;
     }
     let mock = MockAnthropic::start().await.unwrap();
@@ -742,6 +746,88 @@ fn print_sandbox(f: &SandboxFigures) {
     let (off, on) = (ms(&f.first[0]), ms(&f.first[1]));
     println!(
         "  first round of a new session (git snapshot in its own sandbox, the session's namespaces built): off median {off:.2} ms, workspace_write median {on:.2} ms"
+    );
+}
+
+/// Shell rounds without hooks and with a no-op `pre_tool_use` hook, each sorted, and the
+/// hook's own run (`bash -c true` with a JSON stdin, started from here).
+struct HookFigures {
+    per_round: [Vec<Duration>; 2],
+    hook_alone: Vec<Duration>,
+}
+
+/// The `echo` task by turns on a daemon without hooks and on one whose every tool call runs
+/// a no-op hook (`true`), both with the sandbox off.
+async fn hooks_bench() -> HookFigures {
+    let mock = MockAnthropic::start().await.unwrap();
+    mock.respond_with(echo_rounds);
+    let daemon = |config: &'static str| {
+        TestDaemon::builder()
+            .env("ANTHROPIC_BASE_URL", &mock.url)
+            .env("ANTHROPIC_API_KEY", "test-key")
+            .config(config)
+            .start()
+    };
+    let daemons = [
+        daemon("").await.unwrap(),
+        daemon("[[hooks.pre_tool_use]]\ncommand = \"true\"\n")
+            .await
+            .unwrap(),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut figures = HookFigures {
+        per_round: [Vec::new(), Vec::new()],
+        hook_alone: Vec::new(),
+    };
+    for run in 0..=SSH_RUNS {
+        for (i, daemon) in daemons.iter().enumerate() {
+            let mut client = daemon.client().await.unwrap();
+            let session = daemon
+                .create_session(
+                    &mut client,
+                    dir.path(),
+                    json!({"config": {"sandbox": "off"}}),
+                )
+                .await
+                .unwrap();
+            let (_, rest) = timed_task(&mut client, &session).await;
+            if run > 0 {
+                figures.per_round[i].push(rest / (ROUNDS - 1) as u32);
+            }
+        }
+    }
+    let stdin = br#"{"session_id":"s","transcript_path":"/t","cwd":"/","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"echo round-1"}}"#;
+    for _ in 0..100 {
+        use std::io::Write;
+        let started = Instant::now();
+        let mut child = std::process::Command::new("/bin/bash")
+            .args(["-c", "true"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let _ = child.stdin.take().unwrap().write_all(stdin);
+        child.wait_with_output().unwrap();
+        figures.hook_alone.push(started.elapsed());
+    }
+    for times in figures
+        .per_round
+        .iter_mut()
+        .chain([&mut figures.hook_alone])
+    {
+        times.sort();
+    }
+    figures
+}
+
+fn print_hooks(f: &HookFigures) {
+    let ms = |d: &[Duration]| d[d.len() / 2].as_secs_f64() * 1e3;
+    let (without, with, alone) = (ms(&f.per_round[0]), ms(&f.per_round[1]), ms(&f.hook_alone));
+    println!(
+        "hooks: per shell round, {ROUNDS}-round echo task: no hooks median {without:.2} ms, a no-op pre_tool_use hook median {with:.2} ms (+{:.2} ms); the hook alone (bash -c true, spawned here) median {alone:.2} ms; overhead over the hook's own run {:.2} ms (goal <= 2 ms; {SSH_RUNS} runs each, by turns)",
+        with - without,
+        with - without - alone
     );
 }
 

@@ -35,6 +35,7 @@ mod editor_nvim;
 mod editor_vscode;
 mod examples;
 mod families;
+mod hooks;
 mod hostile;
 mod images;
 mod keys;

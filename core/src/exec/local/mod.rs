@@ -3,9 +3,11 @@
 //! everything they started (`stop.rs`).
 
 mod command;
+mod hook;
 mod server;
 mod stop;
 
+pub(crate) use hook::{HookCommand, run_hook};
 pub(crate) use server::{ServerCommand, ServerGroup, start_server};
 
 pub(crate) use stop::describe_escaped;

@@ -9,6 +9,7 @@ use crate::exec::{
     EnvFilter, EnvPolicy, ExecutionEnvironment, LocalExecutionEnvironment, LocalOptions,
     ProtectedPaths, ReadOnly, SshExecutionEnvironment, SshTarget,
 };
+use crate::hooks::{Hooks, HooksSpec, project_hooks};
 use crate::profile::Profile;
 use crate::session::{Error, History, Restored, Session, SessionSpec, Template};
 use crate::store::{ParentLink, SessionFiles, SessionRecord};
@@ -140,6 +141,46 @@ impl Registry {
         })
     }
 
+    /// The hooks of a new session: the config file's, and those of its workspace when the
+    /// user trusted it as it is (a workspace over ssh has none that run here). `None` when
+    /// there are none and nothing to say about a workspace's.
+    fn hooks(
+        &self,
+        current: &Current,
+        id: &SessionId,
+        template: &Template,
+        files: &Option<SessionFiles>,
+        subagent: bool,
+        resumed: bool,
+    ) -> Option<Arc<Hooks>> {
+        let config = &current.config;
+        let local = matches!(template.environment, Environment::Local);
+        let (project, warnings) = if local {
+            project_hooks(&template.cwd, &config.trusted_workspaces, &self.protected)
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        if config.hooks.is_empty() && project.is_empty() && warnings.is_empty() {
+            return None;
+        }
+        Some(Arc::new(Hooks::new(HooksSpec {
+            hooks: config.hooks.iter().cloned().chain(project).collect(),
+            warnings,
+            options: self.local_options(config),
+            cwd: if local {
+                template.cwd.clone()
+            } else {
+                directories::BaseDirs::new()
+                    .map_or_else(|| PathBuf::from("/"), |d| d.home_dir().to_owned())
+            },
+            project_dir: template.cwd.clone(),
+            session_id: id.0.clone(),
+            transcript: files.as_ref().map(SessionFiles::log),
+            subagent,
+            resumed,
+        })))
+    }
+
     /// A spec for session `id` from its parts, with the providers of `current`.
     fn spec(
         &self,
@@ -147,6 +188,7 @@ impl Registry {
         id: SessionId,
         new: NewSession,
         files: Option<SessionFiles>,
+        resumed: bool,
     ) -> Result<SessionSpec, Error> {
         let NewSession {
             template,
@@ -156,6 +198,7 @@ impl Registry {
             parent,
         } = new;
         let env = self.environment(&current.config, &template)?;
+        let hooks = self.hooks(current, &id, &template, &files, parent.is_some(), resumed);
         // An ssh environment's directory is the session's (a subagent's may be deeper).
         let environment = match template.environment {
             Environment::Local => Environment::Local,
@@ -192,6 +235,7 @@ impl Registry {
             forked_from,
             restored: None,
             mcp: Some(mcp),
+            hooks,
             parent,
             cancel: self.cancel.child_token(),
         })
@@ -220,7 +264,7 @@ impl Registry {
             }
             None => None,
         };
-        let spec = self.spec(current, id.clone(), new, files)?;
+        let spec = self.spec(current, id.clone(), new, files, false)?;
         let session = Session::spawn(spec, Some(self.daemon_events.clone()), &self.tasks);
         // A session the client is told about is stored, record and all.
         session.saved().await;
@@ -287,7 +331,7 @@ impl Registry {
             forked_from: record.forked_from.clone(),
             parent: record.parent.clone(),
         };
-        let mut spec = self.spec(&current, id, new, Some(files))?;
+        let mut spec = self.spec(&current, id, new, Some(files), true)?;
         spec.restored = Some(Restored {
             last_seq: loaded.last_seq,
             unclean: record.open || loaded.repaired,

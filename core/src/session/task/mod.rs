@@ -119,6 +119,8 @@ pub(super) struct Task {
     context: Arc<OnceCell<EnvironmentContext>>,
     /// Its MCP servers' owner; `None` where the host runs none.
     pub(super) mcp: Option<crate::mcp::Mcp>,
+    /// Its hooks; `None` where the host runs none.
+    pub(super) hooks: Option<Arc<crate::hooks::Hooks>>,
     core: Mutex<Core>,
 }
 

@@ -139,6 +139,7 @@ pub(in crate::session) fn start(
         cancel: spec.cancel,
         context: context.clone(),
         mcp,
+        hooks: spec.hooks,
         core: Mutex::new(core),
     });
     if task.core().state != SessionState::Closed {
