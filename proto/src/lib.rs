@@ -22,6 +22,7 @@ mod config;
 pub mod credentials;
 mod error;
 mod event;
+mod extensions;
 mod history;
 mod ids;
 mod images;
@@ -40,6 +41,7 @@ pub use event::{
     DaemonEvent, EscapedProcesses, Event, EventBody, LimitKind, OutputStream, ProcessInfo,
     ProcessingEndReason, SessionEndReason, StreamEnd, StreamEndReason, StreamItem,
 };
+pub use extensions::{CommandInfo, CommandKind, CommandsResponse, ExtensionScope, SkillInfo};
 pub use history::{
     HistoryEntry, ImageData, ProviderKind, ReasoningBlock, ToolCall, ToolResult, Turn, Usage,
 };

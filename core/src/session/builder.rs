@@ -51,6 +51,7 @@ impl Session {
                 restored: None,
                 parent: None,
                 mcp: None,
+                catalog: Arc::default(),
                 family: None,
                 cancel: CancellationToken::new(),
             },

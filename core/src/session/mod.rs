@@ -142,6 +142,8 @@ pub(crate) struct SessionSpec {
     pub(crate) parent: Option<ParentLink>,
     /// How its MCP servers start; `None`: it runs none (a host's session).
     pub(crate) mcp: Option<crate::mcp::Launcher>,
+    /// The Agent Skills and prompt commands it found.
+    pub(crate) catalog: Arc<crate::skills::Catalog>,
     /// Its children and parent, through which it spawns, finds and stops its subagents and
     /// reports to its parent; `None`: the subagent tools report that subagents are not
     /// available.
@@ -181,6 +183,23 @@ pub(crate) struct Info {
     pub(crate) parent: Option<ParentLink>,
     pub(crate) env: Arc<dyn ExecutionEnvironment>,
     pub(crate) environment: Environment,
+    pub(crate) catalog: Arc<crate::skills::Catalog>,
+}
+
+impl Info {
+    /// The tools every config of the session starts from: its profile's, and
+    /// `activate_skill` when it found skills.
+    pub(crate) fn base_tools(&self) -> std::borrow::Cow<'_, crate::tools::ToolRegistry> {
+        if self.catalog.skills.is_empty() {
+            return std::borrow::Cow::Borrowed(&self.profile.tools);
+        }
+        let mut tools = self.profile.tools.clone();
+        // A valid schema (the skills unit tests register it).
+        if let Err(e) = tools.register(Arc::new(crate::skills::ActivateSkill)) {
+            tracing::error!("activate_skill rejected: {e}");
+        }
+        std::borrow::Cow::Owned(tools)
+    }
 }
 
 /// What a new session copies from another (a fork, or a subagent's parent).
@@ -331,6 +350,11 @@ impl Session {
     /// The line for `session/list`.
     pub fn summary(&self) -> SessionSummary {
         self.view.borrow().record(&self.info).summary()
+    }
+
+    /// The skills and prompt commands a client can offer after `/`.
+    pub fn commands(&self) -> agentd_proto::CommandsResponse {
+        self.info.catalog.commands_response()
     }
 
     /// Its title.

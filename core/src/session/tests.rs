@@ -121,6 +121,7 @@ pub(super) fn spec(
         restored: None,
         parent: None,
         mcp: None,
+        catalog: Arc::default(),
         family: None,
         cancel: tokio_util::sync::CancellationToken::new(),
     }
