@@ -289,6 +289,35 @@ async fn commands_expand_their_arguments_and_unknown_names_go_as_typed() {
         "Fix issue #42 in the parser module (asked: 42 parser)."
     );
     assert!(entries[2].get("expanded").is_none());
+
+    // agentctl lists them, for people and for completion scripts.
+    let out = s
+        .daemon
+        .command("agentctl")
+        .args(["commands", &s.session, "--names"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "/fix\n/notes\n/pdf-processing\n/template-skill\n"
+    );
+    let out = s
+        .daemon
+        .command("agentctl")
+        .args(["commands", &s.session])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table
+            .lines()
+            .next()
+            .unwrap()
+            .starts_with("/fix ISSUE AREA  prompt  user"),
+        "{table}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("broken/SKILL.md"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
