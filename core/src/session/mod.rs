@@ -193,12 +193,11 @@ impl Info {
         if self.catalog.skills.is_empty() {
             return std::borrow::Cow::Borrowed(&self.profile.tools);
         }
-        let mut tools = self.profile.tools.clone();
-        // A valid schema (the skills unit tests register it).
-        if let Err(e) = tools.register(Arc::new(crate::skills::ActivateSkill)) {
-            tracing::error!("activate_skill rejected: {e}");
-        }
-        std::borrow::Cow::Owned(tools)
+        std::borrow::Cow::Owned(
+            self.profile
+                .tools
+                .with(crate::skills::ActivateSkill::registry()),
+        )
     }
 }
 

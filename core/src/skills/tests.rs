@@ -313,4 +313,39 @@ fn the_conversation_says_which_skills_are_active_and_a_compaction_carries_them()
 fn the_tool_schema_is_valid() {
     let mut tools = crate::tools::ToolRegistry::default();
     tools.register(Arc::new(ActivateSkill)).unwrap();
+    assert_eq!(ActivateSkill::registry().names(), ["activate_skill"]);
+}
+
+/// Not a test: `cargo test -p agentd-core --release --lib skills::tests::discovery_cost --
+/// --ignored --nocapture` prints what finding 100 skills costs.
+#[test]
+#[ignore]
+fn discovery_cost() {
+    let d = dirs();
+    for n in 0..100 {
+        let root = if n % 2 == 0 { d.project() } else { d.home() };
+        let body = "Step by step instructions for the task.\n".repeat(25);
+        write(
+            &root.join(format!(".agents/skills/skill-{n:03}/SKILL.md")),
+            &format!(
+                "---\nname: skill-{n:03}\ndescription: Does task {n} the way this team does it. Use when asked for task {n}.\nlicense: MIT\nmetadata:\n  version: \"1.0\"\n---\n{body}"
+            ),
+        );
+    }
+    let mut times = Vec::new();
+    for _ in 0..51 {
+        let started = std::time::Instant::now();
+        let c = d.catalog();
+        times.push(started.elapsed());
+        assert_eq!(c.skills.len(), 100);
+    }
+    times.sort();
+    let started = std::time::Instant::now();
+    let prompt = d.catalog().prompt_section();
+    println!(
+        "100 skills: discovery median {:?}, with the prompt section {:?} ({} bytes)",
+        times[25],
+        started.elapsed(),
+        prompt.len()
+    );
 }

@@ -5,7 +5,7 @@
 use super::discover::MAX_SKILL_BYTES;
 use super::read::{Readable, read_capped};
 use super::{Catalog, Skill, frontmatter};
-use crate::tools::{OutputLimits, Tool, ToolContext, ToolDefinition, ToolError};
+use crate::tools::{OutputLimits, Tool, ToolContext, ToolDefinition, ToolError, ToolRegistry};
 use agentd_proto::BuiltinTool;
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -32,6 +32,21 @@ pub(crate) trait Skills: Send + Sync {
 
 /// The `activate_skill` tool, offered to sessions that found skills.
 pub(crate) struct ActivateSkill;
+
+impl ActivateSkill {
+    /// A registry of this tool alone, its schema compiled once for every session.
+    pub(crate) fn registry() -> &'static ToolRegistry {
+        static TOOLS: std::sync::OnceLock<ToolRegistry> = std::sync::OnceLock::new();
+        TOOLS.get_or_init(|| {
+            let mut tools = ToolRegistry::default();
+            // A valid schema (`skills::tests::the_tool_schema_is_valid`).
+            if let Err(e) = tools.register(Arc::new(ActivateSkill)) {
+                tracing::error!("activate_skill rejected: {e}");
+            }
+            tools
+        })
+    }
+}
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
