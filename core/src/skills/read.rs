@@ -6,9 +6,10 @@
 //! prompt templates.
 
 use crate::exec::ProtectedPaths;
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
 use std::io::Read;
 use std::os::fd::AsFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// Files agentd reads for skills and commands: anything but its own files, except what lies
@@ -21,11 +22,12 @@ pub(crate) struct Readable {
 
 /// The text of `path`, a regular file of at most `cap` bytes (invalid UTF-8 replaced).
 pub(super) fn read_capped(path: &Path, cap: u64, readable: &Readable) -> Result<String, String> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    // Read-only, and without blocking on a FIFO or taking a terminal.
+    let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC;
+    let file = std::fs::File::from(
+        nix::fcntl::open(path, flags, Mode::empty())
+            .map_err(|e| format!("{}: {}", path.display(), std::io::Error::from(e)))?,
+    );
     let meta = file
         .metadata()
         .map_err(|e| format!("{}: {e}", path.display()))?;
