@@ -108,6 +108,8 @@ pub(crate) enum Online {
     FollowUp(cmd::steer::Message),
     /// Show (or with --clear remove) queued steering and follow-ups.
     Queue(cmd::queue::Queue),
+    /// The skills and prompt commands a session's input may start with (`/name`).
+    Commands(cmd::commands::Commands),
     /// Stop the session's current work (it stays open unless --close).
     Abort(cmd::abort::Abort),
     /// Close a session.

@@ -27,6 +27,7 @@ mod llm;
 mod mcp;
 mod profile;
 mod session;
+mod skills;
 mod store;
 mod tools;
 

@@ -1337,12 +1337,41 @@ Any session works, including one started by `agentctl'."
       (message "agentd: queued as %s" (string-replace "_" "-" disposition)))
     result))
 
+;;;; Skills and prompt commands
+
+(defun agentd--commands (session)
+  "Return the skills and prompt commands of SESSION.
+An alist of (\"/NAME\" . DESCRIPTION)."
+  (mapcar (lambda (command)
+            (cons (concat "/" (alist-get 'name command))
+                  (alist-get 'description command)))
+          (alist-get 'commands
+                     (agentd--call "session/commands"
+                                   (list :session_id session)))))
+
+(defun agentd--read-prompt (prompt session)
+  "Read text with PROMPT, completing the `/NAME' commands of SESSION.
+Its skills and prompt commands complete; any text is accepted, and the
+daemon expands what names a command or a skill."
+  (let* ((commands (condition-case nil
+                       (agentd--commands session)
+                     (agentd-error nil)))
+         (completion-extra-properties
+          (list :annotation-function
+                (lambda (name)
+                  (let ((description (cdr (assoc name commands))))
+                    (and description (concat "  " description)))))))
+    (if commands
+        (completing-read prompt commands nil nil)
+      (read-string prompt))))
+
 ;;;###autoload
 (defun agentd-submit (text &optional session)
   "Submit TEXT to SESSION.
-It begins at once when the session is idle, else it is queued."
+It begins at once when the session is idle, else it is queued.  Interactively,
+the session's skills and prompt commands complete after `/'."
   (interactive (let ((session (agentd--session-arg)))
-                 (list (read-string "Prompt: ") session)))
+                 (list (agentd--read-prompt "Prompt: " session) session)))
   (agentd--input "session/submit" (or session (agentd--session-arg)) text))
 
 ;;;###autoload

@@ -138,6 +138,10 @@ pub enum Turn {
         /// Images sent with the text, in order.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         images: Vec<ImageData>,
+        /// What the model was given instead of `text`: a prompt command's expansion, or
+        /// `text` after the instructions of the skills it named (absent: `text` as typed).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expanded: Option<String>,
     },
     /// One model response.
     Assistant {
@@ -193,6 +197,21 @@ pub enum Turn {
         /// Estimated context tokens before the compaction.
         tokens_before: u64,
     },
+}
+
+impl Turn {
+    /// A user's or the daemon's text as the model is given it: a user input's `expanded`
+    /// text when it has one.
+    pub fn model_text(&self) -> &str {
+        match self {
+            Turn::User { text, expanded, .. } => expanded.as_deref().unwrap_or(text),
+            Turn::Steering { text, .. } | Turn::System { text } | Turn::Assistant { text, .. } => {
+                text
+            }
+            Turn::Compaction { summary, .. } => summary,
+            Turn::ToolResults { .. } => "",
+        }
+    }
 }
 
 /// One entry of a session's history.

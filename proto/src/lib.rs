@@ -22,6 +22,7 @@ mod config;
 pub mod credentials;
 mod error;
 mod event;
+mod extensions;
 mod history;
 mod hooks;
 mod ids;
@@ -41,6 +42,7 @@ pub use event::{
     DaemonEvent, EscapedProcesses, Event, EventBody, LimitKind, OutputStream, ProcessInfo,
     ProcessingEndReason, SessionEndReason, StreamEnd, StreamEndReason, StreamItem,
 };
+pub use extensions::{CommandInfo, CommandKind, CommandsResponse, ExtensionScope, SkillInfo};
 pub use history::{
     HistoryEntry, ImageData, ProviderKind, ReasoningBlock, ToolCall, ToolResult, Turn, Usage,
 };

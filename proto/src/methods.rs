@@ -110,6 +110,9 @@ methods! {
     SessionRespond = "session/respond" (RespondParams) -> RespondResponse;
     /// Close the session if needed and delete it with its stored history and events.
     SessionDelete = "session/delete" (SessionParams) -> DeleteResponse;
+    /// The skills and prompt commands a client can offer after `/`, found when the session
+    /// was made or loaded.
+    SessionCommands = "session/commands" (SessionParams) -> CommandsResponse;
 }
 
 /// Stream a session's events: replay those after `since_seq`, then live ones.

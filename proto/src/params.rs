@@ -178,6 +178,9 @@ pub struct SessionSnapshot {
     /// Where its tools run (absent: locally).
     #[serde(default, skip_serializing_if = "Environment::is_local")]
     pub environment: Environment,
+    /// The Agent Skills it found, and whether each is active (absent: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<crate::SkillInfo>,
 }
 
 /// Where a forked session came from.

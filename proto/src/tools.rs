@@ -35,5 +35,7 @@ names! {
         Wait = "wait",
         /// A subagent closed.
         CloseAgent = "close_agent",
+        /// An Agent Skill's instructions loaded into the conversation.
+        ActivateSkill = "activate_skill",
     }
 }

@@ -17,6 +17,7 @@
 //! return, and a prompt lasts minutes while `session/cancel` must get through at once.
 
 mod approvals;
+mod commands;
 mod content;
 mod mcp;
 mod session;
@@ -89,7 +90,15 @@ pub(crate) async fn run(conn: Connection) -> Result<u8> {
                 let b = b();
                 async move |req: acp::NewSessionRequest, responder, cx| {
                     let b = b.clone();
-                    answer(responder, async move { b.new_session(req, cx).await });
+                    tokio::spawn(async move {
+                        let result = b.clone().new_session(req, cx.clone()).await;
+                        let id = result.as_ref().ok().map(|r| r.session_id.clone());
+                        respond(responder, result);
+                        // After the answer: the editor knows the session by then.
+                        if let Some(id) = id {
+                            b.send_commands(&id, &cx).await;
+                        }
+                    });
                     Ok(())
                 }
             },
@@ -100,7 +109,15 @@ pub(crate) async fn run(conn: Connection) -> Result<u8> {
                 let b = b();
                 async move |req: acp::LoadSessionRequest, responder, cx| {
                     let b = b.clone();
-                    answer(responder, async move { b.load_session(req, cx).await });
+                    let id = req.session_id.clone();
+                    tokio::spawn(async move {
+                        let result = b.clone().load_session(req, cx.clone()).await;
+                        let loaded = result.is_ok();
+                        respond(responder, result);
+                        if loaded {
+                            b.send_commands(&id, &cx).await;
+                        }
+                    });
                     Ok(())
                 }
             },
@@ -185,11 +202,14 @@ fn answer<T: JsonRpcResponse + Send + 'static>(
     responder: Responder<T>,
     work: impl Future<Output = std::result::Result<T, Error>> + Send + 'static,
 ) {
-    tokio::spawn(async move {
-        if let Err(e) = responder.respond_with_result(work.await) {
-            eprintln!("agentctl acp: a response could not be sent: {e}");
-        }
-    });
+    tokio::spawn(async move { respond(responder, work.await) });
+}
+
+/// Answers a request.
+fn respond<T: JsonRpcResponse>(responder: Responder<T>, result: std::result::Result<T, Error>) {
+    if let Err(e) = responder.respond_with_result(result) {
+        eprintln!("agentctl acp: a response could not be sent: {e}");
+    }
 }
 
 /// A daemon error as an ACP error: the codes ACP defines where one fits (an unknown session is

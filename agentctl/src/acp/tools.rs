@@ -142,6 +142,15 @@ pub(super) fn show(cwd: &Path, tool: &str, arguments: &Value) -> Shown {
                 diffs: Vec::new(),
             }
         }
+        Ok(BuiltinTool::ActivateSkill) => Shown {
+            title: format!(
+                "Activate skill {}",
+                str_arg(arguments, "name").unwrap_or_default()
+            ),
+            kind: acp::ToolKind::Read,
+            locations: Vec::new(),
+            diffs: Vec::new(),
+        },
         Ok(
             BuiltinTool::AskUser
             | BuiltinTool::SpawnAgent

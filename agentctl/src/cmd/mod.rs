@@ -3,6 +3,7 @@
 
 pub(crate) mod abort;
 pub(crate) mod close;
+pub(crate) mod commands;
 pub(crate) mod compact;
 pub(crate) mod config;
 pub(crate) mod daemon;
@@ -70,6 +71,7 @@ pub(crate) async fn run(command: Online, ctx: &Context) -> Result<u8> {
         Online::Steer(args) => args.steer(ctx).await,
         Online::FollowUp(args) => args.follow_up(ctx).await,
         Online::Queue(args) => args.run(ctx).await,
+        Online::Commands(args) => args.run(ctx).await,
         Online::Abort(args) => args.run(ctx).await,
         Online::Close(args) => args.run(ctx).await,
         Online::Mcp(args) => args.run(ctx).await,

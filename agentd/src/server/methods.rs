@@ -315,6 +315,9 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
             .follow_up(p.text, p.images)
             .await
     });
+    register::<m::SessionCommands, _, _>(&mut module, |d, p| async move {
+        Ok(d.registry.get(&p.session_id).await?.commands())
+    });
     register::<m::SessionQueue, _, _>(&mut module, |d, p| async move {
         Ok(d.registry.get(&p.session_id).await?.queue())
     });

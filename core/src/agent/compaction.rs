@@ -82,7 +82,15 @@ fn transcript(turns: &[&Turn]) -> String {
     };
     for turn in turns {
         match turn {
-            Turn::User { text, images, .. } => block("user", &with_images(text, images.len())),
+            Turn::User {
+                text,
+                images,
+                expanded,
+                ..
+            } => block(
+                "user",
+                &with_images(expanded.as_deref().unwrap_or(text), images.len()),
+            ),
             Turn::Steering { text, images, .. } => block(
                 "user (while the agent worked)",
                 &with_images(text, images.len()),
@@ -180,6 +188,7 @@ impl Agent<'_> {
             ),
             input_id: InputId("compaction".into()),
             images: Vec::new(),
+            expanded: None,
         };
         let history = [&instruction];
         let request = llm::Request {
@@ -229,8 +238,10 @@ impl Agent<'_> {
                 "the model returned an empty summary".into(),
             ));
         }
+        // The skills active before the cut stay active (their text, not a summary of it).
+        let skills = crate::skills::carried_over(&context[..cut], &context[cut..]);
         let summary = Turn::Compaction {
-            summary: format!("{PREAMBLE}\n\n{text}"),
+            summary: format!("{PREAMBLE}\n\n{text}{skills}"),
             first_kept: context[cut].id.clone(),
             tokens_before,
         };
@@ -301,6 +312,7 @@ mod tests {
                     media_type: "image/png".into(),
                     data: "AAAA".into(),
                 }],
+                expanded: None,
             },
             Turn::Assistant {
                 text: "Looking.".into(),

@@ -70,6 +70,10 @@ pub(crate) trait Host: Send + Sync {
     fn hooks(&self) -> Option<&crate::hooks::Hooks> {
         None
     }
+    /// The session's Agent Skills and prompt commands; `None` where it has none.
+    fn skills(&self) -> Option<&dyn crate::skills::Skills> {
+        None
+    }
 }
 
 /// A new id for a pending request (or a rule's decision), unique in the daemon.
@@ -150,10 +154,18 @@ impl Agent<'_> {
             Err(outcome) => return outcome,
         };
         let images = infos(&input.images);
+        // `/command args`, `/skill` and `$skill` (the history keeps both texts).
+        let expansion = match host.skills() {
+            Some(skills) => {
+                crate::skills::expand(skills.catalog(), skills.active(), &input.text).await
+            }
+            None => crate::skills::Expansion::default(),
+        };
         host.append(Turn::User {
             text: input.text.clone(),
             input_id: input.input_id.clone(),
             images: input.images,
+            expanded: expansion.expanded,
         });
         host.emit(EventBody::UserInput {
             input_id: input.input_id,
@@ -162,6 +174,9 @@ impl Agent<'_> {
         });
         for text in context {
             host.append(Turn::System { text });
+        }
+        for warning in expansion.warnings {
+            host.emit(EventBody::warning(warning));
         }
         self.drain_steering();
         let mut stop_hook_turns = 0u32;
@@ -539,8 +554,8 @@ fn has_images(turn: &Turn) -> bool {
 
 fn turn_chars(turn: &Turn) -> usize {
     match turn {
-        Turn::User { text, .. }
-        | Turn::Steering { text, .. }
+        Turn::User { text, expanded, .. } => expanded.as_ref().unwrap_or(text).len(),
+        Turn::Steering { text, .. }
         | Turn::System { text }
         | Turn::Compaction { summary: text, .. } => text.len(),
         Turn::Assistant {

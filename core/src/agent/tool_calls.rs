@@ -265,6 +265,7 @@ impl Agent<'_> {
             attach_image: &attach,
             report_escaped: &report_escaped,
             subagents: self.host.subagents(),
+            skills: self.host.skills(),
             call_id: &call.id,
             requests: self.host.requests(),
             stop_reason: &|| host.stop_reason(),

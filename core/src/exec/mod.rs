@@ -36,7 +36,7 @@ pub(crate) use process::run_id;
 pub use process::{
     AncestryError, ProcessId, become_subreaper, descends_from, identify, reap_orphans_forever,
 };
-use protected::fd_path;
+pub(crate) use protected::fd_path;
 pub use protected::{ProtectedPaths, create_protected_dir};
 pub use sandbox::SandboxPolicy;
 pub(crate) use sandbox::Sandboxed;

@@ -150,7 +150,8 @@ fn contents(turns: &[&Turn]) -> Vec<Value> {
         |role: &str, parts: Vec<Value>| super::push_merged(&mut out, role, "parts", parts);
     for turn in turns {
         match turn {
-            Turn::User { text, images, .. } | Turn::Steering { text, images, .. } => {
+            Turn::User { images, .. } | Turn::Steering { images, .. } => {
+                let text = turn.model_text();
                 let mut parts: Vec<Value> = images.iter().map(image).collect();
                 if !text.is_empty() || parts.is_empty() {
                     parts.insert(0, json!({"text": text}));

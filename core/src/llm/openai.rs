@@ -114,7 +114,8 @@ fn input(turns: &[&Turn]) -> Vec<Value> {
     let mut items = Vec::new();
     for turn in turns {
         match turn {
-            Turn::User { text, images, .. } | Turn::Steering { text, images, .. } => {
+            Turn::User { images, .. } | Turn::Steering { images, .. } => {
+                let text = turn.model_text();
                 let mut content: Vec<Value> = images.iter().map(image).collect();
                 if !text.is_empty() || content.is_empty() {
                     content.insert(0, json!({"type": "input_text", "text": text}));

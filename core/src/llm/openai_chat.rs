@@ -146,9 +146,8 @@ fn history(turns: &[&Turn]) -> Vec<Value> {
     let mut out = Vec::new();
     for turn in turns {
         match turn {
-            Turn::User { text, images, .. } | Turn::Steering { text, images, .. }
-                if !images.is_empty() =>
-            {
+            Turn::User { images, .. } | Turn::Steering { images, .. } if !images.is_empty() => {
+                let text = turn.model_text();
                 let mut content: Vec<Value> = images
                     .iter()
                     .map(|i| json!({"type": "image_url", "image_url": {"url": super::data_url(i)}}))
@@ -158,11 +157,11 @@ fn history(turns: &[&Turn]) -> Vec<Value> {
                 }
                 out.push(json!({"role": "user", "content": content}));
             }
-            Turn::User { text, .. }
-            | Turn::Steering { text, .. }
-            | Turn::System { text }
-            | Turn::Compaction { summary: text, .. } => {
-                out.push(json!({"role": "user", "content": text}));
+            Turn::User { .. }
+            | Turn::Steering { .. }
+            | Turn::System { .. }
+            | Turn::Compaction { .. } => {
+                out.push(json!({"role": "user", "content": turn.model_text()}));
             }
             Turn::Assistant {
                 text, tool_calls, ..

@@ -152,13 +152,15 @@ impl Profile {
     }
 
     /// The system prompt (spec 6.1): base instructions, environment context, tool
-    /// descriptions, project instructions, then the user's instructions last.
+    /// descriptions, the available skills, project instructions, then the user's
+    /// instructions last.
     pub(crate) fn system_prompt(
         &self,
         tools: &ToolRegistry,
         env: &dyn ExecutionEnvironment,
         context: &EnvironmentContext,
         model: &str,
+        skills: &str,
         user: Option<&str>,
     ) -> String {
         let mut prompt = prompts::base(self.id);
@@ -194,6 +196,7 @@ impl Profile {
             ));
         }
         prompt.push_str("</tools>\n");
+        prompt.push_str(skills);
         if !context.project_docs.is_empty() {
             prompt.push_str("\n<project_instructions>\n");
             prompt.push_str(&context.project_docs);

@@ -177,6 +177,7 @@ fn prompt_layers_come_in_order() {
         &env,
         &context,
         "gpt-test",
+        "\n<available_skills>\nSKILL LIST\n</available_skills>\n",
         Some("USER OVERRIDE"),
     );
     let at = |needle: &str| {

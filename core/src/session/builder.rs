@@ -52,6 +52,7 @@ impl Session {
                 parent: None,
                 mcp: None,
                 hooks: None,
+                catalog: Arc::default(),
                 family: None,
                 cancel: CancellationToken::new(),
             },

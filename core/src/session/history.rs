@@ -168,6 +168,7 @@ mod tests {
             text: text.into(),
             input_id: InputId(text.into()),
             images: vec![],
+            expanded: None,
         }
     }
 

@@ -84,6 +84,7 @@ impl Host for Task {
             self.info.env.as_ref(),
             context,
             model,
+            &self.info.catalog.prompt_section(),
             self.info.instructions.as_deref(),
         )
     }
@@ -106,6 +107,22 @@ impl Host for Task {
 
     fn hooks(&self) -> Option<&crate::hooks::Hooks> {
         self.hooks.as_deref()
+    }
+
+    fn skills(&self) -> Option<&dyn crate::skills::Skills> {
+        let catalog = &self.info.catalog;
+        (!catalog.skills.is_empty() || !catalog.commands.is_empty())
+            .then_some(self as &dyn crate::skills::Skills)
+    }
+}
+
+impl crate::skills::Skills for Task {
+    fn catalog(&self) -> Arc<crate::skills::Catalog> {
+        self.info.catalog.clone()
+    }
+
+    fn active(&self) -> Vec<String> {
+        crate::skills::active(&self.core().history.context())
     }
 }
 

@@ -144,6 +144,8 @@ pub(crate) struct SessionSpec {
     pub(crate) mcp: Option<crate::mcp::Launcher>,
     /// Its hooks; `None`: it runs none (a host's session).
     pub(crate) hooks: Option<Arc<crate::hooks::Hooks>>,
+    /// The Agent Skills and prompt commands it found.
+    pub(crate) catalog: Arc<crate::skills::Catalog>,
     /// Its children and parent, through which it spawns, finds and stops its subagents and
     /// reports to its parent; `None`: the subagent tools report that subagents are not
     /// available.
@@ -183,6 +185,22 @@ pub(crate) struct Info {
     pub(crate) parent: Option<ParentLink>,
     pub(crate) env: Arc<dyn ExecutionEnvironment>,
     pub(crate) environment: Environment,
+    pub(crate) catalog: Arc<crate::skills::Catalog>,
+}
+
+impl Info {
+    /// The tools every config of the session starts from: its profile's, and
+    /// `activate_skill` when it found skills.
+    pub(crate) fn base_tools(&self) -> std::borrow::Cow<'_, crate::tools::ToolRegistry> {
+        if self.catalog.skills.is_empty() {
+            return std::borrow::Cow::Borrowed(&self.profile.tools);
+        }
+        std::borrow::Cow::Owned(
+            self.profile
+                .tools
+                .with(crate::skills::ActivateSkill::registry()),
+        )
+    }
 }
 
 /// What a new session copies from another (a fork, or a subagent's parent).
@@ -333,6 +351,11 @@ impl Session {
     /// The line for `session/list`.
     pub fn summary(&self) -> SessionSummary {
         self.view.borrow().record(&self.info).summary()
+    }
+
+    /// The skills and prompt commands a client can offer after `/`.
+    pub fn commands(&self) -> agentd_proto::CommandsResponse {
+        self.info.catalog.commands_response()
     }
 
     /// Its title.

@@ -122,6 +122,7 @@ pub(super) fn spec(
         parent: None,
         mcp: None,
         hooks: None,
+        catalog: Arc::default(),
         family: None,
         cancel: tokio_util::sync::CancellationToken::new(),
     }

@@ -39,6 +39,8 @@ pub struct View {
     pub active: Instant,
     /// Requests waiting for a client's answer, oldest first.
     pub pending: Arc<Vec<PendingRequest>>,
+    /// The Agent Skills whose text the model sees now.
+    pub active_skills: Arc<[String]>,
 }
 
 impl View {
@@ -87,6 +89,7 @@ impl View {
             parent_id: info.parent.as_ref().map(|p| p.session_id.clone()),
             environment: info.environment.clone(),
             pending: (*self.pending).clone(),
+            skills: info.catalog.skill_infos(&self.active_skills),
         }
     }
 }

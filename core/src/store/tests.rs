@@ -246,6 +246,7 @@ fn user_input_with_an_image() -> (HistoryEntry, Event) {
             text: "what is this?".into(),
             input_id: agentd_proto::InputId("in_1".into()),
             images: vec![image],
+            expanded: None,
         },
     };
     let event = Event {
@@ -275,7 +276,8 @@ fn a_user_entry_from_before_images_loads() {
         Turn::User {
             text: "hi".into(),
             input_id: agentd_proto::InputId("in_1".into()),
-            images: vec![]
+            images: vec![],
+            expanded: None,
         }
     );
     let event = r#"{"session_id":"a","seq":2,"ts":"2026-01-01T00:00:00.000Z","kind":"user_input","data":{"input_id":"in_1","text":"hi"}}"#;

@@ -33,6 +33,7 @@ pub(crate) use read_many_files::ReadManyFiles;
 pub use registry::RegisterError;
 pub(crate) use registry::{McpOrigin, RegisteredTool, ToolRegistry};
 pub(crate) use requests::{Answer, Requests, Settled};
+pub(crate) use schema::parameters;
 pub(crate) use search::{Glob, Grep};
 pub(crate) use shell::Shell;
 pub(crate) use subagents::{
@@ -83,6 +84,8 @@ pub struct ToolContext<'a> {
     pub report_escaped: &'a (dyn Fn(Vec<agentd_proto::ProcessInfo>, bool) + Send + Sync),
     /// The session's child sessions, when the host supports subagents.
     pub(crate) subagents: Option<&'a dyn Subagents>,
+    /// The session's Agent Skills, for `activate_skill`.
+    pub(crate) skills: Option<&'a dyn crate::skills::Skills>,
     /// The call being run.
     pub call_id: &'a ToolCallId,
     /// The session's clients, for questions and client tools; `None` where nobody can answer.

@@ -25,6 +25,7 @@ pub(crate) fn run(
         attach_image: &|_| {},
         report_escaped: &|_, _| {},
         subagents: None,
+        skills: None,
         call_id: &agentd_proto::ToolCallId::from("call-test"),
         requests: None,
         stop_reason: &|| "by the user",

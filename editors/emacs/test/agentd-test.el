@@ -150,6 +150,34 @@
     (should (= (agentd--view-last-seq (agentd-test--view id))
                (alist-get 'last_seq (agentd--call "session/get" (list :session_id id)))))))
 
+(ert-deftest agentd-test-skills-and-commands-complete-after-a-slash ()
+  "The prompt offers the session's skills and commands; a command expands."
+  (let* ((dir (agentd-test--dir "commands"))
+         (skill (expand-file-name ".agents/skills/lint/SKILL.md" dir))
+         (command (expand-file-name ".agents/commands/greet.md" dir)))
+    (make-directory (file-name-directory skill) t)
+    (make-directory (file-name-directory command) t)
+    (with-temp-file skill (insert "---\nname: lint\ndescription: Lints code.\n---\nLint.\n"))
+    (with-temp-file command
+      (insert "---\ndescription: Greets someone\n---\nSay hello to $1.\n"))
+    (let ((id (agentd-new dir "commands")))
+      (should (equal (agentd--commands id)
+                     '(("/greet" . "Greets someone") ("/lint" . "Lints code."))))
+      ;; What the minibuffer offers: the names, each with its description.
+      (let (offered annotated)
+        (cl-letf (((symbol-function 'completing-read)
+                   (lambda (_prompt collection &rest _)
+                     (setq offered (all-completions "/" collection)
+                           annotated (funcall (plist-get completion-extra-properties
+                                                         :annotation-function)
+                                              "/greet"))
+                     "/greet World")))
+          (should (equal (agentd--read-prompt "Prompt: " id) "/greet World")))
+        (should (equal offered '("/greet" "/lint")))
+        (should (equal annotated "  Greets someone")))
+      (agentd-test--run id "/greet World")
+      (agentd-test--contains id "Echo: Say hello to World."))))
+
 (ert-deftest agentd-test-reasoning-and-long-output-are-folded ()
   "Reasoning is folded; so is long tool output, past its first lines."
   (let ((id (agentd-new (agentd-test--dir "folds"))))

@@ -9,6 +9,7 @@ import * as vscode from "vscode";
 import { AttachedSession } from "./attached";
 import { ChatView, type FromPage } from "./chatView";
 import { AgentdClient, type DaemonWatch } from "./client";
+import { type CommandItem, commandItems, startOf } from "./commands";
 import { BEFORE_SCHEME, EditDiffs } from "./diff";
 import type { SessionId, SessionState, SessionSummary } from "./protocol";
 import { SessionsTree } from "./sessionsTree";
@@ -252,11 +253,46 @@ class Extension implements vscode.Disposable {
       return;
     }
     const prompts = { submit: "Prompt", steer: "Steer the work in progress", follow_up: "Follow-up, run after the current input" };
-    const text = given ?? (await vscode.window.showInputBox({ prompt: prompts[mode], ignoreFocusOut: true }));
+    const text = given ?? (await this.ask(id, prompts[mode]));
     if (!text?.trim()) {
       return;
     }
     await this.send(id, mode, text);
+  }
+
+  /**
+   * Reads a prompt, offering the session's skills and prompt commands: picking one starts the
+   * prompt with `/name ` and the arguments follow; any other text is sent as typed (the daemon
+   * expands what names a command or a skill).
+   */
+  private async ask(id: SessionId, prompt: string): Promise<string | undefined> {
+    const listed = await this.client.request("session/commands", { session_id: id }).catch(() => undefined);
+    const items = listed ? commandItems(listed) : [];
+    if (items.length === 0) {
+      return vscode.window.showInputBox({ prompt, ignoreFocusOut: true });
+    }
+    const pick = vscode.window.createQuickPick<CommandItem>();
+    pick.title = prompt;
+    pick.placeholder = "A prompt, or / for the session's skills and commands";
+    pick.items = items;
+    pick.ignoreFocusOut = true;
+    pick.matchOnDetail = true;
+    const text = await new Promise<string | undefined>((resolve) => {
+      pick.onDidAccept(() => {
+        const [item] = pick.activeItems;
+        // Still choosing a name: the pick starts the prompt, and the arguments follow.
+        if (item && !/\s/.test(pick.value)) {
+          pick.value = startOf(item);
+          return;
+        }
+        resolve(pick.value);
+        pick.hide();
+      });
+      pick.onDidHide(() => resolve(undefined));
+      pick.show();
+    });
+    pick.dispose();
+    return text;
   }
 
   private async send(id: SessionId, mode: "submit" | "steer" | "follow_up", text: string): Promise<void> {

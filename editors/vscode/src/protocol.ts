@@ -26,6 +26,26 @@ export interface Methods {
   "session/close": [SessionParams, { state: SessionState }];
   "session/fork": [ForkParams, SessionSnapshot];
   "session/respond": [RespondParams, { request_id: RequestId; pending: number }];
+  "session/commands": [SessionParams, CommandsResponse];
+}
+
+/** What a `/name` input runs: an Agent Skill or a prompt template. */
+export type CommandKind = "skill" | "prompt";
+
+/** One name a prompt may start with, as `session/commands` lists it. */
+export interface CommandInfo {
+  name: string;
+  kind: CommandKind;
+  description: string;
+  argument_hint?: string | null;
+  scope: "project" | "user";
+  path: string;
+}
+
+/** The answer of `session/commands`. */
+export interface CommandsResponse {
+  commands: CommandInfo[];
+  warnings?: string[];
 }
 
 export type Method = keyof Methods;
@@ -271,6 +291,7 @@ export const METHOD_NAMES: readonly Method[] = [
   "session/close",
   "session/fork",
   "session/respond",
+  "session/commands",
 ];
 
 /** One event of one session; `kind` selects the shape of `data`. */

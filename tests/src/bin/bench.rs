@@ -1,7 +1,7 @@
 //! Benchmarks of the real daemon against an instant mock provider (run by hand, not in CI):
 //!
 //! ```text
-//! cargo run --release -p agentd-tests --bin agentd-bench [core|ssh|acp|sandbox|hooks]
+//! cargo run --release -p agentd-tests --bin agentd-bench [rounds|core|ssh|acp|sandbox|mcp|hooks|skills]
 //! ```
 //!
 //! With `core`, only the figures issue 23 holds the event path and the session core to (a
@@ -101,6 +101,10 @@ async fn main() {
     }
     if only.as_deref() == Some("hooks") {
         print_hooks(&hooks_bench().await);
+        return;
+    }
+    if only.as_deref() == Some("skills") {
+        print_skills(&skills_bench().await);
         return;
     }
     let mock = MockAnthropic::start().await.unwrap();
@@ -2065,5 +2069,90 @@ fn print_mcp(f: Option<&McpFigures>) {
         f.request_us,
         f.total_us,
         f.total_us - f.request_us
+    );
+}
+
+/// `session/create` with and without 100 Agent Skills (50 in the workspace, 50 in the home):
+/// the difference is what finding them at session start costs.
+struct SkillsFigures {
+    without: Duration,
+    with_100: Duration,
+    creates: usize,
+}
+
+async fn skills_bench() -> SkillsFigures {
+    const CREATES: usize = 41;
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = TestDaemon::start(&mock.url).await.unwrap();
+    let mut client = daemon.client().await.unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    let skill = |root: &Path, n: usize| {
+        let dir = root.join(format!(".agents/skills/skill-{n:03}"));
+        std::fs::create_dir_all(dir.join("references")).unwrap();
+        let description = format!(
+            "Does task number {n} the way this team does it: conventions, commands and checks. \
+             Use when the user asks for task {n} or mentions its tools."
+        );
+        let body = "Step by step instructions for the task.\n".repeat(25);
+        std::fs::write(
+            dir.join("SKILL.md"),
+            format!("---\nname: skill-{n:03}\ndescription: {description}\nlicense: MIT\nmetadata:\n  version: \"1.0\"\n---\n\n# Skill {n}\n\n{body}"),
+        )
+        .unwrap();
+        std::fs::write(dir.join("references/guide.md"), "A guide.\n").unwrap();
+    };
+    for n in 0..50 {
+        skill(workdir.path(), n);
+        skill(daemon.root.path(), 50 + n);
+    }
+    // The home's skills count for every session: first the sessions without any (the
+    // workspace's alone are then timed against an empty one), by turns.
+    let home_skills = daemon.root.path().join(".agents");
+    let parked = daemon.root.path().join("parked-agents");
+    let mut create = async |cwd: &Path| {
+        let started = Instant::now();
+        let id = daemon
+            .create_session(&mut client, cwd, json!({}))
+            .await
+            .unwrap();
+        let took = started.elapsed();
+        client
+            .call("session/close", json!({"session_id": id}))
+            .await
+            .unwrap();
+        took
+    };
+    let (mut without, mut with_100) = (Vec::new(), Vec::new());
+    for _ in 0..CREATES {
+        std::fs::rename(&home_skills, &parked).unwrap();
+        without.push(create(empty.path()).await);
+        std::fs::rename(&parked, &home_skills).unwrap();
+        with_100.push(create(workdir.path()).await);
+    }
+    without.sort();
+    with_100.sort();
+    let snapshot = client
+        .call("session/create", json!({"cwd": workdir.path()}))
+        .await
+        .unwrap();
+    let found = snapshot["skills"].as_array().map_or(0, Vec::len);
+    assert_eq!(found, 100, "every skill is found");
+    SkillsFigures {
+        without: percentile(&without, 0.5),
+        with_100: percentile(&with_100, 0.5),
+        creates: CREATES,
+    }
+}
+
+fn print_skills(f: &SkillsFigures) {
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "session/create, median of {}: {:.2} ms without skills, {:.2} ms with 100 skills: \
+         {:.2} ms to find them (goal: ≤ 2 ms)",
+        f.creates,
+        ms(f.without),
+        ms(f.with_100),
+        ms(f.with_100.saturating_sub(f.without))
     );
 }

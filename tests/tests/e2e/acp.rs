@@ -1121,3 +1121,81 @@ async fn an_editors_mcp_servers_give_the_session_their_tools() {
         [("e".to_owned(), "Echo: from the editor".to_owned())]
     );
 }
+
+/// The session's skills and prompt commands reach the editor as `available_commands_update`
+/// after `session/new` and `session/load`, and a `/name args` prompt is expanded by the daemon.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skills_and_commands_are_offered_as_available_commands() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    let skill = dir.path().join(".agents/skills/lint/SKILL.md");
+    std::fs::create_dir_all(skill.parent().unwrap()).unwrap();
+    std::fs::write(
+        &skill,
+        "---\nname: lint\ndescription: Lints code.\n---\nRun the linter.\n",
+    )
+    .unwrap();
+    let command = daemon.root.path().join("config/agentd/commands/fix.md");
+    std::fs::create_dir_all(command.parent().unwrap()).unwrap();
+    std::fs::write(
+        &command,
+        "---\ndescription: Fix an issue\nargument-hint: ISSUE\n---\nFix issue #$1.\n",
+    )
+    .unwrap();
+    mock.push_stream(sse::text("Fixing."));
+    let cwd = dir.path().to_owned();
+    let commands = |u: &acp::SessionUpdate| match u {
+        acp::SessionUpdate::AvailableCommandsUpdate(c) => Some(c.available_commands.clone()),
+        _ => None,
+    };
+    let (offered, reoffered) = with_acp(&daemon, async |cx, mut updates| {
+        let session = new_session(&cx, &cwd).await;
+        let offered = updates
+            .until(|u| commands(u).is_some())
+            .await
+            .iter()
+            .find_map(commands)
+            .unwrap();
+        cx.send_request(prompt(&session, "/fix 7"))
+            .block_task()
+            .await?;
+        cx.send_request(acp::LoadSessionRequest::new(session.clone(), &cwd))
+            .block_task()
+            .await?;
+        let reoffered = updates
+            .until(|u| commands(u).is_some())
+            .await
+            .iter()
+            .find_map(commands)
+            .unwrap();
+        Ok((offered, reoffered))
+    })
+    .await;
+    let shown: Vec<(String, String, Option<String>)> = offered
+        .iter()
+        .map(|c| {
+            let hint = c.input.as_ref().map(|i| match i {
+                acp::AvailableCommandInput::Unstructured(u) => u.hint.clone(),
+                _ => String::new(),
+            });
+            (c.name.clone(), c.description.clone(), hint)
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("fix".into(), "Fix an issue".into(), Some("ISSUE".into())),
+            ("lint".into(), "Lints code.".into(), None),
+        ]
+    );
+    assert_eq!(offered, reoffered);
+    let requests = mock.wait_requests(1).await;
+    assert!(
+        requests[0].body["messages"]
+            .to_string()
+            .contains("Fix issue #7."),
+        "{}",
+        requests[0].body
+    );
+}

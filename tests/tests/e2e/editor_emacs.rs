@@ -245,6 +245,7 @@ async fn the_emacs_package_passes_its_suite_against_the_daemon() {
     for scenario in [
         "framing-survives-partial-lines",
         "submit-with-a-tool-round-trip",
+        "skills-and-commands-complete-after-a-slash",
         "reasoning-and-long-output-are-folded",
         "an-edit-opens-as-a-diff",
         "steer-and-follow-up-while-working",

@@ -363,6 +363,22 @@ async fn reconnects_after_a_daemon_restart_without_loss_or_duplicates() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completes_skills_and_commands_and_the_daemon_expands_them() {
+    let Some(nvim) = nvim() else { return };
+    let (mock, daemon, workdir) = daemon().await;
+    mock.push_stream(sse::text("Hello, World."));
+    run(&nvim, &daemon, "commands.lua", workdir.path()).await;
+    let requests = mock.wait_requests(1).await;
+    assert!(
+        requests[0].body["messages"]
+            .to_string()
+            .contains("Say hello to World."),
+        "{}",
+        requests[0].body
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn checkhealth_reports_the_daemon_and_the_help_tags_build() {
     let Some(nvim) = nvim() else { return };
     let (_mock, daemon, workdir) = daemon().await;

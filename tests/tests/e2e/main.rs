@@ -53,6 +53,7 @@ mod provider_limits;
 mod sandbox;
 mod secrets;
 mod session_core;
+mod skills;
 mod ssh;
 mod streams;
 mod subagents;

@@ -252,7 +252,8 @@ pub(super) fn messages<'a>(history: &[&'a Turn]) -> Vec<Message<'a>> {
     };
     for turn in history {
         match turn {
-            Turn::User { text, images, .. } | Turn::Steering { text, images, .. } => {
+            Turn::User { images, .. } | Turn::Steering { images, .. } => {
+                let text = turn.model_text();
                 // Images before the text they go with, as Anthropic's guide advises.
                 let mut blocks: Vec<Block<'a>> = images.iter().map(Block::image).collect();
                 if !text.is_empty() || blocks.is_empty() {

@@ -292,6 +292,7 @@ fn history_maps_to_alternating_messages_with_results_first_and_user_images() {
                 media_type: "image/png".into(),
                 data: "iVBORw0K".into(),
             }],
+            expanded: None,
         },
         Turn::Assistant {
             text: "ok".into(),
@@ -351,6 +352,7 @@ fn the_request_body_carries_the_cache_breakpoints_and_the_thinking_budget() {
             text: "go".into(),
             input_id: InputId("i1".into()),
             images: vec![],
+            expanded: None,
         },
         Turn::Assistant {
             text: String::new(),

@@ -193,6 +193,7 @@ fn history_echoes_signatures_on_the_same_parts() {
             text: "weather?".into(),
             input_id: InputId("i".into()),
             images: vec![],
+            expanded: None,
         },
         Turn::Assistant {
             text: "Checking.".into(),

@@ -218,6 +218,7 @@ fn stateless_input_replays_reasoning_only_to_openai() {
             text: "add".into(),
             input_id: InputId("i".into()),
             images: vec![],
+            expanded: None,
         },
         assistant(Some(ProviderKind::Openai)),
         Turn::ToolResults {

@@ -290,6 +290,7 @@ fn history_maps_to_chat_messages() {
             text: "go".into(),
             input_id: InputId("i".into()),
             images: vec![],
+            expanded: None,
         },
         Turn::Assistant {
             text: String::new(),

@@ -12,6 +12,7 @@ use crate::exec::{
 use crate::hooks::{Hooks, HooksSpec, project_hooks};
 use crate::profile::Profile;
 use crate::session::{Error, History, Restored, Session, SessionSpec, Template};
+use crate::skills::{Catalog, Roots};
 use crate::store::{ParentLink, SessionFiles, SessionRecord};
 use agentd_proto::{DaemonEvent, Environment, ForkOrigin, ProviderKind, SessionId, SshEnvironment};
 use std::path::{Path, PathBuf};
@@ -181,6 +182,21 @@ impl Registry {
         })))
     }
 
+    /// The skills and commands of a session made from `template`, found off the async
+    /// workers: the workspace's when it is on this machine, and the user's.
+    async fn catalog(&self, template: &Template) -> Result<Arc<Catalog>, Error> {
+        let project = template
+            .environment
+            .is_local()
+            .then(|| template.cwd.clone());
+        let protected = self.protected.clone();
+        tokio::task::spawn_blocking(move || {
+            Arc::new(Catalog::discover(&Roots::for_user(project), &protected))
+        })
+        .await
+        .map_err(crashed)
+    }
+
     /// A spec for session `id` from its parts, with the providers of `current`.
     fn spec(
         &self,
@@ -189,6 +205,7 @@ impl Registry {
         new: NewSession,
         files: Option<SessionFiles>,
         resumed: bool,
+        catalog: Arc<Catalog>,
     ) -> Result<SessionSpec, Error> {
         let NewSession {
             template,
@@ -236,6 +253,7 @@ impl Registry {
             restored: None,
             mcp: Some(mcp),
             hooks,
+            catalog,
             parent,
             cancel: self.cancel.child_token(),
         })
@@ -264,7 +282,8 @@ impl Registry {
             }
             None => None,
         };
-        let spec = self.spec(current, id.clone(), new, files, false)?;
+        let catalog = self.catalog(&new.template).await?;
+        let spec = self.spec(current, id.clone(), new, files, false, catalog)?;
         let session = Session::spawn(spec, Some(self.daemon_events.clone()), &self.tasks);
         // A session the client is told about is stored, record and all.
         session.saved().await;
@@ -331,7 +350,8 @@ impl Registry {
             forked_from: record.forked_from.clone(),
             parent: record.parent.clone(),
         };
-        let mut spec = self.spec(&current, id, new, Some(files), true)?;
+        let catalog = self.catalog(&new.template).await?;
+        let mut spec = self.spec(&current, id, new, Some(files), true, catalog)?;
         spec.restored = Some(Restored {
             last_seq: loaded.last_seq,
             unclean: record.open || loaded.repaired,

@@ -104,6 +104,8 @@ pub(super) struct Core {
     pending: Vec<Pending>,
     /// Recently settled requests and who settled them, so a late answer gets a clear error.
     settled: VecDeque<(RequestId, ResolvedBy)>,
+    /// The skills active at a leaf of the history (see `make_view`).
+    active_skills: std::cell::RefCell<(Option<agentd_proto::EntryId>, Arc<[String]>)>,
 }
 
 /// The session task's state and everything its work needs.

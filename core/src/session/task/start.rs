@@ -40,6 +40,7 @@ pub(in crate::session) fn start(
         parent: spec.parent,
         env: spec.env,
         environment: spec.environment,
+        catalog: spec.catalog,
     });
     let (last_seq, updated) = restored.as_ref().map_or((0, crate::session::now()), |r| {
         (r.last_seq, r.record.updated.clone())
@@ -58,10 +59,10 @@ pub(in crate::session) fn start(
         config.sandbox = agentd_proto::SandboxMode::ReadOnly;
     }
     // A config validated at creation; only a record edited by hand can fail here.
-    let (tools, tools_warning) = match session_tools(&info.profile.tools, &config) {
+    let (tools, tools_warning) = match session_tools(&info.base_tools(), &config) {
         Ok(tools) => (tools, None),
         Err(e) => (
-            info.profile.tools.clone(),
+            info.base_tools().into_owned(),
             Some(format!("the session's client tools are not offered: {e}")),
         ),
     };
@@ -104,6 +105,7 @@ pub(in crate::session) fn start(
         tools: Arc::new(tools),
         pending: Vec::new(),
         settled: VecDeque::new(),
+        active_skills: Default::default(),
     };
     if let Some(message) = tools_warning {
         core.emit(EventBody::warning(message));
@@ -117,6 +119,11 @@ pub(in crate::session) fn start(
                 config: Box::new((*core.config).clone()),
                 title: info.title.clone(),
             });
+            for warning in &info.catalog.warnings {
+                core.emit(EventBody::warning(format!(
+                    "skills and commands: {warning}"
+                )));
+            }
             // A fork's copied history.
             if let Some(writer) = core.log.writer() {
                 for entry in core.history.branch() {
@@ -202,5 +209,6 @@ fn placeholder_view(config: Arc<agentd_proto::SessionConfig>) -> View {
         storage_failing: false,
         active: Instant::now(),
         pending: Arc::default(),
+        active_skills: Arc::default(),
     }
 }

@@ -34,7 +34,21 @@ impl Core {
             storage_failing: self.storage_error.is_some(),
             active: Instant::now(),
             pending: Arc::new(self.pending.iter().map(|p| p.request.clone()).collect()),
+            active_skills: self.active_skills(),
         }
+    }
+
+    /// The skills active on the current branch, read again only when its leaf moved.
+    fn active_skills(&self) -> Arc<[String]> {
+        if self.info.catalog.skills.is_empty() {
+            return Arc::default();
+        }
+        let leaf = self.history.leaf().cloned();
+        let mut cache = self.active_skills.borrow_mut();
+        if cache.0 != leaf {
+            *cache = (leaf, crate::skills::active(&self.history.context()).into());
+        }
+        cache.1.clone()
     }
 
     /// Publishes the view after a change.
@@ -203,7 +217,7 @@ impl Core {
         crate::config::validate_session_config(&next)
             .map_err(|e| Error::InvalidConfig(e.to_string()))?;
         self.tools =
-            Arc::new(session_tools(&self.info.profile.tools, &next).map_err(Error::InvalidConfig)?);
+            Arc::new(session_tools(&self.info.base_tools(), &next).map_err(Error::InvalidConfig)?);
         self.config = Arc::new(next.clone());
         self.publish();
         self.save();

@@ -411,7 +411,20 @@ function M.subcommand_names()
   return names
 end
 
---- Completion for `:Agentd`: subcommands, then session ids, decisions or `clear`.
+--- The current session's skills and prompt commands as `/name` (none without a session).
+---@return string[]
+function M.command_names()
+  local id = vim.b.agentd_session or current
+  local result = id and conn.connected() and conn.call_sync("session/commands", { session_id = id }, 1000)
+  local names = {}
+  for _, c in ipairs(result and result.commands or {}) do
+    names[#names + 1] = "/" .. c.name
+  end
+  return names
+end
+
+--- Completion for `:Agentd`: subcommands, then session ids, decisions or `clear`, and the
+--- session's `/name` skills and commands as the first word of a prompt.
 ---@param arglead string
 ---@param cmdline string
 ---@return string[]
@@ -431,6 +444,12 @@ function M.complete(arglead, cmdline)
     candidates = { "allow", "always", "deny" }
   elseif words[1] == "queue" then
     candidates = { "clear" }
+  elseif
+    (words[1] == "submit" or words[1] == "steer" or words[1] == "follow_up")
+    and vim.startswith(arglead, "/")
+    and (#words == 1 or (#words == 2 and arglead ~= ""))
+  then
+    candidates = M.command_names()
   else
     return {}
   end

@@ -15,6 +15,7 @@ import * as path from "node:path";
 import { after, test } from "node:test";
 import { AttachedSession } from "../attached";
 import { AgentdClient, RpcError, type SessionWatch, UnavailableError } from "../client";
+import { commandItems } from "../commands";
 import type { AgentdEvent, DaemonEvent, EventKind, SessionState } from "../protocol";
 import { type Op, pendingItem, type RequestItem, responseFor, TYPE_ANSWER, Transcript } from "../transcript";
 
@@ -417,6 +418,24 @@ test("a question from the model is answered with typed text", async () => {
   assert.deepEqual(s.events.kind("question_resolved").map((e) => e.data.answer), ["green"]);
   assert.match(s.events.kind("assistant_text_end").map((e) => e.data.text).join(""), /^result: .*green/s);
   assert.ok(transcriptOf(s.cwd, s.events.all).items.some((i) => i.kind === "request" && i.resolved === "answered: green"));
+});
+
+test("the prompt box offers the session's skills and commands", async () => {
+  const client = newClient();
+  const cwd = tempDir();
+  fs.mkdirSync(path.join(cwd, ".agents/skills/lint"), { recursive: true });
+  fs.writeFileSync(path.join(cwd, ".agents/skills/lint/SKILL.md"), "---\nname: lint\ndescription: Lints code.\n---\nLint.\n");
+  fs.mkdirSync(path.join(cwd, ".agents/commands"), { recursive: true });
+  fs.writeFileSync(path.join(cwd, ".agents/commands/greet.md"), "---\ndescription: Greets\nargument-hint: NAME\n---\nSay hello to $1.\n");
+  const snapshot = await client.request("session/create", { cwd });
+  const listed = await client.request("session/commands", { session_id: snapshot.session_id });
+  assert.deepEqual(
+    commandItems(listed).map((i) => [i.label, i.description, i.detail]),
+    [
+      ["/greet", "command", "NAME — Greets"],
+      ["/lint", "skill", "Lints code."],
+    ],
+  );
 });
 
 test("daemon errors arrive typed, with the daemon's message", async () => {

@@ -1,0 +1,185 @@
+//! The YAML frontmatter of `SKILL.md` and command files, read leniently: valid YAML through
+//! serde-saphyr, and, where a file in the wild is not valid YAML (an unquoted `: ` in a
+//! description is the usual case), its top-level `key: value` lines one by one, with a
+//! warning, as other clients do.
+
+use serde::Deserialize;
+
+/// The fields agentd uses; the spec's others (`license`, `compatibility`, `metadata`,
+/// `allowed-tools`) are kept in the file and ignored.
+#[derive(Debug, Default, PartialEq, Deserialize)]
+pub(super) struct Frontmatter {
+    #[serde(default, deserialize_with = "text")]
+    pub(super) name: Option<String>,
+    #[serde(default, deserialize_with = "text")]
+    pub(super) description: Option<String>,
+    #[serde(default, deserialize_with = "text", rename = "argument-hint")]
+    pub(super) argument_hint: Option<String>,
+    #[serde(default, deserialize_with = "text")]
+    pub(super) compatibility: Option<String>,
+}
+
+/// A scalar of any type as text (`name: 2024` is a number to YAML); anything else is absent.
+fn text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Scalar {
+        Text(String),
+        Int(i64),
+        Float(f64),
+        Bool(bool),
+        Other(serde::de::IgnoredAny),
+    }
+    Ok(match Scalar::deserialize(d)? {
+        Scalar::Text(s) => Some(s),
+        Scalar::Int(n) => Some(n.to_string()),
+        Scalar::Float(n) => Some(n.to_string()),
+        Scalar::Bool(b) => Some(b.to_string()),
+        Scalar::Other(_) => None,
+    })
+}
+
+/// A file split into its frontmatter (`None` when it has none) and its body.
+pub(super) struct Split<'a> {
+    pub(super) yaml: Option<&'a str>,
+    pub(super) body: &'a str,
+}
+
+/// Splits `text` at the `---` lines that open and close its frontmatter.
+pub(super) fn split(text: &str) -> Split<'_> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let Some(rest) = text
+        .strip_prefix("---\n")
+        .or_else(|| text.strip_prefix("---\r\n"))
+    else {
+        return Split {
+            yaml: None,
+            body: text,
+        };
+    };
+    let mut offset = 0;
+    for line in rest.split_inclusive('\n') {
+        if line.trim_end() == "---" {
+            return Split {
+                yaml: Some(&rest[..offset]),
+                body: &rest[offset + line.len()..],
+            };
+        }
+        offset += line.len();
+    }
+    // No closing line: not frontmatter.
+    Split {
+        yaml: None,
+        body: text,
+    }
+}
+
+/// Parses frontmatter; the warning says when the lenient reading was needed.
+pub(super) fn parse(yaml: &str) -> (Frontmatter, Option<String>) {
+    match serde_saphyr::from_str::<Option<Frontmatter>>(yaml) {
+        Ok(front) => (front.unwrap_or_default(), None),
+        Err(e) => {
+            let first = e.to_string();
+            let first = first.lines().next().unwrap_or_default().to_owned();
+            (
+                by_lines(yaml),
+                Some(format!(
+                    "its frontmatter is not valid YAML ({first}); its top-level lines were read one by one"
+                )),
+            )
+        }
+    }
+}
+
+/// Top-level `key: value` lines, quotes removed.
+fn by_lines(yaml: &str) -> Frontmatter {
+    let mut front = Frontmatter::default();
+    for line in yaml.lines() {
+        if line.starts_with([' ', '\t', '#']) {
+            continue;
+        }
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        let value = value
+            .strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+            .unwrap_or(value)
+            .to_owned();
+        let slot = match key.trim() {
+            "name" => &mut front.name,
+            "description" => &mut front.description,
+            "argument-hint" => &mut front.argument_hint,
+            "compatibility" => &mut front.compatibility,
+            _ => continue,
+        };
+        if !value.is_empty() {
+            *slot = Some(value);
+        }
+    }
+    front
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frontmatter_is_split_from_the_body() {
+        let s = split("---\nname: a\n---\n# Body\n");
+        assert_eq!(s.yaml, Some("name: a\n"));
+        assert_eq!(s.body, "# Body\n");
+        let s = split("\u{feff}---\r\nname: a\r\n---\r\nbody");
+        assert_eq!(s.yaml, Some("name: a\r\n"));
+        assert_eq!(s.body, "body");
+        assert!(split("# no frontmatter\n").yaml.is_none());
+        assert!(split("---\nname: a\nnever closed\n").yaml.is_none());
+    }
+
+    #[test]
+    fn valid_yaml_is_read_with_its_types_and_folded_strings() {
+        let (f, warning) = parse(
+            "name: pdf\ndescription: >-\n  Extract text\n  and tables.\nmetadata:\n  version: \"1.0\"\nallowed-tools: Bash(git:*) Read\n",
+        );
+        assert_eq!(warning, None);
+        assert_eq!(f.name.as_deref(), Some("pdf"));
+        assert_eq!(f.description.as_deref(), Some("Extract text and tables."));
+        let (f, _) = parse("name: 2024\ndescription: [not, text]\n");
+        assert_eq!(f.name.as_deref(), Some("2024"));
+        assert_eq!(f.description, None);
+    }
+
+    #[test]
+    fn invalid_yaml_is_read_line_by_line_with_a_warning() {
+        let (f, warning) =
+            parse("name: review\ndescription: Use when: the user asks for a review\n  bad: [\n");
+        assert!(warning.unwrap().contains("not valid YAML"));
+        assert_eq!(f.name.as_deref(), Some("review"));
+        assert_eq!(
+            f.description.as_deref(),
+            Some("Use when: the user asks for a review")
+        );
+    }
+
+    #[test]
+    fn hostile_yaml_costs_little() {
+        // Nested aliases that would expand to billions of nodes.
+        let mut yaml = String::from("a: &a [x,x,x,x,x,x,x,x,x,x]\n");
+        for n in 1..20 {
+            let prev = (b'a' + n - 1) as char;
+            let this = (b'a' + n) as char;
+            yaml.push_str(&format!(
+                "{this}: &{this} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]\n"
+            ));
+        }
+        yaml.push_str("name: bomb\ndescription: d\n");
+        let started = std::time::Instant::now();
+        let _ = parse(&yaml);
+        let deep = "[".repeat(100_000);
+        let _ = parse(&deep);
+        // Not a timing assertion on the machine's speed: unbounded expansion takes hours.
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    }
+}
