@@ -70,6 +70,11 @@ pub(super) struct Commands {
 }
 
 enum Request {
+    /// Start the worker if none runs, so the first command does not wait for it (its channel
+    /// starts the remote login shell, whose startup files may take a second).
+    Warm {
+        timeout: Duration,
+    },
     Start {
         id: u32,
         payload: Vec<u8>,
@@ -108,6 +113,12 @@ impl Commands {
             requests,
             next: AtomicU32::new(1),
         }
+    }
+
+    /// Starts the worker in the background if none runs.
+    pub(super) fn warm(&self, timeout: Duration) {
+        // Full: commands are coming anyway, and the first starts it.
+        let _ = self.requests.try_send(Request::Warm { timeout });
     }
 
     /// Starts `command` in `cwd` with exactly the variables `env` (`NAME=VALUE`), none of
@@ -419,25 +430,20 @@ async fn serve(target: SshTarget, control: PathBuf, mut requests: mpsc::Receiver
             request = requests.recv() => {
                 let Some(request) = request else { return };
                 let sent = match request {
+                    Request::Warm { timeout } => {
+                        if worker.is_none() {
+                            worker = ensure(&target, &control, timeout, &mut failed).await.ok();
+                        }
+                        Ok(())
+                    }
                     Request::Start { id, payload, timeout, mut route } => {
                         if worker.is_none() {
-                            match &failed {
-                                Some((at, why)) if at.elapsed() < RETRY_AFTER => {
-                                    reply(&mut route, Err(Unstarted::NoWorker(why.clone())));
+                            match ensure(&target, &control, timeout, &mut failed).await {
+                                Ok(w) => worker = Some(w),
+                                Err(why) => {
+                                    reply(&mut route, Err(Unstarted::NoWorker(why)));
                                     continue;
                                 }
-                                _ => match Worker::start(&target, &control, timeout).await {
-                                    Ok(w) => {
-                                        failed = None;
-                                        worker = Some(w);
-                                    }
-                                    Err(why) => {
-                                        tracing::info!(host = %target.label, "no command worker, commands use channels of their own: {why}");
-                                        reply(&mut route, Err(Unstarted::NoWorker(why.clone())));
-                                        failed = Some((Instant::now(), why));
-                                        continue;
-                                    }
-                                },
                             }
                         }
                         routes.insert(id, route);
@@ -480,6 +486,31 @@ async fn serve(target: SshTarget, control: PathBuf, mut requests: mpsc::Receiver
                     routes.clear();
                 }
             },
+        }
+    }
+}
+
+/// A new worker, unless one failed to start less than [`RETRY_AFTER`] ago; records a failure.
+async fn ensure(
+    target: &SshTarget,
+    control: &std::path::Path,
+    timeout: Duration,
+    failed: &mut Option<(Instant, String)>,
+) -> Result<Worker, String> {
+    if let Some((at, why)) = failed.as_ref() {
+        if at.elapsed() < RETRY_AFTER {
+            return Err(why.clone());
+        }
+    }
+    match Worker::start(target, control, timeout).await {
+        Ok(w) => {
+            *failed = None;
+            Ok(w)
+        }
+        Err(why) => {
+            tracing::info!(host = %target.label, "no command worker, commands use channels of their own: {why}");
+            *failed = Some((Instant::now(), why.clone()));
+            Err(why)
         }
     }
 }

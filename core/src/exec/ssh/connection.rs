@@ -267,7 +267,11 @@ impl Connection {
                 self.target.label
             ))
         })?;
-        Ok(self.facts.get_or_init(|| facts))
+        let facts = self.facts.get_or_init(|| facts);
+        if facts.perl {
+            self.commands.warm(CONNECT_TIMEOUT);
+        }
+        Ok(facts)
     }
 
     /// An `ssh` mux client running `script` (bash) with `args` as `$1...` on the remote.
