@@ -41,6 +41,23 @@ pub fn sshd_program() -> Option<PathBuf> {
         .flatten()
 }
 
+/// A directory for a remote `PATH` holding links to every program on this `PATH` but
+/// `missing`: a remote machine without them (`perl`, `rg`).
+pub fn path_without(missing: &[&str]) -> Result<tempfile::TempDir> {
+    let dir = tempfile::Builder::new().prefix("path").tempdir_in("/tmp")?;
+    for bin in std::env::var("PATH").unwrap_or_default().split(':') {
+        for entry in std::fs::read_dir(bin).into_iter().flatten().flatten() {
+            let name = entry.file_name();
+            let link = dir.path().join(&name);
+            if missing.iter().any(|m| name == **m) || link.symlink_metadata().is_ok() {
+                continue;
+            }
+            std::os::unix::fs::symlink(entry.path(), link)?;
+        }
+    }
+    Ok(dir)
+}
+
 fn keygen(path: &Path) -> Result<()> {
     let status = Command::new("ssh-keygen")
         .args(["-q", "-t", "ed25519", "-N", "", "-C", "agentd-test", "-f"])

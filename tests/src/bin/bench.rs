@@ -22,7 +22,7 @@
 //! generated tree of 50,000 files beside `rg` (when installed) on the same tree, and, with
 //! 10,000 stored sessions, the time from starting the daemon to its socket answering,
 //! `session/list`, and the first `session/get` of a stored session (which loads it), and
-//! (with `sshd` installed) the time per `read_file` round of a session over ssh beside a
+//! (with `sshd` installed) the time per `read_file` and per `shell` round of a session over ssh beside a
 //! local one.
 //!
 //! With the daemon under `strace` (when installed; the daemons take turns, one task each, so
@@ -643,44 +643,64 @@ fn print_core(f: &CoreFigures) {
 const SSH_ROUNDS: usize = 20;
 const SSH_RUNS: usize = 15;
 
-/// Sorted times per tool round of a local session and of a remote one, after the first; and
-/// of the first round, which includes the session's start (its git snapshot and project docs).
+/// Sorted times per tool round of one task in one environment, after the first; and of the
+/// first round, which includes the session's start (its git snapshot and project docs).
+#[derive(Default)]
 struct SshFigures {
-    local: Vec<Duration>,
-    remote: Vec<Duration>,
-    local_first: Vec<Duration>,
-    remote_first: Vec<Duration>,
+    per_round: Vec<Duration>,
+    first: Vec<Duration>,
 }
 
-fn print_ssh(figures: Option<&SshFigures>) {
-    let Some(f) = figures else {
+/// The tasks [`ssh_bench`] times: `read_file` rounds (the remote file worker) and `shell`
+/// rounds (`echo`, a remote command each).
+const SSH_TOOLS: [&str; 2] = ["read_file", "shell"];
+
+/// Where each task runs: locally, over ssh, and over ssh to a remote without Perl, whose
+/// commands each get a channel of their own as every remote command did before the command
+/// worker.
+const SSH_PLACES: [&str; 3] = ["local", "ssh", "ssh without perl"];
+
+fn print_ssh(figures: Option<&[[SshFigures; 3]; 2]>) {
+    let Some(tasks) = figures else {
         println!("ssh: sshd is not installed; not measured");
         return;
     };
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let (local, remote) = (ms(f.local[SSH_RUNS / 2]), ms(f.remote[SSH_RUNS / 2]));
-    println!(
-        "ssh: per read_file round, {SSH_ROUNDS}-round task, sshd on 127.0.0.1: local median {local:.2} ms, ssh median {remote:.2} ms, +{:.2} ms per round ({SSH_RUNS} runs each, by turns)",
-        remote - local
-    );
-    let (local, remote) = (
-        ms(f.local_first[SSH_RUNS / 2]),
-        ms(f.remote_first[SSH_RUNS / 2]),
-    );
-    println!(
-        "  first round of a new session (its start: git snapshot, project docs): local median {local:.2} ms, ssh median {remote:.2} ms"
-    );
+    for (tool, places) in SSH_TOOLS.iter().zip(tasks) {
+        let local = ms(places[0].per_round[SSH_RUNS / 2]);
+        let remote: Vec<String> = SSH_PLACES[1..]
+            .iter()
+            .zip(&places[1..])
+            .map(|(place, f)| {
+                let m = ms(f.per_round[SSH_RUNS / 2]);
+                format!("{place} median {m:.2} ms (+{:.2} ms)", m - local)
+            })
+            .collect();
+        println!(
+            "ssh: per {tool} round, {SSH_ROUNDS}-round task, sshd on 127.0.0.1: local median {local:.2} ms, {} ({SSH_RUNS} runs each, by turns)",
+            remote.join(", ")
+        );
+        let first: Vec<String> = SSH_PLACES
+            .iter()
+            .zip(places)
+            .map(|(place, f)| format!("{place} median {:.2} ms", ms(f.first[SSH_RUNS / 2])))
+            .collect();
+        println!(
+            "  first round of a new session (its start: git snapshot, project docs): {}",
+            first.join(", ")
+        );
+    }
 }
 
 /// Runs one task in `session`: the time to the end of its first tool call (the session's
 /// start included), and the time of the rest.
-async fn timed_task(client: &mut RawClient, session: &str) -> (Duration, Duration) {
+async fn timed_task(client: &mut RawClient, session: &str, text: &str) -> (Duration, Duration) {
     client.subscribe(session, None).await.unwrap();
     let started = Instant::now();
     client
         .call(
             "session/submit",
-            json!({"session_id": session, "text": "go"}),
+            json!({"session_id": session, "text": text}),
         )
         .await
         .unwrap();
@@ -726,7 +746,7 @@ async fn sandbox_bench() -> SandboxFigures {
                 )
                 .await
                 .unwrap();
-            let (first, rest) = timed_task(&mut client, &session).await;
+            let (first, rest) = timed_task(&mut client, &session, "go").await;
             // The first run is a warm-up.
             if run > 0 {
                 figures.per_round[i].push(rest / (ROUNDS - 1) as u32);
@@ -794,7 +814,7 @@ async fn hooks_bench() -> HookFigures {
                 )
                 .await
                 .unwrap();
-            let (_, rest) = timed_task(&mut client, &session).await;
+            let (_, rest) = timed_task(&mut client, &session, "go").await;
             if run > 0 {
                 figures.per_round[i].push(rest / (ROUNDS - 1) as u32);
             }
@@ -835,88 +855,82 @@ fn print_hooks(f: &HookFigures) {
     );
 }
 
-/// Answers `SSH_ROUNDS` `read_file` calls, then text.
-fn read_rounds(body: &Value) -> Reply {
+/// Answers `SSH_ROUNDS` calls of the tool the task's text names (`read_file` of `f.txt`, or
+/// `shell` running `echo`), then text.
+fn ssh_rounds(body: &Value) -> Reply {
     let done = tool_results(body);
-    Reply::Stream(if done < SSH_ROUNDS {
-        sse::tools(
-            "",
-            &[(
-                &format!("r{done}"),
-                "read_file",
-                json!({"file_path": "f.txt"}),
-            )],
-        )
+    if done >= SSH_ROUNDS {
+        return Reply::Stream(sse::text("done"));
+    }
+    let id = format!("r{done}");
+    Reply::Stream(if body["messages"][0].to_string().contains("shell") {
+        sse::shell(&id, &format!("echo round-{done}"))
     } else {
-        sse::text("done")
+        sse::tools("", &[(&id, "read_file", json!({"file_path": "f.txt"}))])
     })
 }
 
-/// The same `read_file` task, by turns in a local session and in one over ssh to an `sshd`
-/// on 127.0.0.1 (one connection, started before the first timed run); `None` without sshd.
-async fn ssh_bench() -> Option<SshFigures> {
+/// Each task of [`SSH_TOOLS`], by turns in each of [`SSH_PLACES`] (sshd on 127.0.0.1; one
+/// connection each, started by the warm-up run); `None` without sshd.
+async fn ssh_bench() -> Option<[[SshFigures; 3]; 2]> {
     let server = agentd_tests::sshd::SshServer::start().unwrap()?;
+    let no_perl = agentd_tests::sshd::path_without(&["perl"]).unwrap();
+    let plain =
+        agentd_tests::sshd::SshServer::start_with_path(Some(&no_perl.path().display().to_string()))
+            .unwrap()?;
     let mock = MockAnthropic::start().await.unwrap();
-    mock.respond_with(read_rounds);
+    mock.respond_with(ssh_rounds);
+    let hosts = format!("{}{}", server.host_entry("box"), plain.host_entry("plain"));
     let daemon = TestDaemon::start_with_config(
         &[
             ("ANTHROPIC_BASE_URL", &mock.url),
             ("ANTHROPIC_API_KEY", "bench-key"),
         ],
-        Some(&server.host_entry("box")),
+        Some(&hosts),
     )
     .await
     .unwrap();
     let mut client = daemon.client().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("f.txt"), "x\n".repeat(100)).unwrap();
-    let mut figures = SshFigures {
-        local: Vec::new(),
-        remote: Vec::new(),
-        local_first: Vec::new(),
-        remote_first: Vec::new(),
-    };
-    // The first run of each is a warm-up: it starts the connection and the remote worker.
-    for run in 0..=SSH_RUNS {
-        for remote in [false, true] {
-            let session = if remote {
-                let created = client
-                    .call(
-                        "session/create",
-                        json!({"environment": {"kind": "ssh", "host": "box",
-                            "cwd": dir.path().display().to_string()}}),
-                    )
-                    .await
-                    .unwrap();
-                created["session_id"].as_str().unwrap().to_owned()
-            } else {
-                daemon
-                    .create_session(&mut client, dir.path(), json!({}))
-                    .await
-                    .unwrap()
-            };
-            let (first, rest) = timed_task(&mut client, &session).await;
-            let per_round = rest / (SSH_ROUNDS - 1) as u32;
-            if run > 0 {
-                let (rounds, firsts) = if remote {
-                    (&mut figures.remote, &mut figures.remote_first)
-                } else {
-                    (&mut figures.local, &mut figures.local_first)
+    let mut tasks: [[SshFigures; 3]; 2] = Default::default();
+    for (tool, places) in SSH_TOOLS.iter().zip(&mut tasks) {
+        // The first run of each is a warm-up: it starts the connection and the remote workers.
+        for run in 0..=SSH_RUNS {
+            for (place, figures) in [None, Some("box"), Some("plain")]
+                .into_iter()
+                .zip(&mut *places)
+            {
+                let session = match place {
+                    Some(host) => {
+                        let created = client
+                            .call(
+                                "session/create",
+                                json!({"environment": {"kind": "ssh", "host": host,
+                                    "cwd": dir.path().display().to_string()}}),
+                            )
+                            .await
+                            .unwrap();
+                        created["session_id"].as_str().unwrap().to_owned()
+                    }
+                    None => daemon
+                        .create_session(&mut client, dir.path(), json!({}))
+                        .await
+                        .unwrap(),
                 };
-                rounds.push(per_round);
-                firsts.push(first);
+                let (first, rest) = timed_task(&mut client, &session, tool).await;
+                if run > 0 {
+                    figures.per_round.push(rest / (SSH_ROUNDS - 1) as u32);
+                    figures.first.push(first);
+                }
             }
         }
+        for figures in places.iter_mut() {
+            figures.per_round.sort();
+            figures.first.sort();
+        }
     }
-    for times in [
-        &mut figures.local,
-        &mut figures.remote,
-        &mut figures.local_first,
-        &mut figures.remote_first,
-    ] {
-        times.sort();
-    }
-    Some(figures)
+    Some(tasks)
 }
 
 /// Event latency: the provider sends one text delta at a time; each is timed until the

@@ -326,6 +326,88 @@ async fn an_abort_ends_the_remote_process_tree() {
     assert!(outputs[0].contains("ready"), "{outputs:?}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_output_streams_as_it_comes_and_the_exit_status_follows() {
+    let Some(server) = server() else { return };
+    let mut s = remote_setup(&server).await;
+    let flag = s.workdir.path().join("go");
+    s.mock.push_stream(sse::shell(
+        "t1",
+        &format!(
+            "echo first; while [ ! -f {} ]; do sleep 0.02; done; echo second >&2; exit 3",
+            flag.display()
+        ),
+    ));
+    s.mock.push_stream(sse::text("done"));
+    s.start("stream").await;
+    // The command is still waiting for the flag: "first" came while it ran.
+    s.client
+        .events_until("tool_call_output_delta", |e| {
+            e["data"]["delta"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("first")
+        })
+        .await
+        .unwrap();
+    assert!(!flag.exists());
+    std::fs::write(&flag, "").unwrap();
+    let events = s.until("processing_end").await;
+    let deltas = data_of(&events, "tool_call_output_delta", "delta");
+    assert!(deltas.iter().any(|d| d.contains("second")), "{deltas:?}");
+    let outputs = tool_outputs(&events);
+    assert!(
+        outputs[0].contains("first\n")
+            && outputs[0].contains("second\n")
+            && outputs[0].contains("[exit code: 3"),
+        "{outputs:?}"
+    );
+}
+
+/// Where a command ran: its parent's name on the remote, and what it printed.
+async fn parent_and_output(s: &mut Setup) -> (String, String) {
+    s.mock.push_stream(sse::shell(
+        "t1",
+        "echo \"parent=$(cat /proc/$PPID/comm)\"; echo \"pwd=$(pwd)\"; echo err >&2; exit 4",
+    ));
+    s.mock.push_stream(sse::text("done"));
+    let events = s.run("where").await;
+    let output = tool_outputs(&events).remove(0);
+    let parent = output
+        .lines()
+        .find_map(|l| Some(l.split_once("parent=")?.1))
+        .unwrap_or_default()
+        .to_owned();
+    (parent, output)
+}
+
+/// Commands start on the host's command worker (Perl, one per connection): no channel and no
+/// login shell each. A remote without Perl runs each on a channel of its own, as before the
+/// worker, with the same results.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_run_on_the_worker_and_on_channels_where_the_remote_has_no_perl() {
+    let Some(server) = server() else { return };
+    let mut s = remote_setup(&server).await;
+    let (parent, on_worker) = parent_and_output(&mut s).await;
+    assert_eq!(parent, "perl", "{on_worker}");
+    let no_perl = agentd_tests::sshd::path_without(&["perl"]).unwrap();
+    let plain = SshServer::start_with_path(Some(&no_perl.path().display().to_string()))
+        .unwrap()
+        .unwrap();
+    let mut p = remote_setup(&plain).await;
+    let (parent, on_channel) = parent_and_output(&mut p).await;
+    assert_ne!(parent, "perl", "{on_channel}");
+    for (s, output) in [(&s, &on_worker), (&p, &on_channel)] {
+        let cwd = s.workdir.path().display().to_string();
+        assert!(
+            output.contains(&format!("pwd={cwd}\n"))
+                && output.contains("err")
+                && output.contains("[exit code: 4"),
+            "{output}"
+        );
+    }
+}
+
 /// The ssh master of the daemon: its child whose command line starts a ControlMaster.
 fn master_of(daemon: &TestDaemon) -> Option<i32> {
     let daemon_pid = daemon.pid() as i32;
@@ -378,6 +460,65 @@ async fn a_dropped_connection_ends_the_remote_command_and_the_next_call_reconnec
     .await;
     let again = master_of(&s.daemon).expect("a new master");
     assert_ne!(again, master);
+}
+
+/// The daemon's ssh client carrying the command worker.
+fn worker_client_of(daemon: &TestDaemon) -> Option<i32> {
+    let daemon_pid = daemon.pid() as i32;
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
+        .find(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<i32>().ok());
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            ppid == Some(daemon_pid)
+                && String::from_utf8_lossy(&cmdline).contains("agentd-worker 1")
+        })
+}
+
+/// The command worker's own channel killed (its ssh client, the master left alone): the
+/// worker sees its stdin close and ends the command's group; the next command starts a new
+/// worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_worker_channel_ends_the_remote_command_and_the_next_one_starts_again() {
+    let Some(server) = server() else { return };
+    let mut s = remote_setup(&server).await;
+    let m = marker();
+    s.mock.push_stream(sse::shell(
+        "t1",
+        &format!("echo ready; (trap '' TERM; sleep 600 {m}1) & sleep 600 {m}"),
+    ));
+    s.mock.push_stream(sse::shell("t2", "echo back again"));
+    s.mock.push_stream(sse::text("done"));
+    s.start("drop").await;
+    wait_for("the remote command", || live_with(&m).len() == 2).await;
+    let client = worker_client_of(&s.daemon).expect("the daemon runs a command worker");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(client),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let events = s.until("processing_end").await;
+    let outputs = tool_outputs(&events);
+    assert!(
+        outputs[0].contains("ssh connection to box dropped during the command"),
+        "{outputs:?}"
+    );
+    assert!(
+        outputs[1].contains("back again\n") && outputs[1].contains("[exit code: 0"),
+        "a new worker: {outputs:?}"
+    );
+    wait_for(
+        "the remote group, TERM-ignoring member included, to end",
+        || live_with(&m).is_empty(),
+    )
+    .await;
+    assert_ne!(worker_client_of(&s.daemon), Some(client));
 }
 
 /// Creates a session on `entry` and returns the error response.

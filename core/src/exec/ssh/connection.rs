@@ -7,6 +7,7 @@
 use super::super::Error;
 use super::super::child::KILL_GRACE;
 use super::super::process::{self, MARKER_VAR, SpawnedChild};
+use super::commands::Commands;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -97,6 +98,8 @@ pub(super) struct Facts {
     pub(super) os_version: String,
     /// Whether `rg` is on the remote `PATH`.
     pub(super) ripgrep: bool,
+    /// Whether `perl` is, for the command worker.
+    pub(super) perl: bool,
     /// The environment a remote command would inherit, unfiltered.
     pub(super) env: Vec<(String, String)>,
 }
@@ -108,6 +111,7 @@ done
 [ -r "/proc/$$/fdinfo/0" ] || { echo "the remote machine has no /proc (it must run Linux)" >&2; exit 3; }
 uname -s; uname -sr
 if { command -v rg && command -v xargs && command -v stat; } >/dev/null 2>&1; then echo rg; else echo no-rg; fi
+if command -v perl >/dev/null 2>&1; then echo perl; else echo no-perl; fi
 env -0"#;
 
 /// The [`MARKER_VAR`] of the daemon's own ssh processes (masters and mux clients): a daemon
@@ -179,6 +183,7 @@ pub(crate) struct Connection {
     control: PathBuf,
     ensure: mpsc::Sender<Ensure>,
     workers: Arc<Workers>,
+    commands: Commands,
     facts: OnceLock<Facts>,
 }
 
@@ -193,6 +198,7 @@ impl Connection {
                 slots: Semaphore::new(MAX_WORKERS),
                 idle: Mutex::new(Idle::default()),
             }),
+            commands: Commands::new(target.clone(), control.clone()),
             target,
             control,
             ensure,
@@ -203,6 +209,11 @@ impl Connection {
     /// The target, for messages.
     pub(super) fn target(&self) -> &SshTarget {
         &self.target
+    }
+
+    /// The command worker, which starts shell commands.
+    pub(super) fn commands(&self) -> &Commands {
+        &self.commands
     }
 
     /// The remote machine's facts once a connection has been made.
@@ -256,7 +267,11 @@ impl Connection {
                 self.target.label
             ))
         })?;
-        Ok(self.facts.get_or_init(|| facts))
+        let facts = self.facts.get_or_init(|| facts);
+        if facts.perl {
+            self.commands.warm(CONNECT_TIMEOUT);
+        }
+        Ok(facts)
     }
 
     /// An `ssh` mux client running `script` (bash) with `args` as `$1...` on the remote.
@@ -319,7 +334,12 @@ impl Connection {
 }
 
 /// `ssh` running `script` with `args` over the connection's master.
-fn mux_command(target: &SshTarget, control: &Path, script: &str, args: &[&str]) -> Command {
+pub(super) fn mux_command(
+    target: &SshTarget,
+    control: &Path,
+    script: &str,
+    args: &[&str],
+) -> Command {
     let mut remote = format!("exec /bin/bash -c {} agentd", quote(script));
     for arg in args {
         remote.push(' ');
@@ -663,11 +683,12 @@ pub(super) struct Output {
 }
 
 fn parse_facts(stdout: &[u8]) -> Option<Facts> {
-    let mut lines = stdout.splitn(4, |&b| b == b'\n');
+    let mut lines = stdout.splitn(5, |&b| b == b'\n');
     let text = |b: &[u8]| String::from_utf8_lossy(b).trim().to_owned();
     let platform = text(lines.next()?).to_lowercase();
     let os_version = text(lines.next()?);
     let ripgrep = text(lines.next()?) == "rg";
+    let perl = text(lines.next()?) == "perl";
     let env = lines
         .next()
         .unwrap_or_default()
@@ -682,6 +703,7 @@ fn parse_facts(stdout: &[u8]) -> Option<Facts> {
         platform,
         os_version,
         ripgrep,
+        perl,
         env,
     })
 }

@@ -11,6 +11,7 @@
 //! a command leaves in its group is ended when it exits: the channel, and so the command's
 //! result, cannot end while they hold its output.
 
+mod commands;
 mod connection;
 mod search;
 
@@ -23,6 +24,7 @@ use super::{
     OutputSink,
 };
 use async_trait::async_trait;
+use commands::{Started, Unstarted};
 use connection::{Connection, KILL};
 use futures::future::BoxFuture;
 use std::collections::HashSet;
@@ -223,6 +225,128 @@ impl SshExecutionEnvironment {
         vars
     }
 
+    /// Runs a started command on the command worker to its end.
+    async fn run_on_worker(
+        &self,
+        command: Started,
+        request: &ExecRequest<'_>,
+        output: OutputSink<'_>,
+        cancel: &CancellationToken,
+        started: Instant,
+    ) -> Result<ExecResult, Error> {
+        let Started {
+            group,
+            process,
+            stdout,
+            stderr,
+            mut control,
+        } = command;
+        self.track(group, true);
+        let mut child = Child::new(process, Some(stdout), Some(stderr));
+        let finished = child::run(&mut child, &mut control, request.timeout, cancel, output).await;
+        self.track(group, false);
+        let finished = finished?;
+        let (process, _, _) = child.into_parts();
+        let stopped = finished.stopped.is_some();
+        // Ended on the remote by the worker when its channel closed.
+        let dropped = process.lost && !stopped;
+        control.settle(finished.status.is_some() && !process.lost);
+        let mut stderr = finished.stderr;
+        if dropped {
+            self.note_dropped(&mut stderr);
+        }
+        Ok(ExecResult {
+            stdout: finished.stdout,
+            stderr,
+            exit_code: if stopped || dropped {
+                None
+            } else {
+                finished.status.and_then(|s| s.code())
+            },
+            timed_out: finished.timed_out,
+            cancelled: finished.cancelled,
+            duration: started.elapsed(),
+            escaped: Vec::new(),
+        })
+    }
+
+    /// Runs a command on a channel of its own (a remote without Perl, or no worker), under
+    /// the [`EXEC`] script: `args` are its arguments.
+    async fn run_on_channel(
+        &self,
+        args: &[&str],
+        cwd: &str,
+        request: &ExecRequest<'_>,
+        output: OutputSink<'_>,
+        cancel: &CancellationToken,
+        started: Instant,
+    ) -> Result<ExecResult, Error> {
+        let (mut child, _spawned) =
+            process::spawn(&mut self.link.command(EXEC, args)).map_err(Error::Spawn)?;
+        // Held open for the whole command: the remote watcher ends the command when it closes.
+        let _stdin = child.stdin.take();
+        let mut child = Child::piped(child);
+        let mut remote = Remote {
+            env: self,
+            head: Vec::new(),
+            group: None,
+        };
+        let finished = child::run(&mut child, &mut remote, request.timeout, cancel, output).await?;
+        let code = finished.status.and_then(|s| s.code());
+        drop(child);
+        let stopped = finished.stopped.is_some();
+        let mut stderr = finished.stderr;
+        let Some(group) = remote.group else {
+            if stopped {
+                // Stopped before the command started: there is nothing remote to report.
+                return Ok(ExecResult {
+                    stdout: String::new(),
+                    stderr,
+                    exit_code: None,
+                    timed_out: finished.timed_out,
+                    cancelled: finished.cancelled,
+                    duration: started.elapsed(),
+                    escaped: Vec::new(),
+                });
+            }
+            return Err(match code {
+                Some(125) => Error::Spawn(std::io::Error::other(format!(
+                    "cannot enter {cwd} on ssh host {}: {}",
+                    self.link.target().label,
+                    stderr.trim()
+                ))),
+                _ => self.link.unreachable(&stderr),
+            });
+        };
+        self.track(group, false);
+        // 255 is ssh's own failure: the connection went away under the command, and the
+        // remote watcher ended it.
+        let dropped = code == Some(255) && !stopped;
+        if dropped {
+            self.note_dropped(&mut stderr);
+        }
+        Ok(ExecResult {
+            stdout: finished.stdout,
+            stderr,
+            exit_code: if stopped || dropped { None } else { code },
+            timed_out: finished.timed_out,
+            cancelled: finished.cancelled,
+            duration: started.elapsed(),
+            escaped: Vec::new(),
+        })
+    }
+
+    /// Says at the end of a command's stderr that the connection dropped under it.
+    fn note_dropped(&self, stderr: &mut String) {
+        if !stderr.is_empty() && !stderr.ends_with('\n') {
+            stderr.push('\n');
+        }
+        stderr.push_str(&format!(
+            "[the ssh connection to {} dropped during the command; the remote command was ended]\n",
+            self.link.target().label
+        ));
+    }
+
     fn track(&self, group: i32, alive: bool) {
         let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
         if alive {
@@ -355,65 +479,30 @@ impl ExecutionEnvironment for SshExecutionEnvironment {
                 "the command and its environment are {length} bytes; a remote command line takes at most {MAX_COMMAND_LINE}"
             )));
         }
-        let (mut child, _spawned) =
-            process::spawn(&mut self.link.command(EXEC, &args)).map_err(Error::Spawn)?;
-        // Held open for the whole command: the remote watcher ends the command when it closes.
-        let _stdin = child.stdin.take();
-        let mut child = Child::piped(child);
-        let mut remote = Remote {
-            env: self,
-            head: Vec::new(),
-            group: None,
-        };
-        let finished = child::run(&mut child, &mut remote, request.timeout, cancel, output).await?;
-        let code = finished.status.and_then(|s| s.code());
-        drop(child);
-        let stopped = finished.stopped.is_some();
-        let mut stderr = finished.stderr;
-        let Some(group) = remote.group else {
-            if stopped {
-                // Stopped before the command started: there is nothing remote to report.
-                return Ok(ExecResult {
-                    stdout: String::new(),
-                    stderr,
-                    exit_code: None,
-                    timed_out: finished.timed_out,
-                    cancelled: finished.cancelled,
-                    duration: started.elapsed(),
-                    escaped: Vec::new(),
-                });
+        if self.link.facts().is_some_and(|f| f.perl) {
+            let worker = self.link.commands();
+            match worker
+                .start(&cwd, request.command, &env, self.timeout)
+                .await
+            {
+                Ok(command) => {
+                    return self
+                        .run_on_worker(command, &request, output, cancel, started)
+                        .await;
+                }
+                Err(Unstarted::Refused(why)) => {
+                    return Err(Error::Spawn(std::io::Error::other(format!(
+                        "cannot start the command on ssh host {}: {why}",
+                        self.link.target().label
+                    ))));
+                }
+                Err(Unstarted::NoWorker(why)) => {
+                    tracing::debug!(host = %self.link.target().label, "the command runs on a channel of its own: {why}");
+                }
             }
-            return Err(match code {
-                Some(125) => Error::Spawn(std::io::Error::other(format!(
-                    "cannot enter {cwd} on ssh host {}: {}",
-                    self.link.target().label,
-                    stderr.trim()
-                ))),
-                _ => self.link.unreachable(&stderr),
-            });
-        };
-        self.track(group, false);
-        // 255 is ssh's own failure: the connection went away under the command, and the
-        // remote watcher ended it.
-        let dropped = code == Some(255) && !stopped;
-        if dropped {
-            if !stderr.is_empty() && !stderr.ends_with('\n') {
-                stderr.push('\n');
-            }
-            stderr.push_str(&format!(
-                "[the ssh connection to {} dropped during the command; the remote command was ended]\n",
-                self.link.target().label
-            ));
         }
-        Ok(ExecResult {
-            stdout: finished.stdout,
-            stderr,
-            exit_code: if stopped || dropped { None } else { code },
-            timed_out: finished.timed_out,
-            cancelled: finished.cancelled,
-            duration: started.elapsed(),
-            escaped: Vec::new(),
-        })
+        self.run_on_channel(&args, &cwd, &request, output, cancel, started)
+            .await
     }
 
     /// On the worker: one round trip, where a command's channel would start a login shell
