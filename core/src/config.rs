@@ -221,6 +221,8 @@ pub struct Config {
     pub hosts: BTreeMap<String, HostConfig>,
     /// `[mcp_servers.NAME]`: the MCP servers every new session takes tools from.
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// `[checkpoints]`: the files recorded for undo.
+    pub checkpoints: CheckpointsConfig,
     /// Problems that do not stop the daemon but should be fixed (a config file others can
     /// write); logged at start and printed by `--check-config`.
     pub warnings: Vec<String>,
@@ -248,6 +250,29 @@ pub struct ToolsConfig {
     /// A provider's key variable is never passed.
     #[serde(default)]
     pub env_allow: Vec<String>,
+}
+
+/// `[checkpoints]`: the workspace's files recorded before and after each tool round that
+/// may change them, for `session/rollback {files: true}`, redo and diff.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CheckpointsConfig {
+    /// Record checkpoints (default true).
+    pub enabled: bool,
+    /// Larger files are not recorded, and an undo says it could not restore them (10 MiB).
+    pub max_file_bytes: u64,
+    /// The disk all sessions' checkpoints take together; the oldest go first (2 GiB).
+    pub max_total_bytes: u64,
+}
+
+impl Default for CheckpointsConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_file_bytes: 10 << 20,
+            max_total_bytes: 2 << 30,
+        }
+    }
 }
 
 /// `[hosts.NAME]`: a machine sessions may run on over SSH, named by clients as
@@ -351,6 +376,8 @@ struct FileConfig {
     hosts: BTreeMap<String, HostConfig>,
     #[serde(default)]
     mcp_servers: BTreeMap<String, McpServerConfig>,
+    #[serde(default)]
+    checkpoints: CheckpointsConfig,
 }
 
 #[derive(Deserialize, Default)]
@@ -717,6 +744,7 @@ impl Config {
             tools: file.tools,
             hosts: file.hosts,
             mcp_servers: file.mcp_servers,
+            checkpoints: file.checkpoints,
             warnings: Vec::new(),
             requested: None,
             explicit: false,

@@ -20,6 +20,7 @@
 #![deny(missing_docs, unreachable_pub)]
 
 mod agent;
+mod checkpoint;
 mod config;
 mod exec;
 mod llm;
@@ -52,8 +53,8 @@ pub use exec::{
 };
 // The configuration file.
 pub use config::{
-    Config, HostConfig, Price, ProviderConfig, ServerConfig, ToolsConfig, default_config_dir,
-    default_config_path, default_state_dir,
+    CheckpointsConfig, Config, HostConfig, Price, ProviderConfig, ServerConfig, ToolsConfig,
+    default_config_dir, default_config_path, default_state_dir,
 };
 // MCP servers: `agentd --check-mcp` starts the configured ones.
 pub use mcp::{McpCheck, check_mcp_servers};

@@ -27,7 +27,7 @@ mod utf8;
 pub use env_filter::EnvPolicy;
 
 pub(crate) use env_filter::EnvFilter;
-pub(crate) use files::opened_real_path;
+pub(crate) use files::{open_dirs, opened_real_path};
 pub use local::{LocalExecutionEnvironment, end_leftovers};
 pub(crate) use local::{LocalOptions, ServerCommand, ServerGroup, describe_escaped, start_server};
 pub(crate) use process::run_id;

@@ -51,6 +51,9 @@ impl Session {
                 restored: None,
                 parent: None,
                 mcp: None,
+                checkpoints: Err(
+                    "checkpoints are kept for the daemon's stored sessions only".into()
+                ),
                 family: None,
                 cancel: CancellationToken::new(),
             },

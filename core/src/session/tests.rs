@@ -121,6 +121,7 @@ pub(super) fn spec(
         restored: None,
         parent: None,
         mcp: None,
+        checkpoints: Err("not stored".into()),
         family: None,
         cancel: tokio_util::sync::CancellationToken::new(),
     }

@@ -40,6 +40,7 @@ pub(in crate::session) fn start(
         parent: spec.parent,
         env: spec.env,
         environment: spec.environment,
+        checkpoints: spec.checkpoints,
     });
     let (last_seq, updated) = restored.as_ref().map_or((0, crate::session::now()), |r| {
         (r.last_seq, r.record.updated.clone())
@@ -103,6 +104,7 @@ pub(in crate::session) fn start(
         tools: Arc::new(tools),
         pending: Vec::new(),
         settled: VecDeque::new(),
+        redo: None,
     };
     if let Some(message) = tools_warning {
         core.emit(EventBody::warning(message));
