@@ -536,3 +536,6 @@ impl Checkpoints {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests;
