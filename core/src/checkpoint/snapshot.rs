@@ -3,7 +3,7 @@
 //! changed since the last walk, as git's index does; directories whose entries did not change
 //! keep their tree without encoding it again.
 
-use super::objects::{Entry, Files, Objects};
+use super::objects::{Entry, Objects};
 use gix_hash::ObjectId;
 use gix_object::tree::{self, EntryKind};
 use gix_object::{Kind, bstr::BString};
@@ -93,7 +93,8 @@ pub(super) fn take(
             e.file_name() != ".git" && !exclude.iter().any(|x| x.as_path() == e.path())
         })
         .build();
-    let mut files = Files::new();
+    // Files not kept in the cache (read just now, and racy): with `next`, every file found.
+    let mut fresh = Vec::new();
     let mut skipped = BTreeMap::new();
     let mut next = HashMap::with_capacity(cache.files.len());
     let mut changed = false;
@@ -109,8 +110,8 @@ pub(super) fn take(
         let Ok(rel) = item.path().strip_prefix(walk.root) else {
             continue;
         };
-        let rel = rel.as_os_str().as_bytes().to_vec();
-        if files.len() + skipped.len() >= MAX_FILES {
+        let rel = rel.as_os_str().as_bytes();
+        if next.len() + fresh.len() + skipped.len() >= MAX_FILES {
             return Err(format!(
                 "the workspace has more than {MAX_FILES} files that are not ignored; \
                  checkpoints are off for it (ignore what need not be recorded in .gitignore)"
@@ -118,13 +119,14 @@ pub(super) fn take(
         }
         let Ok(meta) = item.metadata() else { continue };
         let stat = Stat::of(&meta);
-        if let Some((cached, entry)) = cache.files.remove(&rel)
+        // An unchanged file costs its `lstat` and a move of its cache entry, nothing else.
+        if let Some((rel, (cached, entry))) = cache.files.remove_entry(rel)
             && cached == stat
         {
-            files.insert(rel.clone(), entry);
             next.insert(rel, (stat, entry));
             continue;
         }
+        let rel = rel.to_vec();
         changed = true;
         let recorded = if file_type.is_symlink() {
             std::fs::read_link(item.path())
@@ -149,21 +151,25 @@ pub(super) fn take(
         let (id, n) = objects.write(Kind::Blob, &data)?;
         grew += n;
         let entry = Entry { kind, id };
-        files.insert(rel.clone(), entry);
-        if !stat.racy(started) {
+        if stat.racy(started) {
+            fresh.push((rel, entry));
+        } else {
             next.insert(rel, (stat, entry));
         }
     }
     // A path the last walk had and this one did not find was removed.
     changed |= !cache.files.is_empty();
-    cache.files = next;
     if let Some(last) = &cache.last
         && !changed
         && *last.skipped == skipped
     {
+        cache.files = next;
         return Ok((last.clone(), grew));
     }
-    let items: Vec<(Vec<u8>, Entry)> = files.into_iter().collect();
+    let mut items: Vec<(Vec<u8>, Entry)> = fresh;
+    items.extend(next.iter().map(|(p, (_, e))| (p.clone(), *e)));
+    items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    cache.files = next;
     let mut dirs = HashMap::with_capacity(cache.dirs.len());
     let tree = build(objects, &cache.dirs, &mut dirs, b"", &items, &mut grew)?;
     cache.dirs = dirs;
