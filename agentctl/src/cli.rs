@@ -123,6 +123,13 @@ pub(crate) enum Online {
     /// Undo the last user inputs and what followed them (nothing is deleted; `fork --at`
     /// reaches it).
     Rollback(cmd::rollback::Rollback),
+    /// Undo the last user inputs with the files the agent changed in them: `undo [SESSION]
+    /// [--turns N] [--force]`. Files you changed since are never overwritten without --force.
+    Undo(cmd::undo::Undo),
+    /// Bring back what the last undo (or rollback) took away, files and conversation.
+    Redo(cmd::undo::Redo),
+    /// Show what the agent changed in the files for an input, as a unified diff.
+    Diff(cmd::diff::Diff),
     /// Replace older turns with a summary written by the session's model.
     Compact(cmd::compact::Compact),
     /// Delete sessions with their stored history and events (running ones are aborted).

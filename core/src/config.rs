@@ -226,6 +226,8 @@ pub struct Config {
     pub hooks: Vec<Hook>,
     /// `[trusted_workspaces."DIR"]`: where a project's `.agents/hooks.toml` may run.
     pub trusted_workspaces: Trusted,
+    /// `[checkpoints]`: the files recorded for undo.
+    pub checkpoints: CheckpointsConfig,
     /// Problems that do not stop the daemon but should be fixed (a config file others can
     /// write); logged at start and printed by `--check-config`.
     pub warnings: Vec<String>,
@@ -253,6 +255,29 @@ pub struct ToolsConfig {
     /// A provider's key variable is never passed.
     #[serde(default)]
     pub env_allow: Vec<String>,
+}
+
+/// `[checkpoints]`: the workspace's files recorded before and after each tool round that
+/// may change them, for `session/rollback {files: true}`, redo and diff.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CheckpointsConfig {
+    /// Record checkpoints (default true).
+    pub enabled: bool,
+    /// Larger files are not recorded, and an undo says it could not restore them (10 MiB).
+    pub max_file_bytes: u64,
+    /// The disk all sessions' checkpoints take together; the oldest go first (2 GiB).
+    pub max_total_bytes: u64,
+}
+
+impl Default for CheckpointsConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_file_bytes: 10 << 20,
+            max_total_bytes: 2 << 30,
+        }
+    }
 }
 
 /// `[hosts.NAME]`: a machine sessions may run on over SSH, named by clients as
@@ -360,6 +385,7 @@ struct FileConfig {
     hooks: crate::hooks::HooksTable,
     #[serde(default)]
     trusted_workspaces: BTreeMap<String, crate::hooks::TrustTable>,
+    checkpoints: CheckpointsConfig,
 }
 
 #[derive(Deserialize, Default)]
@@ -729,6 +755,7 @@ impl Config {
             hooks: crate::hooks::check(&file.hooks, "").map_err(Error::Invalid)?,
             trusted_workspaces: crate::hooks::check_trusted(&file.trusted_workspaces)
                 .map_err(Error::Invalid)?,
+            checkpoints: file.checkpoints,
             warnings: Vec::new(),
             requested: None,
             explicit: false,

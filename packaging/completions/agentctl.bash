@@ -25,6 +25,9 @@ _agentctl() {
             agentctl,close)
                 cmd="agentctl__subcmd__close"
                 ;;
+            agentctl,commands)
+                cmd="agentctl__subcmd__commands"
+                ;;
             agentctl,compact)
                 cmd="agentctl__subcmd__compact"
                 ;;
@@ -36,6 +39,9 @@ _agentctl() {
                 ;;
             agentctl,daemon)
                 cmd="agentctl__subcmd__daemon"
+                ;;
+            agentctl,diff)
+                cmd="agentctl__subcmd__diff"
                 ;;
             agentctl,doctor)
                 cmd="agentctl__subcmd__doctor"
@@ -88,6 +94,9 @@ _agentctl() {
             agentctl,queue)
                 cmd="agentctl__subcmd__queue"
                 ;;
+            agentctl,redo)
+                cmd="agentctl__subcmd__redo"
+                ;;
             agentctl,respond)
                 cmd="agentctl__subcmd__respond"
                 ;;
@@ -108,6 +117,12 @@ _agentctl() {
                 ;;
             agentctl,submit)
                 cmd="agentctl__subcmd__submit"
+                ;;
+            agentctl,trust)
+                cmd="agentctl__subcmd__trust"
+                ;;
+            agentctl,undo)
+                cmd="agentctl__subcmd__undo"
                 ;;
             agentctl__subcmd__daemon,help)
                 cmd="agentctl__subcmd__daemon__subcmd__help"
@@ -148,6 +163,9 @@ _agentctl() {
             agentctl__subcmd__help,close)
                 cmd="agentctl__subcmd__help__subcmd__close"
                 ;;
+            agentctl__subcmd__help,commands)
+                cmd="agentctl__subcmd__help__subcmd__commands"
+                ;;
             agentctl__subcmd__help,compact)
                 cmd="agentctl__subcmd__help__subcmd__compact"
                 ;;
@@ -159,6 +177,9 @@ _agentctl() {
                 ;;
             agentctl__subcmd__help,daemon)
                 cmd="agentctl__subcmd__help__subcmd__daemon"
+                ;;
+            agentctl__subcmd__help,diff)
+                cmd="agentctl__subcmd__help__subcmd__diff"
                 ;;
             agentctl__subcmd__help,doctor)
                 cmd="agentctl__subcmd__help__subcmd__doctor"
@@ -211,6 +232,9 @@ _agentctl() {
             agentctl__subcmd__help,queue)
                 cmd="agentctl__subcmd__help__subcmd__queue"
                 ;;
+            agentctl__subcmd__help,redo)
+                cmd="agentctl__subcmd__help__subcmd__redo"
+                ;;
             agentctl__subcmd__help,respond)
                 cmd="agentctl__subcmd__help__subcmd__respond"
                 ;;
@@ -231,6 +255,12 @@ _agentctl() {
                 ;;
             agentctl__subcmd__help,submit)
                 cmd="agentctl__subcmd__help__subcmd__submit"
+                ;;
+            agentctl__subcmd__help,trust)
+                cmd="agentctl__subcmd__help__subcmd__trust"
+                ;;
+            agentctl__subcmd__help,undo)
+                cmd="agentctl__subcmd__help__subcmd__undo"
                 ;;
             agentctl__subcmd__help__subcmd__daemon,reload)
                 cmd="agentctl__subcmd__help__subcmd__daemon__subcmd__reload"
@@ -266,7 +296,7 @@ _agentctl() {
 
     case "${cmd}" in
         agentctl)
-            opts="-h -V --socket --json --help --version status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config pending respond mcp acp doctor login logout daemon mcp-server completions man help"
+            opts="-h -V --socket --json --help --version status models new ls show submit steer follow-up queue commands abort close events history fork rollback undo redo diff compact rm gc config pending respond mcp acp doctor login logout trust daemon mcp-server completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -321,6 +351,24 @@ _agentctl() {
             ;;
         agentctl__subcmd__close)
             opts="-h --socket --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__commands)
+            opts="-h --names --socket --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -565,6 +613,28 @@ _agentctl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        agentctl__subcmd__diff)
+            opts="-h --input --socket --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --input)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         agentctl__subcmd__doctor)
             opts="-h --socket --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -676,7 +746,7 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__help)
-            opts="status models new ls show submit steer follow-up queue abort close events history fork rollback compact rm gc config pending respond mcp acp doctor login logout daemon mcp-server completions man help"
+            opts="status models new ls show submit steer follow-up queue commands abort close events history fork rollback undo redo diff compact rm gc config pending respond mcp acp doctor login logout trust daemon mcp-server completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -718,6 +788,20 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__help__subcmd__close)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__help__subcmd__commands)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -832,6 +916,20 @@ _agentctl() {
         agentctl__subcmd__help__subcmd__daemon__subcmd__stop)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__help__subcmd__diff)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1095,6 +1193,20 @@ _agentctl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        agentctl__subcmd__help__subcmd__redo)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         agentctl__subcmd__help__subcmd__respond)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1180,6 +1292,34 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__help__subcmd__submit)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__help__subcmd__trust)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__help__subcmd__undo)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1539,6 +1679,24 @@ _agentctl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        agentctl__subcmd__redo)
+            opts="-h --force --socket --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         agentctl__subcmd__respond)
             opts="-m -h --message --error --socket --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -1751,6 +1909,50 @@ _agentctl() {
                     return 0
                     ;;
                 --writable-roots)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__trust)
+            opts="-h --list --remove --socket --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --remove)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__undo)
+            opts="-h --turns --force --socket --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --turns)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -270,6 +270,11 @@ pub enum EventBody {
         /// Entries taken off the branch.
         removed: usize,
     },
+    /// The branch moved forward again to where a rollback took it from (`session/redo`).
+    Redo {
+        /// The leaf again.
+        leaf: Option<EntryId>,
+    },
     /// Events with these seqs were never stored: the daemon stopped (a crash, `kill -9`, a
     /// power loss) before writing them, though clients may have seen some. Their seqs are
     /// never reused; a client resuming inside the range continues after it.
@@ -463,6 +468,7 @@ impl EventBody {
             Self::SubagentSpawned { .. } => "subagent_spawned",
             Self::SubagentFinished { .. } => "subagent_finished",
             Self::Rollback { .. } => "rollback",
+            Self::Redo { .. } => "redo",
             Self::EventsMissing { .. } => "events_missing",
             Self::ApprovalRequested { .. } => "approval_requested",
             Self::ApprovalResolved { .. } => "approval_resolved",

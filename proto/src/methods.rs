@@ -103,6 +103,11 @@ methods! {
     SessionFork = "session/fork" (ForkParams) -> SessionSnapshot;
     /// Move the branch back by user inputs; nothing is deleted (an idle session only).
     SessionRollback = "session/rollback" (RollbackParams) -> RollbackResponse;
+    /// Bring back what the last rollback took away: the conversation, and the files when it
+    /// put files back (an idle session only).
+    SessionRedo = "session/redo" (RedoParams) -> RedoResponse;
+    /// What the agent changed in the workspace's files for one input, as a unified diff.
+    SessionDiff = "session/diff" (DiffParams) -> DiffResponse;
     /// Replace older turns with a summary written by the session's model (idle only).
     SessionCompact = "session/compact" (SessionParams) -> CompactResponse;
     /// Answer a pending request (an approval, a question, a client tool call); the first

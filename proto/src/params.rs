@@ -621,6 +621,25 @@ pub struct RollbackParams {
     #[serde(default = "one", deserialize_with = "null_one")]
     #[schemars(with = "Option<usize>")]
     pub turns: usize,
+    /// Also put back the files the agent changed in those inputs, from the session's
+    /// checkpoints. Files the user changed since are never overwritten: the whole rollback
+    /// is refused, naming them, unless `force`.
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    #[schemars(with = "Option<bool>")]
+    pub files: bool,
+    /// With `files`: restore files the user changed since the agent did too; their current
+    /// versions are kept in the checkpoint store, and `session/redo` brings them back.
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    #[schemars(with = "Option<bool>")]
+    pub force: bool,
 }
 
 fn one() -> usize {
@@ -653,6 +672,74 @@ pub struct RollbackResponse {
     pub entries: usize,
     /// Entries taken off the branch. They stay in the tree, so a fork can reach them.
     pub removed: usize,
+    /// With `files`: what happened to the files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<FilesRestored>,
+}
+
+/// What an undo or a redo did to the workspace's files.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FilesRestored {
+    /// Paths (relative to the session's directory) put back.
+    pub restored: Vec<String>,
+    /// Paths that could not be, each with why (not recorded: over `max_file_bytes`; a
+    /// directory in the way; the checkpoint was removed under the disk cap).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_restored: Vec<String>,
+    /// Paths the user had changed since, restored under `force`: their versions are in the
+    /// checkpoint store, and a redo brings them back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept: Vec<String>,
+}
+
+/// Parameters of `session/redo`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RedoParams {
+    /// The session (idle).
+    pub session_id: SessionId,
+    /// Overwrite files changed since the undo too (their versions stay in the checkpoint
+    /// store).
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    #[schemars(with = "Option<bool>")]
+    pub force: bool,
+}
+
+/// Result of `session/redo`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RedoResponse {
+    /// The leaf again.
+    pub leaf: Option<EntryId>,
+    /// Entries on the current branch.
+    pub entries: usize,
+    /// What happened to the files (when the undo put files back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<FilesRestored>,
+}
+
+/// Parameters of `session/diff`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiffParams {
+    /// The session.
+    pub session_id: SessionId,
+    /// The input (`user_input`'s `input_id`); absent: the newest input on the branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_id: Option<InputId>,
+}
+
+/// Result of `session/diff`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DiffResponse {
+    /// The input diffed.
+    pub input_id: InputId,
+    /// What the agent changed while working on it, as a unified diff in git's style (from
+    /// before its first change to after its last); empty when it changed no file.
+    pub diff: String,
 }
 
 /// Result of `session/compact`.

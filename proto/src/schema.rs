@@ -345,7 +345,7 @@ mod tests {
     fn every_method_and_subscription_is_described() {
         let schema = super::protocol_schema();
         let methods: Vec<&String> = schema["methods"].as_object().unwrap().keys().collect();
-        assert_eq!(methods.len(), 21);
+        assert_eq!(methods.len(), 23);
         for m in schema["methods"].as_object().unwrap().values() {
             assert!(
                 m["params"].is_object() && m["result"].is_object() && m["description"].is_string()

@@ -7,6 +7,7 @@ pub(crate) mod commands;
 pub(crate) mod compact;
 pub(crate) mod config;
 pub(crate) mod daemon;
+pub(crate) mod diff;
 pub(crate) mod doctor;
 pub(crate) mod events;
 pub(crate) mod fork;
@@ -28,6 +29,7 @@ pub(crate) mod status;
 pub(crate) mod steer;
 pub(crate) mod submit;
 pub(crate) mod trust;
+pub(crate) mod undo;
 
 mod follow;
 pub(crate) mod stream;
@@ -79,6 +81,9 @@ pub(crate) async fn run(command: Online, ctx: &Context) -> Result<u8> {
         Online::History(args) => args.run(ctx).await,
         Online::Fork(args) => args.run(ctx).await,
         Online::Rollback(args) => args.run(ctx).await,
+        Online::Undo(args) => args.run(ctx).await,
+        Online::Redo(args) => args.run(ctx).await,
+        Online::Diff(args) => args.run(ctx).await,
         Online::Compact(args) => args.run(ctx).await,
         Online::Rm(args) => args.run(ctx).await,
         Online::Gc(args) => args.run(ctx).await,

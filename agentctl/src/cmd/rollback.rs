@@ -21,6 +21,8 @@ impl Rollback {
             .call::<m::SessionRollback>(RollbackParams {
                 session_id,
                 turns: self.turns,
+                files: false,
+                force: false,
             })
             .await
             .map_err(|e| {

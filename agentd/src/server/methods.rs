@@ -396,7 +396,17 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
         .map_err(crashed)?
     });
     register::<m::SessionRollback, _, _>(&mut module, |d, p| async move {
-        d.registry.get(&p.session_id).await?.rollback(p.turns).await
+        d.registry
+            .get(&p.session_id)
+            .await?
+            .rollback(p.turns, p.files, p.force)
+            .await
+    });
+    register::<m::SessionRedo, _, _>(&mut module, |d, p| async move {
+        d.registry.get(&p.session_id).await?.redo(p.force).await
+    });
+    register::<m::SessionDiff, _, _>(&mut module, |d, p| async move {
+        d.registry.get(&p.session_id).await?.diff(p.input_id).await
     });
     register::<m::SessionCompact, _, _>(&mut module, |d, p| async move {
         let session = d.registry.get(&p.session_id).await?;

@@ -7,6 +7,7 @@
 //! [`Host`].
 
 pub(crate) mod approval;
+mod checkpoints;
 mod compaction;
 mod hooks;
 mod input;
@@ -93,6 +94,8 @@ pub(crate) struct Agent<'a> {
     pub(crate) providers: &'a ProviderSet,
     /// Retries of failed calls.
     pub(crate) retry: &'a RetryPolicy,
+    /// The session's checkpoints, taken around rounds that may change files.
+    pub(crate) checkpoints: Option<&'a crate::checkpoint::Checkpoints>,
 }
 
 /// How processing one input ended.
@@ -148,6 +151,21 @@ impl Agent<'_> {
     /// Processes one input (spec 2.5 `process_input`, without the follow-up tail, which the
     /// session runs so that it can stop after an abort).
     pub(crate) async fn process_input(&self, input: Input, cancel: &CancellationToken) -> Outcome {
+        let mut recorder = checkpoints::Recorder::new(self.checkpoints, input.input_id.clone());
+        let outcome = self.run_input(input, cancel, &mut recorder).await;
+        // However the input ended (an abort, an error), its last round is recorded.
+        if let Some(warning) = recorder.finish().await {
+            self.host.emit(warning);
+        }
+        outcome
+    }
+
+    async fn run_input(
+        &self,
+        input: Input,
+        cancel: &CancellationToken,
+        recorder: &mut checkpoints::Recorder<'_>,
+    ) -> Outcome {
         let host = self.host;
         let context = match self.prompt_hooks(&input.text, cancel).await {
             Ok(context) => context,
@@ -285,6 +303,7 @@ impl Agent<'_> {
                 max_output_tokens: config.max_output_tokens,
                 cache_key: Some(host.cache_key()),
             };
+            recorder.call_started();
             let mut partial = String::new();
             let mut text_started = false;
             let result = {
@@ -404,6 +423,9 @@ impl Agent<'_> {
             }
 
             rounds += 1;
+            if let Some(warning) = recorder.before_round(&calls, &tools).await {
+                host.emit(warning);
+            }
             let round = tool_calls::Round {
                 config: &config,
                 tools: &tools,

@@ -170,8 +170,13 @@ fn beneath_error(shown: &Path, root: &Path, e: Errno) -> Error {
 }
 
 /// The directory `parent` (relative to `root`, no `..`) opened beneath `root`, made first
-/// where it is missing when `make` holds.
-fn open_dirs(shown: &Path, root: &Path, parent: &Path, make: bool) -> Result<OwnedFd, Error> {
+/// where it is missing when `make` holds. Checkpoints restore files through it too.
+pub(crate) fn open_dirs(
+    shown: &Path,
+    root: &Path,
+    parent: &Path,
+    make: bool,
+) -> Result<OwnedFd, Error> {
     let how = OpenHow::new()
         .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
         .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);

@@ -27,7 +27,7 @@ mod utf8;
 pub use env_filter::EnvPolicy;
 
 pub(crate) use env_filter::EnvFilter;
-pub(crate) use files::{opened_real_path, read_small};
+pub(crate) use files::{open_dirs, opened_real_path, read_small};
 pub(crate) use local::{
     HookCommand, LocalOptions, ServerCommand, ServerGroup, describe_escaped, run_hook, start_server,
 };

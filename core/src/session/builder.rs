@@ -53,6 +53,9 @@ impl Session {
                 mcp: None,
                 hooks: None,
                 catalog: Arc::default(),
+                checkpoints: Err(
+                    "checkpoints are kept for the daemon's stored sessions only".into()
+                ),
                 family: None,
                 cancel: CancellationToken::new(),
             },

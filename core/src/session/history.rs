@@ -142,19 +142,51 @@ impl History {
         context
     }
 
+    /// Where the branch would start to roll back `turns` user inputs: the index of the
+    /// `turns`-th newest user input on `branch`.
+    fn rollback_start(branch: &[Arc<HistoryEntry>], turns: usize) -> Option<usize> {
+        Some(
+            branch
+                .iter()
+                .enumerate()
+                .rev()
+                .filter(|(_, e)| matches!(e.turn, Turn::User { .. }))
+                .nth(turns.checked_sub(1)?)?
+                .0,
+        )
+    }
+
     /// Moves the leaf back before the `turns`-th newest user input on the branch. Returns how
     /// many entries left the branch, or `None` when the branch has fewer user inputs.
     pub(crate) fn rollback(&mut self, turns: usize) -> Option<usize> {
         let branch = self.branch();
-        let start = branch
-            .iter()
-            .enumerate()
-            .rev()
-            .filter(|(_, e)| matches!(e.turn, Turn::User { .. }))
-            .nth(turns.checked_sub(1)?)?
-            .0;
+        let start = Self::rollback_start(&branch, turns)?;
         self.leaf = branch[start].parent_id.clone();
         Some(branch.len() - start)
+    }
+
+    /// The inputs a rollback of `turns` would take off the branch (user and steering), or
+    /// `None` when the branch has fewer user inputs.
+    pub(crate) fn rollback_inputs(&self, turns: usize) -> Option<Vec<InputId>> {
+        let branch = self.branch();
+        let start = Self::rollback_start(&branch, turns)?;
+        Some(
+            branch[start..]
+                .iter()
+                .filter_map(|e| match &e.turn {
+                    Turn::User { input_id, .. } => Some(input_id.clone()),
+                    Turn::Steering { input_id, .. } => input_id.clone(),
+                    _ => None,
+                })
+                .collect(),
+        )
+    }
+
+    /// Moves the leaf to `leaf` (a redo: where a rollback took it from).
+    pub(crate) fn set_leaf(&mut self, leaf: Option<EntryId>) {
+        if leaf.as_ref().is_none_or(|l| self.index.contains_key(l)) {
+            self.leaf = leaf;
+        }
     }
 }
 

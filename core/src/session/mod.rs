@@ -146,6 +146,8 @@ pub(crate) struct SessionSpec {
     pub(crate) hooks: Option<Arc<crate::hooks::Hooks>>,
     /// The Agent Skills and prompt commands it found.
     pub(crate) catalog: Arc<crate::skills::Catalog>,
+    /// Its checkpoints, or why it has none.
+    pub(crate) checkpoints: Result<crate::checkpoint::Checkpoints, String>,
     /// Its children and parent, through which it spawns, finds and stops its subagents and
     /// reports to its parent; `None`: the subagent tools report that subagents are not
     /// available.
@@ -186,6 +188,8 @@ pub(crate) struct Info {
     pub(crate) env: Arc<dyn ExecutionEnvironment>,
     pub(crate) environment: Environment,
     pub(crate) catalog: Arc<crate::skills::Catalog>,
+    /// Its checkpoints, or why it has none (for the error of an undo).
+    pub(crate) checkpoints: Result<crate::checkpoint::Checkpoints, String>,
 }
 
 impl Info {
@@ -237,7 +241,13 @@ enum Command {
     },
     Rollback {
         turns: usize,
+        files: bool,
+        force: bool,
         reply: oneshot::Sender<Result<RollbackResponse, Error>>,
+    },
+    Redo {
+        force: bool,
+        reply: oneshot::Sender<Result<agentd_proto::RedoResponse, Error>>,
     },
     Compact(oneshot::Sender<Result<CompactResponse, Error>>),
     History(oneshot::Sender<Vec<Arc<HistoryEntry>>>),
@@ -489,10 +499,58 @@ impl Session {
     }
 
     /// Moves the current branch back before the `turns`-th newest user input (an idle
-    /// session only). Nothing is deleted: a fork at an entry reaches the rest.
-    pub async fn rollback(&self, turns: usize) -> Result<RollbackResponse, Error> {
-        self.call(|reply| Command::Rollback { turns, reply })
-            .await?
+    /// session only). Nothing is deleted: a fork at an entry reaches the rest. With `files`,
+    /// the files the agent changed in those inputs go back too (see `checkpoint`); `force`
+    /// overwrites files the user changed since.
+    pub async fn rollback(
+        &self,
+        turns: usize,
+        files: bool,
+        force: bool,
+    ) -> Result<RollbackResponse, Error> {
+        self.call(|reply| Command::Rollback {
+            turns,
+            files,
+            force,
+            reply,
+        })
+        .await?
+    }
+
+    /// Brings back what the last rollback took away (an idle session only).
+    pub async fn redo(&self, force: bool) -> Result<agentd_proto::RedoResponse, Error> {
+        self.call(|reply| Command::Redo { force, reply }).await?
+    }
+
+    /// What the agent changed in the files for `input_id` (default: the newest input on the
+    /// branch), as a unified diff.
+    pub async fn diff(
+        &self,
+        input_id: Option<InputId>,
+    ) -> Result<agentd_proto::DiffResponse, Error> {
+        let checkpoints = self
+            .info
+            .checkpoints
+            .clone()
+            .map_err(Error::InvalidParams)?;
+        let input_id = match input_id {
+            Some(id) => id,
+            None => self
+                .history()
+                .await?
+                .iter()
+                .rev()
+                .find_map(|e| match &e.turn {
+                    agentd_proto::Turn::User { input_id, .. } => Some(input_id.clone()),
+                    _ => None,
+                })
+                .ok_or_else(|| Error::InvalidParams("the session has no input yet".into()))?,
+        };
+        let diff = checkpoints
+            .diff(input_id.clone())
+            .await
+            .map_err(Error::Internal)?;
+        Ok(agentd_proto::DiffResponse { input_id, diff })
     }
 
     /// Summarizes older turns with the session's model (an idle session only); see

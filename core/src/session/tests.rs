@@ -123,6 +123,7 @@ pub(super) fn spec(
         mcp: None,
         hooks: None,
         catalog: Arc::default(),
+        checkpoints: Err("not stored".into()),
         family: None,
         cancel: tokio_util::sync::CancellationToken::new(),
     }

@@ -1,14 +1,15 @@
 //! Benchmarks of the real daemon against an instant mock provider (run by hand, not in CI):
 //!
 //! ```text
-//! cargo run --release -p agentd-tests --bin agentd-bench [rounds|core|ssh|acp|sandbox|mcp|hooks|skills]
+//! cargo run --release -p agentd-tests --bin agentd-bench [rounds|core|ssh|acp|sandbox|mcp|hooks|skills|checkpoints]
 //! ```
 //!
 //! With `core`, only the figures issue 23 holds the event path and the session core to (a
 //! couple of minutes): per-round overhead with the CPU time behind it, event latency, RSS
 //! fresh and with 100 sessions, and the bytes allocated per event, each beside its goal. With
 //! `ssh`, only the figure for sessions over ssh; with `acp`, only the event latency over
-//! the socket and through `agentctl acp`, and the bridge's RSS.
+//! the socket and through `agentctl acp`, and the bridge's RSS; with `checkpoints`, only
+//! issue 26's figures (`bench/checkpoints.rs`).
 //!
 //! The daemons are built with the `count-allocations` feature: a counting global allocator
 //! (three relaxed atomic adds per allocation) whose totals `SIGUSR1` prints to the daemon's
@@ -36,6 +37,9 @@
 //! issue 11 asks for beside those measured before the session core was rewritten.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "bench/checkpoints.rs"]
+mod checkpoints;
 
 use agentd_tests::mock::{Chunk, Gate, MockAnthropic, Reply};
 use agentd_tests::strace::SessionSyncs;
@@ -93,6 +97,10 @@ async fn main() {
     }
     if only.as_deref() == Some("mcp") {
         print_mcp(mcp_bench().await.as_ref());
+        return;
+    }
+    if only.as_deref() == Some("checkpoints") {
+        checkpoints::print(&checkpoints::bench().await);
         return;
     }
     if only.as_deref() == Some("sandbox") {

@@ -22,6 +22,7 @@ macro_rules! each_family {
 
 mod acp;
 mod approvals;
+mod checkpoints;
 mod cli;
 mod compaction;
 mod connections;

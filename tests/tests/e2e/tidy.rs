@@ -81,8 +81,9 @@ fn only_exec_spawns_processes() {
 
 #[test]
 fn only_store_writes_the_state_directory() {
-    // Writes to disk: the store (session state), exec (the user's files, for tools) and the
-    // socket's own directory. Syncs only in the store.
+    // Writes to disk: the store (session state), exec (the user's files, for tools), the
+    // checkpoints' shadow store (in each session's directory: objects and rounds, which it
+    // alone reads) and the socket's own directory. Syncs only in the store.
     only_in(
         "disk writes",
         &[
@@ -97,6 +98,7 @@ fn only_store_writes_the_state_directory() {
         &[
             "core/src/store/",
             "core/src/exec/",
+            "core/src/checkpoint/",
             "agentd/src/server/socket.rs",
         ],
     );

@@ -497,10 +497,10 @@ async fn ensure(
     timeout: Duration,
     failed: &mut Option<(Instant, String)>,
 ) -> Result<Worker, String> {
-    if let Some((at, why)) = failed.as_ref() {
-        if at.elapsed() < RETRY_AFTER {
-            return Err(why.clone());
-        }
+    if let Some((at, why)) = failed.as_ref()
+        && at.elapsed() < RETRY_AFTER
+    {
+        return Err(why.clone());
     }
     match Worker::start(target, control, timeout).await {
         Ok(w) => {

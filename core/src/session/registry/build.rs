@@ -4,6 +4,7 @@
 
 use super::current::Current;
 use super::{Family, Registry, Slot, crashed, storage};
+use crate::checkpoint::Checkpoints;
 use crate::config::Config;
 use crate::exec::{
     EnvFilter, EnvPolicy, ExecutionEnvironment, LocalExecutionEnvironment, LocalOptions,
@@ -197,6 +198,46 @@ impl Registry {
         .map_err(crashed)
     }
 
+    /// The checkpoints of a new or restored session, or why it has none.
+    fn checkpoints(
+        &self,
+        config: &Config,
+        id: &SessionId,
+        cwd: &Path,
+        read_only: bool,
+        environment: &Environment,
+        files: &Option<SessionFiles>,
+    ) -> Result<Checkpoints, String> {
+        let limits = &config.checkpoints;
+        match (&self.checkpoints, files, environment) {
+            _ if !limits.enabled => {
+                Err("checkpoints are off ([checkpoints] enabled = false)".into())
+            }
+            _ if read_only => Err("a read-only session changes no files".into()),
+            (_, _, Environment::Ssh(_)) => Err(
+                "checkpoints are not kept for sessions over ssh yet: the files are on the remote \
+                 host (use git there to undo changes)"
+                    .into(),
+            ),
+            (Some(budget), Some(_), Environment::Local) => {
+                budget.set_max(limits.max_total_bytes);
+                // agentd's own state is never recorded, should the workspace hold it.
+                let state = self
+                    .store_dir()
+                    .and_then(|d| d.parent())
+                    .map(Path::to_owned);
+                Ok(Checkpoints::new(
+                    budget.clone(),
+                    &id.0,
+                    cwd.to_owned(),
+                    state.into_iter().collect(),
+                    limits.max_file_bytes,
+                ))
+            }
+            _ => Err("checkpoints are kept for the daemon's stored sessions only".into()),
+        }
+    }
+
     /// A spec for session `id` from its parts, with the providers of `current`.
     fn spec(
         &self,
@@ -233,7 +274,16 @@ impl Registry {
                     .map_or_else(|| PathBuf::from("/"), |d| d.home_dir().to_owned()),
             },
         };
+        let checkpoints = self.checkpoints(
+            &current.config,
+            &id,
+            &template.cwd,
+            template.read_only,
+            &environment,
+            &files,
+        );
         Ok(SessionSpec {
+            checkpoints,
             family: Some(Family::new(self.me.clone(), id.clone(), parent.clone())),
             id,
             env,

@@ -60,6 +60,8 @@ pub struct Registry {
     protected: Arc<ProtectedPaths>,
     /// What sandboxed commands must not see: see [`hidden_from_commands`].
     hidden: Arc<[PathBuf]>,
+    /// The disk cap all sessions' checkpoints share; `None` without a store.
+    checkpoints: Option<Arc<crate::checkpoint::Budget>>,
 }
 
 fn storage(e: crate::store::Error) -> Error {
@@ -78,6 +80,9 @@ impl Registry {
     pub fn new(config: Config, store: Option<Store>, protected: ProtectedPaths) -> Arc<Self> {
         let evict_idle_after = config.evict_idle_after;
         let hidden = hidden_from_commands(&protected);
+        let checkpoints = store.as_ref().map(|s| {
+            crate::checkpoint::Budget::new(s.dir().to_owned(), config.checkpoints.max_total_bytes)
+        });
         let current = CurrentCell::new(config);
         let ledger = store.as_ref().and_then(|s| {
             s.process_records(crate::exec::run_id())
@@ -100,6 +105,7 @@ impl Registry {
             ),
             protected: Arc::new(protected),
             hidden,
+            checkpoints,
         });
         let interrupted = registry.load_stored();
         let me = registry.clone();

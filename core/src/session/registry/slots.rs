@@ -113,6 +113,10 @@ impl Registry {
                 .map_err(crashed)?
                 .map_err(storage)?;
         }
+        // Its checkpoints went with its directory.
+        if let Some(budget) = &self.checkpoints {
+            budget.forget(&id.0);
+        }
         self.sessions.remove(id);
         let _ = self.daemon_events.send(DaemonEvent::SessionDeleted {
             session_id: id.clone(),

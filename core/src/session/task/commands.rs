@@ -58,9 +58,46 @@ impl Task {
                 }
                 core.reply_when_saved(reply, result);
             }
-            Command::Rollback { turns, reply } => {
+            Command::Rollback {
+                turns,
+                files: false,
+                reply,
+                ..
+            } => {
                 let result = core.rollback(turns);
                 core.reply_when_saved(reply, result);
+            }
+            Command::Rollback {
+                turns,
+                force,
+                reply,
+                ..
+            } => {
+                // The files are put back off the task, as work, while commands are answered.
+                match core.check_idle().and_then(|()| core.rollback_inputs(turns)) {
+                    Ok(_) => {
+                        core.next = Some(Work::Undo {
+                            turns,
+                            force,
+                            reply,
+                        });
+                        core.set_state(SessionState::Processing);
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                }
+            }
+            Command::Redo { force, reply } => {
+                match core.check_idle().and_then(|()| core.redo_point()) {
+                    Ok(_) => {
+                        core.next = Some(Work::Redo { force, reply });
+                        core.set_state(SessionState::Processing);
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                }
             }
             Command::Compact(reply) => {
                 let started = core.check_open().and_then(|()| {

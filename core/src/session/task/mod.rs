@@ -69,6 +69,28 @@ enum Work {
     Terminate,
     /// The close sequence.
     Close,
+    /// A rollback that puts the files back too (`session/rollback {files: true}`).
+    Undo {
+        turns: usize,
+        force: bool,
+        reply: oneshot::Sender<Result<agentd_proto::RollbackResponse, Error>>,
+    },
+    /// `session/redo`.
+    Redo {
+        force: bool,
+        reply: oneshot::Sender<Result<agentd_proto::RedoResponse, Error>>,
+    },
+}
+
+/// Where the last rollback moved the branch, for a redo.
+#[derive(Clone)]
+pub(super) struct RedoPoint {
+    /// The leaf it left (a redo is possible while the branch is still there).
+    from: Option<agentd_proto::EntryId>,
+    /// The leaf it took the branch from.
+    to: Option<agentd_proto::EntryId>,
+    /// Whether it put files back too.
+    files: bool,
 }
 
 /// Everything the session task owns.
@@ -106,6 +128,8 @@ pub(super) struct Core {
     settled: VecDeque<(RequestId, ResolvedBy)>,
     /// The skills active at a leaf of the history (see `make_view`).
     active_skills: std::cell::RefCell<(Option<agentd_proto::EntryId>, Arc<[String]>)>,
+    /// What `session/redo` brings back.
+    redo: Option<RedoPoint>,
 }
 
 /// The session task's state and everything its work needs.

@@ -41,6 +41,7 @@ pub(in crate::session) fn start(
         env: spec.env,
         environment: spec.environment,
         catalog: spec.catalog,
+        checkpoints: spec.checkpoints,
     });
     let (last_seq, updated) = restored.as_ref().map_or((0, crate::session::now()), |r| {
         (r.last_seq, r.record.updated.clone())
@@ -106,6 +107,7 @@ pub(in crate::session) fn start(
         pending: Vec::new(),
         settled: VecDeque::new(),
         active_skills: Default::default(),
+        redo: None,
     };
     if let Some(message) = tools_warning {
         core.emit(EventBody::warning(message));

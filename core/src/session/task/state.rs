@@ -224,23 +224,60 @@ impl Core {
         Ok(next)
     }
 
-    pub(super) fn rollback(&mut self, turns: usize) -> Result<RollbackResponse, Error> {
+    /// Checks that the session can roll back or redo now: open and idle, with nothing queued
+    /// to start.
+    pub(super) fn check_idle(&self) -> Result<(), Error> {
         self.check_open()?;
-        if self.state != SessionState::Idle {
+        if self.state != SessionState::Idle || self.next.is_some() {
             return Err(Error::Busy(self.info.id.clone()));
         }
+        Ok(())
+    }
+
+    /// The inputs a rollback of `turns` takes off the branch.
+    pub(super) fn rollback_inputs(
+        &self,
+        turns: usize,
+    ) -> Result<Vec<agentd_proto::InputId>, Error> {
+        self.history
+            .rollback_inputs(turns)
+            .ok_or_else(|| self.too_many_turns(turns))
+    }
+
+    fn too_many_turns(&self, turns: usize) -> Error {
         let users = self
             .history
             .branch()
             .iter()
             .filter(|e| matches!(e.turn, Turn::User { .. }))
             .count();
-        let removed = self.history.rollback(turns).ok_or_else(|| {
-            Error::InvalidParams(format!(
-                "cannot roll back {turns} turns: the branch has {users} user inputs (turns must be 1 to {users})"
-            ))
-        })?;
+        Error::InvalidParams(format!(
+            "cannot roll back {turns} turns: the branch has {users} user inputs (turns must be 1 to {users})"
+        ))
+    }
+
+    pub(super) fn rollback(&mut self, turns: usize) -> Result<RollbackResponse, Error> {
+        self.check_idle()?;
+        self.roll_back(turns, false)
+    }
+
+    /// Moves the branch back by `turns` inputs; `files` says whether their files went back
+    /// too, for the redo.
+    pub(super) fn roll_back(
+        &mut self,
+        turns: usize,
+        files: bool,
+    ) -> Result<RollbackResponse, Error> {
+        let before = self.history.leaf().cloned();
+        let Some(removed) = self.history.rollback(turns) else {
+            return Err(self.too_many_turns(turns));
+        };
         let leaf = self.history.leaf().cloned();
+        self.redo = Some(super::RedoPoint {
+            from: leaf.clone(),
+            to: before,
+            files,
+        });
         self.emit(EventBody::Rollback {
             leaf: leaf.clone(),
             removed,
@@ -251,7 +288,37 @@ impl Core {
             leaf,
             entries: self.history.branch_len(),
             removed,
+            files: None,
         })
+    }
+
+    /// What a redo would do now: the rollback it undoes, if the branch is still where that
+    /// rollback left it.
+    pub(super) fn redo_point(&self) -> Result<super::RedoPoint, Error> {
+        match &self.redo {
+            Some(point) if point.from.as_ref() == self.history.leaf() => Ok(point.clone()),
+            Some(_) => Err(Error::InvalidParams(
+                "the conversation went on since the rollback; there is nothing to redo".into(),
+            )),
+            None => Err(Error::InvalidParams(
+                "there is nothing to redo: no rollback since the session was loaded".into(),
+            )),
+        }
+    }
+
+    /// Moves the branch forward to where `point`'s rollback took it from.
+    pub(super) fn redo(&mut self, point: super::RedoPoint) -> agentd_proto::RedoResponse {
+        self.history.set_leaf(point.to);
+        self.redo = None;
+        let leaf = self.history.leaf().cloned();
+        self.emit(EventBody::Redo { leaf: leaf.clone() });
+        self.publish();
+        self.save();
+        agentd_proto::RedoResponse {
+            leaf,
+            entries: self.history.branch_len(),
+            files: None,
+        }
     }
 
     /// What the session's work produced so far (spec 7.3 `SubAgentResult`).

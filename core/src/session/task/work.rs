@@ -10,7 +10,8 @@ use crate::exec::SandboxPolicy;
 use crate::session::Error;
 use crate::tools::SubagentResult;
 use agentd_proto::{
-    AbortResponse, CompactResponse, EventBody, ProcessingEndReason, SessionEndReason, SessionState,
+    AbortResponse, CompactResponse, EventBody, ProcessingEndReason, RedoResponse, RollbackResponse,
+    SessionEndReason, SessionState,
 };
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
@@ -37,6 +38,22 @@ impl Task {
                 }
                 // After the state: whoever gets the answer sees the session idle.
                 let _ = reply.send(result);
+            }
+            Work::Undo {
+                turns,
+                force,
+                reply,
+            } => {
+                let result = self.undo(turns, force).await;
+                let mut core = self.core();
+                core.set_state(SessionState::Idle);
+                core.reply_when_saved(reply, result);
+            }
+            Work::Redo { force, reply } => {
+                let result = self.redo(force).await;
+                let mut core = self.core();
+                core.set_state(SessionState::Idle);
+                core.reply_when_saved(reply, result);
             }
             Work::Terminate => self.info.env.terminate_all().await,
             Work::Close => {
@@ -96,6 +113,37 @@ impl Task {
             })
     }
 
+    /// Puts back the files of the inputs a rollback of `turns` takes off, then rolls back.
+    async fn undo(&self, turns: usize, force: bool) -> Result<RollbackResponse, Error> {
+        let checkpoints = self
+            .info
+            .checkpoints
+            .clone()
+            .map_err(Error::InvalidParams)?;
+        let inputs = self.core().rollback_inputs(turns)?;
+        let files = checkpoints
+            .undo(inputs, force)
+            .await
+            .map_err(|e| refused(&e))?;
+        let mut response = self.core().roll_back(turns, true)?;
+        response.files = Some(files);
+        Ok(response)
+    }
+
+    /// Brings back the branch, and the files when the rollback put files back.
+    async fn redo(&self, force: bool) -> Result<RedoResponse, Error> {
+        let point = self.core().redo_point()?;
+        let files = match (&self.info.checkpoints, point.files) {
+            (Ok(checkpoints), true) => {
+                Some(checkpoints.redo(force).await.map_err(|e| refused(&e))?)
+            }
+            _ => None,
+        };
+        let mut response = self.core().redo(point);
+        response.files = files;
+        Ok(response)
+    }
+
     fn agent(&self) -> Agent<'_> {
         Agent {
             host: self,
@@ -103,6 +151,7 @@ impl Task {
             profile: &self.info.profile,
             providers: &self.providers,
             retry: &self.retry,
+            checkpoints: self.info.checkpoints.as_ref().ok(),
         }
     }
 
@@ -207,5 +256,13 @@ impl Task {
             success: result.success,
             turns_used: result.turns_used,
         });
+    }
+}
+
+/// The error of a refused undo or redo: the client's to resolve when files changed.
+fn refused(e: &crate::checkpoint::Refused) -> Error {
+    match e {
+        crate::checkpoint::Refused::Changed(_) => Error::InvalidParams(e.to_string()),
+        crate::checkpoint::Refused::Failed(_) => Error::Internal(e.to_string()),
     }
 }

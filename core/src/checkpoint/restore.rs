@@ -1,0 +1,69 @@
+//! Putting recorded files back. Every file is written beneath the workspace the way the file
+//! tools write under a sandbox (`exec::open_dirs`: each directory opened relative to its
+//! parent, no symlink followed), so a symlink the model left in a directory's place can only
+//! make the restore fail, never carry it outside the workspace. What is there is removed
+//! first (a file or a symlink, never a directory), then the recorded one is created anew.
+
+use super::objects::{Entry, Objects};
+use gix_object::Kind;
+use gix_object::tree::EntryKind;
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::{Mode, SFlag};
+use std::ffi::OsStr;
+use std::io::Write;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// Makes `rel` (beneath `root`) what `target` says: that file, or none.
+pub(super) fn put(
+    root: &Path,
+    objects: &Objects,
+    rel: &[u8],
+    target: Option<&Entry>,
+) -> Result<(), String> {
+    let rel = Path::new(OsStr::from_bytes(rel));
+    let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
+        return Err(format!("{}: not a file path", rel.display()));
+    };
+    let name = Path::new(name);
+    let dir = match crate::exec::open_dirs(rel, root, parent, target.is_some()) {
+        Ok(dir) => dir,
+        // Nothing to remove where the directory is gone.
+        Err(_) if target.is_none() && !root.join(parent).exists() => return Ok(()),
+        Err(e) => return Err(e.to_string()),
+    };
+    let shown = |e: Errno| format!("{}: {e}", rel.display());
+    match nix::sys::stat::fstatat(dir.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR => {
+            return Err(format!("{} is a directory now", rel.display()));
+        }
+        Ok(_) => nix::unistd::unlinkat(dir.as_fd(), name, nix::unistd::UnlinkatFlags::NoRemoveDir)
+            .map_err(shown)?,
+        Err(Errno::ENOENT) => {}
+        Err(e) => return Err(shown(e)),
+    }
+    let Some(entry) = target else { return Ok(()) };
+    let data = objects.read(&entry.id, Kind::Blob)?;
+    match entry.kind {
+        EntryKind::Link => {
+            nix::unistd::symlinkat(OsStr::from_bytes(&data), dir.as_fd(), name).map_err(shown)
+        }
+        kind => write_new(&dir, name, &data, kind == EntryKind::BlobExecutable)
+            .map_err(|e| format!("{}: {e}", rel.display())),
+    }
+}
+
+/// Creates `name` in `dir` (it must not exist) with `data`; the mode is git's (0666 or 0777
+/// less the umask).
+fn write_new(dir: &OwnedFd, name: &Path, data: &[u8], executable: bool) -> std::io::Result<()> {
+    let mode = if executable { 0o777 } else { 0o666 };
+    let fd = nix::fcntl::openat(
+        dir.as_fd(),
+        name,
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(mode),
+    )?;
+    std::fs::File::from(fd).write_all(data)
+}

@@ -1,0 +1,60 @@
+#![allow(clippy::unwrap_used)]
+
+use super::objects::Objects;
+use super::snapshot::{self, Cache, Walk};
+use super::{changed, restore};
+use std::path::Path;
+
+fn take(root: &Path, objects: &Objects, cache: &mut Cache) -> super::Snap {
+    let walk = Walk {
+        root,
+        exclude: &[],
+        max_file_bytes: 1000,
+    };
+    snapshot::take(&walk, objects, cache).unwrap().0
+}
+
+#[test]
+fn a_walk_records_changes_only_and_skips_git_ignored_and_large_files() {
+    let work = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let w = work.path();
+    std::fs::create_dir_all(w.join(".git/objects")).unwrap();
+    std::fs::write(w.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(w.join(".gitignore"), "*.log\n").unwrap();
+    std::fs::write(w.join("a.txt"), "a\n").unwrap();
+    std::fs::write(w.join("x.log"), "ignored\n").unwrap();
+    std::fs::write(w.join("big"), vec![b'x'; 2000]).unwrap();
+    let objects = Objects::open(store.path()).unwrap();
+    let mut cache = Cache::default();
+    let first = take(w, &objects, &mut cache);
+    let files = objects.flatten(&first.tree).unwrap();
+    let names: Vec<&[u8]> = files.keys().map(Vec::as_slice).collect();
+    assert_eq!(names, [b".gitignore".as_slice(), b"a.txt"]);
+    assert!(first.skipped.contains_key(b"big".as_slice()));
+    assert_eq!(take(w, &objects, &mut cache), first);
+
+    std::fs::write(w.join("a.txt"), "changed\n").unwrap();
+    let second = take(w, &objects, &mut cache);
+    let after = objects.flatten(&second.tree).unwrap();
+    assert_eq!(changed(&files, &after), [b"a.txt".to_vec()]);
+}
+
+#[test]
+fn a_restore_never_follows_a_symlink_out_of_the_workspace() {
+    let work = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let w = work.path();
+    std::fs::create_dir(w.join("sub")).unwrap();
+    std::fs::write(w.join("sub/a.txt"), "mine\n").unwrap();
+    let objects = Objects::open(store.path()).unwrap();
+    let snap = take(w, &objects, &mut Cache::default());
+    let entry = objects.flatten(&snap.tree).unwrap()[b"sub/a.txt".as_slice()];
+    // The model swaps the directory for a symlink to somewhere else.
+    std::fs::remove_dir_all(w.join("sub")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), w.join("sub")).unwrap();
+    assert!(restore::put(w, &objects, b"sub/a.txt", Some(&entry)).is_err());
+    assert!(restore::put(w, &objects, b"sub/a.txt", None).is_err());
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+}
