@@ -385,6 +385,7 @@ struct FileConfig {
     hooks: crate::hooks::HooksTable,
     #[serde(default)]
     trusted_workspaces: BTreeMap<String, crate::hooks::TrustTable>,
+    #[serde(default)]
     checkpoints: CheckpointsConfig,
 }
 
