@@ -218,6 +218,7 @@ export interface EventData {
   subagent_spawned: { agent_id: SessionId; task: string };
   subagent_finished: { agent_id: SessionId; success: boolean; turns_used: number };
   rollback: { leaf?: string | null; removed: number };
+  redo: { leaf?: string | null };
   events_missing: { first_seq: number; last_seq: number };
   approval_requested: { request_id: RequestId; call_id: string; tool: string; arguments: unknown; summary: string };
   approval_resolved: { request_id: RequestId; call_id: string; tool: string; decision: Decision; by: ResolvedBy; message?: string | null };
@@ -235,6 +236,16 @@ export interface EventData {
     reason?: string | null;
     tools?: string[] | null;
     left_out?: string[];
+  };
+  hook_started: { hook_run: string; event: string; hook: string; program: string; call_id?: string | null };
+  hook_finished: {
+    hook_run: string;
+    event: string;
+    hook: string;
+    outcome: string;
+    exit_code?: number | null;
+    duration_ms: number;
+    reason?: string | null;
   };
 }
 
@@ -261,6 +272,7 @@ export const EVENT_KINDS: readonly EventKind[] = [
   "subagent_spawned",
   "subagent_finished",
   "rollback",
+  "redo",
   "events_missing",
   "approval_requested",
   "approval_resolved",
@@ -269,6 +281,8 @@ export const EVENT_KINDS: readonly EventKind[] = [
   "client_tool_requested",
   "client_tool_resolved",
   "mcp_server_state",
+  "hook_started",
+  "hook_finished",
   "warning",
   "error",
   "usage",

@@ -109,25 +109,33 @@ async fn a_claude_code_pre_tool_use_hook_blocks_rm_and_the_model_reads_why() {
         "{results:?}"
     );
     assert!(results[1].contains("fine"), "{results:?}");
-    // The matcher `Bash` takes `shell` only.
-    assert_eq!(outcomes(&events), ["blocked", "ok"]);
+    // The matcher `Bash` takes `shell` only; the two commands run side by side, so their
+    // hooks end in either order.
+    let mut ended = outcomes(&events);
+    ended.sort();
+    assert_eq!(ended, ["blocked", "ok"]);
     let started = of_kind(&events, "hook_started");
-    assert_eq!(started[0]["data"]["event"], "pre_tool_use");
-    assert_eq!(started[0]["data"]["hook"], "hooks.pre_tool_use[0]");
-    assert_eq!(started[0]["data"]["call_id"], "c1");
-    assert_eq!(started[0]["data"]["program"], validator);
+    let rm = started
+        .iter()
+        .find(|e| e["data"]["call_id"] == "c1")
+        .expect("a hook for the rm");
+    assert_eq!(rm["data"]["event"], "pre_tool_use");
+    assert_eq!(rm["data"]["hook"], "hooks.pre_tool_use[0]");
+    assert_eq!(rm["data"]["program"], validator);
     let finished = of_kind(&events, "hook_finished");
-    assert_eq!(finished[0]["data"]["exit_code"], 2);
+    let rm_end = finished
+        .iter()
+        .find(|e| e["data"]["hook_run"] == rm["data"]["hook_run"])
+        .expect("the rm's hook ended");
+    assert_eq!(rm_end["data"]["exit_code"], 2);
 
     // What it read is Claude Code's document.
-    let first: Value = serde_json::from_str(
-        std::fs::read_to_string(&seen)
-            .unwrap()
-            .lines()
-            .next()
-            .unwrap(),
-    )
-    .unwrap();
+    let first: Value = std::fs::read_to_string(&seen)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|v| v["tool_use_id"] == "c1")
+        .expect("the hook saw the rm");
     assert_eq!(first["session_id"], s.session.as_str());
     assert_eq!(first["hook_event_name"], "PreToolUse");
     assert_eq!(first["tool_name"], "Bash");
