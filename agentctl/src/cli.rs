@@ -151,4 +151,7 @@ pub(crate) enum Online {
     /// Speak the Agent Client Protocol on stdin/stdout, for editors (Zed, JetBrains, Neovim,
     /// Emacs): each ACP session is an agentd session. Only ACP goes to stdout.
     Acp,
+    /// Print the socket of your agentd, starting it if nothing answers, once it is checked to
+    /// run as you: how editor plugins find the daemon.
+    SocketPath,
 }

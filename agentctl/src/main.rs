@@ -121,6 +121,7 @@ async fn run(cli: Cli) -> Result<u8> {
     let conn = daemon::connect(socket, true).await?;
     let ctx = cmd::Context {
         conn,
+        socket: daemon::socket_path(socket),
         json: cli.json,
     };
     cmd::run(command, &ctx).await

@@ -109,6 +109,9 @@ _agentctl() {
             agentctl,show)
                 cmd="agentctl__subcmd__show"
                 ;;
+            agentctl,socket-path)
+                cmd="agentctl__subcmd__socket__subcmd__path"
+                ;;
             agentctl,status)
                 cmd="agentctl__subcmd__status"
                 ;;
@@ -247,6 +250,9 @@ _agentctl() {
             agentctl__subcmd__help,show)
                 cmd="agentctl__subcmd__help__subcmd__show"
                 ;;
+            agentctl__subcmd__help,socket-path)
+                cmd="agentctl__subcmd__help__subcmd__socket__subcmd__path"
+                ;;
             agentctl__subcmd__help,status)
                 cmd="agentctl__subcmd__help__subcmd__status"
                 ;;
@@ -296,7 +302,7 @@ _agentctl() {
 
     case "${cmd}" in
         agentctl)
-            opts="-h -V --socket --json --help --version status models new ls show submit steer follow-up queue commands abort close events history fork rollback undo redo diff compact rm gc config pending respond mcp acp doctor login logout trust daemon mcp-server completions man help"
+            opts="-h -V --socket --json --help --version status models new ls show submit steer follow-up queue commands abort close events history fork rollback undo redo diff compact rm gc config pending respond mcp acp socket-path doctor login logout trust daemon mcp-server completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -746,7 +752,7 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__help)
-            opts="status models new ls show submit steer follow-up queue commands abort close events history fork rollback undo redo diff compact rm gc config pending respond mcp acp doctor login logout trust daemon mcp-server completions man help"
+            opts="status models new ls show submit steer follow-up queue commands abort close events history fork rollback undo redo diff compact rm gc config pending respond mcp acp socket-path doctor login logout trust daemon mcp-server completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1263,6 +1269,20 @@ _agentctl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        agentctl__subcmd__help__subcmd__socket__subcmd__path)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         agentctl__subcmd__help__subcmd__status)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1764,6 +1784,24 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__show)
+            opts="-h --socket --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        agentctl__subcmd__socket__subcmd__path)
             opts="-h --socket --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -83,7 +83,10 @@ impl DaemonCommand {
             conn => conn,
         };
         match (self, conn) {
-            (DaemonCommand::Status, Ok(conn)) => status::run(&super::Context { conn, json }).await,
+            (DaemonCommand::Status, Ok(conn)) => {
+                let socket = daemon::socket_path(socket);
+                status::run(&super::Context { conn, socket, json }).await
+            }
             (DaemonCommand::Reload, Err(_)) => Err(Failure::unavailable(format!(
                 "agentd is not running (nothing answers at {}); a daemon reads the config when it starts",
                 daemon::socket_path(socket).display()

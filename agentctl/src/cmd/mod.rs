@@ -25,6 +25,7 @@ pub(crate) mod respond;
 pub(crate) mod rm;
 pub(crate) mod rollback;
 pub(crate) mod show;
+pub(crate) mod socket_path;
 pub(crate) mod status;
 pub(crate) mod steer;
 pub(crate) mod submit;
@@ -46,6 +47,8 @@ use std::io::{IsTerminal, Read};
 pub(crate) struct Context {
     /// The connection to the daemon.
     pub(crate) conn: Connection,
+    /// The socket `conn` was made on.
+    pub(crate) socket: std::path::PathBuf,
     /// `--json`: NDJSON on stdout instead of text.
     pub(crate) json: bool,
 }
@@ -91,6 +94,7 @@ pub(crate) async fn run(command: Online, ctx: &Context) -> Result<u8> {
         Online::Pending(args) => args.run(ctx).await,
         Online::Respond(args) => args.run(ctx).await,
         Online::Acp => crate::acp::run(ctx.conn.clone()).await,
+        Online::SocketPath => socket_path::run(&ctx.socket, ctx.json),
     }
 }
 

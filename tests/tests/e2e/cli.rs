@@ -258,6 +258,13 @@ async fn agentctl_starts_the_daemon_when_none_answers() {
         .stop_with(nix::sys::signal::Signal::SIGTERM)
         .await
         .unwrap();
+    // What an editor plugin calls to find the daemon: the path, once a daemon answers there.
+    let out = s.daemon.agentctl(&["socket-path"], None).await.unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        format!("{}\n", s.daemon.socket.display())
+    );
     let out = s.daemon.agentctl(&["status"], None).await.unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
@@ -1274,6 +1281,7 @@ async fn every_command_speaks_json() {
     let cwd = s.workdir.path().display().to_string();
     for args in [
         vec!["status"],
+        vec!["socket-path"],
         vec!["models"],
         vec!["doctor"],
         vec!["daemon", "status"],

@@ -460,7 +460,7 @@ async fn agentctl_sends_nothing_to_a_server_of_another_user() {
     let tmp = shared_tmp();
     let socket = tmp.path().join("agentd.sock");
     let (uid, _) = victim();
-    for args in [&["status"][..], &["acp"]] {
+    for args in [&["status"][..], &["acp"], &["socket-path"]] {
         // Another user's server on the path the victim uses, recording what it is sent; it
         // serves one connection and exits when that closes, so what it got is all written.
         let got = tmp.path().join(format!("got-{}", args[0]));
