@@ -83,6 +83,14 @@ async function answerInputBox(text) {
   await page.keyboard.press("Enter");
 }
 
+/** Fails unless notes.txt holds `text`. */
+function expectNotes(text, after) {
+  const now = fs.readFileSync(path.join(workspace, "notes.txt"), "utf8");
+  if (now !== text) {
+    throw new Error(`after ${after} notes.txt holds ${JSON.stringify(now)}, not ${JSON.stringify(text)}`);
+  }
+}
+
 /** The Transcript view's page (a webview: an iframe holding an iframe). */
 function transcript() {
   return page.frameLocator("iframe.webview.ready").frameLocator("#active-frame");
@@ -184,12 +192,23 @@ async function walk() {
   await command("agentd: Undo Last Input");
   await see(page.locator(".notification-toast", { hasText: "undid the last input" }), "the undo");
   await transcript().locator("#log", { hasText: "Undone:" }).waitFor();
-  const restored = fs.readFileSync(path.join(workspace, "notes.txt"), "utf8");
-  if (restored !== "written by hand\n") {
-    throw new Error(`after the undo notes.txt holds ${JSON.stringify(restored)}`);
-  }
+  expectNotes("written by hand\n", "the undo");
   await noErrors("the undo");
   await shot("undo");
+
+  // Redo brings the edit back; after the user's own edit, Undo asks first, naming the file.
+  await command("agentd: Redo");
+  await see(page.locator(".notification-toast", { hasText: "redid what the undo took back" }), "the redo");
+  expectNotes("edited by the agent\n", "the redo");
+  fs.writeFileSync(path.join(workspace, "notes.txt"), "edited by the agent, and by me\n");
+  await command("agentd: Undo Last Input");
+  const dialog = page.locator(".monaco-dialog-box", { hasText: "notes.txt" });
+  await see(dialog, "the refused undo");
+  await shot("undo-refused");
+  await dialog.locator(".monaco-button", { hasText: /^Force$/ }).click();
+  await see(page.locator(".notification-toast", { hasText: "your versions of notes.txt are kept" }), "the forced undo");
+  expectNotes("written by hand\n", "the forced undo");
+  await shot("undo-forced");
 
   // A long command, allowed, then the view's Abort button.
   await submit("run: sleep 120");

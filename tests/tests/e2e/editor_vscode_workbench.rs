@@ -2,7 +2,7 @@
 //! built `.vsix` installed, its workbench opened in headless Chromium (Debian's) and driven by
 //! `editors/vscode/ui-test/workbench.js` (playwright-core) through what a user does: open the
 //! agentd view, start a session, submit, watch the answer stream, approve a command, open a
-//! diff, undo, abort. The agentd daemon and the mock provider are the ones `editor_vscode.rs`
+//! diff, undo, redo, undo over the user's own edit (refused naming the file, then forced), abort. The agentd daemon and the mock provider are the ones `editor_vscode.rs`
 //! scripts. A screenshot of each step is kept under `target/vscode-workbench/`.
 //!
 //! code-server runs with telemetry, update checks and the extension gallery off (the gallery
@@ -221,7 +221,7 @@ async fn a_user_walks_through_the_extension_in_code_server() {
         .map(|l| serde_json::from_str(l).expect("an event per line"))
         .collect();
     let kinds: Vec<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
-    for kind in ["approval_resolved", "rollback", "processing_end"] {
+    for kind in ["approval_resolved", "rollback", "redo", "processing_end"] {
         assert!(kinds.contains(&kind), "no {kind} in {kinds:?}");
     }
     let ends: Vec<&str> = events
