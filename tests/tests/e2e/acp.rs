@@ -1574,3 +1574,135 @@ async fn hook_runs_are_shown_as_their_own_tool_calls() {
         "{ends:?}"
     );
 }
+
+/// acpx's persistent sessions through the bridge: `sessions new`, the mode set both ways
+/// (`set-mode`, `set mode`), the model chosen from the listed ones (`set model`), a prompt
+/// in a later process that reconnects with `session/resume` and gets usage updates,
+/// `sessions list` (ACP `session/list`) and `sessions close` (ACP `session/close` to the
+/// process it left running).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acpx_persistent_sessions_set_options_resume_list_and_close() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let bin = root.join("target/acpx/node_modules/.bin");
+    if !agentd_tests::prerequisite(
+        "acpx with Node 22 (target/acpx, installed by .ci/run)",
+        bin.join("acpx").is_file() && bin.join("node").is_file(),
+    ) {
+        return;
+    }
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = TestDaemon::builder()
+        .env("ANTHROPIC_BASE_URL", &mock.url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .config("[providers.anthropic]\nmodels = [\"claude-acpx\"]\n")
+        .start()
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    mock.push_stream(sse::shell("t1", "echo via-acpx-session"));
+    mock.push_stream(sse::text("Ran it."));
+    let agentctl = agentd_tests::bin_dir().join("agentctl");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let acpx = async |args: &[&str]| -> Vec<Value> {
+        let mut cmd = tokio::process::Command::from(daemon.program(bin.join("acpx")));
+        cmd.env("PATH", &path)
+            .env("AGENTD_NO_AUTOSTART", "1")
+            .args(["--agent", &format!("{} acp", agentctl.display())])
+            .args(["--approve-all", "--format", "json", "--cwd"])
+            .arg(dir.path())
+            .args(args)
+            .kill_on_drop(true);
+        let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+            .await
+            .expect("acpx ends in time")
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "acpx {args:?}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    };
+    let created = acpx(&["sessions", "new"]).await;
+    let id = created
+        .iter()
+        .find_map(|m| m["acpxSessionId"].as_str())
+        .expect("a session id")
+        .to_owned();
+    let by_mode = acpx(&["set-mode", "read-only"]).await;
+    assert!(
+        by_mode.iter().any(|m| m["modeId"] == "read-only"),
+        "{by_mode:?}"
+    );
+    let by_model = acpx(&["set", "model", "anthropic/claude-acpx"]).await;
+    let by_option = acpx(&["set", "mode", "auto"]).await;
+    let options = |ms: &[Value]| -> Value {
+        ms.iter()
+            .find_map(|m| m["configOptions"].as_array().cloned())
+            .map(|o| {
+                o.iter()
+                    .map(|o| {
+                        (
+                            o["id"].as_str().unwrap().to_owned(),
+                            o["currentValue"].clone(),
+                        )
+                    })
+                    .collect::<serde_json::Map<_, _>>()
+                    .into()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(options(&by_option)["mode"], "auto", "{by_option:?}");
+    assert_eq!(
+        options(&by_option)["model"],
+        "anthropic/claude-acpx",
+        "{by_model:?}"
+    );
+    let prompted = acpx(&["prompt", "run the command"]).await;
+    let methods: Vec<&str> = prompted
+        .iter()
+        .filter_map(|m| m["method"].as_str())
+        .collect();
+    assert!(methods.contains(&"session/resume"), "{methods:?}");
+    assert!(!methods.contains(&"session/load"), "{methods:?}");
+    let kinds: Vec<&str> = prompted
+        .iter()
+        .filter_map(|m| m["params"]["update"]["sessionUpdate"].as_str())
+        .collect();
+    assert!(kinds.contains(&"usage_update"), "{kinds:?}");
+    assert!(
+        prompted
+            .iter()
+            .any(|m| m["result"]["stopReason"] == "end_turn"),
+        "{prompted:?}"
+    );
+    assert!(format!("{prompted:?}").contains("via-acpx-session"));
+    assert_eq!(mock.requests()[0].body["model"], "claude-acpx");
+    let listed = acpx(&["sessions", "list"]).await;
+    let ids: Vec<&str> = listed
+        .iter()
+        .flat_map(|m| m["sessions"].as_array().into_iter().flatten())
+        .filter_map(|s| s["sessionId"].as_str())
+        .collect();
+    assert_eq!(ids, [id.as_str()], "{listed:?}");
+    let closed = acpx(&["sessions", "close"]).await;
+    assert!(
+        closed.iter().any(|m| m["action"] == "session_closed"),
+        "{closed:?}"
+    );
+    let mut client = daemon.client().await.unwrap();
+    let snapshot = client
+        .call("session/get", json!({"session_id": id}))
+        .await
+        .unwrap();
+    assert_eq!(snapshot["config"]["approval"]["mode"], "auto");
+    assert_eq!(snapshot["state"], "idle");
+}
