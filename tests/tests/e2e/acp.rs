@@ -1706,3 +1706,57 @@ async fn acpx_persistent_sessions_set_options_resume_list_and_close() {
     assert_eq!(snapshot["config"]["approval"]["mode"], "auto");
     assert_eq!(snapshot["state"], "idle");
 }
+
+/// The official TypeScript SDK's client (the current release, which acpx does not bundle yet;
+/// `.ci/run` installs it in `target/acpx`) against the bridge: config options, usage, resume,
+/// close, list and delete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_client_sets_options_resumes_closes_and_deletes() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let modules = root.join("target/acpx/node_modules");
+    let sdk = modules.join("@agentclientprotocol/sdk/dist/v1/stable/acp.js");
+    if !agentd_tests::prerequisite(
+        "the ACP TypeScript SDK with Node 22 (target/acpx, installed by .ci/run)",
+        sdk.is_file() && modules.join(".bin/node").is_file(),
+    ) {
+        return;
+    }
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path().canonicalize().unwrap();
+    mock.push_stream(sse::text("hello from ts"));
+    let mut cmd = tokio::process::Command::from(daemon.program(modules.join(".bin/node")));
+    cmd.arg(root.join("tests/tests/e2e/acp_client.mjs"))
+        .arg(format!("file://{}", sdk.canonicalize().unwrap().display()))
+        .arg(agentd_tests::bin_dir().join("agentctl"))
+        .arg(&cwd)
+        .env("AGENTD_NO_AUTOSTART", "1")
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("the TypeScript client ends in time")
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        seen["capabilities"],
+        json!(["close", "delete", "list", "resume"])
+    );
+    assert_eq!(seen["created"]["mode"], "auto");
+    assert_eq!(seen["modes"], json!(["ask", "auto", "read-only"]));
+    assert_eq!(seen["mode"]["mode"], "read-only");
+    assert_eq!(seen["model"]["model"], "anthropic/claude-from-ts");
+    assert_eq!(seen["stop_reason"], "end_turn");
+    assert_eq!(seen["usage"], json!([{"used": 170, "size": 200_000}]));
+    assert_eq!(seen["resumed"]["mode"], "read-only");
+    // No replay on resume: nothing but the commands offered came.
+    assert_eq!(seen["on_resume"], json!([]));
+    assert_eq!(seen["listed"], json!([seen["session"]]));
+    assert_eq!(seen["after_delete"], json!([]));
+    assert_eq!(mock.requests()[0].body["model"], "claude-from-ts");
+}
