@@ -89,16 +89,8 @@ pub(crate) async fn run(conn: Connection) -> Result<u8> {
             {
                 let b = b();
                 async move |req: acp::NewSessionRequest, responder, cx| {
-                    let b = b.clone();
-                    tokio::spawn(async move {
-                        let result = b.clone().new_session(req, cx.clone()).await;
-                        let id = result.as_ref().ok().map(|r| r.session_id.clone());
-                        respond(responder, result);
-                        // After the answer: the editor knows the session by then.
-                        if let Some(id) = id {
-                            b.send_commands(&id, &cx).await;
-                        }
-                    });
+                    let work = b.clone().new_session(req, cx.clone());
+                    opening(b.clone(), responder, cx, work, |r| r.session_id.clone());
                     Ok(())
                 }
             },
@@ -108,16 +100,9 @@ pub(crate) async fn run(conn: Connection) -> Result<u8> {
             {
                 let b = b();
                 async move |req: acp::LoadSessionRequest, responder, cx| {
-                    let b = b.clone();
                     let id = req.session_id.clone();
-                    tokio::spawn(async move {
-                        let result = b.clone().load_session(req, cx.clone()).await;
-                        let loaded = result.is_ok();
-                        respond(responder, result);
-                        if loaded {
-                            b.send_commands(&id, &cx).await;
-                        }
-                    });
+                    let work = b.clone().load_session(req, cx.clone());
+                    opening(b.clone(), responder, cx, work, move |_| id);
                     Ok(())
                 }
             },
@@ -127,16 +112,9 @@ pub(crate) async fn run(conn: Connection) -> Result<u8> {
             {
                 let b = b();
                 async move |req: acp::ResumeSessionRequest, responder, cx| {
-                    let b = b.clone();
                     let id = req.session_id.clone();
-                    tokio::spawn(async move {
-                        let result = b.clone().resume_session(req, cx.clone()).await;
-                        let resumed = result.is_ok();
-                        respond(responder, result);
-                        if resumed {
-                            b.send_commands(&id, &cx).await;
-                        }
-                    });
+                    let work = b.clone().resume_session(req, cx.clone());
+                    opening(b.clone(), responder, cx, work, move |_| id);
                     Ok(())
                 }
             },
@@ -235,6 +213,26 @@ fn answer<T: JsonRpcResponse + Send + 'static>(
     work: impl Future<Output = std::result::Result<T, Error>> + Send + 'static,
 ) {
     tokio::spawn(async move { respond(responder, work.await) });
+}
+
+/// Runs `work`, a request that opens a session (the one `id_of` its answer names), in its own
+/// task; answers it, then offers the session's commands (after the answer: the editor knows
+/// the session by then).
+fn opening<T: JsonRpcResponse + Send + 'static>(
+    b: Arc<Bridge>,
+    responder: Responder<T>,
+    cx: ConnectionTo<Client>,
+    work: impl Future<Output = std::result::Result<T, Error>> + Send + 'static,
+    id_of: impl FnOnce(&T) -> acp::SessionId + Send + 'static,
+) {
+    tokio::spawn(async move {
+        let result = work.await;
+        let id = result.as_ref().ok().map(id_of);
+        respond(responder, result);
+        if let Some(id) = id {
+            b.send_commands(&id, &cx).await;
+        }
+    });
 }
 
 /// Answers a request.

@@ -202,6 +202,26 @@ fn current(options: &[acp::SessionConfigOption], id: &str) -> String {
     }
 }
 
+/// Runs another ACP client, `cmd` (made with the daemon's environment; it never starts a
+/// daemon), to its end; what it printed, as the JSON lines it printed.
+async fn client_output(mut cmd: tokio::process::Command, what: &str) -> Vec<Value> {
+    cmd.env("AGENTD_NO_AUTOSTART", "1").kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .unwrap_or_else(|_| panic!("{what} ends in time"))
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{what}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
 async fn daemon(mock: &MockAnthropic) -> TestDaemon {
     TestDaemon::start(&mock.url).await.expect("daemon starts")
 }
@@ -694,21 +714,8 @@ async fn the_python_sdk_client_runs_a_session_with_options_resume_close_and_dele
     let script = root.join("tests/tests/e2e/acp_client.py");
     let agentctl = agentd_tests::bin_dir().join("agentctl");
     let mut cmd = tokio::process::Command::from(daemon.program(&python));
-    cmd.arg(&script)
-        .arg(&agentctl)
-        .arg(&cwd)
-        .env("AGENTD_NO_AUTOSTART", "1")
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
-        .await
-        .expect("the Python client ends in time")
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    cmd.arg(&script).arg(&agentctl).arg(&cwd);
+    let seen = client_output(cmd, "the Python client").await.remove(0);
     assert_eq!(seen["protocol_version"], 1);
     assert_eq!(seen["load_session"], true);
     assert_eq!(seen["stop_reason"], "end_turn");
@@ -1065,26 +1072,12 @@ async fn acpx_runs_a_prompt() {
     );
     let mut cmd = tokio::process::Command::from(daemon.program(bin.join("acpx")));
     cmd.env("PATH", path)
-        .env("AGENTD_NO_AUTOSTART", "1")
         .args(["--agent", &format!("{} acp", agentctl.display())])
         .args(["--approve-all", "--format", "json", "--cwd"])
         .arg(dir.path())
-        .args(["exec", "run the command"])
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
-        .await
-        .expect("acpx ends in time")
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let messages: Vec<Value> = stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+        .args(["exec", "run the command"]);
+    let messages = client_output(cmd, "acpx").await;
+    let stdout = format!("{messages:?}");
     let kinds: Vec<&str> = messages
         .iter()
         .filter_map(|m| m["params"]["update"]["sessionUpdate"].as_str())
@@ -1610,26 +1603,11 @@ async fn acpx_persistent_sessions_set_options_resume_list_and_close() {
     let acpx = async |args: &[&str]| -> Vec<Value> {
         let mut cmd = tokio::process::Command::from(daemon.program(bin.join("acpx")));
         cmd.env("PATH", &path)
-            .env("AGENTD_NO_AUTOSTART", "1")
             .args(["--agent", &format!("{} acp", agentctl.display())])
             .args(["--approve-all", "--format", "json", "--cwd"])
             .arg(dir.path())
-            .args(args)
-            .kill_on_drop(true);
-        let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
-            .await
-            .expect("acpx ends in time")
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "acpx {args:?}: {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
+            .args(args);
+        client_output(cmd, &format!("acpx {args:?}")).await
     };
     let created = acpx(&["sessions", "new"]).await;
     let id = created
@@ -1730,19 +1708,8 @@ async fn the_typescript_sdk_client_sets_options_resumes_closes_and_deletes() {
     cmd.arg(root.join("tests/tests/e2e/acp_client.mjs"))
         .arg(format!("file://{}", sdk.canonicalize().unwrap().display()))
         .arg(agentd_tests::bin_dir().join("agentctl"))
-        .arg(&cwd)
-        .env("AGENTD_NO_AUTOSTART", "1")
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
-        .await
-        .expect("the TypeScript client ends in time")
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+        .arg(&cwd);
+    let seen = client_output(cmd, "the TypeScript client").await.remove(0);
     assert_eq!(
         seen["capabilities"],
         json!(["close", "delete", "list", "resume"])
