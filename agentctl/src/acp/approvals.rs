@@ -31,6 +31,9 @@ const WRITERS: [BuiltinTool; 3] = [
     BuiltinTool::ApplyPatch,
 ];
 
+/// The `session/set_config_option` id for the mode.
+pub(super) const MODE_OPTION: &str = "mode";
+
 /// The answers an approval offers, as ACP permission options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Answer {
@@ -226,6 +229,25 @@ impl Mode {
 pub(super) fn modes(approval: &ApprovalConfig) -> acp::SessionModeState {
     let available = Mode::ALL.map(Mode::shown).to_vec();
     acp::SessionModeState::new(Mode::of(approval).id(), available)
+}
+
+/// The same modes as the `mode` config option (category `mode`), which ACP's config options
+/// replace the modes with; both are sent, in step, for older clients.
+pub(super) fn mode_option(approval: &ApprovalConfig) -> acp::SessionConfigOption {
+    let values = Mode::ALL
+        .map(|m| {
+            let shown = m.shown();
+            acp::SessionConfigSelectOption::new(m.id(), shown.name).description(shown.description)
+        })
+        .to_vec();
+    acp::SessionConfigOption::select(MODE_OPTION, "Mode", Mode::of(approval).id(), values)
+        .category(acp::SessionConfigOptionCategory::Mode)
+        .description("When calls wait for your approval".to_owned())
+}
+
+/// The mode a session with `approval` is in, as its ACP id.
+pub(super) fn mode_id(approval: &ApprovalConfig) -> &'static str {
+    Mode::of(approval).id()
 }
 
 fn writer_rule(rule: &ApprovalRule) -> bool {

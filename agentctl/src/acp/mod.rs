@@ -18,10 +18,13 @@
 
 mod approvals;
 mod commands;
+mod config;
 mod content;
+mod lifecycle;
 mod mcp;
 mod session;
 mod tools;
+mod undo;
 mod updates;
 
 use crate::client::Connection;
@@ -44,9 +47,6 @@ use tokio::sync::oneshot;
 /// The auth method every `initialize` lists: ACP clients (Zed's registry) require one, and
 /// agentd's keys live with the daemon, so it tells where to put one.
 const AUTH_METHOD: &str = "agentd-provider-key";
-
-/// The `session/set_config_option` id for the model.
-const MODEL_OPTION: &str = "model";
 
 /// The bridge between one editor and the daemon.
 struct Bridge {
@@ -89,16 +89,8 @@ pub(crate) async fn run(conn: Connection) -> Result<u8> {
             {
                 let b = b();
                 async move |req: acp::NewSessionRequest, responder, cx| {
-                    let b = b.clone();
-                    tokio::spawn(async move {
-                        let result = b.clone().new_session(req, cx.clone()).await;
-                        let id = result.as_ref().ok().map(|r| r.session_id.clone());
-                        respond(responder, result);
-                        // After the answer: the editor knows the session by then.
-                        if let Some(id) = id {
-                            b.send_commands(&id, &cx).await;
-                        }
-                    });
+                    let work = b.clone().new_session(req, cx.clone());
+                    opening(b.clone(), responder, cx, work, |r| r.session_id.clone());
                     Ok(())
                 }
             },
@@ -108,16 +100,21 @@ pub(crate) async fn run(conn: Connection) -> Result<u8> {
             {
                 let b = b();
                 async move |req: acp::LoadSessionRequest, responder, cx| {
-                    let b = b.clone();
                     let id = req.session_id.clone();
-                    tokio::spawn(async move {
-                        let result = b.clone().load_session(req, cx.clone()).await;
-                        let loaded = result.is_ok();
-                        respond(responder, result);
-                        if loaded {
-                            b.send_commands(&id, &cx).await;
-                        }
-                    });
+                    let work = b.clone().load_session(req, cx.clone());
+                    opening(b.clone(), responder, cx, work, move |_| id);
+                    Ok(())
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let b = b();
+                async move |req: acp::ResumeSessionRequest, responder, cx| {
+                    let id = req.session_id.clone();
+                    let work = b.clone().resume_session(req, cx.clone());
+                    opening(b.clone(), responder, cx, work, move |_| id);
                     Ok(())
                 }
             },
@@ -137,9 +134,9 @@ pub(crate) async fn run(conn: Connection) -> Result<u8> {
         .on_receive_request(
             {
                 let b = b();
-                async move |req: acp::PromptRequest, responder, _cx| {
+                async move |req: acp::PromptRequest, responder, cx| {
                     let b = b.clone();
-                    answer(responder, async move { b.prompt(req).await });
+                    answer(responder, async move { b.prompt(req, cx).await });
                     Ok(())
                 }
             },
@@ -148,9 +145,9 @@ pub(crate) async fn run(conn: Connection) -> Result<u8> {
         .on_receive_request(
             {
                 let b = b();
-                async move |req: acp::SetSessionConfigOptionRequest, responder, _cx| {
+                async move |req: acp::SetSessionConfigOptionRequest, responder, cx| {
                     let b = b.clone();
-                    answer(responder, async move { b.set_config_option(req).await });
+                    answer(responder, async move { b.set_config_option(req, cx).await });
                     Ok(())
                 }
             },
@@ -159,9 +156,9 @@ pub(crate) async fn run(conn: Connection) -> Result<u8> {
         .on_receive_request(
             {
                 let b = b();
-                async move |req: acp::SetSessionModeRequest, responder, _cx| {
+                async move |req: acp::SetSessionModeRequest, responder, cx| {
                     let b = b.clone();
-                    answer(responder, async move { b.set_mode(req).await });
+                    answer(responder, async move { b.set_mode(req, cx).await });
                     Ok(())
                 }
             },
@@ -171,7 +168,20 @@ pub(crate) async fn run(conn: Connection) -> Result<u8> {
             {
                 let b = b();
                 async move |req: acp::CloseSessionRequest, responder, _cx| {
-                    responder.respond_with_result(b.close(&req))
+                    let b = b.clone();
+                    answer(responder, async move { b.close(req).await });
+                    Ok(())
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let b = b();
+                async move |req: acp::DeleteSessionRequest, responder, _cx| {
+                    let b = b.clone();
+                    answer(responder, async move { b.delete(req).await });
+                    Ok(())
                 }
             },
             agent_client_protocol::on_receive_request!(),
@@ -203,6 +213,26 @@ fn answer<T: JsonRpcResponse + Send + 'static>(
     work: impl Future<Output = std::result::Result<T, Error>> + Send + 'static,
 ) {
     tokio::spawn(async move { respond(responder, work.await) });
+}
+
+/// Runs `work`, a request that opens a session (the one `id_of` its answer names), in its own
+/// task; answers it, then offers the session's commands (after the answer: the editor knows
+/// the session by then).
+fn opening<T: JsonRpcResponse + Send + 'static>(
+    b: Arc<Bridge>,
+    responder: Responder<T>,
+    cx: ConnectionTo<Client>,
+    work: impl Future<Output = std::result::Result<T, Error>> + Send + 'static,
+    id_of: impl FnOnce(&T) -> acp::SessionId + Send + 'static,
+) {
+    tokio::spawn(async move {
+        let result = work.await;
+        let id = result.as_ref().ok().map(id_of);
+        respond(responder, result);
+        if let Some(id) = id {
+            b.send_commands(&id, &cx).await;
+        }
+    });
 }
 
 /// Answers a request.
@@ -261,7 +291,9 @@ impl Bridge {
             .session_capabilities(
                 acp::SessionCapabilities::new()
                     .list(acp::SessionListCapabilities::new())
-                    .close(acp::SessionCloseCapabilities::new()),
+                    .resume(acp::SessionResumeCapabilities::new())
+                    .close(acp::SessionCloseCapabilities::new())
+                    .delete(acp::SessionDeleteCapabilities::new()),
             )
             .mcp_capabilities(acp::McpCapabilities::new().http(true));
         let auth = acp::AuthMethod::Agent(
@@ -338,6 +370,7 @@ impl Bridge {
             since_seq: snapshot.last_seq,
             replay_until: snapshot.last_seq,
             replayed: None,
+            pending: Vec::new(),
         };
         let options = self.config_options(&snapshot).await?;
         self.attach(&snapshot, cx, start);
@@ -351,9 +384,32 @@ impl Bridge {
         req: acp::LoadSessionRequest,
         cx: ConnectionTo<Client>,
     ) -> std::result::Result<acp::LoadSessionResponse, Error> {
-        let servers = mcp::servers(&req.mcp_servers)?;
-        let session_id = SessionId(req.session_id.0.to_string());
-        // The editor's servers for this session now (ACP sends them with every load).
+        let snapshot = self.reopen(&req.session_id, &req.mcp_servers).await?;
+        let (done, replayed) = oneshot::channel();
+        let start = Start {
+            since_seq: 0,
+            replay_until: snapshot.last_seq,
+            replayed: Some(done),
+            pending: Vec::new(),
+        };
+        let options = self.config_options(&snapshot).await?;
+        self.attach(&snapshot, cx, start);
+        // ACP: the whole conversation is sent before the answer.
+        let _ = replayed.await;
+        Ok(acp::LoadSessionResponse::new()
+            .config_options(options)
+            .modes(approvals::modes(&snapshot.config.approval)))
+    }
+
+    /// The snapshot of an existing session, given the editor's MCP servers for it (ACP sends
+    /// them with every load and resume).
+    async fn reopen(
+        &self,
+        id: &acp::SessionId,
+        servers: &[acp::McpServer],
+    ) -> std::result::Result<SessionSnapshot, Error> {
+        let servers = mcp::servers(servers)?;
+        let session_id = SessionId(id.0.to_string());
         if !servers.is_empty() {
             self.daemon
                 .call::<m::SessionSetConfig>(SetConfigParams {
@@ -366,24 +422,10 @@ impl Bridge {
                 .await
                 .map_err(daemon_error)?;
         }
-        let snapshot = self
-            .daemon
+        self.daemon
             .call::<m::SessionGet>(SessionParams { session_id })
             .await
-            .map_err(daemon_error)?;
-        let (done, replayed) = oneshot::channel();
-        let start = Start {
-            since_seq: 0,
-            replay_until: snapshot.last_seq,
-            replayed: Some(done),
-        };
-        let options = self.config_options(&snapshot).await?;
-        self.attach(&snapshot, cx, start);
-        // ACP: the whole conversation is sent before the answer.
-        let _ = replayed.await;
-        Ok(acp::LoadSessionResponse::new()
-            .config_options(options)
-            .modes(approvals::modes(&snapshot.config.approval)))
+            .map_err(daemon_error)
     }
 
     /// Follows the session in its own task (replacing an earlier attachment of it).
@@ -444,9 +486,15 @@ impl Bridge {
     async fn prompt(
         &self,
         req: acp::PromptRequest,
+        cx: ConnectionTo<Client>,
     ) -> std::result::Result<acp::PromptResponse, Error> {
         let attached = self.attached(&req.session_id)?;
         let content::Input { text, images } = content::input(&req.prompt)?;
+        if images.is_empty()
+            && let Some(command) = undo::parse(&text)
+        {
+            return self.run_local(&req.session_id, command, &cx).await;
+        }
         let steer = match req.meta.as_ref().and_then(|m| m.get("steer")) {
             None | Some(serde_json::Value::Null) => false,
             Some(serde_json::Value::Bool(b)) => *b,
@@ -519,28 +567,6 @@ impl Bridge {
         Ok(acp::PromptResponse::new(outcome.await??))
     }
 
-    async fn set_mode(
-        &self,
-        req: acp::SetSessionModeRequest,
-    ) -> std::result::Result<acp::SetSessionModeResponse, Error> {
-        self.attached(&req.session_id)?;
-        let session_id = SessionId(req.session_id.0.to_string());
-        let snapshot = self
-            .daemon
-            .call::<m::SessionGet>(SessionParams {
-                session_id: session_id.clone(),
-            })
-            .await
-            .map_err(daemon_error)?;
-        let mode = approvals::Mode::from_id(&req.mode_id.0)?;
-        let params = approvals::set_mode(session_id, &snapshot.config.approval, mode);
-        self.daemon
-            .call::<m::SessionSetConfig>(params)
-            .await
-            .map_err(daemon_error)?;
-        Ok(acp::SetSessionModeResponse::new())
-    }
-
     /// Stops the session's work, and takes back what this client queued: ACP cancels every
     /// pending prompt, so none may run later.
     async fn cancel(&self, id: &acp::SessionId) -> std::result::Result<(), Error> {
@@ -561,77 +587,6 @@ impl Bridge {
             .await
             .map_err(daemon_error)?;
         Ok(())
-    }
-
-    /// Stops following the session; it stays in the daemon (other clients, `session/load`).
-    fn close(
-        &self,
-        req: &acp::CloseSessionRequest,
-    ) -> std::result::Result<acp::CloseSessionResponse, Error> {
-        self.attached(&req.session_id)?;
-        if let Ok(mut sessions) = self.sessions.lock() {
-            sessions.remove(req.session_id.0.as_ref());
-        }
-        Ok(acp::CloseSessionResponse::new())
-    }
-
-    /// The model choice: every configured provider's models, as `provider/model`.
-    async fn config_options(
-        &self,
-        snapshot: &SessionSnapshot,
-    ) -> std::result::Result<Vec<acp::SessionConfigOption>, Error> {
-        let info = self.info().await?;
-        let current = format!("{}/{}", snapshot.config.provider, snapshot.config.model);
-        let mut values = vec![current.clone()];
-        for p in info.providers.iter().filter(|p| p.has_key) {
-            for model in std::iter::once(&p.default_model).chain(&p.models) {
-                let value = format!("{}/{model}", p.name);
-                if !values.contains(&value) {
-                    values.push(value);
-                }
-            }
-        }
-        let options: Vec<acp::SessionConfigSelectOption> = values
-            .into_iter()
-            .map(|v| acp::SessionConfigSelectOption::new(v.clone(), v))
-            .collect();
-        Ok(vec![
-            acp::SessionConfigOption::select(MODEL_OPTION, "Model", current, options)
-                .category(acp::SessionConfigOptionCategory::Model),
-        ])
-    }
-
-    async fn set_config_option(
-        &self,
-        req: acp::SetSessionConfigOptionRequest,
-    ) -> std::result::Result<acp::SetSessionConfigOptionResponse, Error> {
-        self.attached(&req.session_id)?;
-        if req.config_id.0.as_ref() != MODEL_OPTION {
-            return Err(Error::invalid_params().data(format!(
-                "unknown config option {:?}; agentd has {MODEL_OPTION:?}",
-                req.config_id.0
-            )));
-        }
-        let value = req.value.as_value_id().map(|v| v.0.to_string());
-        let Some((provider, model)) = value.as_deref().and_then(|v| v.split_once('/')) else {
-            return Err(Error::invalid_params()
-                .data("the model option's value is \"provider/model\", as listed"));
-        };
-        let snapshot = self
-            .daemon
-            .call::<m::SessionSetConfig>(SetConfigParams {
-                session_id: SessionId(req.session_id.0.to_string()),
-                config: ConfigPatch {
-                    provider: Some(provider.to_owned()),
-                    model: Some(model.to_owned()),
-                    ..ConfigPatch::default()
-                },
-            })
-            .await
-            .map_err(daemon_error)?;
-        Ok(acp::SetSessionConfigOptionResponse::new(
-            self.config_options(&snapshot).await?,
-        ))
     }
 }
 

@@ -23,8 +23,8 @@ use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::{Client, Error};
 use agentd_proto::methods::SessionSubscribe;
 use agentd_proto::{
-    EventBody, InputId, ProcessingEndReason, RequestId, SessionId, StreamEndReason, StreamItem,
-    SubscribeParams,
+    EventBody, InputId, PendingRequest, ProcessingEndReason, RequestBody, RequestId, SessionId,
+    StreamEndReason, StreamItem, SubscribeParams,
 };
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -52,6 +52,11 @@ pub(super) enum Command {
     },
     /// Answer `reply` when the current input ends (a prompt that answered a question).
     Ride { reply: oneshot::Sender<Outcome> },
+    /// The session's context window changed (a new model): `usage_update`'s `size`.
+    ContextWindow(u64),
+    /// The client closed the session (its work was cancelled): every prompt still waiting
+    /// answers `cancelled`, and the task ends.
+    Close,
 }
 
 /// The handle the bridge keeps per attached session.
@@ -82,6 +87,9 @@ pub(super) struct Start {
     /// all been sent.
     pub(super) replay_until: u64,
     pub(super) replayed: Option<oneshot::Sender<()>>,
+    /// Requests already waiting when following starts without a replay (`session/resume`):
+    /// approvals are asked, a question awaits the next prompt.
+    pub(super) pending: Vec<PendingRequest>,
 }
 
 /// Starts the task for `session_id`; it ends when the session closes, the daemon goes away or
@@ -162,7 +170,26 @@ impl Task {
             mut since_seq,
             replay_until,
             mut replayed,
+            pending,
         } = start;
+        for request in pending {
+            match request.body {
+                RequestBody::Approval {
+                    tool,
+                    arguments,
+                    summary,
+                } => self.asker.ask(Approval {
+                    request_id: request.request_id,
+                    call_id: request.call_id,
+                    tool,
+                    arguments,
+                    summary,
+                }),
+                RequestBody::Question { .. } => self.question = Some(request.request_id),
+                // Client tools are the socket clients' own; ACP has none.
+                RequestBody::ClientTool { .. } => {}
+            }
+        }
         if replay_until <= since_seq
             && let Some(done) = replayed.take()
         {
@@ -183,8 +210,12 @@ impl Task {
             loop {
                 tokio::select! {
                     command = commands.recv() => match command {
-                        Some(command) => self.command(command),
+                        Some(Command::Close) => {
+                            self.end_all(&|| Ok(acp::StopReason::Cancelled));
+                            return;
+                        }
                         None => return,
+                        Some(command) => self.command(command),
                     },
                     item = sub.next() => match item {
                         Some(Ok(StreamItem::Event(event))) => {
@@ -275,6 +306,9 @@ impl Task {
             Command::Question { reply } => {
                 let _ = reply.send(self.question.clone());
             }
+            Command::ContextWindow(tokens) => self.translator.context_window = tokens,
+            // Handled by the loop, which ends with it.
+            Command::Close => {}
             Command::Ride { reply } => {
                 if self.current.is_some() {
                     self.answer_riders.push(reply);
@@ -383,9 +417,14 @@ impl Task {
     }
 
     fn fail_all(&mut self, why: &str) {
+        self.end_all(&|| Err(Error::internal_error().data(why)));
+    }
+
+    /// Answers every prompt still waiting with `outcome`.
+    fn end_all(&mut self, outcome: &dyn Fn() -> Outcome) {
         let replies = self.waiting.drain().map(|(_, r)| r);
         for reply in replies.chain(self.answer_riders.drain(..)) {
-            let _ = reply.send(Err(Error::internal_error().data(why)));
+            let _ = reply.send(outcome());
         }
     }
 }

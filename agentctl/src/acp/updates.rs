@@ -5,7 +5,7 @@
 
 use super::tools;
 use agent_client_protocol::v1::schema as acp;
-use agentd_proto::{EventBody, ToolCallId};
+use agentd_proto::{EventBody, HookEvent, HookOutcome, ToolCallId};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -18,7 +18,7 @@ const MAX_TOOL_OUTPUT: usize = 64 << 10;
 pub(super) struct Translator {
     cwd: PathBuf,
     /// The context window, for `usage_update`'s `size`.
-    context_window: u64,
+    pub(super) context_window: u64,
     /// Replaying the log (`session/load`) rather than streaming live.
     replaying: bool,
     /// Text and reasoning of the response being replayed, not yet sent.
@@ -157,17 +157,61 @@ impl Translator {
                     acp::ToolCallUpdate::new(call_id.0.clone(), fields),
                 )]
             }
-            EventBody::Usage { call, .. } => {
-                // What the last call sent is what the context holds now.
+            EventBody::Usage { call, total } => {
+                // What the last call sent is what the context holds now; the cost is the
+                // session's so far (ACP's is cumulative).
                 let used = call.input_tokens
                     + call.cache_read_tokens
                     + call.cache_write_tokens
                     + call.output_tokens;
                 let mut update = acp::UsageUpdate::new(used, self.context_window);
-                if let Some(cost) = call.cost_usd {
+                if let Some(cost) = total.cost_usd {
                     update = update.cost(acp::Cost::new(cost, "USD"));
                 }
                 vec![acp::SessionUpdate::UsageUpdate(update)]
+            }
+            EventBody::HookStarted {
+                hook_run,
+                event,
+                hook,
+                program,
+                ..
+            } => {
+                let call = acp::ToolCall::new(hook_call_id(hook_run), hook_title(*event, program))
+                    .kind(acp::ToolKind::Other)
+                    .status(acp::ToolCallStatus::InProgress)
+                    .raw_input(serde_json::json!({ "hook": hook, "program": program }));
+                vec![acp::SessionUpdate::ToolCall(call)]
+            }
+            EventBody::HookFinished {
+                hook_run,
+                outcome,
+                exit_code,
+                duration_ms,
+                reason,
+                ..
+            } => {
+                // Only a hook that ran as it should is `completed`; one that blocked the work
+                // is shown failed too, with its reason: the user needs to see why.
+                let status = match outcome {
+                    HookOutcome::Ok => acp::ToolCallStatus::Completed,
+                    _ => acp::ToolCallStatus::Failed,
+                };
+                let mut text = format!("{outcome} in {duration_ms} ms");
+                if let Some(code) = exit_code {
+                    text.push_str(&format!(" (exit {code})"));
+                }
+                if let Some(reason) = reason {
+                    text.push_str(&format!(": {reason}"));
+                }
+                let fields = acp::ToolCallUpdateFields::new()
+                    .status(status)
+                    .content(vec![acp::ToolCallContent::Content(acp::Content::new(
+                        acp::ContentBlock::Text(acp::TextContent::new(text)),
+                    ))]);
+                vec![acp::SessionUpdate::ToolCallUpdate(
+                    acp::ToolCallUpdate::new(hook_call_id(hook_run), fields),
+                )]
             }
             EventBody::QuestionRequested {
                 question, options, ..
@@ -192,6 +236,15 @@ impl Translator {
             _ => Vec::new(),
         }
     }
+}
+
+/// A hook run's tool call id, apart from the model's calls.
+fn hook_call_id(hook_run: &str) -> String {
+    format!("hook-{hook_run}")
+}
+
+fn hook_title(event: HookEvent, program: &str) -> String {
+    format!("Hook {event}: {program}")
 }
 
 /// `text` cut to [`MAX_TOOL_OUTPUT`] bytes (its end kept: a build's errors come last).
@@ -328,6 +381,61 @@ mod tests {
             acp::ToolCallContent::Diff(acp::Diff::new("/w/f", "b").old_text("a".to_owned()))
         );
         assert_eq!(content.len(), 2);
+    }
+
+    #[test]
+    fn a_hook_run_is_a_tool_call_of_its_own_that_ends_with_its_outcome() {
+        let mut t = Translator::new("/w".into(), 100, false);
+        let start = t.updates(&EventBody::HookStarted {
+            hook_run: "h1".into(),
+            event: HookEvent::PreToolUse,
+            hook: "hooks.pre_tool_use[0]".into(),
+            program: "check.sh".into(),
+            call_id: Some(ToolCallId("c1".into())),
+        });
+        let [acp::SessionUpdate::ToolCall(call)] = start.as_slice() else {
+            panic!("{start:?}")
+        };
+        assert_eq!(call.tool_call_id.0.as_ref(), "hook-h1");
+        assert_eq!(call.title, "Hook pre_tool_use: check.sh");
+        assert_eq!(call.kind, acp::ToolKind::Other);
+        let end = t.updates(&EventBody::HookFinished {
+            hook_run: "h1".into(),
+            event: HookEvent::PreToolUse,
+            hook: "hooks.pre_tool_use[0]".into(),
+            outcome: HookOutcome::Blocked,
+            exit_code: Some(2),
+            duration_ms: 5,
+            reason: Some("no rm".into()),
+        });
+        let [acp::SessionUpdate::ToolCallUpdate(u)] = end.as_slice() else {
+            panic!("{end:?}")
+        };
+        assert_eq!(u.tool_call_id.0.as_ref(), "hook-h1");
+        assert_eq!(u.fields.status, Some(acp::ToolCallStatus::Failed));
+        assert!(format!("{:?}", u.fields.content).contains("blocked in 5 ms (exit 2): no rm"));
+    }
+
+    #[test]
+    fn usage_reports_the_context_and_the_sessions_cost_so_far() {
+        let mut t = Translator::new("/w".into(), 1000, false);
+        let call = agentd_proto::Usage {
+            input_tokens: 100,
+            output_tokens: 20,
+            cache_read_tokens: 300,
+            cost_usd: Some(0.5),
+            ..agentd_proto::Usage::default()
+        };
+        let total = agentd_proto::Usage {
+            cost_usd: Some(2.0),
+            ..call
+        };
+        let got = t.updates(&EventBody::Usage { call, total });
+        let [acp::SessionUpdate::UsageUpdate(u)] = got.as_slice() else {
+            panic!("{got:?}")
+        };
+        assert_eq!((u.used, u.size), (420, 1000));
+        assert_eq!(u.cost, Some(acp::Cost::new(2.0, "USD")));
     }
 
     #[test]

@@ -152,6 +152,7 @@ fn tag(u: &acp::SessionUpdate) -> &'static str {
         acp::SessionUpdate::ToolCall(_) => "tool_call",
         acp::SessionUpdate::ToolCallUpdate(_) => "tool_call_update",
         acp::SessionUpdate::UsageUpdate(_) => "usage",
+        acp::SessionUpdate::AvailableCommandsUpdate(_) => "commands",
         _ => "other",
     }
 }
@@ -172,10 +173,15 @@ fn text_of(updates: &[acp::SessionUpdate], which: &str) -> String {
         .collect()
 }
 
-/// Tags without usage updates (whose number depends on the provider's stream).
+/// Tags without usage updates (whose number depends on the provider's stream) and the
+/// commands offered (sent after session/new and session/load, in their own time).
 fn shape(updates: &[acp::SessionUpdate]) -> Vec<&'static str> {
     let mut out: Vec<&'static str> = Vec::new();
-    for t in updates.iter().map(tag).filter(|t| *t != "usage") {
+    for t in updates
+        .iter()
+        .map(tag)
+        .filter(|t| !["usage", "commands"].contains(t))
+    {
         // Text arrives in as many chunks as the provider sends deltas.
         if !(t == "agent" && out.last() == Some(&"agent")) {
             out.push(t);
@@ -184,12 +190,44 @@ fn shape(updates: &[acp::SessionUpdate]) -> Vec<&'static str> {
     out
 }
 
+/// The current value of the select option `id`.
+fn current(options: &[acp::SessionConfigOption], id: &str) -> String {
+    let option = options
+        .iter()
+        .find(|o| o.id.0.as_ref() == id)
+        .unwrap_or_else(|| panic!("no option {id} in {options:?}"));
+    match &option.kind {
+        acp::SessionConfigKind::Select(s) => s.current_value.0.to_string(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Runs another ACP client, `cmd` (made with the daemon's environment; it never starts a
+/// daemon), to its end; what it printed, as the JSON lines it printed.
+async fn client_output(mut cmd: tokio::process::Command, what: &str) -> Vec<Value> {
+    cmd.env("AGENTD_NO_AUTOSTART", "1").kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .unwrap_or_else(|_| panic!("{what} ends in time"))
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{what}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
 async fn daemon(mock: &MockAnthropic) -> TestDaemon {
     TestDaemon::start(&mock.url).await.expect("daemon starts")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn initialize_advertises_load_list_and_an_auth_method() {
+async fn initialize_advertises_load_list_resume_close_delete_and_an_auth_method() {
     let mock = MockAnthropic::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let init = with_acp(&daemon, async |cx, _updates| {
@@ -202,7 +240,11 @@ async fn initialize_advertises_load_list_and_an_auth_method() {
     assert!(init.agent_capabilities.load_session);
     assert!(init.agent_capabilities.prompt_capabilities.embedded_context);
     assert!(init.agent_capabilities.prompt_capabilities.image);
-    assert!(init.agent_capabilities.session_capabilities.list.is_some());
+    let sessions = &init.agent_capabilities.session_capabilities;
+    assert!(sessions.list.is_some());
+    assert!(sessions.resume.is_some());
+    assert!(sessions.close.is_some());
+    assert!(sessions.delete.is_some());
     assert!(init.agent_capabilities.mcp_capabilities.http);
     let auth = &init.auth_methods;
     assert_eq!(auth.len(), 1, "{auth:?}");
@@ -650,7 +692,7 @@ async fn raw_lines_string_ids_unknown_methods_and_bad_params() {
 /// The official Python SDK's client (`.ci/run` installs it in `target/acp-py`) against the
 /// bridge: a second implementation of the protocol agrees with ours.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_python_sdk_client_runs_a_session() {
+async fn the_python_sdk_client_runs_a_session_with_options_resume_close_and_delete() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let python = root.join("target/acp-py/bin/python");
     if !agentd_tests::prerequisite(
@@ -672,21 +714,8 @@ async fn the_python_sdk_client_runs_a_session() {
     let script = root.join("tests/tests/e2e/acp_client.py");
     let agentctl = agentd_tests::bin_dir().join("agentctl");
     let mut cmd = tokio::process::Command::from(daemon.program(&python));
-    cmd.arg(&script)
-        .arg(&agentctl)
-        .arg(&cwd)
-        .env("AGENTD_NO_AUTOSTART", "1")
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
-        .await
-        .expect("the Python client ends in time")
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    cmd.arg(&script).arg(&agentctl).arg(&cwd);
+    let seen = client_output(cmd, "the Python client").await.remove(0);
     assert_eq!(seen["protocol_version"], 1);
     assert_eq!(seen["load_session"], true);
     assert_eq!(seen["stop_reason"], "end_turn");
@@ -705,6 +734,20 @@ async fn the_python_sdk_client_runs_a_session() {
             "agent_message_chunk"
         ])
     );
+    assert_eq!(seen["usage"], json!([{"used": 170, "size": 200_000}]));
+    assert_eq!(
+        seen["capabilities"],
+        json!(["close", "delete", "list", "resume"])
+    );
+    assert_eq!(seen["options"]["created"]["mode"], "auto");
+    assert_eq!(seen["options"]["mode"]["mode"], "read-only");
+    assert_eq!(
+        seen["options"]["model"]["model"],
+        "anthropic/claude-from-python"
+    );
+    assert_eq!(seen["resumed_mode"], "read-only");
+    assert_eq!(seen["after_load"], json!(["current_mode_update"]));
+    assert_eq!(seen["after_delete"], json!([]));
     // The embedded file reached the model as part of the input.
     let first = mock.requests()[0].body.to_string();
     assert!(first.contains("remember this line"), "{first}");
@@ -818,17 +861,13 @@ async fn the_model_option_switches_the_sessions_model() {
         Ok((offered, set.config_options))
     })
     .await;
-    assert_eq!(offered.len(), 1);
-    assert_eq!(offered[0].id.0.as_ref(), "model");
-    let current = |o: &acp::SessionConfigOption| match &o.kind {
-        acp::SessionConfigKind::Select(s) => s.current_value.0.to_string(),
-        other => panic!("{other:?}"),
-    };
+    let ids: Vec<&str> = offered.iter().map(|o| o.id.0.as_ref()).collect();
+    assert_eq!(ids, ["mode", "model"]);
     assert!(
-        current(&offered[0]).starts_with("anthropic/"),
+        current(&offered, "model").starts_with("anthropic/"),
         "{offered:?}"
     );
-    assert_eq!(current(&after[0]), "anthropic/claude-picked");
+    assert_eq!(current(&after, "model"), "anthropic/claude-picked");
     assert_eq!(mock.requests()[0].body["model"], "claude-picked");
 }
 
@@ -1033,26 +1072,12 @@ async fn acpx_runs_a_prompt() {
     );
     let mut cmd = tokio::process::Command::from(daemon.program(bin.join("acpx")));
     cmd.env("PATH", path)
-        .env("AGENTD_NO_AUTOSTART", "1")
         .args(["--agent", &format!("{} acp", agentctl.display())])
         .args(["--approve-all", "--format", "json", "--cwd"])
         .arg(dir.path())
-        .args(["exec", "run the command"])
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
-        .await
-        .expect("acpx ends in time")
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let messages: Vec<Value> = stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+        .args(["exec", "run the command"]);
+    let messages = client_output(cmd, "acpx").await;
+    let stdout = format!("{messages:?}");
     let kinds: Vec<&str> = messages
         .iter()
         .filter_map(|m| m["params"]["update"]["sessionUpdate"].as_str())
@@ -1183,12 +1208,14 @@ async fn skills_and_commands_are_offered_as_available_commands() {
         })
         .collect();
     assert_eq!(
-        shown,
+        shown[3..],
         [
             ("fix".into(), "Fix an issue".into(), Some("ISSUE".into())),
             ("lint".into(), "Lints code.".into(), None),
         ]
     );
+    let names: Vec<&str> = shown[..3].iter().map(|c| c.0.as_str()).collect();
+    assert_eq!(names, ["undo", "redo", "diff"]);
     assert_eq!(offered, reoffered);
     let requests = mock.wait_requests(1).await;
     assert!(
@@ -1198,4 +1225,505 @@ async fn skills_and_commands_are_offered_as_available_commands() {
         "{}",
         requests[0].body
     );
+}
+
+/// The mode and the model are config options; the mode set either way moves the other view
+/// with it (`current_mode_update`, `config_option_update`), the daemon's session follows, and
+/// the usage updates give the context used against the new model's window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_options_set_mode_and_model_and_keep_the_modes_in_step() {
+    let mock = MockAnthropic::start().await.unwrap();
+    // A second provider with a key, to switch to (it is never called).
+    let daemon = TestDaemon::builder()
+        .env("ANTHROPIC_BASE_URL", &mock.url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("OPENAI_API_KEY", "test-key")
+        .start()
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    mock.push_stream(sse::text("ok"));
+    let (id, by_option, mode_update, config_update, by_model, unknown, usage) =
+        with_acp(&daemon, async |cx, mut updates| {
+            let id = new_session(&cx, dir.path()).await;
+            let set = |option: &str, value: &str| {
+                cx.send_request(acp::SetSessionConfigOptionRequest::new(
+                    id.clone(),
+                    option.to_owned(),
+                    acp::SessionConfigOptionValue::value_id(value.to_owned()),
+                ))
+                .block_task()
+            };
+            let by_option = set("mode", "read-only").await?.config_options;
+            let mode_update = updates
+                .until(|u| matches!(u, acp::SessionUpdate::CurrentModeUpdate(_)))
+                .await
+                .pop();
+            cx.send_request(acp::SetSessionModeRequest::new(id.clone(), "ask"))
+                .block_task()
+                .await?;
+            let config_update = updates
+                .until(|u| matches!(u, acp::SessionUpdate::ConfigOptionUpdate(_)))
+                .await
+                .pop();
+            let by_model = set("model", "openai/gpt-picked").await?.config_options;
+            let unknown = set("colour", "blue").await.map(|_| ()).unwrap_err();
+            set("model", "anthropic/claude-picked").await?;
+            cx.send_request(prompt(&id, "hi")).block_task().await?;
+            let usage = updates
+                .until(|u| tag(u) == "usage")
+                .await
+                .pop()
+                .and_then(|u| match u {
+                    acp::SessionUpdate::UsageUpdate(u) => Some(u),
+                    _ => None,
+                });
+            Ok((
+                id,
+                by_option,
+                mode_update,
+                config_update,
+                by_model,
+                unknown,
+                usage,
+            ))
+        })
+        .await;
+    assert_eq!(current(&by_option, "mode"), "read-only");
+    let Some(acp::SessionUpdate::CurrentModeUpdate(m)) = mode_update else {
+        panic!("{mode_update:?}")
+    };
+    assert_eq!(m.current_mode_id.0.as_ref(), "read-only");
+    let Some(acp::SessionUpdate::ConfigOptionUpdate(c)) = config_update else {
+        panic!("{config_update:?}")
+    };
+    assert_eq!(current(&c.config_options, "mode"), "ask");
+    assert_eq!(current(&by_model, "mode"), "ask");
+    assert_eq!(current(&by_model, "model"), "openai/gpt-picked");
+    assert_eq!(i32::from(unknown.code), -32602, "{unknown:?}");
+    let mut client = daemon.client().await.unwrap();
+    let snapshot = client
+        .call("session/get", json!({"session_id": id.0.as_ref()}))
+        .await
+        .unwrap();
+    assert_eq!(snapshot["config"]["approval"]["mode"], "ask");
+    assert_eq!(snapshot["config"]["model"], "claude-picked");
+    assert_eq!(mock.requests()[0].body["model"], "claude-picked");
+    // The mock's call: 100 input, 50 read from the cache, 20 output.
+    let usage = usage.expect("a usage update");
+    assert_eq!(usage.used, 170);
+    assert_eq!(
+        usage.size,
+        snapshot["config"]["context_window_tokens"]
+            .as_u64()
+            .unwrap()
+    );
+}
+
+/// `session/resume` follows a session from its newest event: nothing is replayed, and the
+/// approval it waits on is asked. `session/close` cancels the running prompt (answered
+/// `cancelled`) and stops following; the session stays in the daemon, so it resumes again.
+/// `session/delete` removes it from `session/list`, and deleting it again succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_close_and_delete_follow_the_stable_protocol() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path().to_owned();
+    // Started elsewhere, in mode `ask`, and waiting on an approval.
+    mock.push_stream(sse::shell("t1", "echo approved-on-resume"));
+    mock.push_stream(sse::text("ran it"));
+    let mut client = daemon.client().await.unwrap();
+    let id = daemon
+        .create_session(
+            &mut client,
+            &cwd,
+            json!({"config": {"approval": {"mode": "ask"}}}),
+        )
+        .await
+        .unwrap();
+    client.subscribe(&id, None).await.unwrap();
+    client
+        .call("session/submit", json!({"session_id": id, "text": "go"}))
+        .await
+        .unwrap();
+    while client.item().await.unwrap()["kind"] != "approval_requested" {}
+    let gate = Gate::new();
+    let mut held = vec![Chunk::Wait(gate.clone())];
+    held.extend(sse::text("never shown"));
+    mock.push_stream(held);
+    let session = acp::SessionId::new(id.clone());
+    let choose = |r: &acp::RequestPermissionRequest| {
+        (r.tool_call.tool_call_id.0.as_ref() == "t1").then_some("allow_once")
+    };
+    let (before, ran, stop, after_close, listed, gone) =
+        with_acp_answering(&daemon, choose, async |cx, mut updates| {
+            let resumed = cx
+                .send_request(acp::ResumeSessionRequest::new(session.clone(), &cwd))
+                .block_task()
+                .await?;
+            assert_eq!(current(&resumed.config_options.unwrap(), "mode"), "ask");
+            let before = updates
+                .until(|u| tag(u) == "commands")
+                .await
+                .into_iter()
+                .map(|u| tag(&u))
+                .collect::<Vec<_>>();
+            // The approval was asked and allowed: the call runs and the work ends.
+            let ran = updates
+                .until(|u| {
+                    tag(u) == "agent"
+                        || matches!(u, acp::SessionUpdate::ToolCallUpdate(c)
+                            if c.meta.is_none() && c.fields.status.is_some())
+                })
+                .await;
+            let pending = cx.send_request(prompt(&session, "wait"));
+            mock.wait_requests(3).await;
+            cx.send_request(acp::CloseSessionRequest::new(session.clone()))
+                .block_task()
+                .await?;
+            let stop = pending.block_task().await?.stop_reason;
+            let after_close = cx
+                .send_request(prompt(&session, "closed?"))
+                .block_task()
+                .await
+                .map(|_| ())
+                .unwrap_err();
+            cx.send_request(acp::ResumeSessionRequest::new(session.clone(), &cwd))
+                .block_task()
+                .await?;
+            let listed = cx
+                .send_request(acp::ListSessionsRequest::new())
+                .block_task()
+                .await?
+                .sessions;
+            cx.send_request(acp::DeleteSessionRequest::new(session.clone()))
+                .block_task()
+                .await?;
+            cx.send_request(acp::DeleteSessionRequest::new(session.clone()))
+                .block_task()
+                .await?;
+            let gone = cx
+                .send_request(acp::ListSessionsRequest::new())
+                .block_task()
+                .await?
+                .sessions;
+            Ok((before, ran, stop, after_close, listed, gone))
+        })
+        .await;
+    gate.open();
+    assert!(
+        !before.iter().any(|t| ["user", "agent"].contains(t)),
+        "{before:?}"
+    );
+    assert!(
+        format!("{ran:?}").contains("approved-on-resume"),
+        "{ran:#?}"
+    );
+    assert_eq!(stop, acp::StopReason::Cancelled);
+    assert_eq!(i32::from(after_close.code), -32002, "{after_close:?}");
+    assert_eq!(
+        listed
+            .iter()
+            .map(|s| s.session_id.clone())
+            .collect::<Vec<_>>(),
+        [session]
+    );
+    assert!(gone.is_empty(), "{gone:?}");
+    let mut client = daemon.client().await.unwrap();
+    let got = client
+        .request("session/get", json!({"session_id": id}))
+        .await
+        .unwrap();
+    assert_eq!(got["error"]["data"]["kind"], "session_not_found", "{got}");
+}
+
+/// `/undo`, `/redo` and `/diff` are the bridge's own commands: the files the agent wrote go
+/// back and forward, the diff is shown as the agent's text, and a refusal is a clear message
+/// with the turn ended normally. None of them reaches the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undo_redo_and_diff_commands_answer_in_the_conversation() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("notes.txt");
+    std::fs::write(&file, "old line\n").unwrap();
+    mock.push_stream(sse::tools(
+        "",
+        &[(
+            "w",
+            "write_file",
+            json!({"file_path": "notes.txt", "content": "new line\n"}),
+        )],
+    ));
+    mock.push_stream(sse::text("Wrote it."));
+    let cwd = dir.path().to_owned();
+    let said = with_acp(&daemon, async |cx, mut updates| {
+        let session = new_session(&cx, &cwd).await;
+        cx.send_request(prompt(&session, "write"))
+            .block_task()
+            .await?;
+        let mut said = Vec::new();
+        for command in ["/diff", "/undo", "/undo 5", "/redo", "/redo", "/undo x"] {
+            updates.drain();
+            let stop = cx
+                .send_request(prompt(&session, command))
+                .block_task()
+                .await?
+                .stop_reason;
+            assert_eq!(stop, acp::StopReason::EndTurn);
+            let on_disk = std::fs::read_to_string(&file).unwrap();
+            said.push((text_of(&updates.drain(), "agent"), on_disk));
+        }
+        Ok(said)
+    })
+    .await;
+    let (diff, disk) = &said[0];
+    assert!(diff.starts_with("```diff\n"), "{diff}");
+    assert!(
+        diff.contains("-old line") && diff.contains("+new line"),
+        "{diff}"
+    );
+    assert_eq!(disk, "new line\n");
+    let (undo, disk) = &said[1];
+    assert!(undo.contains("restored `notes.txt`"), "{undo}");
+    assert_eq!(disk, "old line\n");
+    assert!(said[2].0.starts_with("Refused: "), "{:?}", said[2]);
+    let (redo, disk) = &said[3];
+    assert!(redo.starts_with("Redone: "), "{redo}");
+    assert_eq!(disk, "new line\n");
+    assert!(said[4].0.starts_with("Refused: "), "{:?}", said[4]);
+    assert!(said[5].0.contains("not \"x\""), "{:?}", said[5]);
+    assert_eq!(mock.requests().len(), 2, "no command reached the model");
+}
+
+/// A hook's run is shown as a tool call of its own (kind `other`, titled with its event and
+/// program), ending completed, or failed with its reason when it blocked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hook_runs_are_shown_as_their_own_tool_calls() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let hook = bin.path().join("no-rm.sh");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\ngrep -q 'rm ' && { echo 'rm is not allowed' >&2; exit 2; }\nexit 0\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let daemon = TestDaemon::builder()
+        .env("ANTHROPIC_BASE_URL", &mock.url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .config(&format!(
+            "[[hooks.pre_tool_use]]\ncommand = {:?}\n",
+            hook.display().to_string()
+        ))
+        .start()
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    mock.push_stream(sse::tools(
+        "",
+        &[
+            ("ok", "shell", json!({"command": "echo fine"})),
+            ("no", "shell", json!({"command": "rm -f x"})),
+        ],
+    ));
+    mock.push_stream(sse::text("done"));
+    let cwd = dir.path().to_owned();
+    let updates = with_acp(&daemon, async |cx, mut updates| {
+        let session = new_session(&cx, &cwd).await;
+        cx.send_request(prompt(&session, "go")).block_task().await?;
+        Ok(updates.drain())
+    })
+    .await;
+    let hooks: Vec<&acp::ToolCall> = updates
+        .iter()
+        .filter_map(|u| match u {
+            acp::SessionUpdate::ToolCall(c) if c.tool_call_id.0.starts_with("hook-") => Some(c),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(hooks.len(), 2, "{updates:#?}");
+    assert!(hooks.iter().all(|c| c.kind == acp::ToolKind::Other
+        && c.title == "Hook pre_tool_use: ".to_owned() + &hook.display().to_string()));
+    let ends: Vec<(Option<acp::ToolCallStatus>, String)> = updates
+        .iter()
+        .filter_map(|u| match u {
+            acp::SessionUpdate::ToolCallUpdate(c) if c.tool_call_id.0.starts_with("hook-") => {
+                Some((c.fields.status, format!("{:?}", c.fields.content)))
+            }
+            _ => None,
+        })
+        .collect();
+    let statuses: Vec<_> = ends.iter().map(|e| e.0).collect();
+    assert!(
+        statuses.contains(&Some(acp::ToolCallStatus::Completed))
+            && statuses.contains(&Some(acp::ToolCallStatus::Failed)),
+        "{ends:?}"
+    );
+    assert!(
+        ends.iter().any(|e| e.1.contains("rm is not allowed")),
+        "{ends:?}"
+    );
+}
+
+/// acpx's persistent sessions through the bridge: `sessions new`, the mode set both ways
+/// (`set-mode`, `set mode`), the model chosen from the listed ones (`set model`), a prompt
+/// in a later process that reconnects with `session/resume` and gets usage updates,
+/// `sessions list` (ACP `session/list`) and `sessions close` (ACP `session/close` to the
+/// process it left running).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acpx_persistent_sessions_set_options_resume_list_and_close() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let bin = root.join("target/acpx/node_modules/.bin");
+    if !agentd_tests::prerequisite(
+        "acpx with Node 22 (target/acpx, installed by .ci/run)",
+        bin.join("acpx").is_file() && bin.join("node").is_file(),
+    ) {
+        return;
+    }
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = TestDaemon::builder()
+        .env("ANTHROPIC_BASE_URL", &mock.url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .config("[providers.anthropic]\nmodels = [\"claude-acpx\"]\n")
+        .start()
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    mock.push_stream(sse::shell("t1", "echo via-acpx-session"));
+    mock.push_stream(sse::text("Ran it."));
+    let agentctl = agentd_tests::bin_dir().join("agentctl");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let acpx = async |args: &[&str]| -> Vec<Value> {
+        let mut cmd = tokio::process::Command::from(daemon.program(bin.join("acpx")));
+        cmd.env("PATH", &path)
+            .args(["--agent", &format!("{} acp", agentctl.display())])
+            .args(["--approve-all", "--format", "json", "--cwd"])
+            .arg(dir.path())
+            .args(args);
+        client_output(cmd, &format!("acpx {args:?}")).await
+    };
+    let created = acpx(&["sessions", "new"]).await;
+    let id = created
+        .iter()
+        .find_map(|m| m["acpxSessionId"].as_str())
+        .expect("a session id")
+        .to_owned();
+    let by_mode = acpx(&["set-mode", "read-only"]).await;
+    assert!(
+        by_mode.iter().any(|m| m["modeId"] == "read-only"),
+        "{by_mode:?}"
+    );
+    let by_model = acpx(&["set", "model", "anthropic/claude-acpx"]).await;
+    let by_option = acpx(&["set", "mode", "auto"]).await;
+    let options = |ms: &[Value]| -> Value {
+        ms.iter()
+            .find_map(|m| m["configOptions"].as_array().cloned())
+            .map(|o| {
+                o.iter()
+                    .map(|o| {
+                        (
+                            o["id"].as_str().unwrap().to_owned(),
+                            o["currentValue"].clone(),
+                        )
+                    })
+                    .collect::<serde_json::Map<_, _>>()
+                    .into()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(options(&by_option)["mode"], "auto", "{by_option:?}");
+    assert_eq!(
+        options(&by_option)["model"],
+        "anthropic/claude-acpx",
+        "{by_model:?}"
+    );
+    let prompted = acpx(&["prompt", "run the command"]).await;
+    let methods: Vec<&str> = prompted
+        .iter()
+        .filter_map(|m| m["method"].as_str())
+        .collect();
+    assert!(methods.contains(&"session/resume"), "{methods:?}");
+    assert!(!methods.contains(&"session/load"), "{methods:?}");
+    let kinds: Vec<&str> = prompted
+        .iter()
+        .filter_map(|m| m["params"]["update"]["sessionUpdate"].as_str())
+        .collect();
+    assert!(kinds.contains(&"usage_update"), "{kinds:?}");
+    assert!(
+        prompted
+            .iter()
+            .any(|m| m["result"]["stopReason"] == "end_turn"),
+        "{prompted:?}"
+    );
+    assert!(format!("{prompted:?}").contains("via-acpx-session"));
+    assert_eq!(mock.requests()[0].body["model"], "claude-acpx");
+    let listed = acpx(&["sessions", "list"]).await;
+    let ids: Vec<&str> = listed
+        .iter()
+        .flat_map(|m| m["sessions"].as_array().into_iter().flatten())
+        .filter_map(|s| s["sessionId"].as_str())
+        .collect();
+    assert_eq!(ids, [id.as_str()], "{listed:?}");
+    let closed = acpx(&["sessions", "close"]).await;
+    assert!(
+        closed.iter().any(|m| m["action"] == "session_closed"),
+        "{closed:?}"
+    );
+    let mut client = daemon.client().await.unwrap();
+    let snapshot = client
+        .call("session/get", json!({"session_id": id}))
+        .await
+        .unwrap();
+    assert_eq!(snapshot["config"]["approval"]["mode"], "auto");
+    assert_eq!(snapshot["state"], "idle");
+}
+
+/// The official TypeScript SDK's client (the current release, which acpx does not bundle yet;
+/// `.ci/run` installs it in `target/acpx`) against the bridge: config options, usage, resume,
+/// close, list and delete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_client_sets_options_resumes_closes_and_deletes() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let modules = root.join("target/acpx/node_modules");
+    let sdk = modules.join("@agentclientprotocol/sdk/dist/v1/stable/acp.js");
+    if !agentd_tests::prerequisite(
+        "the ACP TypeScript SDK with Node 22 (target/acpx, installed by .ci/run)",
+        sdk.is_file() && modules.join(".bin/node").is_file(),
+    ) {
+        return;
+    }
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = daemon(&mock).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path().canonicalize().unwrap();
+    mock.push_stream(sse::text("hello from ts"));
+    let mut cmd = tokio::process::Command::from(daemon.program(modules.join(".bin/node")));
+    cmd.arg(root.join("tests/tests/e2e/acp_client.mjs"))
+        .arg(format!("file://{}", sdk.canonicalize().unwrap().display()))
+        .arg(agentd_tests::bin_dir().join("agentctl"))
+        .arg(&cwd);
+    let seen = client_output(cmd, "the TypeScript client").await.remove(0);
+    assert_eq!(
+        seen["capabilities"],
+        json!(["close", "delete", "list", "resume"])
+    );
+    assert_eq!(seen["created"]["mode"], "auto");
+    assert_eq!(seen["modes"], json!(["ask", "auto", "read-only"]));
+    assert_eq!(seen["mode"]["mode"], "read-only");
+    assert_eq!(seen["model"]["model"], "anthropic/claude-from-ts");
+    assert_eq!(seen["stop_reason"], "end_turn");
+    assert_eq!(seen["usage"], json!([{"used": 170, "size": 200_000}]));
+    assert_eq!(seen["resumed"]["mode"], "read-only");
+    // No replay on resume: nothing but the commands offered came.
+    assert_eq!(seen["on_resume"], json!([]));
+    assert_eq!(seen["listed"], json!([seen["session"]]));
+    assert_eq!(seen["after_delete"], json!([]));
+    assert_eq!(mock.requests()[0].body["model"], "claude-from-ts");
 }

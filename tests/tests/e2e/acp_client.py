@@ -1,6 +1,7 @@
 """An ACP client on the official Python SDK (`agent-client-protocol` on PyPI) driving
-`agentctl acp`: initialize, session/new, a prompt with an embedded file, session/list and
-session/load. Prints one JSON object with what it saw, for the Rust test (acp.rs) to check.
+`agentctl acp`: initialize, session/new, a prompt with an embedded file, session/list,
+session/load, the mode and model config options, session/resume, session/close and
+session/delete. Prints one JSON object with what it saw, for the Rust test (acp.rs) to check.
 
 Usage: python acp_client.py AGENTCTL CWD
 """
@@ -11,17 +12,23 @@ import os
 import sys
 
 from acp import PROTOCOL_VERSION, spawn_agent_process, text_block, embedded_text_resource, resource_block
-from acp.schema import ClientCapabilities, Implementation
+from acp.schema import ClientCapabilities, DeleteSessionRequest, Implementation
 
 
 def shape(updates):
-    """The update kinds, text chunks run together, usage left out (its count varies)."""
+    """The update kinds, text chunks run together, usage (its count varies) and the commands
+    offered (sent in their own time) left out."""
     kinds = []
     for u in updates:
         kind = u["sessionUpdate"]
-        if kind != "usage_update" and not (kinds and kind == kinds[-1] and kind.endswith("_chunk")):
+        if kind not in ("usage_update", "available_commands_update") and not (kinds and kind == kinds[-1] and kind.endswith("_chunk")):
             kinds.append(kind)
     return kinds
+
+
+def current(options):
+    """Each config option's current value, by id."""
+    return {o.id: o.current_value for o in options}
 
 
 class Recorder:
@@ -55,6 +62,28 @@ async def main(agentctl, cwd):
         client.updates = []
         listed = await conn.list_sessions(cwd=cwd)
         await conn.load_session(cwd=cwd, session_id=session.session_id)
+        replayed = client.updates
+        client.updates = []
+        options = {
+            "created": current(session.config_options),
+            "mode": current(
+                (await conn.set_config_option(config_id="mode", session_id=session.session_id, value="read-only")).config_options
+            ),
+            "model": current(
+                (
+                    await conn.set_config_option(
+                        config_id="model", session_id=session.session_id, value="anthropic/claude-from-python"
+                    )
+                ).config_options
+            ),
+        }
+        resumed = await conn.resume_session(session_id=session.session_id, cwd=cwd)
+        await conn.close_session(session_id=session.session_id)
+        # This SDK release has the request's schema but no method for it yet.
+        delete = DeleteSessionRequest(session_id=session.session_id)
+        await conn._conn.send_request("session/delete", delete.model_dump(mode="json", by_alias=True, exclude_none=True))
+        after_delete = await conn.list_sessions(cwd=cwd)
+        caps = init.agent_capabilities.session_capabilities
         print(
             json.dumps(
                 {
@@ -67,7 +96,18 @@ async def main(agentctl, cwd):
                     ),
                     "listed": [s.session_id for s in listed.sessions],
                     "session": session.session_id,
-                    "replayed": shape(client.updates),
+                    "replayed": shape(replayed),
+                    "usage": [
+                        {"used": u["used"], "size": u["size"]} for u in live if u["sessionUpdate"] == "usage_update"
+                    ][-1:],
+                    "capabilities": sorted(k for k in ("list", "resume", "close", "delete") if getattr(caps, k) is not None),
+                    "options": options,
+                    "resumed_mode": current(resumed.config_options)["mode"],
+                    # What came after the replay: the mode's update, and no replay on resume.
+                    "after_load": sorted(
+                        {u["sessionUpdate"] for u in client.updates} - {"available_commands_update"}
+                    ),
+                    "after_delete": [s.session_id for s in after_delete.sessions],
                 }
             )
         )
