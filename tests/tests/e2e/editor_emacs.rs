@@ -1,9 +1,10 @@
 //! The Emacs package (`editors/emacs`) in real Emacs, headless, against the real daemon and the
 //! mock provider: the ERT suite of `editors/emacs/test/agentd-test.el` (create, a tool round
 //! trip, the transcript, steer, abort, attach, reconnect after a restart, approvals and
-//! questions answered), its autostart test
+//! questions answered, undo, redo and the agent's diff, agentctl's refusals), its autostart test
 //! on a socket where nothing answers, and the package's byte-compilation, checkdoc and
-//! package-lint.
+//! package-lint. The package speaks through Emacs' own jsonrpc.el and finds the socket with
+//! `agentctl socket-path`.
 
 use agentd_tests::mock::{Chunk, MockAnthropic, Reply};
 use agentd_tests::{RawClient, TestDaemon, bin_dir, sse};
@@ -243,7 +244,7 @@ async fn the_emacs_package_passes_its_suite_against_the_daemon() {
     );
     // Every scenario ran (a suite that loaded nothing would also exit 0).
     for scenario in [
-        "framing-survives-partial-lines",
+        "framing-survives-partial-messages",
         "submit-with-a-tool-round-trip",
         "skills-and-commands-complete-after-a-slash",
         "reasoning-and-long-output-are-folded",
@@ -258,6 +259,7 @@ async fn the_emacs_package_passes_its_suite_against_the_daemon() {
         "approvals-and-questions-are-answered",
         "a-socket-others-could-reach-is-refused",
         "mcp-server-states-are-shown",
+        "undo-redo-and-the-agents-changes",
     ] {
         assert!(
             passed(&run.output, &format!("agentd-test-{scenario}")),
