@@ -1,4 +1,4 @@
---- `:checkhealth agentd`: the Neovim version, the socket path, whether the daemon answers (and
+--- `:checkhealth agentd`: the Neovim version, the socket agentctl names, whether the daemon answers (and
 --- what it runs), its providers, and whether agentctl is there to start it.
 local M = {}
 
@@ -15,10 +15,9 @@ function M.check()
   end
 
   health.start("agentd: daemon")
-  local socket = config.socket()
-  health.info("socket: " .. socket)
   local info, err = conn.call_sync("daemon/info", {}, 3000)
   if info then
+    health.info("socket: " .. tostring(conn.socket()) .. " (from agentctl socket-path)")
     health.ok(("agentd %s (protocol %d), pid %d, %d session(s)"):format(
       info.version,
       info.protocol,
