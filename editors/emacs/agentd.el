@@ -843,6 +843,8 @@ LIVE is as in `agentd--render'."
                    (if (alist-get 'success data) "succeeded" "failed")))
     ("rollback"
      (agentd--line 'agentd-dim "rolled back %s entries" (alist-get 'removed data)))
+    ("redo"
+     (agentd--line 'agentd-dim "redone: the entries the rollback took are back"))
     ("events_missing"
      (agentd--line 'agentd-warning "events %s to %s were lost when the daemon stopped"
                    (alist-get 'first_seq data) (alist-get 'last_seq data)))

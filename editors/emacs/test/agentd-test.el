@@ -497,6 +497,7 @@ file and is forced only when the user agrees."
     (agentd-test--contains id "rolled back")
     (agentd-redo id)
     (should (equal (funcall read-file) "first\nnew line\nlast\n"))
+    (agentd-test--contains id "redone: the entries the rollback took are back")
     ;; The user changes the file: the undo is refused, naming it.
     (with-temp-file file (insert "first\nmy line\nlast\n"))
     (let ((err (should-error (agentd-undo id) :type 'user-error)))

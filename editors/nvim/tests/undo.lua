@@ -45,6 +45,10 @@ H.wait("the buffer reloaded", function()
 end)
 vim.cmd("AgentdRedo")
 wait_content("first\nnew line\nlast")
+H.wait("the redo in the transcript", function()
+  return H.text(s.view.buf):find("↷ redone", 1, true) ~= nil
+end)
+H.contains(H.text(s.view.buf), "↶ rolled back: ")
 
 -- The user changes the file: the undo asks, and keeping the change restores nothing.
 vim.fn.writefile({ "first", "my line", "last" }, file)
