@@ -212,7 +212,7 @@ A call waiting for its answer there would wait behind that message.")
 (defconst agentd--sessions-buffer "*agentd sessions*"
   "Name of the session list buffer.")
 
-(defconst agentd--max-message-chars (* 64 1024 1024)
+(defvar agentd--max-message-chars (* 64 1024 1024)
   "Longest message accepted from the daemon; the daemon caps its own.")
 
 (defun agentd--from-json (value)

@@ -151,6 +151,33 @@
       (delete-process server)
       (delete-directory dir t))))
 
+(ert-deftest agentd-test-a-message-past-the-cap-ends-the-connection ()
+  "A message longer than the cap (a huge Content-Length, or no header at
+all) is not buffered without end: the connection closes."
+  (dolist (start '("Content-Length: 1000000000\r\n\r\n[" "no header, only bytes "))
+    (let* ((agentd--max-message-chars 4096)
+           (dir (make-temp-file "agentd-cap-" t))
+           (path (expand-file-name "agentd.sock" dir))
+           (peer nil)
+           (server (make-network-process
+                    :name "agentd-test-cap" :family 'local :service path
+                    :server t :noquery t :coding 'binary
+                    :log (lambda (_server client _message) (setq peer client))))
+           (conn (agentd--open path)))
+      (unwind-protect
+          (progn
+            (agentd-test--wait-for "the connection" (lambda () peer))
+            (process-send-string peer start)
+            (dotimes (_ 10)
+              (when (process-live-p peer)
+                (process-send-string peer (make-string 1000 ?x)))
+              (accept-process-output nil 0.01))
+            (agentd-test--wait-for "the connection to close"
+                                   (lambda () (not (jsonrpc-running-p conn)))))
+        (delete-process (agentd--conn-process conn))
+        (delete-process server)
+        (delete-directory dir t)))))
+
 (ert-deftest agentd-test-submit-with-a-tool-round-trip ()
   "A session is created, runs a shell call, and its transcript shows it all."
   (let ((id (agentd-new (agentd-test--dir "roundtrip") "round trip")))

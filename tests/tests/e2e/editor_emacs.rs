@@ -245,6 +245,7 @@ async fn the_emacs_package_passes_its_suite_against_the_daemon() {
     // Every scenario ran (a suite that loaded nothing would also exit 0).
     for scenario in [
         "framing-survives-partial-messages",
+        "a-message-past-the-cap-ends-the-connection",
         "submit-with-a-tool-round-trip",
         "skills-and-commands-complete-after-a-slash",
         "reasoning-and-long-output-are-folded",
