@@ -416,7 +416,11 @@ is an error too).  Signal `agentd-error' if the connection is closed."
     (jsonrpc-async-request
      conn (intern method) (or params (make-hash-table))
      :success-fn (lambda (result) (funcall respond 'result result))
-     :error-fn (lambda (err) (funcall respond 'error err))
+     :error-fn (lambda (err)
+                 (funcall respond 'error
+                          (if (jsonrpc-running-p conn)
+                              err
+                            '(:message "the connection to agentd closed"))))
      :timeout nil)))
 
 (defun agentd--error-text (err)
