@@ -192,6 +192,9 @@ all) is not buffered without end: the connection closes."
       (should (string-match-p "usage: in [0-9]+, out [0-9]+" text))
       (should (string-search "── completed ──" text)))
     (should (equal (agentd-status id) "idle"))
+    ;; Text beyond ASCII goes and comes back whole (Content-Length counts bytes).
+    (agentd-test--run id "café ✓ 日本")
+    (should (string-search "\nEcho: café ✓ 日本" (agentd-test--text id)))
     (agentd-status-mode 1)
     (should (equal (agentd--global-status) " agentd[idle]"))
     (agentd-status-mode -1)
