@@ -366,17 +366,17 @@ A failure is reported, and the messages after it are still handled."
 
 (defun agentd--on-shutdown (conn)
   "Handle the end of CONN, whose waiting requests `jsonrpc' has failed.
-Reconnect if a transcript needs it."
-  (when (eq conn agentd--conn)
-    (setq agentd--conn nil))
+Reconnect if it was the live connection and a transcript needs it."
   (maphash (lambda (_sub view) (setf (agentd--view-sub view) nil))
            (agentd--conn-subs conn))
   (clrhash (agentd--conn-subs conn))
-  (let ((live (agentd--live-views)))
-    (dolist (view live) (agentd--refresh-status view))
-    (when live
-      (message "agentd: connection lost; reconnecting")
-      (agentd--schedule-reconnect))))
+  (when (eq conn agentd--conn)
+    (setq agentd--conn nil)
+    (let ((live (agentd--live-views)))
+      (dolist (view live) (agentd--refresh-status view))
+      (when live
+        (message "agentd: connection lost; reconnecting")
+        (agentd--schedule-reconnect)))))
 
 (defun agentd--live-views ()
   "Views whose transcript is open and whose session is not closed."

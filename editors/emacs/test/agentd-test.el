@@ -11,7 +11,7 @@
 ;; with AGENTD_SOCKET, AGENTD_TEST_WORKDIR (a directory for the
 ;; sessions) and AGENTD_TEST_AGENTCTL (the built agentctl) set.  The
 ;; mock answers by the prompt: "PLEASE-RUN CMD" calls the shell with CMD,
-;; "PLEASE-THINK" reasons before answering, "PLEASE-EDIT FILE" edits
+;; "PLEASE-THINK" reasons before answering, "PLEASE-FLOOD" answers 6000 words, "PLEASE-EDIT FILE" edits
 ;; FILE ("old line" becomes "new line"), "PLEASE-ASK" asks the user
 ;; which database (postgres or sqlite); after a tool round it answers
 ;; "The tool said: OUTPUT", adding "Heard: TEXT" for steering it got;
@@ -377,6 +377,32 @@ all) is not buffered without end: the connection closes."
                  (string-search "Echo: third" text))))
     (should (= (agentd--view-last-seq (agentd-test--view id))
                (alist-get 'last_seq (agentd--call "session/get" (list :session_id id)))))))
+
+(ert-deftest agentd-test-a-lagged-stream-resumes-without-loss ()
+  "While Emacs reads nothing, a flood of events makes the daemon drop its
+stream as lagged; the package subscribes again after the last event it
+showed, from inside the handler of the end, so each event shows once."
+  (let* ((id (agentd-new (agentd-test--dir "lagged")))
+         (subscribes 0)
+         (count (lambda (&rest _) (cl-incf subscribes))))
+    (agentd-test--wait-for "the subscription"
+                           (lambda () (stringp (agentd--view-sub (agentd-test--view id)))))
+    (advice-add 'agentd--subscribe-on :before count)
+    (unwind-protect
+        (progn
+          ;; The harness runs the flood while Emacs waits for its answer, reading nothing.
+          (agentd-test--ask (concat "submit " id " PLEASE-FLOOD"))
+          (let ((last (alist-get 'last_seq (agentd--call "session/get" (list :session_id id)))))
+            (agentd-test--wait-for "every event"
+                                   (lambda () (>= (agentd--view-last-seq (agentd-test--view id))
+                                                  last)))))
+      (advice-remove 'agentd--subscribe-on count))
+    (should (>= subscribes 1))
+    (let ((text (agentd-test--text id)))
+      (should (= 1 (agentd-test--count "^> PLEASE-FLOOD$" text)))
+      (should (= 1 (agentd-test--count (concat "^" (string-join (make-list 6000 "w") " ") "$")
+                                       text)))
+      (should (= 1 (agentd-test--ends id))))))
 
 (ert-deftest agentd-test-context-from-a-region-and-a-file ()
   "The region and the file go with the prompt, named by their place."

@@ -1,7 +1,7 @@
 //! The Emacs package (`editors/emacs`) in real Emacs, headless, against the real daemon and the
 //! mock provider: the ERT suite of `editors/emacs/test/agentd-test.el` (create, a tool round
 //! trip, the transcript, steer, abort, attach, reconnect after a restart, approvals and
-//! questions answered, undo, redo and the agent's diff, agentctl's refusals), its autostart test
+//! questions answered, a lagged stream resumed, undo, redo and the agent's diff, agentctl's refusals), its autostart test
 //! on a socket where nothing answers, and the package's byte-compilation, checkdoc and
 //! package-lint. The package speaks through Emacs' own jsonrpc.el and finds the socket with
 //! `agentctl socket-path`.
@@ -120,6 +120,10 @@ fn scripted(body: &Value) -> Reply {
             )],
         ));
     }
+    if prompt == "PLEASE-FLOOD" {
+        // Far more events than the daemon buffers for a subscriber that reads nothing.
+        return Reply::Stream(sse::text(&vec!["w"; 6000].join(" ")));
+    }
     if prompt == "PLEASE-THINK" {
         return Reply::Stream(thinking(
             ("Let me think ", "about it carefully."),
@@ -188,6 +192,26 @@ async fn emacs(daemon: &mut TestDaemon, workdir: &Path, emacs: &Path, args: &[&s
                     daemon.restart().await.expect("the daemon starts again");
                     let mut client = RawClient::connect(&daemon.socket).await.unwrap();
                     client.run(session, text).await.expect("the turn runs");
+                }
+                // Emacs reads nothing while it waits for the answer. This client does not
+                // subscribe (it could lag too on a loaded machine): it waits for idle.
+                ["submit", session, text] => {
+                    let mut client = RawClient::connect(&daemon.socket).await.unwrap();
+                    let params = json!({"session_id": session});
+                    let turns = |s: &Value| s["turns"].as_u64().unwrap_or_default();
+                    let before = turns(&client.call("session/get", params.clone()).await.unwrap());
+                    client
+                        .call(
+                            "session/submit",
+                            json!({"session_id": session, "text": text}),
+                        )
+                        .await
+                        .expect("the submit is taken");
+                    crate::eventually("the turn to end", async || {
+                        let s = client.call("session/get", params.clone()).await.unwrap();
+                        s["state"] == "idle" && turns(&s) > before
+                    })
+                    .await;
                 }
                 _ => panic!("unknown request from the suite: {request}"),
             }
@@ -261,6 +285,7 @@ async fn the_emacs_package_passes_its_suite_against_the_daemon() {
         "a-socket-others-could-reach-is-refused",
         "mcp-server-states-are-shown",
         "undo-redo-and-the-agents-changes",
+        "a-lagged-stream-resumes-without-loss",
     ] {
         assert!(
             passed(&run.output, &format!("agentd-test-{scenario}")),
@@ -268,7 +293,10 @@ async fn the_emacs_package_passes_its_suite_against_the_daemon() {
             run.output
         );
     }
-    assert_eq!(run.requests, 1, "the restart was asked for once");
+    assert_eq!(
+        run.requests, 2,
+        "the restart and the flood were asked for once each"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
