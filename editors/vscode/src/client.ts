@@ -1,5 +1,5 @@
 /**
- * The socket client: JSON-RPC 2.0 over newline-delimited JSON on agentd's Unix socket. It owns
+ * The socket client: JSON-RPC 2.0 on agentd's Unix socket through `vscode-jsonrpc`. It owns
  * the connection (starting the daemon through `agentctl` when none answers, reconnecting after
  * the daemon restarts), request ids and their replies, and routes subscription notifications to
  * their watchers. A session watch remembers the newest seq it delivered and resubscribes with
@@ -14,6 +14,15 @@ import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import {
+  createMessageConnection,
+  ErrorCodes,
+  type MessageConnection,
+  type MessageReader,
+  ResponseError,
+  StreamMessageReader,
+  StreamMessageWriter,
+} from "vscode-jsonrpc/node";
+import {
   type AgentdEvent,
   type DaemonEvent,
   type ErrorData,
@@ -26,19 +35,11 @@ import {
   SUBSCRIPTIONS,
 } from "./protocol";
 
-/** The longest line accepted from the daemon; a `tool_call_end` carries a command's full output. */
-export const DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024;
-
-/** The socket agentctl and the daemon use by default: `$AGENTD_SOCKET`, else the runtime dir. */
-export function defaultSocketPath(env: NodeJS.ProcessEnv = process.env): string {
-  const explicit = env["AGENTD_SOCKET"];
-  if (explicit) {
-    return explicit;
-  }
-  const runtime = env["XDG_RUNTIME_DIR"];
-  const dir = runtime ? path.join(runtime, "agentd") : path.join(os.tmpdir(), `agentd-${os.userInfo().uid}`);
-  return path.join(dir, "agentd.sock");
-}
+/**
+ * The largest message accepted from the daemon (a `tool_call_end` carries a command's full
+ * output): past it the connection is dropped rather than buffering without end.
+ */
+export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 
 /** What `lstat` found, in words. */
 function kindOf(stats: fs.Stats): string {
@@ -50,12 +51,12 @@ function kindOf(stats: fs.Stats): string {
 }
 
 /**
- * Why the socket at `socketPath` must not be used, or undefined. Node cannot read the peer's
- * credentials of a Unix socket, so the places must prove that the server is the user's own: the
- * socket's directory is the user's and closed to group and others (mode 0700), and the socket is
- * the user's. Otherwise another user's process could be listening there and read every prompt.
- * A missing directory or socket is left to the connection attempt (nothing answers, so agentd may
- * be started, and it makes them right).
+ * Why the socket at `socketPath` (set by the user, not found by `agentctl socket-path`) must not
+ * be used, or undefined. Node cannot read the peer's credentials of a Unix socket, so the places
+ * must prove that the server is the user's own: the socket's directory is the user's and closed
+ * to group and others (mode 0700), and the socket is the user's. Otherwise another user's
+ * process could be listening there and read every prompt. A missing directory or socket is left
+ * to the connection attempt (nothing answers, so agentd may be started, and it makes them right).
  */
 export async function untrustedSocket(socketPath: string, uid = process.geteuid?.() ?? os.userInfo().uid): Promise<string | undefined> {
   const lstat = (p: string) => fs.promises.lstat(p).catch(() => undefined);
@@ -82,60 +83,6 @@ export async function untrustedSocket(socketPath: string, uid = process.geteuid?
   return undefined;
 }
 
-/** A line longer than the bound: the connection is dropped rather than buffering without end. */
-export class LineTooLongError extends Error {
-  constructor(limit: number) {
-    super(`agentd sent a line longer than ${limit} bytes`);
-  }
-}
-
-/**
- * Splits a byte stream into lines. Bytes are kept until their newline arrives, so a message cut
- * anywhere (inside a multi-byte character too) decodes whole; a trailing `\r` is dropped.
- */
-export class LineDecoder {
-  private parts: Buffer[] = [];
-  private size = 0;
-
-  constructor(private readonly maxLineBytes: number = DEFAULT_MAX_LINE_BYTES) {}
-
-  /** The complete lines `chunk` finishes, in order. Throws [`LineTooLongError`]. */
-  push(chunk: Buffer): string[] {
-    const lines: string[] = [];
-    let start = 0;
-    for (;;) {
-      const nl = chunk.indexOf(0x0a, start);
-      if (nl < 0) {
-        break;
-      }
-      const piece = chunk.subarray(start, nl);
-      this.check(this.size + piece.length);
-      const whole = this.parts.length === 0 ? piece : Buffer.concat([...this.parts, piece]);
-      this.parts = [];
-      this.size = 0;
-      const end = whole.length > 0 && whole[whole.length - 1] === 0x0d ? whole.length - 1 : whole.length;
-      lines.push(whole.toString("utf8", 0, end));
-      start = nl + 1;
-    }
-    if (start < chunk.length) {
-      const rest = chunk.subarray(start);
-      this.check(this.size + rest.length);
-      // Copy: the caller's buffer may be reused.
-      this.parts.push(Buffer.from(rest));
-      this.size += rest.length;
-    }
-    return lines;
-  }
-
-  private check(size: number): void {
-    if (size > this.maxLineBytes) {
-      this.parts = [];
-      this.size = 0;
-      throw new LineTooLongError(this.maxLineBytes);
-    }
-  }
-}
-
 /** An error the daemon answered with. */
 export class RpcError extends Error {
   constructor(
@@ -159,46 +106,51 @@ export class UnavailableError extends Error {}
 export type ConnectionState = "disconnected" | "connecting" | "connected" | "disposed";
 
 export interface ClientOptions {
-  /** The socket; [`defaultSocketPath`] when absent. */
+  /** The socket, as the user set it; absent: the one `agentctl socket-path` prints. */
   socketPath?: string;
-  /** `agentctl`, run to start the daemon when nothing answers; absent: never start it. */
+  /**
+   * `agentctl`: asked where the daemon listens (it checks the runtime directory and that the
+   * server runs as this user, and starts the daemon when nothing answers), or, with
+   * `socketPath`, run to start the daemon there. Absent: never run.
+   */
   agentctlPath?: string;
   /** The environment `agentctl` (and so a daemon it starts) runs with; this process's if absent. */
   env?: NodeJS.ProcessEnv;
   /** Reconnect after the connection drops (default true). */
   reconnect?: boolean;
-  /** The longest line accepted (default [`DEFAULT_MAX_LINE_BYTES`]). */
-  maxLineBytes?: number;
+  /** The largest message accepted (default [`DEFAULT_MAX_MESSAGE_BYTES`]). */
+  maxMessageBytes?: number;
 }
 
-interface Pending {
-  method: string;
-  resolve: (result: unknown) => void;
-  reject: (error: Error) => void;
-  /** Runs before any later line is read (a subscription must route its first notification). */
-  onResult?: (result: unknown) => void;
-}
-
-/** How long `agentctl` may take to start the daemon. */
-const AUTOSTART_TIMEOUT_MS = 30_000;
+/** How long `agentctl` may take (it may start the daemon). */
+const AGENTCTL_TIMEOUT_MS = 30_000;
 /** Reconnect backoff: first pause and cap. */
 const RECONNECT_FIRST_MS = 50;
 const RECONNECT_MAX_MS = 2_000;
 
-/** One connection to agentd, re-established as long as the client is not disposed. */
+/** The params of a subscription's notification (`session/event`, `daemon/event`). */
+interface SubscriptionParams {
+  subscription?: unknown;
+  result?: unknown;
+}
+
+/**
+ * One connection to agentd, re-established as long as the client is not disposed. The wire is
+ * `vscode-jsonrpc` over the Unix socket: `Content-Length` framing (the daemon answers in the
+ * framing the first bytes it reads use), its request ids and reply matching.
+ */
 export class AgentdClient {
-  readonly socketPath: string;
+  private readonly explicitSocket: string | undefined;
   private readonly agentctlPath: string | undefined;
   private readonly env: NodeJS.ProcessEnv;
   private readonly reconnect: boolean;
-  private readonly maxLineBytes: number;
+  private readonly maxMessageBytes: number;
 
-  private socket: net.Socket | undefined;
+  private found: string | undefined;
+  private connection: Connection | undefined;
   private connecting: Promise<void> | undefined;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private reconnectPause = RECONNECT_FIRST_MS;
-  private nextId = 1;
-  private readonly pending = new Map<number, Pending>();
   private readonly routes = new Map<string, (result: unknown) => void>();
   private readonly watches = new Set<Watch>();
   private readonly stateListeners = new Set<(state: ConnectionState, error?: Error) => void>();
@@ -207,11 +159,16 @@ export class AgentdClient {
   connections = 0;
 
   constructor(options: ClientOptions = {}) {
-    this.socketPath = options.socketPath || defaultSocketPath(options.env);
+    this.explicitSocket = options.socketPath || undefined;
     this.agentctlPath = options.agentctlPath || undefined;
     this.env = options.env ?? process.env;
     this.reconnect = options.reconnect ?? true;
-    this.maxLineBytes = options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
+    this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+  }
+
+  /** The socket: the one set, else the one `agentctl socket-path` last printed. */
+  get socketPath(): string | undefined {
+    return this.explicitSocket ?? this.found;
   }
 
   get state(): ConnectionState {
@@ -229,7 +186,7 @@ export class AgentdClient {
     if (this.current === "disposed") {
       return Promise.reject(new UnavailableError("the agentd client was disposed"));
     }
-    if (this.socket) {
+    if (this.connection) {
       return Promise.resolve();
     }
     if (!this.connecting) {
@@ -292,20 +249,21 @@ export class AgentdClient {
     this.setState("disposed");
     this.clearReconnect();
     this.watches.clear();
-    this.dropSocket(new UnavailableError("the agentd client was disposed"));
+    this.drop(new UnavailableError("the agentd client was disposed"));
   }
 
-  /** @internal Subscribes `route` to the notifications of the subscription `method` returns. */
+  /**
+   * @internal Subscribes `route` to the notifications of the subscription `method` returns.
+   * The route is in place before the next message is read: `vscode-jsonrpc` hands over one
+   * message per macrotask, and the reply's continuations run as microtasks before it.
+   */
   async subscribe(method: string, params: unknown, route: (result: unknown) => void): Promise<string> {
     await this.connect();
-    let id = "";
-    await this.call(method, params, (result) => {
-      if (typeof result !== "string") {
-        throw new UnavailableError(`${method} returned ${JSON.stringify(result)}, not a subscription id`);
-      }
-      id = result;
-      this.routes.set(id, route);
-    });
+    const id = await this.call(method, params);
+    if (typeof id !== "string") {
+      throw new UnavailableError(`${method} returned ${JSON.stringify(id)}, not a subscription id`);
+    }
+    this.routes.set(id, route);
     return id;
   }
 
@@ -313,7 +271,7 @@ export class AgentdClient {
   async unsubscribe(method: string, id: string, watch: Watch): Promise<void> {
     this.watches.delete(watch);
     this.routes.delete(id);
-    if (this.socket) {
+    if (this.connection) {
       await this.call(method, { subscription: id }).catch(() => undefined);
     }
   }
@@ -333,42 +291,32 @@ export class AgentdClient {
     }
   }
 
-  private call(method: string, params: unknown, onResult?: (result: unknown) => void): Promise<unknown> {
-    const socket = this.socket;
-    if (!socket) {
-      return Promise.reject(new UnavailableError(`not connected to agentd at ${this.socketPath}`));
+  private async call(method: string, params: unknown): Promise<unknown> {
+    const connection = this.connection;
+    if (!connection) {
+      throw new UnavailableError(`not connected to agentd at ${this.socketPath}`);
     }
-    const id = this.nextId++;
-    return new Promise((resolve, reject) => {
-      const entry: Pending = { method, resolve, reject };
-      if (onResult) {
-        entry.onResult = onResult;
+    connection.inflight += 1;
+    try {
+      return await connection.rpc.sendRequest(method, params);
+    } catch (e) {
+      if (e instanceof ResponseError && e.code !== ErrorCodes.PendingResponseRejected) {
+        throw new RpcError(method, e.code, e.message, e.data as ErrorData | undefined);
       }
-      this.pending.set(id, entry);
-      socket.write(`${JSON.stringify({ jsonrpc: "2.0", id, method, params })}\n`);
-    });
+      throw new UnavailableError(`the connection to agentd at ${this.socketPath} was lost (${method} got no answer)`);
+    } finally {
+      connection.inflight -= 1;
+    }
   }
 
   private async establish(): Promise<void> {
     let socket: net.Socket;
     try {
       socket = await this.open();
-    } catch (first) {
-      const code = (first as NodeJS.ErrnoException).code;
-      const nobody = code === "ENOENT" || code === "ECONNREFUSED";
-      if (!nobody || !this.agentctlPath) {
-        const error = new UnavailableError(`cannot reach agentd at ${this.socketPath}: ${(first as Error).message}`);
-        this.lost(error);
-        throw error;
-      }
-      try {
-        await this.startDaemon(this.agentctlPath);
-        socket = await this.open();
-      } catch (e) {
-        const error = e instanceof UnavailableError ? e : new UnavailableError(`cannot reach agentd at ${this.socketPath}: ${(e as Error).message}`);
-        this.lost(error);
-        throw error;
-      }
+    } catch (e) {
+      const error = e instanceof UnavailableError ? e : new UnavailableError(`cannot reach agentd at ${this.socketPath}: ${(e as Error).message}`);
+      this.lost(error);
+      throw error;
     }
     if (this.current === "disposed") {
       socket.destroy();
@@ -382,123 +330,92 @@ export class AgentdClient {
     await Promise.all([...this.watches].map((w) => w.subscribe().catch((e: Error) => w.failed(e))));
   }
 
+  /**
+   * A connected socket: on the socket set (checked here, started through agentctl when nothing
+   * answers), else on the one `agentctl socket-path` names once it has checked it.
+   */
   private async open(): Promise<net.Socket> {
-    const why = await untrustedSocket(this.socketPath);
+    const explicit = this.explicitSocket;
+    if (!explicit) {
+      if (!this.agentctlPath) {
+        throw new UnavailableError("no agentd socket: set agentd.socketPath, or agentd.agentctlPath to find it with `agentctl socket-path`");
+      }
+      const found = socketOf(await this.askAgentctl(["socket-path", "--json"]), this.agentctlPath);
+      this.found = found;
+      return connectTo(found);
+    }
+    const why = await untrustedSocket(explicit);
     if (why) {
       throw new UnavailableError(why);
     }
-    return new Promise((resolve, reject) => {
-      const socket = net.createConnection({ path: this.socketPath });
-      socket.once("connect", () => {
-        socket.removeListener("error", reject);
-        resolve(socket);
-      });
-      socket.once("error", reject);
-    });
+    try {
+      return await connectTo(explicit);
+    } catch (first) {
+      const code = (first as NodeJS.ErrnoException).code;
+      if ((code !== "ENOENT" && code !== "ECONNREFUSED") || !this.agentctlPath) {
+        throw first;
+      }
+      // `agentctl status` starts the daemon on this socket when nothing answers.
+      await this.askAgentctl(["--socket", explicit, "status"]);
+      return connectTo(explicit);
+    }
   }
 
-  /** Runs `agentctl status`, which starts the daemon on this socket when nothing answers. */
-  private startDaemon(agentctl: string): Promise<void> {
+  /** Runs agentctl with `args`; its stdout, or an error carrying what it said on stderr. */
+  private askAgentctl(args: string[]): Promise<string> {
+    const agentctl = this.agentctlPath ?? "agentctl";
     return new Promise((resolve, reject) => {
-      execFile(
-        agentctl,
-        ["--socket", this.socketPath, "status"],
-        { env: this.env, timeout: AUTOSTART_TIMEOUT_MS },
-        (error, _stdout, stderr) => {
-          if (error) {
-            const said = stderr.trim() || error.message;
-            reject(new UnavailableError(`agentd is not running and \`${agentctl} status\` could not start it: ${said}`));
-          } else {
-            resolve();
-          }
-        },
-      );
+      execFile(agentctl, args, { env: this.env, timeout: AGENTCTL_TIMEOUT_MS }, (error, stdout, stderr) => {
+        if (error) {
+          const said = stderr.trim() || error.message;
+          reject(new UnavailableError(`\`${agentctl} ${args.join(" ")}\` failed: ${said}`));
+        } else {
+          resolve(stdout);
+        }
+      });
     });
   }
 
   private attach(socket: net.Socket): void {
-    this.socket = socket;
-    const decoder = new LineDecoder(this.maxLineBytes);
-    socket.on("data", (chunk: Buffer) => {
-      let lines: string[];
-      try {
-        lines = decoder.push(chunk);
-      } catch (e) {
-        socket.destroy(e as Error);
-        return;
-      }
-      for (const line of lines) {
-        if (this.socket !== socket) {
-          return;
-        }
-        this.dispatch(line);
+    const guarded = boundedReader(socket, this.maxMessageBytes);
+    const rpc = createMessageConnection(guarded, new StreamMessageWriter(socket));
+    const connection: Connection = { rpc, socket, inflight: 0 };
+    this.connection = connection;
+    rpc.onNotification((_method: string, params: unknown) => {
+      const { subscription, result } = (params ?? {}) as SubscriptionParams;
+      if (typeof subscription === "string") {
+        this.routes.get(subscription)?.(result);
       }
     });
+    // A bad header or a message over the bound: this connection is done.
+    rpc.onError(() => socket.destroy());
     socket.on("error", () => {
       // "close" follows and carries the consequences.
     });
     socket.on("close", () => {
-      if (this.socket === socket) {
-        this.dropSocket(new UnavailableError(`the connection to agentd at ${this.socketPath} was lost`));
+      if (this.connection === connection) {
+        this.drop(new UnavailableError(`the connection to agentd at ${this.socketPath} was lost`), false);
       }
     });
+    rpc.listen();
   }
 
-  private dispatch(line: string): void {
-    if (line.trim() === "") {
-      return;
-    }
-    let message: {
-      id?: unknown;
-      method?: unknown;
-      params?: { subscription?: unknown; result?: unknown };
-      result?: unknown;
-      error?: { code: number; message: string; data?: ErrorData };
-    };
-    try {
-      message = JSON.parse(line);
-    } catch {
-      return;
-    }
-    if (typeof message.method === "string") {
-      if (message.id === undefined) {
-        const sub = message.params?.subscription;
-        if (typeof sub === "string") {
-          this.routes.get(sub)?.(message.params?.result);
-        }
-      }
-      return;
-    }
-    if (typeof message.id !== "number") {
-      return;
-    }
-    const entry = this.pending.get(message.id);
-    if (!entry) {
-      return;
-    }
-    this.pending.delete(message.id);
-    if (message.error) {
-      entry.reject(new RpcError(entry.method, message.error.code, message.error.message, message.error.data));
-      return;
-    }
-    try {
-      entry.onResult?.(message.result);
-      entry.resolve(message.result);
-    } catch (e) {
-      entry.reject(e as Error);
-    }
-  }
-
-  private dropSocket(error: Error): void {
-    const socket = this.socket;
-    this.socket = undefined;
+  /**
+   * Leaves the connection (new requests go to the next one). Its pending requests fail as
+   * `UnavailableError` (see `call`): at once when the client leaves, or, when the daemon closed
+   * it (`daemon/shutdown` answers, then closes), once the replies already read are handled.
+   */
+  private drop(error: Error, now = true): void {
+    const connection = this.connection;
+    this.connection = undefined;
     this.routes.clear();
-    for (const entry of this.pending.values()) {
-      entry.reject(error);
-    }
-    this.pending.clear();
-    if (socket) {
-      socket.destroy();
+    if (connection) {
+      connection.socket.destroy();
+      if (now) {
+        connection.rpc.dispose();
+      } else {
+        settle(connection);
+      }
       this.lost(error);
     }
   }
@@ -534,6 +451,87 @@ export class AgentdClient {
     for (const listener of this.stateListeners) {
       listener(state, error);
     }
+  }
+}
+
+/** One connection: the socket, its JSON-RPC layer, and how many requests wait on it. */
+interface Connection {
+  rpc: MessageConnection;
+  socket: net.Socket;
+  inflight: number;
+}
+
+/**
+ * How many event-loop turns a closed connection gets to hand over the replies it read:
+ * `vscode-jsonrpc` handles one queued message per turn, so this bounds the messages, not time.
+ */
+const SETTLE_TURNS = 10_000;
+
+/** Disposes a closed connection once no request waits on it, or after [`SETTLE_TURNS`]. */
+function settle(connection: Connection, turns = SETTLE_TURNS): void {
+  if (connection.inflight === 0 || turns === 0) {
+    connection.rpc.dispose();
+  } else {
+    setImmediate(() => settle(connection, turns - 1));
+  }
+}
+
+/** A connection to the Unix socket at `socketPath`. */
+function connectTo(socketPath: string): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = net.createConnection({ path: socketPath });
+    socket.once("connect", () => {
+      socket.removeListener("error", reject);
+      resolve(socket);
+    });
+    socket.once("error", reject);
+  });
+}
+
+/** The socket in `agentctl socket-path --json`'s output. */
+function socketOf(stdout: string, agentctl: string): string {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(stdout);
+  } catch {
+    parsed = undefined;
+  }
+  const socket = (parsed as { socket?: unknown } | undefined)?.socket;
+  if (typeof socket !== "string" || socket === "") {
+    throw new UnavailableError(`\`${agentctl} socket-path --json\` printed no socket: ${stdout.slice(0, 200)}`);
+  }
+  return socket;
+}
+
+/**
+ * `vscode-jsonrpc`'s reader on `socket`, with a bound it does not have: the bytes read since
+ * the last whole message was handed over may not pass `maxBytes` (the reader itself would
+ * keep a message of any announced length).
+ */
+function boundedReader(socket: net.Socket, maxBytes: number): MessageReader {
+  const reader = new StreamMessageReader(socket);
+  // No partial-message notices: their timer re-arms itself and would outlive the connection.
+  reader.partialMessageTimeout = 0;
+  let sinceLast = 0;
+  socket.on("data", (chunk: Buffer) => {
+    sinceLast += chunk.length;
+    if (sinceLast > maxBytes) {
+      socket.destroy(new MessageTooLargeError(maxBytes));
+    }
+  });
+  const listen = reader.listen.bind(reader);
+  reader.listen = (callback) =>
+    listen((message) => {
+      sinceLast = 0;
+      callback(message);
+    });
+  return reader;
+}
+
+/** More than the bound arrived without a whole message: the connection is dropped. */
+export class MessageTooLargeError extends Error {
+  constructor(limit: number) {
+    super(`agentd sent a message larger than ${limit} bytes`);
   }
 }
 

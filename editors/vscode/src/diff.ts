@@ -74,6 +74,13 @@ export class EditDiffs implements vscode.TextDocumentContentProvider, Diffs {
       });
     }
   }
+
+  /** A read-only document of `text` standing for `file` as it was (`tag` tells versions apart). */
+  document(tag: string, file: string, text: string): vscode.Uri {
+    const k = key(tag, file);
+    this.before.set(k, text);
+    return vscode.Uri.from({ scheme: BEFORE_SCHEME, path: file, query: k });
+  }
 }
 
 function key(callId: string, file: string): string {

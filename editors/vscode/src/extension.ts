@@ -4,14 +4,16 @@
  * attached session. Every daemon error is shown as a VS Code error message, never a stack.
  */
 
+import * as fs from "node:fs/promises";
 import * as path from "node:path";
 import * as vscode from "vscode";
 import { AttachedSession } from "./attached";
 import { ChatView, type FromPage } from "./chatView";
 import { AgentdClient, type DaemonWatch } from "./client";
 import { type CommandItem, commandItems, startOf } from "./commands";
+import { contentBefore, type FileChange, parseDiff, refusedFiles } from "./changes";
 import { BEFORE_SCHEME, EditDiffs } from "./diff";
-import type { SessionId, SessionState, SessionSummary } from "./protocol";
+import type { FilesRestored, SessionId, SessionState, SessionSummary } from "./protocol";
 import { SessionsTree } from "./sessionsTree";
 import { type RequestItem, responseFor } from "./transcript";
 
@@ -68,6 +70,9 @@ class Extension implements vscode.Disposable {
       "agentd.clearQueue": () => this.clearQueue(),
       "agentd.respond": (choice?: string) => this.respondCommand(choice),
       "agentd.refreshSessions": () => this.start(),
+      "agentd.undo": () => this.undo(),
+      "agentd.redo": () => this.redo(),
+      "agentd.showChanges": () => this.showChanges(),
     };
     for (const [name, run] of Object.entries(commands)) {
       this.disposables.push(vscode.commands.registerCommand(name, (...args: never[]) => this.guard(() => run(...args))));
@@ -378,6 +383,114 @@ class Extension implements vscode.Disposable {
       const removed = await this.client.request("session/queue_clear", { session_id: id });
       void vscode.window.setStatusBarMessage(`agentd: removed ${removed.steering.length + removed.follow_up.length} queued item(s)`, 4000);
     }
+  }
+
+  /**
+   * Undoes the last input with the files the agent changed for it. When the user changed some
+   * of them since, the daemon refuses the whole undo, naming them: the warning lists them and
+   * Force restores anyway (their versions are kept; Redo brings them back).
+   */
+  private async undo(): Promise<void> {
+    const id = await this.target();
+    if (!id) {
+      return;
+    }
+    const r = await this.forcible("Undo", (force) => this.client.request("session/rollback", { session_id: id, files: true, ...(force ? { force } : {}) }));
+    if (r) {
+      this.filesMessage(`undid the last input (${r.removed} entries off the branch)`, r.files);
+    }
+  }
+
+  /** Brings back what the last undo took away, files included. */
+  private async redo(): Promise<void> {
+    const id = await this.target();
+    if (!id) {
+      return;
+    }
+    const r = await this.forcible("Redo", (force) => this.client.request("session/redo", { session_id: id, ...(force ? { force } : {}) }));
+    if (r) {
+      this.filesMessage("redid what the undo took back", r.files);
+    }
+  }
+
+  /** Runs `run`; over files the user changed, asks, and runs it again with `force` if told. */
+  private async forcible<T>(what: string, run: (force: boolean) => Promise<T>): Promise<T | undefined> {
+    try {
+      return await run(false);
+    } catch (e) {
+      const files = refusedFiles(e);
+      if (!files) {
+        throw e;
+      }
+      const force = "Force";
+      const choice = await vscode.window.showWarningMessage(
+        `agentd: ${what} would overwrite files you changed since the agent did: ${files.join(", ")}`,
+        { modal: true, detail: "Nothing was changed. Force restores them anyway; your versions are kept, and agentd: Redo brings them back." },
+        force,
+      );
+      return choice === force ? run(true) : undefined;
+    }
+  }
+
+  private filesMessage(done: string, files: FilesRestored | null | undefined): void {
+    const parts = [`agentd: ${done}`];
+    if (files) {
+      parts.push(files.restored.length > 0 ? `restored ${files.restored.join(", ")}` : "no file to restore");
+      if (files.kept?.length) {
+        parts.push(`your versions of ${files.kept.join(", ")} are kept for a redo`);
+      }
+      if (files.not_restored?.length) {
+        parts.push(`not restored: ${files.not_restored.join("; ")}`);
+      }
+    }
+    void vscode.window.showInformationMessage(`${parts.join("; ")}.`);
+  }
+
+  /**
+   * The agent's changes for the last input (`session/diff`): VS Code's diff editor for each file
+   * that can be worked back to its content before (one file: a diff; several: the multi-file
+   * changes view), else the unified diff as a document.
+   */
+  private async showChanges(): Promise<void> {
+    const id = await this.target();
+    if (!id) {
+      return;
+    }
+    const [{ diff, input_id }, { cwd }] = await Promise.all([
+      this.client.request("session/diff", { session_id: id }),
+      this.client.request("session/get", { session_id: id }),
+    ]);
+    if (diff.trim() === "") {
+      void vscode.window.showInformationMessage("agentd: the last input changed no file.");
+      return;
+    }
+    const pairs = await Promise.all(parseDiff(diff).map((change) => this.sides(input_id, cwd, change)));
+    const shown = pairs.filter((p): p is [vscode.Uri, vscode.Uri, vscode.Uri] => p !== undefined);
+    if (shown.length === 0 || shown.length < pairs.length) {
+      const doc = await vscode.workspace.openTextDocument({ language: "diff", content: diff });
+      await vscode.window.showTextDocument(doc, { preview: true });
+      return;
+    }
+    const [only] = shown;
+    if (shown.length === 1 && only) {
+      const [file, before, after] = only;
+      await vscode.commands.executeCommand("vscode.diff", before, after, `${path.basename(file.fsPath)} (agent changes)`, { preview: true });
+    } else {
+      await vscode.commands.executeCommand("vscode.changes", "agentd: changes of the last input", shown);
+    }
+  }
+
+  /** A file's label, its content before the change and after it, when it can be worked back. */
+  private async sides(inputId: string, cwd: string, change: FileChange): Promise<[vscode.Uri, vscode.Uri, vscode.Uri] | undefined> {
+    const file = path.join(cwd, change.path);
+    const now = change.status === "deleted" ? "" : await fs.readFile(file, "utf8").catch(() => undefined);
+    const before = now === undefined ? undefined : contentBefore(change, now);
+    if (before === undefined) {
+      return undefined;
+    }
+    const uri = vscode.Uri.file(file);
+    const after = change.status === "deleted" ? this.diffs.document(`${inputId}:after`, file, "") : uri;
+    return [uri, this.diffs.document(`${inputId}:before`, file, before), after];
   }
 
   /** Shows a waiting request as a notification whose buttons answer it. */

@@ -27,6 +27,51 @@ export interface Methods {
   "session/fork": [ForkParams, SessionSnapshot];
   "session/respond": [RespondParams, { request_id: RequestId; pending: number }];
   "session/commands": [SessionParams, CommandsResponse];
+  "session/rollback": [RollbackParams, RollbackResponse];
+  "session/redo": [RedoParams, RedoResponse];
+  "session/diff": [DiffParams, DiffResponse];
+}
+
+/** Undoes user inputs; `files` puts back what the agent changed, `force` over the user's changes. */
+export interface RollbackParams extends SessionParams {
+  turns?: number;
+  files?: boolean;
+  force?: boolean;
+}
+
+/** What an undo or a redo did to the workspace's files. */
+export interface FilesRestored {
+  restored: string[];
+  not_restored?: string[];
+  kept?: string[];
+}
+
+export interface RollbackResponse {
+  leaf?: string | null;
+  entries: number;
+  removed: number;
+  files?: FilesRestored | null;
+}
+
+export interface RedoParams extends SessionParams {
+  force?: boolean;
+}
+
+export interface RedoResponse {
+  leaf?: string | null;
+  entries: number;
+  files?: FilesRestored | null;
+}
+
+/** The agent's changes for one input (absent: the newest). */
+export interface DiffParams extends SessionParams {
+  input_id?: InputId;
+}
+
+export interface DiffResponse {
+  input_id: InputId;
+  /** A unified diff in git's style; empty when no file changed. */
+  diff: string;
 }
 
 /** What a `/name` input runs: an Agent Skill or a prompt template. */
@@ -306,6 +351,9 @@ export const METHOD_NAMES: readonly Method[] = [
   "session/fork",
   "session/respond",
   "session/commands",
+  "session/rollback",
+  "session/redo",
+  "session/diff",
 ];
 
 /** One event of one session; `kind` selects the shape of `data`. */

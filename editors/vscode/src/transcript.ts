@@ -330,8 +330,11 @@ export class Transcript {
       }
       case "client_tool_requested":
         return [this.add({ id: `n${seq}`, kind: "notice", level: "info", text: `Client tool ${event.data.tool} called; the client that defined it answers.` })];
-      case "client_tool_resolved":
       case "rollback":
+        return [this.add({ id: `n${seq}`, kind: "notice", level: "info", text: `Undone: ${event.data.removed} entries taken back (agentd: Redo brings them back).` })];
+      case "redo":
+        return [this.add({ id: `n${seq}`, kind: "notice", level: "info", text: "Redone: what the undo took back is on the branch again." })];
+      case "client_tool_resolved":
       case "queue_changed":
         return [];
     }

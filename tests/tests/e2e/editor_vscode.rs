@@ -17,17 +17,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Serializes the runs that write the extension's `out/` (tsc in `npm test` and `vsce package`).
-static OUT_DIR: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) static OUT_DIR: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A guard against a hung Node process, far above what any step takes on a loaded machine.
-const NPM_BOUND: Duration = Duration::from_secs(600);
+pub(crate) const NPM_BOUND: Duration = Duration::from_secs(600);
 
 fn extension_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../editors/vscode")
 }
 
 /// The extension's directory once node, npm and its `node_modules` are there.
-fn toolchain() -> Option<PathBuf> {
+pub(crate) fn toolchain() -> Option<PathBuf> {
     program("node")?;
     program("npm")?;
     let dir = extension_dir();
@@ -89,7 +89,7 @@ fn thinking_block(text: &str) -> Vec<Chunk> {
 }
 
 /// The scripted provider: the reply follows from the last message (see the module doc).
-fn scripted(body: &Value) -> Reply {
+pub(crate) fn scripted(body: &Value) -> Reply {
     static CALLS: AtomicU64 = AtomicU64::new(1);
     let (texts, results) = last_message(body);
     if !results.is_empty() {
@@ -123,7 +123,7 @@ fn scripted(body: &Value) -> Reply {
 }
 
 /// Runs `cmd` in the extension's directory to completion.
-async fn run_in(dir: &Path, mut cmd: Command) -> Output {
+pub(crate) async fn run_in(dir: &Path, mut cmd: Command) -> Output {
     let what = format!("{cmd:?}");
     cmd.current_dir(dir).stdin(std::process::Stdio::null());
     let child = tokio::process::Command::from(cmd)
@@ -136,13 +136,13 @@ async fn run_in(dir: &Path, mut cmd: Command) -> Output {
 }
 
 /// `npx --no-install TOOL args` (the extension's pinned devDependencies, never a download).
-fn npx(args: &[&str]) -> Command {
+pub(crate) fn npx(args: &[&str]) -> Command {
     let mut cmd = Command::new("npx");
     cmd.arg("--no-install").args(args);
     cmd
 }
 
-fn text(output: &Output) -> String {
+pub(crate) fn text(output: &Output) -> String {
     format!(
         "status {}\n--- stdout\n{}\n--- stderr\n{}",
         output.status,
@@ -163,7 +163,7 @@ fn tests_written(dir: &Path) -> u32 {
 }
 
 /// Stops a daemon that agentctl started on `socket` during the scenarios, if one answers.
-async fn shut_down(socket: &Path) {
+pub(crate) async fn shut_down(socket: &Path) {
     if let Ok(mut client) = RawClient::connect(socket).await {
         let _ = client.call("daemon/shutdown", json!({})).await;
     }
@@ -223,8 +223,7 @@ async fn client_against_the_real_daemon() {
 }
 
 /// `tsc --noEmit` against `@types/vscode` (strict; the extension and its webview page), then
-/// `vsce package`: a `.vsix` holding the
-/// manifest and the compiled extension.
+/// `vsce package`: a `.vsix` holding the manifest, the compiled extension and `vscode-jsonrpc`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typechecks_and_packages_a_vsix() {
     let Some(dir) = toolchain() else { return };
@@ -241,11 +240,7 @@ async fn typechecks_and_packages_a_vsix() {
     let vsix_arg = vsix.display().to_string();
     let package = {
         let _out = OUT_DIR.lock().await;
-        run_in(
-            &dir,
-            npx(&["vsce", "package", "--no-dependencies", "--out", &vsix_arg]),
-        )
-        .await
+        run_in(&dir, npx(&["vsce", "package", "--out", &vsix_arg])).await
     };
     assert!(
         package.status.success(),
@@ -261,6 +256,8 @@ async fn typechecks_and_packages_a_vsix() {
         "extension/out/client.js",
         "extension/out/webview/chat.js",
         "extension/media/chat.css",
+        // The one runtime dependency, shipped (vsce includes production dependencies).
+        "extension/node_modules/vscode-jsonrpc/lib/node/main.js",
     ] {
         assert!(listing.contains(entry), "{entry} is not in the .vsix");
     }

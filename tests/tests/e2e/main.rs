@@ -34,6 +34,7 @@ mod durability;
 mod editor_emacs;
 mod editor_nvim;
 mod editor_vscode;
+mod editor_vscode_workbench;
 mod examples;
 mod families;
 mod hooks;

@@ -139,7 +139,7 @@ async fn read_edit_write_shell_grep_glob_and_list_run_on_the_remote() {
     ));
     s.mock.push_stream(sse::shell(
         "t4",
-        "pwd; echo \"visible=$AGENTD_TEST_VISIBLE secret=${AGENTD_TEST_SECRET_TOKEN:-filtered} key=${ANTHROPIC_API_KEY:-absent}\"; echo to-stderr >&2; exit 3",
+        "pwd; echo \"visible=$AGENTD_TEST_VISIBLE secret=${AGENTD_TEST_SECRET_TOKEN:-filtered} key=${ANTHROPIC_API_KEY:-absent}\"; echo \"client=[$SSH_CLIENT] connection=${SSH_CONNECTION:+set}\"; echo to-stderr >&2; exit 3",
     ));
     s.mock.push_stream(sse::tools(
         "",
@@ -171,6 +171,10 @@ async fn read_edit_write_shell_grep_glob_and_list_run_on_the_remote() {
     assert!(
         shell.contains("visible=remote-only secret=filtered key=absent"),
         "the remote's environment, filtered; never the daemon's: {shell}"
+    );
+    assert!(
+        shell.contains("client=[] connection=set"),
+        "no SSH_CLIENT, with which bash would source ~/.bashrc for every command: {shell}"
     );
     assert!(shell.contains("to-stderr"), "{shell}");
     assert!(shell.contains("3"), "the exit code is reported: {shell}");

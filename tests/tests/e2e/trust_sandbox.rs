@@ -285,3 +285,67 @@ pub(crate) async fn next_system_prompt(s: &mut Setup, dir: &Path) -> String {
         .unwrap();
     s.mock.requests().last().unwrap().body["system"].to_string()
 }
+
+/// Two sessions of one workspace share their namespaces (one holder per workspace and policy),
+/// which bind the parent of both sessions' temp dirs read-write; a command of one still cannot
+/// write the other's temp dir or the parent. (It can read them: reads are not confined, as
+/// SECURITY.md says, and the two sessions share a writable workspace anyway.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_cannot_reach_a_sibling_sessions_temp_dir() {
+    if !namespaces_ready() {
+        return;
+    }
+    let mut s = session(json!({})).await;
+    let first = s.session.clone();
+    let results = round(
+        &mut s,
+        &[shell(
+            "mine",
+            "echo secret-of-the-first > \"$TMPDIR/note\" && printf 'tmp=%s\\n' \"$TMPDIR\"".into(),
+        )],
+    )
+    .await;
+    let theirs = results["mine"]
+        .1
+        .lines()
+        .find_map(|l| l.strip_prefix("tmp="))
+        .unwrap_or_else(|| panic!("no TMPDIR: {}", results["mine"].1))
+        .to_owned();
+    assert!(
+        Path::new(&theirs).join("note").is_file(),
+        "the temp dir has the same path outside the sandbox: {theirs}"
+    );
+    let parent = Path::new(&theirs).parent().unwrap().display().to_string();
+
+    let mut client = s.daemon.client().await.unwrap();
+    s.session = s
+        .daemon
+        .create_session(&mut client, s.workdir.path(), json!({}))
+        .await
+        .unwrap();
+    assert_ne!(s.session, first);
+    let attack = format!(
+        "echo planted > {theirs}/planted; echo more >> {theirs}/note; rm -f {theirs}/note; \
+         mkdir {parent}/mine; echo own > \"$TMPDIR/own\" && echo own-ok; \
+         test \"$TMPDIR\" != {theirs} && echo other-dir"
+    );
+    let results = round(&mut s, &[shell("attack", attack)]).await;
+    let seen = &results["attack"].1;
+    assert!(
+        seen.contains("own-ok") && seen.contains("other-dir"),
+        "its own temp dir works: {seen}"
+    );
+    assert!(
+        !Path::new(&theirs).join("planted").exists(),
+        "wrote into it: {seen}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(Path::new(&theirs).join("note")).unwrap(),
+        "secret-of-the-first\n",
+        "changed or removed the sibling's file: {seen}"
+    );
+    assert!(
+        !Path::new(&parent).join("mine").exists(),
+        "wrote the parent: {seen}"
+    );
+}

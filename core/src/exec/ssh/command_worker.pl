@@ -33,19 +33,25 @@ $SIG{CHLD} = sub { syswrite($wake_w, 'x') };
 my (%cmd, %by_pid);
 my ($in, $closing, $deaf, $drop) = ('', 0, 0, '');
 
+# Frames wait in $out until the loop is about to sleep, so what one wake-up produced (a
+# command's last output, its pipes' ends and its exit) leaves in one write and one packet.
+my $out = '';
+
 sub send_frame {
     my ($type, $id, $payload) = @_;
-    return if $deaf;
-    my $m = pack('aNN', $type, $id, length $payload) . $payload;
-    while (length $m) {
-        my $n = syswrite(STDOUT, $m);
+    $out .= pack('aNN', $type, $id, length $payload) . $payload unless $deaf;
+}
+
+sub flush {
+    while (length $out) {
+        my $n = syswrite(STDOUT, $out);
         if (!defined $n) {
             next if $!{EINTR};
-            $deaf = 1;
+            ($deaf, $out) = (1, '');
             close_all();
             return;
         }
-        substr($m, 0, $n) = '';
+        substr($out, 0, $n) = '';
     }
 }
 
@@ -200,6 +206,7 @@ while (1) {
             $stopping = 1;
         }
     }
+    flush();
     last if $closing && !$stopping;
     my $rin = '';
     vec($rin, fileno(STDIN), 1) = 1 unless $closing;

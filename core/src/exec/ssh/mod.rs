@@ -206,7 +206,11 @@ impl SshExecutionEnvironment {
         }
     }
 
-    /// The variables a command gets: the remote's own, filtered, and the marker.
+    /// The variables a command gets: the remote's own, filtered, and the marker. Not
+    /// `SSH_CLIENT` or `SSH2_CLIENT`: Debian's bash sources `~/.bashrc` when started with
+    /// either and no `SHLVL` (as sshd's shell leaves it), so every command would run the
+    /// remote's startup files again (pyenv's take hundreds of milliseconds). They were run once,
+    /// when these variables were captured; `SSH_CONNECTION` still says where the link comes from.
     fn command_env(&self, marker: &str) -> Vec<String> {
         let remote = self
             .link
@@ -218,7 +222,7 @@ impl SshExecutionEnvironment {
             .env
             .filter(remote)
             .into_iter()
-            .filter(|(k, _)| *k != MARKER_VAR)
+            .filter(|(k, _)| ![MARKER_VAR, "SSH_CLIENT", "SSH2_CLIENT"].contains(k))
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         vars.push(format!("{MARKER_VAR}={marker}"));

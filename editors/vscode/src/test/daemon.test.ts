@@ -14,6 +14,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { after, test } from "node:test";
 import { AttachedSession } from "../attached";
+import { contentBefore, parseDiff, refusedFiles } from "../changes";
 import { AgentdClient, RpcError, type SessionWatch, UnavailableError } from "../client";
 import { commandItems } from "../commands";
 import type { AgentdEvent, DaemonEvent, EventKind, SessionState } from "../protocol";
@@ -332,6 +333,46 @@ test("an edit asks with its diff, and its tool item names the file for the diff 
   assert.deepEqual(tool.files, [path.join(s.cwd, "notes.txt")]);
 });
 
+test("Show Changes works back the agent's edit; Undo is refused over the user's change until forced; Redo", async () => {
+  const client = newClient();
+  const s = await session(client, "undo");
+  const file = path.join(s.cwd, "notes.txt");
+  fs.writeFileSync(file, "one\ntwo\nthree\n");
+  const prompt = `call: edit_file ${JSON.stringify({ file_path: "notes.txt", old_string: "two", new_string: "TWO" })}`;
+  await client.request("session/submit", { session_id: s.id, text: prompt });
+  await s.events.finished(prompt);
+  assert.equal(fs.readFileSync(file, "utf8"), "one\nTWO\nthree\n");
+
+  // What Show Changes opens: the file before the agent's edit against the file now.
+  const { diff } = await client.request("session/diff", { session_id: s.id });
+  const changes = parseDiff(diff);
+  assert.deepEqual(changes.map((c) => [c.path, c.status]), [["notes.txt", "modified"]], diff);
+  assert.equal(contentBefore(changes[0]!, fs.readFileSync(file, "utf8")), "one\ntwo\nthree\n");
+
+  // The user edits the file too: the undo is refused, naming it, and nothing changes.
+  fs.writeFileSync(file, "one\nTWO, and mine\nthree\n");
+  assert.equal(contentBefore(changes[0]!, fs.readFileSync(file, "utf8")), undefined, "the diff document shows it instead");
+  const refusal = await client.request("session/rollback", { session_id: s.id, files: true }).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  assert.deepEqual(refusedFiles(refusal), ["notes.txt"], String(refusal));
+  assert.equal(fs.readFileSync(file, "utf8"), "one\nTWO, and mine\nthree\n");
+
+  // Force: the agent's starting point is back, the user's version kept for the redo.
+  const undone = await client.request("session/rollback", { session_id: s.id, files: true, force: true });
+  assert.deepEqual(undone.files?.restored, ["notes.txt"]);
+  assert.deepEqual(undone.files?.kept, ["notes.txt"]);
+  assert.equal(fs.readFileSync(file, "utf8"), "one\ntwo\nthree\n");
+  await s.events.wait("rollback", (e) => e.kind === "rollback");
+  const redone = await client.request("session/redo", { session_id: s.id });
+  assert.deepEqual(redone.files?.restored, ["notes.txt"]);
+  assert.equal(fs.readFileSync(file, "utf8"), "one\nTWO, and mine\nthree\n");
+  await s.events.wait("redo", (e) => e.kind === "redo");
+  const notices = transcriptOf(s.cwd, s.events.all).items.flatMap((i) => (i.kind === "notice" ? [i.text] : []));
+  assert.ok(notices.some((n) => n.startsWith("Undone:")) && notices.some((n) => n.startsWith("Redone:")), notices.join(" | "));
+});
+
 test("the attached session raises pending and live requests once, and diffs live edits", async () => {
   const client = newClient();
   const s = await session(client, "attached", true);
@@ -501,6 +542,30 @@ test("a client starts the daemon through agentctl when nothing answers", async (
   assert.equal(info.socket, socket);
   assert.equal(client.connections, 1);
   await client.request("daemon/shutdown", {});
+});
+
+test("with no socket set, agentctl socket-path finds the daemon, and its refusal is shown as it said it", async () => {
+  const found = new AgentdClient({ agentctlPath: agentctl, reconnect: false });
+  clients.push(found);
+  const info = await found.request("daemon/info", {});
+  assert.equal(info.socket, socketPath);
+  assert.equal(found.socketPath, socketPath);
+  // The fallback runtime directory (no XDG_RUNTIME_DIR), made open to every user: agentctl
+  // refuses it before connecting, and nothing is sent.
+  const tmp = tempDir();
+  const uid = process.geteuid?.() ?? os.userInfo().uid;
+  fs.mkdirSync(path.join(tmp, `agentd-${uid}`), { mode: 0o777 });
+  fs.chmodSync(path.join(tmp, `agentd-${uid}`), 0o777);
+  const { AGENTD_SOCKET: _socket, XDG_RUNTIME_DIR: _runtime, ...rest } = process.env;
+  const refused = new AgentdClient({ agentctlPath: agentctl, env: { ...rest, TMPDIR: tmp }, reconnect: false });
+  clients.push(refused);
+  const error = await refused.request("daemon/info", {}).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  assert.ok(error instanceof UnavailableError, String(error));
+  assert.match(error.message, /socket-path --json` failed: .*refusing to use the runtime directory: .* has mode 0777, so other users may reach/s);
+  assert.equal(refused.socketPath, undefined);
 });
 
 test("reconnect after a daemon restart: every event once, resumed with since_seq", async () => {

@@ -1,6 +1,6 @@
 /**
- * The client's wire handling without a daemon: NDJSON lines cut anywhere, the line bound, the
- * first notification of a subscription arriving in the same read as its subscribe reply, and
+ * The client's wire handling without a daemon: `Content-Length` messages cut anywhere, the
+ * message bound, the first notification of a subscription arriving in the same read as its subscribe reply, and
  * the protocol names checked against the committed schema.
  */
 
@@ -10,45 +10,23 @@ import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { test } from "node:test";
-import { AgentdClient, LineDecoder, LineTooLongError, RpcError, UnavailableError } from "../client";
+import { StreamMessageReader } from "vscode-jsonrpc/node";
+import { AgentdClient, RpcError, UnavailableError } from "../client";
 import { EVENT_KINDS, METHOD_NAMES, SUBSCRIPTIONS } from "../protocol";
 
-test("lines cut at every byte, inside multi-byte characters, decode whole", () => {
-  const messages = ['{"a":"héllo → 世界"}', '{"b":2}', "", '{"c":"\\r kept"}'];
-  const bytes = Buffer.from(messages.map((m, i) => (i === 1 ? `${m}\r\n` : `${m}\n`)).join(""));
-  const decoder = new LineDecoder(1024);
-  const lines: string[] = [];
-  for (let i = 0; i < bytes.length; i++) {
-    lines.push(...decoder.push(bytes.subarray(i, i + 1)));
-  }
-  assert.deepEqual(lines, messages);
-});
+/** `text` in the `Content-Length` framing the client speaks. */
+function frame(text: string): string {
+  return `Content-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`;
+}
 
-test("several lines in one chunk, and a tail kept for the next", () => {
-  const decoder = new LineDecoder(1024);
-  assert.deepEqual(decoder.push(Buffer.from('{"a":1}\n{"b":2}\n{"c"')), ['{"a":1}', '{"b":2}']);
-  assert.deepEqual(decoder.push(Buffer.from(":3}\n")), ['{"c":3}']);
-});
-
-test("a line over the bound is refused, not buffered without end", () => {
-  const decoder = new LineDecoder(8);
-  assert.deepEqual(decoder.push(Buffer.from("12345678\n")), ["12345678"]);
-  decoder.push(Buffer.from("12345"));
-  assert.throws(() => decoder.push(Buffer.from("6789")), LineTooLongError);
-  assert.deepEqual(decoder.push(Buffer.from("\nok\n")), ["", "ok"]);
-});
-
-/** A one-connection NDJSON server on a temp socket whose replies the test writes. */
-async function fakeServer(onLine: (line: unknown, reply: (text: string) => void) => void): Promise<{ socket: string; close(): void }> {
+/** A one-connection server on a temp socket, reading requests with `vscode-jsonrpc`; the test writes the raw replies. */
+async function fakeServer(onMessage: (message: unknown, reply: (bytes: string | Buffer) => void) => void): Promise<{ socket: string; close(): void }> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "agentd-fake-"));
+  fs.chmodSync(dir, 0o700);
   const socket = path.join(dir, "fake.sock");
   const server = net.createServer((conn) => {
-    const decoder = new LineDecoder();
-    conn.on("data", (chunk: Buffer) => {
-      for (const line of decoder.push(chunk)) {
-        onLine(JSON.parse(line), (text) => conn.write(text));
-      }
-    });
+    conn.on("error", () => undefined);
+    new StreamMessageReader(conn).listen((message) => onMessage(message, (bytes) => conn.write(bytes)));
   });
   await new Promise<void>((resolve) => server.listen(socket, resolve));
   return {
@@ -59,6 +37,46 @@ async function fakeServer(onLine: (line: unknown, reply: (text: string) => void)
     },
   };
 }
+
+test("a reply cut at every byte, inside multi-byte characters, arrives whole", async () => {
+  const title = "héllo → 世界";
+  const server = await fakeServer((msg, reply) => {
+    const bytes = Buffer.from(frame(JSON.stringify({ jsonrpc: "2.0", id: (msg as { id: number }).id, result: { title } })));
+    let i = 0;
+    const next = (): void => {
+      if (i < bytes.length) {
+        reply(bytes.subarray(i, i + 1));
+        i += 1;
+        setImmediate(next);
+      }
+    };
+    next();
+  });
+  const client = new AgentdClient({ socketPath: server.socket, reconnect: false });
+  try {
+    const got = await client.request("session/get", { session_id: "s" });
+    assert.equal(got.title, title);
+  } finally {
+    client.dispose();
+    server.close();
+  }
+});
+
+test("a message over the bound drops the connection, not buffered without end", { timeout: 60_000 }, async () => {
+  const server = await fakeServer((_msg, reply) => {
+    // Announces 100 MB, and keeps sending.
+    reply(`Content-Length: 100000000\r\n\r\n{"jsonrpc":"2.0","id":1,"result":"${"x".repeat(4096)}`);
+    reply("x".repeat(4096));
+  });
+  const client = new AgentdClient({ socketPath: server.socket, reconnect: false, maxMessageBytes: 1024 });
+  try {
+    await assert.rejects(client.request("daemon/info", {}), (e: unknown) => e instanceof UnavailableError && /was lost/.test(e.message));
+    assert.equal(client.state, "disconnected");
+  } finally {
+    client.dispose();
+    server.close();
+  }
+});
 
 test("a subscription's first items, in the same read as its reply, reach the watcher", async () => {
   const server = await fakeServer((msg, reply) => {
@@ -71,11 +89,12 @@ test("a subscription's first items, in the same read as its reply, reach the wat
           params: { subscription: "sub-1", result: { type: "event", session_id: "s", seq, ts: "t", kind: "warning", data: { message: `w${seq}` } } },
         });
       // The reply and two events in one write, the second event split over two writes.
-      const second = item(4);
-      reply(`${JSON.stringify({ jsonrpc: "2.0", id: m.id, result: "sub-1" })}\n${item(3)}\n${second.slice(0, 10)}`);
-      setImmediate(() => reply(`${second.slice(10)}\n`));
+      const bytes = Buffer.from([JSON.stringify({ jsonrpc: "2.0", id: m.id, result: "sub-1" }), item(3), item(4)].map(frame).join(""));
+      const cut = bytes.length - 10;
+      reply(bytes.subarray(0, cut));
+      setImmediate(() => reply(bytes.subarray(cut)));
     } else {
-      reply(`${JSON.stringify({ jsonrpc: "2.0", id: m.id, error: { code: -32010, message: "no such session", data: { kind: "session_not_found", retryable: false } } })}\n`);
+      reply(frame(JSON.stringify({ jsonrpc: "2.0", id: m.id, error: { code: -32010, message: "no such session", data: { kind: "session_not_found", retryable: false } } })));
     }
   });
   const client = new AgentdClient({ socketPath: server.socket, reconnect: false });
@@ -121,7 +140,7 @@ test("a lagged stream resubscribes after the newest event it delivered", async (
       // The replay overlaps what was delivered once (seq 2); the watcher must not see it twice.
       lines.push(event(sub, 2), event(sub, 3));
     }
-    reply(`${lines.join("\n")}\n`);
+    reply(lines.map(frame).join(""));
   });
   const client = new AgentdClient({ socketPath: server.socket, reconnect: false });
   try {
