@@ -36,21 +36,23 @@
 ;;   (keymap-global-set "C-c a" agentd-command-map)      ; Emacs 29
 ;;   (global-set-key (kbd "C-c a") agentd-command-map)   ; Emacs 28
 ;;
-;; The socket is `agentd-socket', else $AGENTD_SOCKET, else
-;; $XDG_RUNTIME_DIR/agentd/agentd.sock, else $TMPDIR/agentd-UID/agentd.sock
-;; (the daemon's own rule).  Before connecting, the client checks that
-;; the socket's directory is yours with mode 0700 and the socket yours
-;; (Emacs cannot ask who listens there), and refuses otherwise, saying
-;; why.  When nothing answers there, the daemon is started through `agentctl' (see `agentd-autostart').  After a daemon
-;; restart the client reconnects by itself and resumes every transcript
-;; from the last event it showed, so nothing is lost or shown twice.
+;; The client speaks JSON-RPC through Emacs' own `jsonrpc.el'.  It asks
+;; `agentctl socket-path' where the daemon listens (`agentd-socket'
+;; overrides the place, and agentctl still checks it): agentctl answers
+;; only once the runtime directory is yours and the process serving the
+;; socket runs as you, and starts the daemon when nothing answers (see
+;; `agentd-autostart').  When it refuses, its reason is the error you
+;; see.  After a daemon restart the client reconnects by itself and
+;; resumes every transcript from the last event it showed, so nothing
+;; is lost or shown twice.
 
 ;;; Code:
 
 (require 'cl-lib)
 (require 'diff)
 (require 'diff-mode)
-(require 'json)
+(require 'eieio)
+(require 'jsonrpc)
 (require 'project)
 (require 'seq)
 (require 'subr-x)
@@ -65,17 +67,18 @@
   :link '(url-link :tag "Home" "https://github.com/agentd/agentd"))
 
 (defcustom agentd-socket nil
-  "The daemon's socket, or nil for the daemon's default.
-The default is $AGENTD_SOCKET, else $XDG_RUNTIME_DIR/agentd/agentd.sock,
-else $TMPDIR/agentd-UID/agentd.sock."
-  :type '(choice (const :tag "The daemon's default" nil) file))
+  "The daemon's socket, or nil for the one `agentctl socket-path' names.
+agentctl's rule is $AGENTD_SOCKET, else $XDG_RUNTIME_DIR/agentd/agentd.sock,
+else $TMPDIR/agentd-UID/agentd.sock.  A socket set here is passed to
+agentctl, which makes the same checks of it."
+  :type '(choice (const :tag "agentctl's choice" nil) file))
 
 (defcustom agentd-agentctl-program "agentctl"
-  "The `agentctl' program, used to start the daemon when none answers."
+  "The `agentctl' program, which finds the socket and starts the daemon."
   :type 'string)
 
 (defcustom agentd-autostart t
-  "Whether to start the daemon through `agentctl' when none answers.
+  "Whether `agentctl' may start the daemon when none answers.
 `agentctl' itself refuses when AGENTD_NO_AUTOSTART=1."
   :type 'boolean)
 
@@ -163,18 +166,23 @@ This bounds `agentd-send-file' and `agentd-send-region'."
   "Signal an `agentd-error' with a message from FORMAT-STRING and ARGS."
   (signal 'agentd-error (list (apply #'format-message format-string args))))
 
-;;;; The connection: NDJSON JSON-RPC over the Unix socket
+;;;; The connection: jsonrpc.el over the Unix socket
 
-(cl-defstruct (agentd--conn (:constructor agentd--conn-make) (:copier nil))
-  "One connection to the daemon."
-  process socket
-  (partial "")
-  (queue nil)
-  (draining nil)
-  (next-id 0)
-  (pending (make-hash-table))
-  (subs (make-hash-table :test #'equal))
-  daemon-sub)
+;; The daemon detects the framing from a connection's first byte, so
+;; jsonrpc.el's `Content-Length' messages need nothing of it.  The
+;; connection is a `jsonrpc-process-connection' over the socket's
+;; network process; its dispatcher hands notifications to the views.
+
+(defclass agentd-connection (jsonrpc-process-connection)
+  ((network :initarg :network :reader agentd--conn-process
+            :documentation "The socket's network process (jsonrpc's `:process').")
+   (socket :initarg :socket :reader agentd--conn-socket
+           :documentation "The socket's path.")
+   (subs :initform (make-hash-table :test #'equal) :reader agentd--conn-subs
+         :documentation "Views by subscription id.")
+   (daemon-sub :initform nil :accessor agentd--conn-daemon-sub
+               :documentation "The daemon-wide subscription, for the session list."))
+  :documentation "A JSON-RPC connection to the daemon.")
 
 (cl-defstruct (agentd--view (:constructor agentd--view-make) (:copier nil))
   "What Emacs shows of one session."
@@ -197,110 +205,126 @@ This bounds `agentd-send-file' and `agentd-send-region'."
 (defvar agentd--views (make-hash-table :test #'equal)
   "Views of sessions, by session id.")
 
+(defvar agentd--in-handler nil
+  "Non-nil while a message from the daemon is being handled.
+A call waiting for its answer there would wait behind that message.")
+
 (defconst agentd--sessions-buffer "*agentd sessions*"
   "Name of the session list buffer.")
 
-(defconst agentd--max-line-bytes (* 64 1024 1024)
+(defvar agentd--max-message-chars (* 64 1024 1024)
   "Longest message accepted from the daemon; the daemon caps its own.")
 
-(defun agentd--socket-path ()
-  "The socket to connect to, by the daemon's own rule."
-  (expand-file-name
-   (or agentd-socket
-       (let ((env (getenv "AGENTD_SOCKET")))
-         (and env (not (string-empty-p env)) env))
-       (let ((runtime (getenv "XDG_RUNTIME_DIR")))
-         (and runtime (not (string-empty-p runtime))
-              (expand-file-name "agentd/agentd.sock" runtime)))
-       (expand-file-name (format "agentd-%d/agentd.sock" (user-uid))
-                         (let ((tmp (getenv "TMPDIR")))
-                           (if (and tmp (not (string-empty-p tmp))) tmp "/tmp"))))))
+(defun agentd--from-json (value)
+  "Return VALUE, read by `jsonrpc', with objects as alists, arrays as lists.
+`jsonrpc' reads objects as plists, arrays as vectors and false as
+`:json-false'; the rest of this package reads alists, lists and nil."
+  (cond
+   ((eq value :json-false) nil)
+   ((vectorp value) (mapcar #'agentd--from-json value))
+   ((and (consp value) (keywordp (car value)))
+    (let (alist)
+      (while value
+        (push (cons (intern (substring (symbol-name (car value)) 1))
+                    (agentd--from-json (cadr value)))
+              alist)
+        (setq value (cddr value)))
+      (nreverse alist)))
+   (t value)))
 
-(defun agentd--file-kind (attributes)
-  "What the file of ATTRIBUTES (from `file-attributes') is, in words."
-  (pcase (aref (file-attribute-modes attributes) 0)
-    (?d "directory")
-    (?l "symbolic link")
-    (?s "socket")
-    (?- "file")
-    (_ "special file")))
+(defun agentd--socket-path (&optional no-autostart)
+  "Return the daemon's socket: what `agentctl socket-path' prints.
+That is `agentd-socket' when set, else agentctl's own rule
+\($AGENTD_SOCKET, then the runtime directory).  agentctl answers only
+once the process serving the socket runs as you and the runtime
+directory is yours, and starts the daemon when nothing answers (unless
+NO-AUTOSTART, or `agentd-autostart' is off).  Return nil when no daemon
+answers and none may be started; signal `agentd-error' with agentctl's
+words when it refuses."
+  (let ((program (executable-find agentd-agentctl-program))
+        (no-autostart (or no-autostart (not agentd-autostart)))
+        (stderr (make-temp-file "agentd-socket-path")))
+    (unless program
+      (agentd--fail "`%s' is not on `exec-path'; agentd.el asks it where the daemon listens"
+                    agentd-agentctl-program))
+    (unwind-protect
+        (with-temp-buffer
+          (let* ((process-environment (if no-autostart
+                                          (cons "AGENTD_NO_AUTOSTART=1" process-environment)
+                                        process-environment))
+                 (status (apply #'call-process program nil (list t stderr) nil
+                                (append (and agentd-socket
+                                             (list "--socket" (expand-file-name agentd-socket)))
+                                        '("--json" "socket-path"))))
+                 (failure (and (not (eql status 0))
+                               (agentd--agentctl-error stderr status))))
+            (cond
+             ((not failure)
+              (goto-char (point-min))
+              (alist-get 'socket (json-parse-buffer :object-type 'alist)))
+             ;; Nothing answers and nothing may start: the caller decides.
+             ((and no-autostart (equal (alist-get 'kind failure) "unavailable")) nil)
+             (t (agentd--fail "%s" (alist-get 'message failure))))))
+      (delete-file stderr))))
 
-(defun agentd--untrusted (path)
-  "Why the socket at PATH must not be used, or nil.
-Emacs cannot read the credentials of a local socket's peer, so the
-places must prove that the server is the user's own: the socket's
-directory belongs to the user and is closed to group and others
-\(mode 0700), and the socket belongs to the user.  Otherwise another
-user's process could be listening there and read every prompt.  A
-missing directory or socket is left to the connection attempt: nothing
-answers, so agentd may be started, and it makes them right."
-  (let* ((dir (directory-file-name (file-name-directory path)))
-         (uid (user-uid))
-         (fix "; remove it (agentd creates it again, mode 0700) or use another socket")
-         (d (file-attributes dir 'integer))
-         (s (file-attributes path 'integer)))
-    (cond
-     ((and d (not (eq (file-attribute-type d) t)))
-      (format "refusing to use %s: %s is not a directory (a %s)%s"
-              path dir (agentd--file-kind d) fix))
-     ((and d (/= (file-attribute-user-id d) uid))
-      (format "refusing to use %s: its directory %s belongs to uid %d, not to you (uid %d)%s"
-              path dir (file-attribute-user-id d) uid fix))
-     ((and d (/= 0 (logand (file-modes dir 'nofollow) #o077)))
-      (format "refusing to use %s: its directory %s is open to other users (mode %04o; it must be 0700)%s"
-              path dir (file-modes dir 'nofollow) fix))
-     ((and s (or (not (eq (aref (file-attribute-modes s) 0) ?s))
-                 (/= (file-attribute-user-id s) uid)))
-      (format "refusing to use %s: it is a %s of uid %d, not a socket of yours (uid %d)"
-              path (agentd--file-kind s) (file-attribute-user-id s) uid)))))
+(defun agentd--agentctl-error (file status)
+  "The error agentctl wrote to FILE with `--json' when it exited with STATUS.
+An alist with `kind' and `message'."
+  (let ((text (with-temp-buffer
+                (insert-file-contents file)
+                (string-trim (buffer-string)))))
+    (or (ignore-errors
+          (let ((err (json-parse-string text :object-type 'alist :null-object nil)))
+            (and (alist-get 'message err) err)))
+        `((kind . "failed")
+          (message . ,(format "`%s socket-path' exited with %s: %s"
+                              agentd-agentctl-program status text))))))
 
 (defun agentd--open (path)
-  "Connect to the daemon at PATH; return the connection, or nil if none answers.
-Signal `agentd-error' if PATH is not the user's own (`agentd--untrusted')."
-  (let ((why (agentd--untrusted path)))
-    (when why
-      (agentd--fail "%s" why)))
+  "Connect to the daemon at PATH; return the connection, or nil if none answers."
   (condition-case nil
-      (let* ((conn (agentd--conn-make :socket path))
-             (proc (make-network-process
-                    :name "agentd" :family 'local :service path
-                    :coding 'binary :noquery t
-                    :filter #'agentd--filter :sentinel #'agentd--sentinel)))
-        (process-put proc 'agentd-conn conn)
-        (setf (agentd--conn-process conn) proc)
-        conn)
+      (let ((proc (make-network-process
+                   :name "agentd" :family 'local :service path
+                   :coding 'utf-8-unix :noquery t)))
+        (prog1 (agentd-connection
+                :name "agentd" :process proc :network proc :socket path
+                ;; Streamed deltas are many: no log of every message.
+                :events-buffer-scrollback-size 0
+                :notification-dispatcher #'agentd--dispatch
+                :request-dispatcher #'agentd--no-requests
+                :on-shutdown #'agentd--on-shutdown)
+          (add-function :around (process-filter proc) #'agentd--bounded-filter)))
     (file-error nil)))
 
-(defun agentd--autostart (path)
-  "Start the daemon on PATH through `agentctl', which waits until it answers."
-  (let ((program (executable-find agentd-agentctl-program)))
-    (unless program
-      (agentd--fail "No daemon answers at %s, and `%s' is not on `exec-path' to start one"
-                    path agentd-agentctl-program))
-    (with-temp-buffer
-      (let* ((process-environment (cons (concat "AGENTD_SOCKET=" path) process-environment))
-             (status (call-process program nil t nil "status")))
-        (unless (eql status 0)
-          (agentd--fail "No daemon answers at %s, and `agentctl status' could not start one: %s"
-                        path (string-trim (buffer-string))))))))
+(defun agentd--bounded-filter (filter proc string)
+  "Pass STRING, read from PROC, to FILTER unless a message grows too long.
+A message longer than `agentd--max-message-chars' ends the connection
+\(and the reconnection starts afresh) instead of growing without end."
+  (if (> (+ (length string) (buffer-size (process-buffer proc))) agentd--max-message-chars)
+      (progn
+        (message "agentd: a message from the daemon exceeded %d characters; reconnecting"
+                 agentd--max-message-chars)
+        (delete-process proc))
+    (funcall filter proc string)))
+
+(defun agentd--no-requests (_conn method _params)
+  "Refuse the daemon's request METHOD: this client serves none."
+  (jsonrpc-error :code -32601 :message (format "agentd.el serves no %s" method)))
 
 (defun agentd--connection (&optional no-autostart)
   "The live connection, connecting (and starting the daemon) if needed.
 With NO-AUTOSTART, return nil instead of starting a daemon."
-  (when agentd--conn
+  (when (and agentd--conn (not agentd--in-handler))
     ;; Notice a connection the daemon has closed (a restart) before using it.
     (accept-process-output (agentd--conn-process agentd--conn) 0 nil t))
-  (if (and agentd--conn (process-live-p (agentd--conn-process agentd--conn)))
+  (if (and agentd--conn (jsonrpc-running-p agentd--conn))
       agentd--conn
-    (let* ((path (agentd--socket-path))
-           (conn (or (agentd--open path)
-                     (and (not no-autostart) agentd-autostart
-                          (progn (agentd--autostart path) (agentd--open path))))))
+    (let* ((path (agentd--socket-path no-autostart))
+           (conn (and path (agentd--open path))))
       (cond
        (conn (agentd--connected conn))
        (no-autostart nil)
-       (t (agentd--fail "No daemon answers at %s%s" path
-                        (if agentd-autostart "" " (`agentd-autostart' is off)")))))))
+       (t (agentd--fail "No daemon answers at %s" path))))))
 
 (defun agentd--connected (conn)
   "Make CONN the live connection and resume every view on it; return CONN."
@@ -319,60 +343,13 @@ With NO-AUTOSTART, return nil instead of starting a daemon."
     (agentd--watch-daemon conn))
   conn)
 
-(defun agentd--filter (proc string)
-  "Feed STRING, read from PROC, to its connection."
-  (let ((conn (process-get proc 'agentd-conn)))
-    (when conn
-      (agentd--feed conn string))))
-
-(defun agentd--feed (conn string)
-  "Split what CONN has read, plus STRING, into lines and dispatch each.
-A line may arrive in pieces, even inside a UTF-8 sequence: bytes after
-the last newline wait for the rest.  Lines are handled one at a time in
-the order they came; a handler that reads more output (a call waiting
-for its answer) only queues the lines that arrive meanwhile."
-  (let* ((data (concat (agentd--conn-partial conn) string))
-         (start 0)
-         lines nl)
-    (while (setq nl (string-search "\n" data start))
-      (push (substring data start nl) lines)
-      (setq start (1+ nl)))
-    (setf (agentd--conn-partial conn) (substring data start))
-    (setf (agentd--conn-queue conn) (nconc (agentd--conn-queue conn) (nreverse lines)))
-    (when (> (length (agentd--conn-partial conn)) agentd--max-line-bytes)
-      (setf (agentd--conn-partial conn) "")
-      (message "agentd: a message from the daemon exceeded %d bytes; reconnecting"
-               agentd--max-line-bytes)
-      (delete-process (agentd--conn-process conn)))
-    (unless (agentd--conn-draining conn)
-      (setf (agentd--conn-draining conn) t)
-      (unwind-protect
-          (while (agentd--conn-queue conn)
-            (agentd--handle-line conn (pop (agentd--conn-queue conn))))
-        (setf (agentd--conn-draining conn) nil)))))
-
-(defun agentd--handle-line (conn line)
-  "Parse LINE, read on CONN, and dispatch it, reporting any failure."
-  (unless (string-empty-p line)
+(defun agentd--dispatch (conn method params)
+  "Handle the notification METHOD (a symbol) with PARAMS, read on CONN.
+A failure is reported, and the messages after it are still handled."
+  (let ((agentd--in-handler t))
     (condition-case err
-        (agentd--dispatch conn (json-parse-string
-                                (decode-coding-string line 'utf-8)
-                                :object-type 'alist :array-type 'list
-                                :null-object nil :false-object nil))
-      (json-error (message "agentd: unreadable message from the daemon: %s"
-                           (error-message-string err)))
+        (agentd--notify conn (symbol-name method) (agentd--from-json params))
       (error (message "agentd: %s" (error-message-string err))))))
-
-(defun agentd--dispatch (conn msg)
-  "Route MSG, read on CONN: a response to its caller, a notification to its view."
-  (let ((method (alist-get 'method msg)))
-    (if method
-        (agentd--notify conn method (alist-get 'params msg))
-      (let* ((id (alist-get 'id msg))
-             (callback (gethash id (agentd--conn-pending conn))))
-        (remhash id (agentd--conn-pending conn))
-        (when callback
-          (funcall callback msg))))))
 
 (defun agentd--notify (conn method params)
   "Handle the notification METHOD with PARAMS on CONN."
@@ -387,27 +364,19 @@ for its answer) only queues the lines that arrive meanwhile."
            (agentd--on-item view item))))
       ("daemon/event" (agentd--sessions-changed)))))
 
-(defun agentd--sentinel (proc _event)
-  "Handle the end of PROC's connection.
-Fail the calls waiting on it, and reconnect if a transcript needs it."
-  (unless (process-live-p proc)
-    (let ((conn (process-get proc 'agentd-conn)))
-      (when conn
-        (process-put proc 'agentd-conn nil)
-        (when (eq conn agentd--conn)
-          (setq agentd--conn nil))
-        (maphash (lambda (_sub view) (setf (agentd--view-sub view) nil))
-                 (agentd--conn-subs conn))
-        (let ((closed '((error (code . -32099)
-                               (message . "the connection to agentd closed"))))
-              (pending (agentd--conn-pending conn)))
-          (setf (agentd--conn-pending conn) (make-hash-table))
-          (maphash (lambda (_id callback) (funcall callback closed)) pending))
-        (let ((live (agentd--live-views)))
-          (dolist (view live) (agentd--refresh-status view))
-          (when live
-            (message "agentd: connection lost; reconnecting")
-            (agentd--schedule-reconnect)))))))
+(defun agentd--on-shutdown (conn)
+  "Handle the end of CONN, whose waiting requests `jsonrpc' has failed.
+Reconnect if it was the live connection and a transcript needs it."
+  (maphash (lambda (_sub view) (setf (agentd--view-sub view) nil))
+           (agentd--conn-subs conn))
+  (clrhash (agentd--conn-subs conn))
+  (when (eq conn agentd--conn)
+    (setq agentd--conn nil)
+    (let ((live (agentd--live-views)))
+      (dolist (view live) (agentd--refresh-status view))
+      (when live
+        (message "agentd: connection lost; reconnecting")
+        (agentd--schedule-reconnect)))))
 
 (defun agentd--live-views ()
   "Views whose transcript is open and whose session is not closed."
@@ -425,7 +394,9 @@ Fail the calls waiting on it, and reconnect if a transcript needs it."
   "Reconnect if a live view still needs the daemon; else stop trying."
   (setq agentd--reconnect-timer nil)
   (when (agentd--live-views)
-    (if (agentd--connection t)
+    (if (condition-case err
+            (agentd--connection t)
+          (agentd-error (message "agentd: %s" (error-message-string err)) nil))
         (message "agentd: reconnected")
       (setq agentd--reconnect-delay
             (min agentd-reconnect-max-delay (* 2 agentd--reconnect-delay)))
@@ -433,28 +404,24 @@ Fail the calls waiting on it, and reconnect if a transcript needs it."
 
 (defun agentd--send (conn method params &optional callback)
   "Send METHOD with PARAMS (a plist) on CONN; CALLBACK gets the response.
-Signal `agentd-error' if the connection is closed."
-  (let ((proc (agentd--conn-process conn))
-        (id (cl-incf (agentd--conn-next-id conn))))
-    ;; Notice a connection the daemon closed before writing to it: in
-    ;; batch mode a write to it would raise SIGPIPE and end Emacs.
-    (accept-process-output proc 0 nil t)
-    (unless (process-live-p proc)
-      (agentd--fail "The connection to agentd closed; try again"))
-    (condition-case err
-        (process-send-string
-         proc
-         (encode-coding-string
-          (concat (json-serialize (list :jsonrpc "2.0" :id id :method method
-                                        :params (or params (make-hash-table))))
-                  "\n")
-          'utf-8 t))
-      (error
-       (delete-process proc)
-       (agentd--fail "Sending %s to agentd failed: %s" method (error-message-string err))))
-    (when callback
-      (puthash id callback (agentd--conn-pending conn)))
-    id))
+The response is an alist with `result' or `error' (a lost connection
+is an error too).  Signal `agentd-error' if the connection is closed."
+  ;; A write to a closed socket would raise SIGPIPE, which ends Emacs in batch mode.
+  (unless (jsonrpc-running-p conn)
+    (agentd--fail "The connection to agentd closed; try again"))
+  (let ((respond (lambda (key value)
+                   (when callback
+                     (let ((agentd--in-handler t))
+                       (funcall callback (list (cons key (agentd--from-json value)))))))))
+    (jsonrpc-async-request
+     conn (intern method) (or params (make-hash-table))
+     :success-fn (lambda (result) (funcall respond 'result result))
+     :error-fn (lambda (err)
+                 (funcall respond 'error
+                          (if (jsonrpc-running-p conn)
+                              err
+                            '(:message "the connection to agentd closed"))))
+     :timeout nil)))
 
 (defun agentd--error-text (err)
   "The message of the JSON-RPC error object ERR."
@@ -464,14 +431,16 @@ Signal `agentd-error' if the connection is closed."
 
 (defun agentd--call (method &optional params)
   "Call METHOD with PARAMS (a plist) and return its result.
-Signal `agentd-error' with the daemon's message when it fails."
+Signal `agentd-error' with the daemon's message when it fails.
+This waits by polling rather than with `jsonrpc-request', whose answer
+leaves the process filter by a throw, so the messages read with it
+would wait for the next output."
+  (when agentd--in-handler
+    (error "Cannot wait for %s inside a handler of agentd messages" method))
   (let* ((conn (agentd--connection))
          (proc (agentd--conn-process conn))
          (deadline (+ (float-time) agentd-request-timeout))
          response)
-    (when (agentd--conn-draining conn)
-      ;; The answer would wait behind the message being handled.
-      (error "Cannot wait for %s inside a handler of agentd messages" method))
     (agentd--send conn method params (lambda (msg) (setq response msg)))
     (while (and (not response) (< (float-time) deadline))
       (accept-process-output proc 0.05 nil t))
@@ -576,7 +545,7 @@ Signal `agentd-error' with the daemon's message when it fails."
            (progn
              (setf (agentd--view-sub view) nil)
              ;; A closed connection is retried by the reconnection.
-             (unless (eql (alist-get 'code (alist-get 'error msg)) -32099)
+             (when (jsonrpc-running-p conn)
                (agentd--note view 'agentd-error "could not follow the session: %s"
                              (agentd--error-text (alist-get 'error msg)))))
          (setf (agentd--view-sub view) sub)
@@ -624,6 +593,9 @@ Signal `agentd-error' with the daemon's message when it fails."
     (define-key map (kbd "r") #'agentd-respond)
     (define-key map (kbd "F") #'agentd-fork)
     (define-key map (kbd "U") #'agentd-rollback)
+    (define-key map (kbd "u") #'agentd-undo)
+    (define-key map (kbd "R") #'agentd-redo)
+    (define-key map (kbd "D") #'agentd-diff)
     (define-key map (kbd "Q") #'agentd-queue)
     (define-key map (kbd "K") #'agentd-queue-clear)
     (define-key map (kbd "C") #'agentd-close)
@@ -875,6 +847,8 @@ LIVE is as in `agentd--render'."
                    (if (alist-get 'success data) "succeeded" "failed")))
     ("rollback"
      (agentd--line 'agentd-dim "rolled back %s entries" (alist-get 'removed data)))
+    ("redo"
+     (agentd--line 'agentd-dim "redone: the entries the rollback took are back"))
     ("events_missing"
      (agentd--line 'agentd-warning "events %s to %s were lost when the daemon stopped"
                    (alist-get 'first_seq data) (alist-get 'last_seq data)))
@@ -1444,6 +1418,120 @@ Nothing is deleted: `agentd-fork' still reaches the entries taken off."
              (alist-get 'removed result) (alist-get 'entries result))
     result))
 
+;;;; Undo, redo and the agent's changes
+
+(defun agentd--files-text (files)
+  "What FILES (an undo's or a redo's `files') did, in a few words."
+  (let ((restored (alist-get 'restored files))
+        (kept (alist-get 'kept files))
+        (not-restored (alist-get 'not_restored files)))
+    (string-join
+     (delq nil
+           (list (if restored
+                     (format "restored %s" (string-join restored ", "))
+                   "no file to restore")
+                 (and kept (format "your versions of %s are kept (`agentd-redo' brings them back)"
+                                   (string-join kept ", ")))
+                 (and not-restored (format "not restored: %s" (string-join not-restored "; ")))))
+     "; ")))
+
+(defun agentd--revert-files (session files)
+  "Revert the unmodified buffers visiting FILES, relative to SESSION's directory."
+  (when-let ((view (gethash session agentd--views))
+             (cwd (agentd--view-cwd view)))
+    (dolist (path (append (alist-get 'restored files) (alist-get 'kept files)))
+      (let ((buffer (find-buffer-visiting (expand-file-name path cwd))))
+        (when (and buffer (not (buffer-modified-p buffer)))
+          (with-current-buffer buffer
+            (revert-buffer t t t)))))))
+
+(defun agentd--changed-files (message)
+  "The files the refusal MESSAGE names as changed by the user, or nil.
+The daemon refuses an undo or a redo that would overwrite them unless
+it is forced."
+  (and (string-match "nothing was restored): \\(.*?\\); pass force" message)
+       (match-string 1 message)))
+
+(defun agentd--forcible (method params ask)
+  "Call METHOD with PARAMS; if it would overwrite files the user changed, ASK.
+The daemon refuses such a call, naming the files.  When ASK is non-nil,
+offer to force it (the user's versions are kept for a redo); otherwise,
+or when the user declines, signal the refusal."
+  (condition-case err
+      (agentd--call method params)
+    (agentd-error
+     (let* ((text (error-message-string err))
+            (files (agentd--changed-files text)))
+       (cond
+        ((not files) (signal (car err) (cdr err)))
+        ((and ask (yes-or-no-p
+                   (format "You changed %s since the agent did; restore anyway (your versions are kept for `agentd-redo')? "
+                           files)))
+         (agentd--call method (append params (list :force t))))
+        (t (agentd--fail "You changed %s since the agent did, so nothing was restored%s"
+                         files (if ask "" "; pass FORCE to restore anyway"))))))))
+
+;;;###autoload
+(defun agentd-undo (session &optional turns force)
+  "Undo SESSION's last inputs: the conversation and the files.
+The session must be idle.  TURNS says how many inputs (by default 1;
+interactively, the prefix argument).  The files the agent changed in
+those inputs are put back as they were before them.  When you changed
+one of them since, the whole undo is refused, naming them;
+interactively you are asked whether to restore them anyway, and FORCE
+does so (your versions are kept, and `agentd-redo' brings them back).
+Return the daemon's answer."
+  (interactive (list (agentd--session-arg) (prefix-numeric-value current-prefix-arg)))
+  (let* ((result (agentd--forcible "session/rollback"
+                                   (append (list :session_id session :turns (or turns 1)
+                                                 :files t)
+                                           (and force (list :force t)))
+                                   (called-interactively-p 'any)))
+         (files (alist-get 'files result)))
+    (agentd--revert-files session files)
+    (agentd--use session)
+    (message "agentd: undid %s entries; %s" (alist-get 'removed result) (agentd--files-text files))
+    result))
+
+;;;###autoload
+(defun agentd-redo (session &optional force)
+  "Bring back what the last `agentd-undo' of SESSION took away.
+Files you changed since the undo are not overwritten unless FORCE (or,
+interactively, you agree).  Return the daemon's answer."
+  (interactive (list (agentd--session-arg)))
+  (let* ((result (agentd--forcible "session/redo"
+                                   (append (list :session_id session) (and force (list :force t)))
+                                   (called-interactively-p 'any)))
+         (files (alist-get 'files result)))
+    (agentd--revert-files session files)
+    (agentd--use session)
+    (message "agentd: redone; %s entries on the branch%s" (alist-get 'entries result)
+             (if files (concat "; " (agentd--files-text files)) ""))
+    result))
+
+;;;###autoload
+(defun agentd-diff (session &optional input-id)
+  "Show what the agent changed in SESSION's files for an input, as a diff.
+The input is INPUT-ID, else the newest one.  Return the diff's buffer."
+  (interactive (list (agentd--session-arg)))
+  (let* ((result (agentd--call "session/diff"
+                               (append (list :session_id session)
+                                       (and input-id (list :input_id input-id)))))
+         (diff (alist-get 'diff result))
+         (buffer (get-buffer-create (format "*agentd changes: %s*" (agentd--short session)))))
+    (with-current-buffer buffer
+      (let ((inhibit-read-only t))
+        (erase-buffer)
+        (insert diff)
+        (diff-mode)
+        (setq buffer-read-only t)
+        (goto-char (point-min))))
+    (agentd--use session)
+    (if (string-empty-p diff)
+        (message "agentd: the agent changed no file for that input")
+      (pop-to-buffer buffer))
+    buffer))
+
 (defun agentd--queue-text (queue)
   "The items of QUEUE, one per line."
   (string-join
@@ -1701,6 +1789,9 @@ METHOD is \"session/submit\" (the default), \"session/steer\" or
     (define-key map (kbd "r") #'agentd-respond)
     (define-key map (kbd "F") #'agentd-fork)
     (define-key map (kbd "u") #'agentd-rollback)
+    (define-key map (kbd "z") #'agentd-undo)
+    (define-key map (kbd "Z") #'agentd-redo)
+    (define-key map (kbd "D") #'agentd-diff)
     (define-key map (kbd "q") #'agentd-queue)
     (define-key map (kbd "Q") #'agentd-queue-clear)
     (define-key map (kbd "c") #'agentd-send-region)

@@ -11,7 +11,7 @@
 ;; with AGENTD_SOCKET, AGENTD_TEST_WORKDIR (a directory for the
 ;; sessions) and AGENTD_TEST_AGENTCTL (the built agentctl) set.  The
 ;; mock answers by the prompt: "PLEASE-RUN CMD" calls the shell with CMD,
-;; "PLEASE-THINK" reasons before answering, "PLEASE-EDIT FILE" edits
+;; "PLEASE-THINK" reasons before answering, "PLEASE-FLOOD" answers 6000 words, "PLEASE-EDIT FILE" edits
 ;; FILE ("old line" becomes "new line"), "PLEASE-ASK" asks the user
 ;; which database (postgres or sqlite); after a tool round it answers
 ;; "The tool said: OUTPUT", adding "Heard: TEXT" for steering it got;
@@ -24,6 +24,8 @@
 (require 'agentd)
 (require 'cl-lib)
 (require 'ert)
+
+(setq agentd-agentctl-program (getenv "AGENTD_TEST_AGENTCTL"))
 
 (defconst agentd-test--wait 60
   "Upper bound of any wait, in seconds: a guard against hangs, not a timing test.")
@@ -104,27 +106,77 @@
         (ert-fail (format "agentctl %S exited with %s: %s" args status (buffer-string))))
       (string-trim (buffer-string)))))
 
-(ert-deftest agentd-test-framing-survives-partial-lines ()
-  "Lines cut anywhere, even inside a UTF-8 sequence, are reassembled."
-  (let* ((conn (agentd--conn-make))
+(ert-deftest agentd-test-framing-survives-partial-messages ()
+  "Content-Length messages cut anywhere, even inside a UTF-8 sequence, are reassembled."
+  (let* ((dir (make-temp-file "agentd-framing-" t))
+         (path (expand-file-name "agentd.sock" dir))
+         (peer nil)
+         (server (make-network-process
+                  :name "agentd-test-framing" :family 'local :service path
+                  :server t :noquery t :coding 'binary
+                  :log (lambda (_server client _message) (setq peer client))))
+         (conn (agentd--open path))
+         (buffer (process-buffer (agentd--conn-process conn)))
          (got nil)
-         (bytes (encode-coding-string
-                 (concat "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"caf\u00e9 \u2713\"}\n"
-                         "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":\"second\"}\n")
-                 'utf-8))
-         ;; Inside the two bytes of é, then inside the second message.
+         (bytes (mapconcat
+                 (lambda (body)
+                   (encode-coding-string
+                    (format "Content-Length: %d\r\n\r\n%s"
+                            (string-bytes (encode-coding-string body 'utf-8)) body)
+                    'utf-8))
+                 '("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"caf\u00e9 \u2713\"}"
+                   "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":\"second\"}")
+                 ""))
+         ;; Inside the two bytes of é, then inside the second message's header.
          (cut1 (1+ (string-search "\303" bytes)))
-         (cut2 (+ cut1 40)))
-    (dolist (id '(1 2))
-      (puthash id (lambda (msg) (push (alist-get 'result msg) got))
-               (agentd--conn-pending conn)))
-    (agentd--feed conn (substring bytes 0 cut1))
-    (should (null got))
-    (agentd--feed conn (substring bytes cut1 cut2))
-    (should (equal got '("café ✓")))
-    (agentd--feed conn (substring bytes cut2))
-    (should (equal (nreverse got) '("café ✓" "second")))
-    (should (equal (agentd--conn-partial conn) ""))))
+         (cut2 (+ (string-search "Content-Length" bytes 1) 5)))
+    (unwind-protect
+        (progn
+          (dotimes (_ 2)
+            (agentd--send conn "test/answer" nil
+                          (lambda (msg) (push (alist-get 'result msg) got))))
+          (agentd-test--wait-for "the connection" (lambda () peer))
+          (process-send-string peer (substring bytes 0 cut1))
+          (agentd-test--wait-for "the first piece"
+                                 (lambda () (with-current-buffer buffer
+                                              (string-search "caf" (buffer-string)))))
+          (should (null got))
+          (process-send-string peer (substring bytes cut1 cut2))
+          (agentd-test--wait-for "the first message" (lambda () got))
+          (should (equal got '("café ✓")))
+          (process-send-string peer (substring bytes cut2))
+          (agentd-test--wait-for "the second message" (lambda () (cdr got)))
+          (should (equal (nreverse got) '("café ✓" "second"))))
+      (delete-process (agentd--conn-process conn))
+      (delete-process server)
+      (delete-directory dir t))))
+
+(ert-deftest agentd-test-a-message-past-the-cap-ends-the-connection ()
+  "A message longer than the cap (a huge Content-Length, or no header at
+all) is not buffered without end: the connection closes."
+  (dolist (start '("Content-Length: 1000000000\r\n\r\n[" "no header, only bytes "))
+    (let* ((agentd--max-message-chars 4096)
+           (dir (make-temp-file "agentd-cap-" t))
+           (path (expand-file-name "agentd.sock" dir))
+           (peer nil)
+           (server (make-network-process
+                    :name "agentd-test-cap" :family 'local :service path
+                    :server t :noquery t :coding 'binary
+                    :log (lambda (_server client _message) (setq peer client))))
+           (conn (agentd--open path)))
+      (unwind-protect
+          (progn
+            (agentd-test--wait-for "the connection" (lambda () peer))
+            (process-send-string peer start)
+            (dotimes (_ 10)
+              (when (process-live-p peer)
+                (process-send-string peer (make-string 1000 ?x)))
+              (accept-process-output nil 0.01))
+            (agentd-test--wait-for "the connection to close"
+                                   (lambda () (not (jsonrpc-running-p conn)))))
+        (delete-process (agentd--conn-process conn))
+        (delete-process server)
+        (delete-directory dir t)))))
 
 (ert-deftest agentd-test-submit-with-a-tool-round-trip ()
   "A session is created, runs a shell call, and its transcript shows it all."
@@ -140,6 +192,9 @@
       (should (string-match-p "usage: in [0-9]+, out [0-9]+" text))
       (should (string-search "── completed ──" text)))
     (should (equal (agentd-status id) "idle"))
+    ;; Text beyond ASCII goes and comes back whole (Content-Length counts bytes).
+    (agentd-test--run id "café ✓ 日本")
+    (should (string-search "\nEcho: café ✓ 日本" (agentd-test--text id)))
     (agentd-status-mode 1)
     (should (equal (agentd--global-status) " agentd[idle]"))
     (agentd-status-mode -1)
@@ -323,6 +378,32 @@
     (should (= (agentd--view-last-seq (agentd-test--view id))
                (alist-get 'last_seq (agentd--call "session/get" (list :session_id id)))))))
 
+(ert-deftest agentd-test-a-lagged-stream-resumes-without-loss ()
+  "While Emacs reads nothing, a flood of events makes the daemon drop its
+stream as lagged; the package subscribes again after the last event it
+showed, from inside the handler of the end, so each event shows once."
+  (let* ((id (agentd-new (agentd-test--dir "lagged")))
+         (subscribes 0)
+         (count (lambda (&rest _) (cl-incf subscribes))))
+    (agentd-test--wait-for "the subscription"
+                           (lambda () (stringp (agentd--view-sub (agentd-test--view id)))))
+    (advice-add 'agentd--subscribe-on :before count)
+    (unwind-protect
+        (progn
+          ;; The harness runs the flood while Emacs waits for its answer, reading nothing.
+          (agentd-test--ask (concat "submit " id " PLEASE-FLOOD"))
+          (let ((last (alist-get 'last_seq (agentd--call "session/get" (list :session_id id)))))
+            (agentd-test--wait-for "every event"
+                                   (lambda () (>= (agentd--view-last-seq (agentd-test--view id))
+                                                  last)))))
+      (advice-remove 'agentd--subscribe-on count))
+    (should (>= subscribes 1))
+    (let ((text (agentd-test--text id)))
+      (should (= 1 (agentd-test--count "^> PLEASE-FLOOD$" text)))
+      (should (= 1 (agentd-test--count (concat "^" (string-join (make-list 6000 "w") " ") "$")
+                                       text)))
+      (should (= 1 (agentd-test--ends id))))))
+
 (ert-deftest agentd-test-context-from-a-region-and-a-file ()
   "The region and the file go with the prompt, named by their place."
   (let* ((dir (agentd-test--dir "context"))
@@ -445,43 +526,111 @@ ready, with how many tools, and which failed, with why."
     (let ((err (should-error (agentd-respond 'allow id) :type 'user-error)))
       (should (string-search "no request waiting" (error-message-string err))))))
 
+(ert-deftest agentd-test-undo-redo-and-the-agents-changes ()
+  "The agent's changes show as a diff; undo puts the file back and redo
+brings the change again; an undo over the user's own change names the
+file and is forced only when the user agrees."
+  (let* ((dir (agentd-test--dir "undo"))
+         (file (expand-file-name "hello.txt" dir))
+         (read-file (lambda () (with-temp-buffer (insert-file-contents file) (buffer-string))))
+         id)
+    (with-temp-file file (insert "first\nold line\nlast\n"))
+    (setq id (agentd-new dir))
+    (agentd-test--run id "PLEASE-EDIT hello.txt")
+    (should (equal (funcall read-file) "first\nnew line\nlast\n"))
+    (with-current-buffer (agentd-diff id)
+      (should (derived-mode-p 'diff-mode))
+      (should buffer-read-only)
+      (should (string-search "+++ b/hello.txt" (buffer-string)))
+      (should (string-search "\n-old line\n+new line\n" (buffer-string))))
+    (let ((visiting (find-file-noselect file)))
+      (should (equal (alist-get 'restored (alist-get 'files (agentd-undo id))) '("hello.txt")))
+      (should (equal (funcall read-file) "first\nold line\nlast\n"))
+      ;; A buffer visiting the file follows it.
+      (with-current-buffer visiting
+        (should (equal (buffer-string) "first\nold line\nlast\n")))
+      (kill-buffer visiting))
+    (agentd-test--contains id "rolled back")
+    (agentd-redo id)
+    (should (equal (funcall read-file) "first\nnew line\nlast\n"))
+    (agentd-test--contains id "redone: the entries the rollback took are back")
+    ;; The user changes the file: the undo is refused, naming it.
+    (with-temp-file file (insert "first\nmy line\nlast\n"))
+    (let ((err (should-error (agentd-undo id) :type 'user-error)))
+      (should (string-search "You changed hello.txt since the agent did, so nothing was restored"
+                             (error-message-string err))))
+    (should (equal (funcall read-file) "first\nmy line\nlast\n"))
+    ;; Interactively the user is asked; no keeps the file, yes forces the undo.
+    (let (asked)
+      (cl-letf (((symbol-function 'yes-or-no-p) (lambda (prompt) (push prompt asked) nil)))
+        (with-current-buffer (agentd--view-buffer (agentd-test--view id))
+          (should-error (call-interactively #'agentd-undo) :type 'user-error)))
+      (should (string-search "You changed hello.txt since the agent did; restore anyway"
+                             (car asked)))
+      (should (equal (funcall read-file) "first\nmy line\nlast\n"))
+      (cl-letf (((symbol-function 'yes-or-no-p) (lambda (_prompt) t)))
+        (with-current-buffer (agentd--view-buffer (agentd-test--view id))
+          (call-interactively #'agentd-undo))))
+    (should (equal (funcall read-file) "first\nold line\nlast\n"))
+    ;; The user's version was kept: the redo brings it back.
+    (agentd-redo id)
+    (should (equal (funcall read-file) "first\nmy line\nlast\n"))))
+
+(defun agentd-test--refusal (socket)
+  "The `user-error' of `agentd-new' with SOCKET as `agentd-socket', as text."
+  (let ((agentd-socket socket)
+        (agentd--conn nil))
+    (error-message-string
+     (should-error (agentd-new (agentd-test--dir "untrusted")) :type 'user-error))))
+
 (ert-deftest agentd-test-a-socket-others-could-reach-is-refused ()
-  "A socket whose directory others can reach, or another user's, is never used."
-  (let* ((dir (make-temp-file "agentd-untrusted-" t))
-         (path (expand-file-name "agentd.sock" dir))
-         (connections 0)
-         (server (make-network-process
-                  :name "agentd-test-server" :family 'local :service path
-                  :server t :noquery t
-                  :log (lambda (&rest _) (cl-incf connections))))
-         (agentd-socket path)
-         (agentd--conn nil))
+  "agentctl's refusal of a runtime directory others can reach, or of another
+user's server, is what the user sees; nothing is sent there."
+  (let ((tmp (make-temp-file "agentd-untrusted-" t)))
     (unwind-protect
         (progn
-          (set-file-modes dir #o777)
-          (let ((err (should-error (agentd-new (agentd-test--dir "untrusted"))
-                                   :type 'user-error)))
-            (should (string-search
-                     "is open to other users (mode 0777; it must be 0700)"
-                     (error-message-string err))))
-          (set-file-modes dir #o700)
-          (if (zerop (user-uid))
-              (progn
-                (should (zerop (call-process "chown" nil nil nil "4242" path)))
-                (let ((err (should-error (agentd-new (agentd-test--dir "untrusted"))
-                                         :type 'user-error)))
-                  (should (string-search "it is a socket of uid 4242, not a socket of yours"
-                                         (error-message-string err)))))
-            (should-not (equal (getenv "CI") "true")))
-          (accept-process-output nil 0.1)
-          (should (zerop connections)))
-      (delete-process server)
-      (delete-directory dir t))))
+          ;; Without XDG_RUNTIME_DIR the socket is in <tmp>/agentd-UID, which must be private.
+          (let ((runtime (expand-file-name (format "agentd-%d" (user-uid)) tmp))
+                ;; A copy: `setenv' changes an existing entry in place.
+                (process-environment (copy-sequence process-environment)))
+            (setenv "TMPDIR" tmp)
+            (setenv "AGENTD_SOCKET")
+            (setenv "XDG_RUNTIME_DIR")
+            (make-directory runtime)
+            (set-file-modes runtime #o777)
+            (should (string-search (format "refusing to use the runtime directory: %s has mode 0777"
+                                           runtime)
+                                   (agentd-test--refusal nil))))
+          ;; Another user's server on an explicit socket: agentctl still checks who serves it.
+          (if (not (zerop (user-uid)))
+              (should-not (equal (getenv "CI") "true"))
+            (let* ((socket (expand-file-name "other.sock" tmp))
+                   (got (expand-file-name "got" tmp))
+                   (server (progn
+                             ;; The other user creates its socket and its record here.
+                             (set-file-modes tmp #o777)
+                             (start-process
+                            "agentd-test-other-user" nil "setpriv" "--reuid=4242" "--regid=4242"
+                            "--clear-groups" "socat"
+                            (format "UNIX-LISTEN:%s,mode=666" socket)
+                            (format "OPEN:%s,creat,append" got)))))
+              (unwind-protect
+                  (progn
+                    (agentd-test--wait-for "the other user's server"
+                                           (lambda () (file-exists-p socket)))
+                    (should (string-search
+                             (format "the process serving %s runs as uid 4242, not as you" socket)
+                             (agentd-test--refusal socket)))
+                    (agentd-test--wait-for "the other user's server to end"
+                                           (lambda () (not (process-live-p server))))
+                    (should (zerop (or (file-attribute-size (file-attributes got)) 0))))
+                (delete-process server)))))
+      (delete-directory tmp t))))
 
 (ert-deftest agentd-test-autostart-through-agentctl ()
   "With no daemon answering, the first command starts one through agentctl."
   :tags '(autostart)
-  (should-not (agentd--open (agentd--socket-path)))
+  (should-not (agentd--open (getenv "AGENTD_SOCKET")))
   (let* ((agentd-agentctl-program (getenv "AGENTD_TEST_AGENTCTL"))
          (id (agentd-new (agentd-test--dir "autostart"))))
     (agentd-test--run id "after autostart")

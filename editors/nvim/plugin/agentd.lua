@@ -16,6 +16,20 @@ end, {
   end,
 })
 
+vim.api.nvim_create_user_command("AgentdUndo", function(opts)
+  require("agentd").undo(tonumber(opts.args), opts.bang)
+end, {
+  nargs = "?",
+  bang = true,
+  desc = "agentd: undo the last [N] inputs, files included (! restores files you changed too)",
+})
+vim.api.nvim_create_user_command("AgentdRedo", function(opts)
+  require("agentd").redo(opts.bang)
+end, { bang = true, desc = "agentd: bring back what the last undo took away" })
+vim.api.nvim_create_user_command("AgentdDiff", function()
+  require("agentd").changes()
+end, { desc = "agentd: what the agent changed in the files for the last input" })
+
 local function plug(modes, name, rhs, desc)
   vim.keymap.set(modes, "<Plug>(agentd-" .. name .. ")", rhs, { desc = "agentd: " .. desc, silent = true })
 end

@@ -19,7 +19,11 @@ if ok:find("ERROR", 1, true) or ok:find("WARNING", 1, true) then
   H.fail("the check reports a problem:\n" .. ok)
 end
 
-require("agentd").setup({ socket = H.workdir .. "/nothing.sock", autostart = false })
+require("agentd").setup({
+  agentctl = os.getenv("AGENTD_TEST_AGENTCTL"),
+  socket = H.workdir .. "/nothing.sock",
+  autostart = false,
+})
 local down = checkhealth()
 H.contains(down, "ERROR agentd does not answer and auto-start is off: cannot reach agentd at " .. H.workdir .. "/nothing.sock")
 

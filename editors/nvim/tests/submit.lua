@@ -20,7 +20,7 @@ local time = os.getenv("AGENTD_TEST_MCP_TIME")
 if time then
   servers.time = { command = time, args = { "--local-timezone", "UTC" } }
 end
-agentd.setup({ create = { config = { mcp_servers = servers } } })
+agentd.setup({ agentctl = os.getenv("AGENTD_TEST_AGENTCTL"), create = { config = { mcp_servers = servers } } })
 
 vim.cmd("Agentd new nvim submit test")
 local s = H.session()

@@ -1,9 +1,10 @@
 //! The Emacs package (`editors/emacs`) in real Emacs, headless, against the real daemon and the
 //! mock provider: the ERT suite of `editors/emacs/test/agentd-test.el` (create, a tool round
 //! trip, the transcript, steer, abort, attach, reconnect after a restart, approvals and
-//! questions answered), its autostart test
+//! questions answered, a lagged stream resumed, undo, redo and the agent's diff, agentctl's refusals), its autostart test
 //! on a socket where nothing answers, and the package's byte-compilation, checkdoc and
-//! package-lint.
+//! package-lint. The package speaks through Emacs' own jsonrpc.el and finds the socket with
+//! `agentctl socket-path`.
 
 use agentd_tests::mock::{Chunk, MockAnthropic, Reply};
 use agentd_tests::{RawClient, TestDaemon, bin_dir, sse};
@@ -119,6 +120,10 @@ fn scripted(body: &Value) -> Reply {
             )],
         ));
     }
+    if prompt == "PLEASE-FLOOD" {
+        // Far more events than the daemon buffers for a subscriber that reads nothing.
+        return Reply::Stream(sse::text(&vec!["w"; 6000].join(" ")));
+    }
     if prompt == "PLEASE-THINK" {
         return Reply::Stream(thinking(
             ("Let me think ", "about it carefully."),
@@ -188,6 +193,26 @@ async fn emacs(daemon: &mut TestDaemon, workdir: &Path, emacs: &Path, args: &[&s
                     let mut client = RawClient::connect(&daemon.socket).await.unwrap();
                     client.run(session, text).await.expect("the turn runs");
                 }
+                // Emacs reads nothing while it waits for the answer. This client does not
+                // subscribe (it could lag too on a loaded machine): it waits for idle.
+                ["submit", session, text] => {
+                    let mut client = RawClient::connect(&daemon.socket).await.unwrap();
+                    let params = json!({"session_id": session});
+                    let turns = |s: &Value| s["turns"].as_u64().unwrap_or_default();
+                    let before = turns(&client.call("session/get", params.clone()).await.unwrap());
+                    client
+                        .call(
+                            "session/submit",
+                            json!({"session_id": session, "text": text}),
+                        )
+                        .await
+                        .expect("the submit is taken");
+                    crate::eventually("the turn to end", async || {
+                        let s = client.call("session/get", params.clone()).await.unwrap();
+                        s["state"] == "idle" && turns(&s) > before
+                    })
+                    .await;
+                }
                 _ => panic!("unknown request from the suite: {request}"),
             }
             stdin.write_all(b"done\n").await.expect("emacs reads");
@@ -243,7 +268,8 @@ async fn the_emacs_package_passes_its_suite_against_the_daemon() {
     );
     // Every scenario ran (a suite that loaded nothing would also exit 0).
     for scenario in [
-        "framing-survives-partial-lines",
+        "framing-survives-partial-messages",
+        "a-message-past-the-cap-ends-the-connection",
         "submit-with-a-tool-round-trip",
         "skills-and-commands-complete-after-a-slash",
         "reasoning-and-long-output-are-folded",
@@ -258,6 +284,8 @@ async fn the_emacs_package_passes_its_suite_against_the_daemon() {
         "approvals-and-questions-are-answered",
         "a-socket-others-could-reach-is-refused",
         "mcp-server-states-are-shown",
+        "undo-redo-and-the-agents-changes",
+        "a-lagged-stream-resumes-without-loss",
     ] {
         assert!(
             passed(&run.output, &format!("agentd-test-{scenario}")),
@@ -265,7 +293,10 @@ async fn the_emacs_package_passes_its_suite_against_the_daemon() {
             run.output
         );
     }
-    assert_eq!(run.requests, 1, "the restart was asked for once");
+    assert_eq!(
+        run.requests, 2,
+        "the restart and the flood were asked for once each"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -76,7 +76,12 @@ fn start(
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
     for (k, v) in env {
-        cmd.env(k, v);
+        // An empty value unsets the variable.
+        if v.is_empty() {
+            cmd.env_remove(k);
+        } else {
+            cmd.env(k, v);
+        }
     }
     cmd.spawn().expect("nvim starts")
 }
@@ -578,28 +583,105 @@ async fn attaching_to_a_waiting_session_prompts_only_for_what_is_pending() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn refuses_a_socket_other_users_could_reach_or_own() {
+async fn shows_agentctls_refusal_of_a_socket_and_connects_to_nothing() {
+    use std::os::unix::fs::PermissionsExt;
     let Some(nvim) = nvim() else { return };
     let (_mock, daemon, workdir) = daemon().await;
-    for case in 0..2 {
-        let Some(says) = crate::untrust_socket(&daemon, case) else {
-            continue;
-        };
+    // Without XDG_RUNTIME_DIR the socket is in <TMPDIR>/agentd-UID, which is open to others here.
+    let tmp = tempfile::tempdir().unwrap();
+    let uid = nix::unistd::geteuid().as_raw();
+    let runtime = tmp.path().join(format!("agentd-{uid}"));
+    std::fs::create_dir(&runtime).unwrap();
+    std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let says = format!(
+        "refusing to use the runtime directory: {} has mode 0777",
+        runtime.display()
+    );
+    let out = start(
+        &nvim,
+        &daemon,
+        "untrusted.lua",
+        workdir.path(),
+        &[
+            ("AGENTD_TEST_EXPECT", &says),
+            ("TMPDIR", tmp.path().to_str().unwrap()),
+            ("AGENTD_SOCKET", ""),
+            ("XDG_RUNTIME_DIR", ""),
+        ],
+    )
+    .wait_with_output()
+    .await
+    .unwrap();
+    passed("untrusted.lua", &out, &daemon);
+
+    // Another user's server on the socket the `socket` option names: agentctl still asks the
+    // kernel who serves it, and the plugin sends it nothing.
+    if prerequisite(
+        "root, to run a server as another user",
+        nix::unistd::geteuid().is_root(),
+    ) && agentd_tests::program("socat").is_some()
+    {
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let socket = tmp.path().join("other.sock");
+        let got = tmp.path().join("got");
+        let mut server = std::process::Command::new("socat");
+        std::os::unix::process::CommandExt::uid(&mut server, 4242);
+        std::os::unix::process::CommandExt::gid(&mut server, 4242);
+        server
+            .arg(format!("UNIX-LISTEN:{},mode=666", socket.display()))
+            .arg(format!("OPEN:{},creat,append", got.display()));
+        let mut server = tokio::process::Command::from(server)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        crate::eventually("the other user's server to listen", async || {
+            socket.exists()
+        })
+        .await;
+        let says = format!(
+            "the process serving {} runs as uid 4242, not as you",
+            socket.display()
+        );
         let out = start(
             &nvim,
             &daemon,
             "untrusted.lua",
             workdir.path(),
-            &[("AGENTD_TEST_EXPECT", says)],
+            &[
+                ("AGENTD_TEST_EXPECT", &says),
+                ("AGENTD_TEST_SOCKET", socket.to_str().unwrap()),
+            ],
         )
         .wait_with_output()
         .await
         .unwrap();
         passed("untrusted.lua", &out, &daemon);
+        tokio::time::timeout(agentd_tests::WAIT, server.wait())
+            .await
+            .expect("the server ends with its connection")
+            .unwrap();
+        let sent = std::fs::read(&got).unwrap_or_default();
+        assert!(sent.is_empty(), "sent {:?}", String::from_utf8_lossy(&sent));
     }
-    crate::untrust_socket(&daemon, usize::MAX);
-    // The scenario's `Agentd new` reached nothing: no session exists.
+    // Neither `Agentd new` reached the daemon: no session exists.
     let mut client = daemon.client().await.unwrap();
     let list = client.call("session/list", json!({})).await.unwrap();
     assert_eq!(list["sessions"], json!([]), "{list}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undo_redo_and_the_agents_changes() {
+    let Some(nvim) = nvim() else { return };
+    let (mock, daemon, workdir) = daemon().await;
+    std::fs::write(workdir.path().join("hello.txt"), "first\nold line\nlast\n").unwrap();
+    mock.push_stream(sse::tools(
+        "",
+        &[(
+            "c1",
+            "edit_file",
+            json!({"file_path": "hello.txt", "old_string": "old line", "new_string": "new line"}),
+        )],
+    ));
+    mock.push_stream(sse::text("Edited."));
+    run(&nvim, &daemon, "undo.lua", workdir.path()).await;
 }

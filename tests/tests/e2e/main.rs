@@ -263,37 +263,6 @@ pub async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
     }
 }
 
-/// Sets up case `case` of a socket an editor plugin must refuse to use, undoing the other:
-/// 0, its directory open to every user (mode 0777); 1, the socket another user's (as root
-/// only: `None` elsewhere, after [`agentd_tests::prerequisite`]); any other, neither. Returns
-/// what the refusal must say. The plugins cannot read the server's credentials, so they judge the places.
-pub fn untrust_socket(daemon: &TestDaemon, case: usize) -> Option<&'static str> {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = daemon.socket.parent().expect("the socket's directory");
-    let owner = daemon
-        .user()
-        .map_or_else(|| nix::unistd::geteuid().as_raw(), |(uid, _)| uid);
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-    let root = nix::unistd::geteuid().is_root();
-    if root {
-        std::os::unix::fs::lchown(&daemon.socket, Some(owner), None).unwrap();
-    }
-    match case {
-        0 => {
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-            Some("is open to other users (mode 0777")
-        }
-        1 => {
-            if !agentd_tests::prerequisite("root, to give the socket to another user", root) {
-                return None;
-            }
-            std::os::unix::fs::lchown(&daemon.socket, Some(4242), None).unwrap();
-            Some("it is a socket of uid 4242")
-        }
-        _ => None,
-    }
-}
-
 /// The events of `kind`.
 pub fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["kind"] == kind).collect()

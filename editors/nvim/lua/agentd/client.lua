@@ -26,64 +26,12 @@ Client.__index = Client
 --- buffering without end.
 local MAX_LINE = 80 * 1024 * 1024
 
---- Why the socket at `path` must not be used, or nil. Neovim cannot read the peer's credentials,
---- so the places must prove it: the socket's directory is the user's own and closed to group and
---- others (mode 0700), and the socket is the user's; otherwise another user's process could be
---- listening there and read every prompt. A missing directory or socket is left to `connect`
---- (nothing answers, so agentd may be started, and it makes them right).
----@param path string
----@return string?
-function Client.untrusted(path)
-  local uid = uv.getuid()
-  local dir = vim.fs.dirname(path)
-  local d = uv.fs_lstat(dir)
-  if d then
-    local fix = "; remove it (agentd creates it again, mode 0700) or use another socket"
-    if d.type ~= "directory" then
-      return ("refusing to use %s: %s is not a directory (a symbolic link?)%s"):format(path, dir, fix)
-    end
-    if d.uid ~= uid then
-      return ("refusing to use %s: its directory %s belongs to uid %d, not to you (uid %d)%s"):format(
-        path,
-        dir,
-        d.uid,
-        uid,
-        fix
-      )
-    end
-    if d.mode % 64 ~= 0 then
-      return ("refusing to use %s: its directory %s is open to other users (mode %04o; it must be 0700)%s"):format(
-        path,
-        dir,
-        d.mode % 4096,
-        fix
-      )
-    end
-  end
-  local s = uv.fs_lstat(path)
-  if s and (s.type ~= "socket" or s.uid ~= uid) then
-    return ("refusing to use %s: it is a %s of uid %d, not a socket of yours (uid %d)"):format(
-      path,
-      s.type,
-      s.uid,
-      uid
-    )
-  end
-end
-
---- Connects to `path`, after checking that it is the user's own ([Client.untrusted]);
---- `cb(err, client)` runs on the main loop.
+--- Connects to `path` (which `agentctl socket-path` checked); `cb(err, client)` runs on the
+--- main loop.
 ---@param path string
 ---@param handlers {on_notification: fun(method: string, params: table), on_close: fun(reason: string, client: agentd.Client)}
 ---@param cb fun(err: string?, client: agentd.Client?)
 function Client.connect(path, handlers, cb)
-  local why = Client.untrusted(path)
-  if why then
-    vim.schedule(function()
-      cb(why)
-    end)
-    return
-  end
   local pipe = assert(uv.new_pipe(false))
   pipe:connect(path, function(err)
     vim.schedule(function()

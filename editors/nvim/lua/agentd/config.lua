@@ -1,10 +1,10 @@
---- The plugin's options: defaults, `setup()` merging, and the socket path as agentd and
---- agentctl compute it.
+--- The plugin's options: defaults and `setup()` merging. Where the daemon listens is
+--- agentctl's to say (`agentctl socket-path`, see agentd.conn).
 local M = {}
 
 ---@class agentd.Options
----@field socket? string socket path; nil: $AGENTD_SOCKET, else the daemon's default path
----@field agentctl string the agentctl program that starts the daemon when none answers
+---@field socket? string socket path, still checked by agentctl; nil: the one `agentctl socket-path` names
+---@field agentctl string the agentctl program, which finds the socket and starts the daemon when none answers
 ---@field autostart boolean start the daemon through agentctl when none answers
 ---@field create table extra `session/create` params (provider, model, profile, ...)
 ---@field fold_lines integer tool outputs longer than this many lines are folded
@@ -43,30 +43,6 @@ function M.setup(opts)
     ask = { merged.ask, "boolean" },
   })
   M.options = merged
-end
-
-local function nonempty(name)
-  local v = vim.env[name]
-  if v ~= nil and v ~= "" then
-    return v
-  end
-end
-
---- The socket: the `socket` option, else `$AGENTD_SOCKET`, else
---- `$XDG_RUNTIME_DIR/agentd/agentd.sock`, else `<tmp>/agentd-<uid>/agentd.sock` (the same rule as
---- agentd's `default_socket_path`, whose temp dir is `$TMPDIR` or /tmp).
----@return string
-function M.socket()
-  local explicit = M.options.socket or nonempty("AGENTD_SOCKET")
-  if explicit then
-    return explicit
-  end
-  local runtime = nonempty("XDG_RUNTIME_DIR")
-  if runtime then
-    return runtime .. "/agentd/agentd.sock"
-  end
-  local tmp = (nonempty("TMPDIR") or "/tmp"):gsub("/+$", "")
-  return ("%s/agentd-%d/agentd.sock"):format(tmp, (vim.uv or vim.loop).getuid())
 end
 
 --- Whether the daemon may be started: the option, and agentctl's own `AGENTD_NO_AUTOSTART`.

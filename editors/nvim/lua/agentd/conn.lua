@@ -1,5 +1,6 @@
---- The plugin's one connection to the daemon: connecting on first use (starting agentd through
---- agentctl when nothing answers), reconnecting after the daemon goes away, routing
+--- The plugin's one connection to the daemon: connecting on first use to the socket `agentctl
+--- socket-path` names (agentctl checks who serves it, and starts agentd when nothing answers),
+--- reconnecting after the daemon goes away, routing
 --- `session/event` notifications to the session that owns them, and showing daemon errors with
 --- vim.notify.
 local Client = require("agentd.client")
@@ -18,12 +19,16 @@ local routes = {}
 --- Set while a reconnection loop runs.
 local reconnecting = false
 
---- The open connection, if it goes to the configured socket; one to another socket (the
---- option changed) is closed.
+--- The `socket` option the open connection was made with.
+---@type string?
+local opened_for = nil
+
+--- The open connection, if it was made for the `socket` option as it is; one made for another
+--- (the option changed) is closed.
 ---@return agentd.Client?
 local function live()
-  if client and not client.closed and client.path ~= config.socket() then
-    client:shutdown("the socket is now " .. config.socket())
+  if client and not client.closed and opened_for ~= config.options.socket then
+    client:shutdown("the socket option changed")
   end
   if client and not client.closed then
     return client
@@ -71,8 +76,66 @@ end
 
 local on_close
 
-local function open(cb)
-  Client.connect(config.socket(), { on_notification = on_notification, on_close = on_close }, cb)
+--- Asks `agentctl socket-path` where the daemon listens: the `socket` option when set, else
+--- agentctl's rule. agentctl answers only once the runtime directory is the user's and the
+--- process serving the socket runs as the user, and with `autostart` starts agentd when nothing
+--- answers. `cb(err, path, unavailable)`: `err` is agentctl's own words; `unavailable` says
+--- that nothing answers (and nothing was started).
+---@param autostart boolean
+---@param cb fun(err: string?, path: string?, unavailable: boolean?)
+local function socket_path(autostart, cb)
+  local agentctl = config.options.agentctl
+  if vim.fn.executable(agentctl) ~= 1 then
+    cb(("agentctl (%q) is not executable; the plugin asks it where agentd listens"):format(agentctl))
+    return
+  end
+  local cmd = { agentctl, "--json" }
+  if config.options.socket then
+    vim.list_extend(cmd, { "--socket", config.options.socket })
+  end
+  table.insert(cmd, "socket-path")
+  local env = (autostart and config.autostart()) and {} or { AGENTD_NO_AUTOSTART = "1" }
+  vim.system(cmd, { text = true, env = env }, function(out)
+    vim.schedule(function()
+      if out.code == 0 then
+        local ok, found = pcall(vim.json.decode, out.stdout or "")
+        if ok and type(found) == "table" and type(found.socket) == "string" then
+          cb(nil, found.socket)
+        else
+          cb("agentctl socket-path printed no socket: " .. vim.trim(out.stdout or ""))
+        end
+        return
+      end
+      local said = vim.trim(out.stderr or "")
+      local ok, failure = pcall(vim.json.decode, said)
+      if ok and type(failure) == "table" and type(failure.message) == "string" then
+        cb(failure.message, nil, failure.kind == "unavailable")
+      else
+        cb(said ~= "" and said or ("agentctl socket-path exited with " .. out.code))
+      end
+    end)
+  end)
+end
+
+--- Connects to the socket agentctl names; `cb(err, client, unavailable)`.
+---@param autostart boolean
+---@param cb fun(err: string?, client: agentd.Client?, unavailable: boolean?)
+local function open(autostart, cb)
+  local option = config.options.socket
+  socket_path(autostart, function(err, path, unavailable)
+    if not path then
+      cb(err, nil, unavailable)
+      return
+    end
+    Client.connect(path, { on_notification = on_notification, on_close = on_close }, function(cerr, c)
+      if c then
+        opened_for = option
+        cb(nil, c)
+      else
+        cb(("cannot reach agentd at %s: %s"):format(path, cerr), nil, true)
+      end
+    end)
+  end)
 end
 
 --- Keeps trying to connect with a growing pause, then subscribes every routed session again.
@@ -84,7 +147,7 @@ local function reconnect()
   local deadline = vim.uv.now() + config.options.reconnect_for_ms
   local pause = 50
   local function attempt()
-    open(function(err, c)
+    open(false, function(err, c, unavailable)
       if c then
         client = c
         reconnecting = false
@@ -95,9 +158,9 @@ local function reconnect()
         end
         return
       end
-      if vim.uv.now() >= deadline then
+      if not unavailable or vim.uv.now() >= deadline then
         reconnecting = false
-        notify(("agentd: gave up reconnecting to %s: %s"):format(config.socket(), err))
+        notify("agentd: gave up reconnecting: " .. err)
         return
       end
       vim.defer_fn(attempt, pause)
@@ -119,31 +182,8 @@ on_close = function(reason, closed)
   fire("AgentdStatus")
 end
 
---- Starts the daemon with `agentctl status`, which starts it when nothing answers and waits
---- until it does (the same rule and environment as agentctl's own auto-start).
----@param cb fun(err: string?)
-local function autostart(cb)
-  local agentctl = config.options.agentctl
-  if vim.fn.executable(agentctl) ~= 1 then
-    cb(("nothing answers at %s, and agentctl (%q) is not executable to start agentd"):format(
-      config.socket(),
-      agentctl
-    ))
-    return
-  end
-  vim.system({ agentctl, "--socket", config.socket(), "status" }, { text = true }, function(out)
-    vim.schedule(function()
-      if out.code == 0 then
-        cb(nil)
-      else
-        local said = vim.trim(out.stderr or "")
-        cb(said ~= "" and said or ("agentctl status exited with " .. out.code))
-      end
-    end)
-  end)
-end
-
---- Calls `cb(err, client)` with a connected client, connecting (and auto-starting) if needed.
+--- Calls `cb(err, client)` with a connected client, connecting (and auto-starting) if needed;
+--- `err` is agentctl's refusal when it refuses the socket.
 ---@param cb fun(err: string?, client: agentd.Client?)
 function M.with(cb)
   local c = live()
@@ -165,26 +205,7 @@ function M.with(cb)
       w(err, c)
     end
   end
-  open(function(err, c)
-    if c then
-      finish(nil, c)
-      return
-    end
-    local absent = err and (err:match("^ENOENT") or err:match("^ECONNREFUSED"))
-    if not (absent and config.autostart()) then
-      finish(("cannot reach agentd at %s: %s"):format(config.socket(), err))
-      return
-    end
-    autostart(function(start_err)
-      if start_err then
-        finish(start_err)
-        return
-      end
-      open(function(err2, c2)
-        finish(err2 and ("cannot reach agentd at %s: %s"):format(config.socket(), err2), c2)
-      end)
-    end)
-  end)
+  open(true, finish)
 end
 
 --- Calls `method`; `on_result(result)` on success. A failure is shown with vim.notify, or
@@ -232,9 +253,9 @@ function M.call_sync(method, params, timeout_ms)
   if live() then
     go(client)
   else
-    open(function(err, c)
+    open(false, function(err, c)
       if not c then
-        done, failure = true, ("cannot reach agentd at %s: %s"):format(config.socket(), err)
+        done, failure = true, err
         return
       end
       client = client or c
@@ -262,6 +283,13 @@ end
 ---@param session_id string
 function M.unroute(session_id)
   routes[session_id] = nil
+end
+
+--- The socket of the open connection, if any.
+---@return string?
+function M.socket()
+  local c = live()
+  return c and c.path
 end
 
 --- Whether a connection is open now.

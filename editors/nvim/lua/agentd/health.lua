@@ -1,5 +1,5 @@
---- `:checkhealth agentd`: the Neovim version, the socket path, whether the daemon answers (and
---- what it runs), its providers, and whether agentctl is there to start it.
+--- `:checkhealth agentd`: the Neovim version, the socket agentctl names, whether the daemon
+--- answers (and what it runs), its providers, and whether agentctl is there to find and start it.
 local M = {}
 
 function M.check()
@@ -15,10 +15,9 @@ function M.check()
   end
 
   health.start("agentd: daemon")
-  local socket = config.socket()
-  health.info("socket: " .. socket)
   local info, err = conn.call_sync("daemon/info", {}, 3000)
   if info then
+    health.info("socket: " .. tostring(conn.socket()) .. " (from agentctl socket-path)")
     health.ok(("agentd %s (protocol %d), pid %d, %d session(s)"):format(
       info.version,
       info.protocol,
@@ -54,12 +53,10 @@ function M.check()
   if vim.fn.executable(agentctl) == 1 then
     local out = vim.system({ agentctl, "--version" }, { text = true }):wait(5000)
     health.ok(("%s: %s"):format(vim.fn.exepath(agentctl), vim.trim(out.stdout or "")))
-  elseif config.autostart() then
-    health.error(("agentctl (%q) is not executable, so the daemon cannot be started"):format(agentctl), {
+  else
+    health.error(("agentctl (%q) is not executable: the plugin asks it where agentd listens"):format(agentctl), {
       "put agentctl on PATH, or set it with require('agentd').setup({ agentctl = '/path/to/agentctl' })",
     })
-  else
-    health.info(("agentctl (%q) is not executable; auto-start is off"):format(agentctl))
   end
 end
 

@@ -307,6 +307,34 @@ function M.diff()
   require("agentd.diff").show(s.id, s.edits)
 end
 
+--- `:AgentdUndo[!] [N]`: undoes the current session's last N inputs (1), files included; with
+--- `!`, files the user changed since are restored too.
+---@param turns? integer
+---@param force? boolean
+function M.undo(turns, force)
+  local id = need_session()
+  if id then
+    require("agentd.undo").undo(id, turns, force)
+  end
+end
+
+--- `:AgentdRedo[!]`: brings back what the last undo took away.
+---@param force? boolean
+function M.redo(force)
+  local id = need_session()
+  if id then
+    require("agentd.undo").redo(id, force)
+  end
+end
+
+--- `:AgentdDiff`: what the agent changed in the files for the newest input, as a diff buffer.
+function M.changes()
+  local id = need_session()
+  if id then
+    require("agentd.undo").diff(id)
+  end
+end
+
 --- Answers the oldest pending request of the current session: an approval with `allow`,
 --- `always` or `deny` (optionally followed by a message for the model), a question with any
 --- text. Without an answer, asks for one, showing the command, diff or question.

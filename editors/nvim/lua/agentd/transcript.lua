@@ -458,6 +458,10 @@ function handlers.rollback(self, ev)
   self:append({ ("↶ rolled back: %d entries off the branch"):format(ev.data.removed) })
 end
 
+function handlers.redo(self)
+  self:append({ "↷ redone: the entries the rollback took are back on the branch" })
+end
+
 function handlers.events_missing(self, ev)
   self:append({
     ("! events %d–%d were lost when the daemon stopped"):format(ev.data.first_seq, ev.data.last_seq),
