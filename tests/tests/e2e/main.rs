@@ -30,6 +30,7 @@ mod control;
 mod conversation;
 mod daemon;
 mod dirs;
+mod docs;
 mod durability;
 mod editor_emacs;
 mod editor_nvim;
