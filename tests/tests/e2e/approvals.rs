@@ -2,7 +2,7 @@
 //! (asked, allowed, denied, always, by rule, timed out, aborted, answered by another or a
 //! reconnected client, several at once), `ask_user` questions and client tools.
 
-use crate::{Setup, of_kind, setup_with};
+use crate::{Setup, eventually, of_kind, setup_with};
 use agentd_proto::methods::SessionRespond;
 use agentd_proto::{Decision, EventBody, ResolvedBy, RespondParams, SessionId};
 use agentd_tests::{Client, sse};
@@ -312,15 +312,13 @@ async fn a_second_client_answers_after_the_first_left_and_a_reconnected_one_find
         &mut s.client,
         s.daemon.client().await.unwrap(),
     ));
-    let pending = loop {
+    let mut pending = Vec::new();
+    eventually("both calls to wait for an answer", async || {
         let snapshot = s.call("session/get", json!({})).await;
-        let pending = snapshot["pending"].as_array().unwrap().clone();
-        if pending.len() == 2 {
-            assert_eq!(snapshot["state"], "awaiting_input");
-            break pending;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+        pending = snapshot["pending"].as_array().unwrap().clone();
+        pending.len() == 2 && snapshot["state"] == "awaiting_input"
+    })
+    .await;
     let since = s.call("session/get", json!({})).await["last_seq"].as_u64();
     s.client.subscribe(&session, since).await.unwrap();
     // A second client answers one, a third (reconnected) the other.
