@@ -1,7 +1,7 @@
 //! A command's failure, the exit code it maps to, and how it is reported. Only `main` turns a
 //! [`Failure`] into a process exit.
 //!
-//! Exit codes (also in the README and the man page):
+//! Exit codes (also in docs/cli.md and the man page):
 //!
 //! | code | meaning |
 //! |---|---|

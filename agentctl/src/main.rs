@@ -3,7 +3,7 @@
 //! When no daemon answers on the socket, `agentctl` starts `agentd` in the background (set
 //! `AGENTD_NO_AUTOSTART=1` to never do so).
 //!
-//! The exit codes are listed in `error.rs` (and the README and man page): 0 success; 1 an error;
+//! The exit codes are listed in `error.rs` (and docs/cli.md and the man page): 0 success; 1 an error;
 //! 2 bad usage; 3 and 4 the followed work stopped at a turn or round limit; 5 the answer was cut
 //! off at the output-token limit; 6 the model declined to answer; 69 the daemon cannot be
 //! reached; 77 refused (by the daemon, or agentctl refused the server); 130 interrupted.

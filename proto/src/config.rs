@@ -23,7 +23,7 @@ names! {
 }
 
 names! {
-    /// What a session's commands and file tools may write (see the README's Sandbox section).
+    /// What a session's commands and file tools may write (see docs/security.md, *Sandbox*).
     #[derive(Default)]
     pub enum SandboxMode ("sandbox mode") {
         /// Read everywhere; write only in the session's temp dir. Read-only sessions always use it.

@@ -50,7 +50,7 @@ names! {
 /// command matches and the line holds nothing the parser cannot vouch for; a deny rule
 /// matches any simple command, however spelled. MCP tools take `mcp(SERVER/TOOL)` rules, the
 /// pattern a glob over the server's name and its own name of the tool (`mcp(github/*)`), and
-/// a bare `mcp` matches them all. README.md, *The rule language*, has it all.
+/// a bare `mcp` matches them all. docs/security.md, *The rule language*, has it all.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(transparent)]
 pub struct ApprovalRule(pub String);

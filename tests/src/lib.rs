@@ -1,15 +1,20 @@
 //! Test support for agentd: the real daemon on a temp socket ([`TestDaemon`]), a raw
-//! newline-delimited JSON-RPC client ([`RawClient`]), the real `agentctl`, and a mock
+//! newline-delimited JSON-RPC client ([`RawClient`]) and a typed one on it ([`Client`]), the real `agentctl`, and a mock
 //! Anthropic server that speaks the recorded SSE wire format and records every request
 //! ([`mock::MockAnthropic`]). Nothing here reaches the network.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod client;
 pub mod family;
 pub mod mock;
 pub mod sse;
 pub mod sshd;
 pub mod strace;
+pub mod wait;
+
+pub use client::Client;
+pub use wait::eventually;
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};

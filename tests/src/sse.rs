@@ -1,5 +1,5 @@
 //! Builders for Anthropic Messages SSE streams, shaped like the recorded streams in
-//! `shared/fixtures/providers/anthropic` (message_start with usage, a ping, text split into
+//! `core/testdata/providers/anthropic` (message_start with usage, a ping, text split into
 //! several deltas, tool input split mid-token with a leading empty fragment, message_delta with
 //! cumulative usage, message_stop). A test checks this shape against the recordings.
 

@@ -336,11 +336,12 @@ impl Agent<'_> {
             };
             let response = match result {
                 None => {
-                    self.record_partial(
-                        partial,
-                        "[The user interrupted the previous response.]",
-                        api,
+                    // Said as it happened: a daemon shutting down is not the user stopping it.
+                    let note = format!(
+                        "[The previous response was interrupted {}.]",
+                        host.stop_reason()
                     );
+                    self.record_partial(partial, &note, api);
                     return Outcome::Aborted;
                 }
                 Some(Err(e)) => return self.fail(e, partial, api),

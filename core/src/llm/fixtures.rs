@@ -1,4 +1,5 @@
-//! Test support: loads the recorded streams in `shared/fixtures/providers/<family>` and frames
+//! Test support: loads the recorded streams in `core/testdata/providers/<family>` (copies of
+//! `shared/fixtures/providers`, kept in the repository so a clean clone tests them) and frames
 //! `*.chunks.txt` files the way each provider does (see the fixtures' README).
 
 use super::{Delta, Error, Provider, Response};
@@ -16,34 +17,21 @@ pub(super) enum Framing {
     Crlf,
 }
 
-/// The directory of `family`'s recordings; `None`, with a notice, when the fixtures are not
-/// checked out beside the repository. Under `CI=true` a missing directory fails the test:
-/// a test never passes by skipping what it checks.
-pub(super) fn dir(family: &str) -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/fixtures/providers")
-        .join(family);
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-    assert!(
-        !ci,
-        "the provider fixtures are missing at {}",
-        dir.display()
-    );
-    eprintln!("fixtures not present at {}; skipping", dir.display());
-    None
+/// The directory of `family`'s recordings.
+pub(super) fn dir(family: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/providers")
+        .join(family)
 }
 
 /// The recorded stream `family/name` as wire bytes split into recordings of one response each
-/// (a file may hold several, each starting with `first_type`'s payload); `None`, with a notice,
-/// when the fixtures are not checked out beside the repository.
-pub(super) fn load(family: &str, name: &str, framing: Framing) -> Option<Vec<Vec<u8>>> {
-    let dir = dir(family)?;
-    let raw = std::fs::read_to_string(dir.join(name)).expect("fixture is readable");
+/// (a file may hold several, each starting with `first_type`'s payload).
+pub(super) fn load(family: &str, name: &str, framing: Framing) -> Vec<Vec<u8>> {
+    let path = dir(family).join(name);
+    let raw = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("fixture {} is readable: {e}", path.display()));
     if name.ends_with(".sse.txt") {
-        return Some(vec![raw.into_bytes()]);
+        return vec![raw.into_bytes()];
     }
     let starts = ["message_start", "response.created"];
     let mut responses: Vec<String> = Vec::new();
@@ -69,7 +57,7 @@ pub(super) fn load(family: &str, name: &str, framing: Framing) -> Option<Vec<Vec
     if let (Framing::DataDone, Some(last)) = (framing, responses.last_mut()) {
         last.push_str("data: [DONE]\n\n");
     }
-    Some(responses.into_iter().map(String::into_bytes).collect())
+    responses.into_iter().map(String::into_bytes).collect()
 }
 
 /// Feeds `bytes` to `provider`'s decoder in 7-byte chunks (so lines and code points split

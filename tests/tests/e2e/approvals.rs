@@ -2,8 +2,10 @@
 //! (asked, allowed, denied, always, by rule, timed out, aborted, answered by another or a
 //! reconnected client, several at once), `ask_user` questions and client tools.
 
-use crate::{Setup, of_kind, setup_with};
-use agentd_tests::sse;
+use crate::{Setup, eventually, of_kind, setup_with};
+use agentd_proto::methods::SessionRespond;
+use agentd_proto::{Decision, EventBody, ResolvedBy, RespondParams, SessionId};
+use agentd_tests::{Client, sse};
 use serde_json::{Value, json};
 
 fn ask(extra: Value) -> Value {
@@ -310,15 +312,13 @@ async fn a_second_client_answers_after_the_first_left_and_a_reconnected_one_find
         &mut s.client,
         s.daemon.client().await.unwrap(),
     ));
-    let pending = loop {
+    let mut pending = Vec::new();
+    eventually("both calls to wait for an answer", async || {
         let snapshot = s.call("session/get", json!({})).await;
-        let pending = snapshot["pending"].as_array().unwrap().clone();
-        if pending.len() == 2 {
-            assert_eq!(snapshot["state"], "awaiting_input");
-            break pending;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+        pending = snapshot["pending"].as_array().unwrap().clone();
+        pending.len() == 2 && snapshot["state"] == "awaiting_input"
+    })
+    .await;
     let since = s.call("session/get", json!({})).await["last_seq"].as_u64();
     s.client.subscribe(&session, since).await.unwrap();
     // A second client answers one, a third (reconnected) the other.
@@ -361,45 +361,72 @@ async fn a_second_client_answers_after_the_first_left_and_a_reconnected_one_find
     assert!(s.workdir.path().join("two.txt").exists());
 }
 
+/// Written with the typed client ([`agentd_tests::Client`]): events are matched as
+/// `EventBody` variants and requests go through the method table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ask_user_is_answered_or_times_out() {
-    let mut s =
-        setup_with(json!({"config": {"approval": {"ask_user": true, "timeout_ms": 400}}})).await;
+async fn ask_user_is_answered() {
+    let s = setup_with(json!({"config": {"approval": {"ask_user": true}}})).await;
     let question = json!({"question": "Which database?", "options": ["postgres", "sqlite"]});
-    push_calls(&s, &[("q1".into(), "ask_user".into(), question.clone())]);
-    push_calls(&s, &[("q2".into(), "ask_user".into(), question)]);
+    push_calls(&s, &[("q1".into(), "ask_user".into(), question)]);
     s.mock.push_stream(sse::text("ok"));
-    let events = submit_until(&mut s, "set up storage", "question_requested").await;
-    let asked = events.last().unwrap();
-    assert_eq!(asked["data"]["question"], "Which database?");
-    assert_eq!(asked["data"]["options"], json!(["postgres", "sqlite"]));
+    let session = SessionId::from(s.session.as_str());
+    let mut client = Client::from(s.daemon.client().await.unwrap());
+    client.start(&session, "set up storage").await.unwrap();
+    let events = client
+        .until(|e| matches!(e, EventBody::QuestionRequested { .. }))
+        .await
+        .unwrap();
+    let EventBody::QuestionRequested {
+        request_id,
+        question,
+        options,
+        ..
+    } = &events.last().unwrap().body
+    else {
+        unreachable!()
+    };
+    assert_eq!(question, "Which database?");
+    assert_eq!(options, &["postgres", "sqlite"]);
+    let respond = |decision, answer: Option<&str>| RespondParams {
+        session_id: session.clone(),
+        request_id: request_id.clone(),
+        decision,
+        message: None,
+        answer: answer.map(str::to_owned),
+        output: None,
+        is_error: None,
+    };
     // A decision does not answer a question.
-    let wrong = s
-        .request(
-            "session/respond",
-            json!({"request_id": request_id(asked), "decision": "allow"}),
-        )
-        .await;
-    let message = wrong["error"]["message"].as_str().unwrap();
+    let wrong = client
+        .request::<SessionRespond>(respond(Some(Decision::Allow), None))
+        .await
+        .unwrap()
+        .unwrap_err();
     assert!(
-        message.contains("`decision` does not answer it; send `answer`"),
-        "{message}"
+        wrong
+            .message
+            .contains("`decision` does not answer it; send `answer`"),
+        "{wrong}"
     );
-    s.call(
-        "session/respond",
-        json!({"request_id": request_id(asked), "answer": "sqlite"}),
-    )
-    .await;
-    // The second question goes unanswered.
-    let rest = s.until("processing_end").await;
-    let resolved = of_kind(&rest, "question_resolved");
-    assert_eq!(resolved[0]["data"]["answer"], "sqlite");
-    assert_eq!(resolved[0]["data"]["by"], "client");
-    assert_eq!(resolved[1]["data"]["by"], "timeout");
+    client
+        .call::<SessionRespond>(respond(None, Some("sqlite")))
+        .await
+        .unwrap();
+    let rest = client
+        .until(|e| matches!(e, EventBody::ProcessingEnd { .. }))
+        .await
+        .unwrap();
+    let resolved: Vec<_> = rest
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::QuestionResolved { answer, by, .. } => Some((answer.as_deref(), *by)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(resolved, [(Some("sqlite"), ResolvedBy::Client)]);
     let requests = s.mock.requests();
     let second = &requests[1].body["messages"];
     assert!(second.to_string().contains("The user answered: sqlite"));
-    assert!(results_sent(&s)[0].contains("nobody answered within"));
     // ask_user is offered only when enabled.
     let tools: Vec<&str> = requests[0].body["tools"]
         .as_array()
@@ -408,6 +435,31 @@ async fn ask_user_is_answered_or_times_out() {
         .map(|t| t["name"].as_str().unwrap())
         .collect();
     assert!(tools.contains(&"ask_user"), "{tools:?}");
+}
+
+/// A question nobody answers is withdrawn after `timeout_ms`, and the model is told. (Apart
+/// from the answered one: no round trip has to fit in this short timeout.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_question_times_out() {
+    let s =
+        setup_with(json!({"config": {"approval": {"ask_user": true, "timeout_ms": 400}}})).await;
+    let question = json!({"question": "Which database?", "options": ["postgres", "sqlite"]});
+    push_calls(&s, &[("q2".into(), "ask_user".into(), question)]);
+    s.mock.push_stream(sse::text("ok"));
+    let session = SessionId::from(s.session.as_str());
+    let mut client = Client::from(s.daemon.client().await.unwrap());
+    let events = client.run(&session, "set up storage").await.unwrap();
+    assert!(
+        events.iter().any(|e| matches!(
+            e.body,
+            EventBody::QuestionResolved {
+                by: ResolvedBy::Timeout,
+                ..
+            }
+        )),
+        "{events:?}"
+    );
+    assert!(results_sent(&s)[0].contains("nobody answered within"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,7 +4,6 @@ use crate::{eventually, setup};
 use agentd_tests::mock::{Chunk, Gate};
 use agentd_tests::{RawClient, sse};
 use serde_json::{Value, json};
-use std::path::Path;
 use std::process::Stdio;
 
 /// Runs agentctl and asserts it succeeded.
@@ -1327,48 +1326,5 @@ async fn every_command_speaks_json() {
         let lines: Vec<&str> = stdout.lines().collect();
         assert_eq!(lines.len(), 1, "{args:?}: {stdout}");
         assert!(serde_json::from_str::<Value>(lines[0]).is_ok(), "{stdout}");
-    }
-}
-
-/// Every command and `daemon` subcommand `agentctl --help` lists is shown in the README.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_readme_shows_every_command() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
-            .unwrap();
-    let commands = |args: &[&str]| -> Vec<String> {
-        let out = std::process::Command::new(agentd_tests::bin_dir().join("agentctl"))
-            .args(args)
-            .output()
-            .unwrap();
-        text(&out.stdout)
-            .split("Commands:")
-            .nth(1)
-            .unwrap_or_default()
-            .split("\n\n")
-            .next()
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
-            .filter(|c| c != "help")
-            .collect()
-    };
-    let top = commands(&["--help"]);
-    assert!(top.contains(&"login".to_owned()), "{top:?}");
-    for c in &top {
-        assert!(
-            readme.contains(&format!("agentctl {c}")),
-            "README.md never shows `agentctl {c}`"
-        );
-    }
-    let daemon_lines: Vec<&str> = readme
-        .lines()
-        .filter(|l| l.starts_with("agentctl daemon "))
-        .collect();
-    for c in commands(&["daemon", "--help"]) {
-        assert!(
-            daemon_lines.iter().any(|l| l.contains(&c)),
-            "README.md never shows `agentctl daemon {c}`: {daemon_lines:?}"
-        );
     }
 }

@@ -1,7 +1,7 @@
 //! Controlling a working session: abort (process groups die), queues, idempotent submits,
 //! busy rejection, close.
 
-use crate::{data_of, of_kind, setup};
+use crate::{data_of, eventually, of_kind, setup};
 use agentd_tests::mock::{Chunk, Gate};
 use agentd_tests::{live_group_members, sse};
 use serde_json::json;
@@ -24,14 +24,10 @@ async fn abort_kills_the_whole_process_group_and_keeps_the_queue() {
     let delta = events.last().unwrap()["data"]["delta"].as_str().unwrap();
     let pgid: i32 = delta.trim().trim_start_matches("PGID=").parse().unwrap();
     // Let the subshell fork its children before aborting.
-    let deadline = std::time::Instant::now() + agentd_tests::WAIT;
-    while live_group_members(pgid).len() < 5 && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert!(
-        live_group_members(pgid).len() >= 5,
-        "the command's processes are running"
-    );
+    eventually("the command's processes to be running", async || {
+        live_group_members(pgid).len() >= 5
+    })
+    .await;
     s.call("session/follow_up", json!({"text": "later"})).await;
 
     let aborted = s.call("session/abort", json!({})).await;

@@ -323,3 +323,50 @@ fn the_launchd_plist_is_a_valid_property_list() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A response the daemon's shutdown cuts off is noted in the conversation as that, not as the
+/// user stopping it (issue 28): the model reads the note when the work is resumed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_cut_off_by_shutdown_is_not_noted_as_the_users() {
+    use agentd_proto::methods::SessionHistory;
+    use agentd_proto::{EventBody, HistoryParams, SessionId, Turn};
+    use agentd_tests::mock::{Chunk, Gate};
+    let mut s = setup().await;
+    // The answer starts, then the stream waits at a gate nobody opens.
+    let mut chunks = vec![sse::message_start()];
+    chunks.extend(sse::text_block(0, "Half an ans"));
+    chunks.push(Chunk::Wait(Gate::new()));
+    s.mock.push_stream(chunks);
+    let session = SessionId::from(s.session.as_str());
+    let mut client = agentd_tests::Client::from(s.daemon.client().await.unwrap());
+    client.start(&session, "hi").await.unwrap();
+    client
+        .until(|e| matches!(e, EventBody::AssistantTextDelta { .. }))
+        .await
+        .unwrap();
+    s.daemon.stop_with(Signal::SIGTERM).await.unwrap();
+    s.daemon.restart().await.unwrap();
+
+    let mut client = agentd_tests::Client::from(s.daemon.client().await.unwrap());
+    let history = client
+        .call::<SessionHistory>(HistoryParams {
+            session_id: session,
+            offset: 0,
+            limit: None,
+            input_id: None,
+        })
+        .await
+        .unwrap();
+    let notes: Vec<&str> = history
+        .entries
+        .iter()
+        .filter_map(|e| match &e.turn {
+            Turn::System { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        notes,
+        ["[The previous response was interrupted because the daemon is shutting down.]"]
+    );
+}

@@ -30,6 +30,7 @@ mod control;
 mod conversation;
 mod daemon;
 mod dirs;
+mod docs;
 mod durability;
 mod editor_emacs;
 mod editor_nvim;
@@ -248,20 +249,7 @@ pub fn shell(id: &'static str, command: String) -> (&'static str, &'static str, 
     (id, "shell", json!({"command": command}))
 }
 
-/// How long a condition polled by [`eventually`] may take, on a loaded 2-core machine.
-pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// Waits until `check` holds, polling; fails the test naming `what` after [`PATIENCE`].
-pub async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-}
+pub use agentd_tests::wait::{PATIENCE, eventually};
 
 /// The events of `kind`.
 pub fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {

@@ -7,14 +7,13 @@ use agentd_tests::{TestDaemon, sse};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
-fn fixture(name: &str) -> Option<String> {
+/// A recorded stream from the repository's copy of the shared fixtures.
+fn fixture(name: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/fixtures/providers/anthropic")
+        .join("../core/testdata/providers/anthropic")
         .join(name);
-    let text = std::fs::read_to_string(&path).ok();
-    agentd_tests::prerequisite(&format!("fixture {}", path.display()), text.is_some())
-        .then_some(text)
-        .flatten()
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("fixture {} is readable: {e}", path.display()))
 }
 
 fn event_types(sse_text: &str) -> Vec<String> {
@@ -32,12 +31,8 @@ fn event_types(sse_text: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recorded_streams_replayed_through_the_mock_drive_a_session() {
-    let (Some(tool_use), Some(basic)) = (
-        fixture("anthropic-sdk-python__tool_use_response.sse.txt"),
-        fixture("anthropic-sdk-python__basic_response.sse.txt"),
-    ) else {
-        return;
-    };
+    let tool_use = fixture("anthropic-sdk-python__tool_use_response.sse.txt");
+    let basic = fixture("anthropic-sdk-python__basic_response.sse.txt");
     // The mock's own builder produces the same event sequence shape as the recording.
     let built: String = sse::tools(
         "I'll check the current weather in Paris for you.",

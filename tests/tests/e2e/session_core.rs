@@ -3,13 +3,12 @@
 //! of the work, abort ordering, unloading idle sessions, bounded memory, clean shutdowns and
 //! the version 1 on-disk layout.
 
-use crate::{PATIENCE, data_of, eventually, of_kind, setup};
+use crate::{data_of, eventually, of_kind, setup};
 use agentd_tests::mock::{Chunk, Gate, MockAnthropic};
 use agentd_tests::{RawClient, TestDaemon, sse};
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 use std::time::Duration;
-use tokio::time::{Instant, sleep};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_non_utf8_variable_in_the_daemons_environment_breaks_nothing() {
@@ -349,19 +348,11 @@ async fn an_idle_session_is_unloaded_and_comes_back_with_its_whole_log() {
     // Unwatched and idle: unloaded.
     drop(client);
     let mut client = daemon.client().await.unwrap();
-    let deadline = Instant::now() + PATIENCE;
-    loop {
+    eventually("the idle, unwatched session to be unloaded", async || {
         let info = client.call("daemon/info", json!({})).await.unwrap();
-        if info["sessions_loaded"] == 0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not unloaded: {}",
-            daemon.log_text()
-        );
-        sleep(Duration::from_millis(20)).await;
-    }
+        info["sessions_loaded"] == 0
+    })
+    .await;
     // Listed from its record, and loaded again on use with every event in order.
     let list = client.call("session/list", json!({})).await.unwrap();
     assert_eq!(list["sessions"][0]["state"], "idle");

@@ -1,12 +1,12 @@
-//! Replays the recorded Anthropic streams in `shared/fixtures/providers/anthropic` through the
+//! Replays the recorded Anthropic streams in `core/testdata/providers/anthropic` through the
 //! decoder, split into small chunks so that lines and code points break across reads.
 
 use super::*;
 use crate::llm::fixtures::{self, Framing};
 use serde_json::json;
 
-fn fixture(name: &str) -> Option<Vec<u8>> {
-    fixtures::load("anthropic", name, Framing::Typed).map(|mut r| r.remove(0))
+fn fixture(name: &str) -> Vec<u8> {
+    fixtures::load("anthropic", name, Framing::Typed).remove(0)
 }
 
 fn decode(bytes: Vec<u8>) -> (Result<Response, Error>, Vec<Delta>) {
@@ -17,7 +17,7 @@ fn decode(bytes: Vec<u8>) -> (Result<Response, Error>, Vec<Delta>) {
 }
 
 fn check(name: &str, expect: Response) {
-    let Some(bytes) = fixture(name) else { return };
+    let bytes = fixture(name);
     let (got, deltas) = decode(bytes);
     let got = got.unwrap_or_else(|e| panic!("{name}: {e}"));
     assert_eq!(got, expect, "{name}");
@@ -102,10 +102,7 @@ fn tool_use_split_mid_key() {
 
 #[test]
 fn truncated_tool_input_is_kept_as_raw_text() {
-    let Some(bytes) = fixture("anthropic-sdk-python__incomplete_partial_json_response.sse.txt")
-    else {
-        return;
-    };
+    let bytes = fixture("anthropic-sdk-python__incomplete_partial_json_response.sse.txt");
     let got = decode(bytes).0.unwrap();
     assert_eq!(got.stop_reason, Some(StopReason::MaxTokens));
     assert_eq!(got.tool_calls.len(), 1);
@@ -120,9 +117,7 @@ fn truncated_tool_input_is_kept_as_raw_text() {
 
 #[test]
 fn thinking_block_keeps_its_signature() {
-    let Some(bytes) = fixture("vercel-ai__anthropic-clear-thinking.1.chunks.txt") else {
-        return;
-    };
+    let bytes = fixture("vercel-ai__anthropic-clear-thinking.1.chunks.txt");
     let (got, deltas) = decode(bytes);
     let got = got.unwrap();
     assert_eq!(got.text, "925 ÷ 5 = 185");
@@ -161,9 +156,7 @@ fn tool_without_arguments_gets_an_empty_object() {
 
 #[test]
 fn json_tool_with_ping_between_deltas() {
-    let Some(bytes) = fixture("vercel-ai__anthropic-json-tool.2.chunks.txt") else {
-        return;
-    };
+    let bytes = fixture("vercel-ai__anthropic-json-tool.2.chunks.txt");
     let got = decode(bytes).0.unwrap();
     assert_eq!(got.text, "I'll invoke the JSON response tool.");
     assert_eq!(
@@ -179,9 +172,7 @@ fn json_tool_with_ping_between_deltas() {
 
 #[test]
 fn message_delta_usage_replaces_message_start() {
-    let Some(bytes) = fixture("vercel-ai__anthropic-message-delta-input-tokens.chunks.txt") else {
-        return;
-    };
+    let bytes = fixture("vercel-ai__anthropic-message-delta-input-tokens.chunks.txt");
     let got = decode(bytes).0.unwrap();
     assert_eq!(got.text, "pong");
     assert_eq!(got.usage, usage(61, 2, 0, 0));
@@ -189,11 +180,7 @@ fn message_delta_usage_replaces_message_start() {
 
 #[test]
 fn server_tool_blocks_are_skipped_and_cache_counts_reported() {
-    let Some(bytes) =
-        fixture("vercel-ai__anthropic-code-execution-20260120-prompt-cache.1.chunks.txt")
-    else {
-        return;
-    };
+    let bytes = fixture("vercel-ai__anthropic-code-execution-20260120-prompt-cache.1.chunks.txt");
     let got = decode(bytes).0.unwrap();
     assert_eq!(
         got.text,
@@ -205,9 +192,7 @@ fn server_tool_blocks_are_skipped_and_cache_counts_reported() {
 
 #[test]
 fn first_message_of_a_multi_turn_recording() {
-    let Some(bytes) = fixture("vercel-ai__anthropic-tool-search-deferred-bm25.chunks.txt") else {
-        return;
-    };
+    let bytes = fixture("vercel-ai__anthropic-tool-search-deferred-bm25.chunks.txt");
     let got = decode(bytes).0.unwrap();
     assert_eq!(
         got.tool_calls,
@@ -222,9 +207,7 @@ fn first_message_of_a_multi_turn_recording() {
 
 #[test]
 fn eof_before_message_stop_is_an_error() {
-    let Some(mut bytes) = fixture("anthropic-sdk-python__basic_response.sse.txt") else {
-        return;
-    };
+    let mut bytes = fixture("anthropic-sdk-python__basic_response.sse.txt");
     let text = String::from_utf8(bytes.clone()).unwrap();
     bytes.truncate(text.find("event: message_stop").unwrap());
     let err = decode(bytes).0.unwrap_err();

@@ -5,12 +5,9 @@ use crate::llm::fixtures::{self, Framing};
 use serde_json::json;
 use std::time::Duration;
 
-fn decode(name: &str) -> Option<(Result<Response, Error>, Vec<Delta>)> {
-    let bytes = fixtures::load("gemini", name, Framing::Crlf)?.remove(0);
-    Some(fixtures::decode(
-        bytes,
-        &Gemini::new(fixtures::http(), "http://unused", None),
-    ))
+fn decode(name: &str) -> (Result<Response, Error>, Vec<Delta>) {
+    let bytes = fixtures::load("gemini", name, Framing::Crlf).remove(0);
+    fixtures::decode(bytes, &Gemini::new(fixtures::http(), "http://unused", None))
 }
 
 #[test]
@@ -19,7 +16,7 @@ fn a_complete_function_call_with_its_signature() {
         "vercel-ai__google-tool-call.chunks.txt",
         "vercel-ai__google-tool-call-gemini3.chunks.txt",
     ] {
-        let Some((got, _)) = decode(name) else { return };
+        let (got, _) = decode(name);
         let got = got.unwrap();
         assert_eq!(got.tool_calls.len(), 1, "{name}");
         let call = &got.tool_calls[0];
@@ -33,7 +30,7 @@ fn a_complete_function_call_with_its_signature() {
             "Gemini sent no id: {}",
             call.id
         );
-        let (again, _) = decode(name).unwrap();
+        let (again, _) = decode(name);
         assert_ne!(
             again.unwrap().tool_calls[0].id,
             call.id,
@@ -56,9 +53,7 @@ fn a_complete_function_call_with_its_signature() {
 
 #[test]
 fn text_with_a_trailing_signature_and_cumulative_usage() {
-    let Some((got, deltas)) = decode("vercel-ai__google-reasoning.chunks.txt") else {
-        return;
-    };
+    let (got, deltas) = decode("vercel-ai__google-reasoning.chunks.txt");
     let got = got.unwrap();
     let text =
         "There are **3** \"r\"s in strawberry.\n\nHere is the breakdown: st**r**awbe**rr**y.";
@@ -87,10 +82,7 @@ fn text_with_a_trailing_signature_and_cumulative_usage() {
 
 #[test]
 fn vertex_streamed_partial_arguments() {
-    let Some((got, deltas)) = decode("vercel-ai__google-stream-no-args-tool-call.chunks.txt")
-    else {
-        return;
-    };
+    let (got, deltas) = decode("vercel-ai__google-stream-no-args-tool-call.chunks.txt");
     let got = got.unwrap();
     let calls: Vec<(&str, &Value)> = got
         .tool_calls
@@ -139,9 +131,7 @@ fn vertex_streamed_partial_arguments() {
 
 #[test]
 fn retry_info_in_a_429_body_sets_the_delay() {
-    let Some(dir) = fixtures::dir("gemini") else {
-        return;
-    };
+    let dir = fixtures::dir("gemini");
     let body = std::fs::read_to_string(dir.join("vercel-ai__google-429-retry-info.json")).unwrap();
     let parsed = parse_error(&body);
     assert_eq!(parsed.retry_after, Some(Duration::from_secs_f64(34.4)));

@@ -5,16 +5,13 @@ use super::*;
 use crate::llm::fixtures::{self, Framing};
 use serde_json::json;
 
-fn responses(name: &str) -> Option<Vec<Result<Response, Error>>> {
-    let recordings = fixtures::load("openai-responses", name, Framing::Typed)?;
-    Some(
-        recordings
-            .into_iter()
-            .map(|bytes| {
-                fixtures::decode(bytes, &OpenAi::new(fixtures::http(), "http://unused", None)).0
-            })
-            .collect(),
-    )
+fn responses(name: &str) -> Vec<Result<Response, Error>> {
+    fixtures::load("openai-responses", name, Framing::Typed)
+        .into_iter()
+        .map(|bytes| {
+            fixtures::decode(bytes, &OpenAi::new(fixtures::http(), "http://unused", None)).0
+        })
+        .collect()
 }
 
 fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
@@ -28,9 +25,7 @@ fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
 
 #[test]
 fn a_four_request_agent_loop_with_encrypted_reasoning() {
-    let Some(all) = responses("vercel-ai__openai-reasoning-encrypted-content.1.chunks.txt") else {
-        return;
-    };
+    let all = responses("vercel-ai__openai-reasoning-encrypted-content.1.chunks.txt");
     let all: Vec<Response> = all.into_iter().map(|r| r.unwrap()).collect();
     assert_eq!(all.len(), 4);
     let first = &all[0];
@@ -91,9 +86,7 @@ fn a_four_request_agent_loop_with_encrypted_reasoning() {
 
 #[test]
 fn a_nested_error_event_fails_the_call() {
-    let Some(mut all) = responses("vercel-ai__openai-error.1.chunks.txt") else {
-        return;
-    };
+    let mut all = responses("vercel-ai__openai-error.1.chunks.txt");
     let err = all.remove(0).unwrap_err();
     assert_eq!(err.kind, ErrorKind::QuotaExceeded);
     assert!(
@@ -106,9 +99,7 @@ fn a_nested_error_event_fails_the_call() {
 
 #[test]
 fn two_messages_in_one_response() {
-    let Some(mut all) = responses("vercel-ai__openai-phase.1.chunks.txt") else {
-        return;
-    };
+    let mut all = responses("vercel-ai__openai-phase.1.chunks.txt");
     let got = all.remove(0).unwrap();
     assert!(
         got.text
@@ -138,10 +129,7 @@ fn two_messages_in_one_response() {
 
 #[test]
 fn lm_studio_sends_arguments_only_when_done() {
-    let Some(mut all) = responses("vercel-ai__open-responses__lmstudio-tool-call.1.chunks.txt")
-    else {
-        return;
-    };
+    let mut all = responses("vercel-ai__open-responses__lmstudio-tool-call.1.chunks.txt");
     let got = all.remove(0).unwrap();
     assert_eq!(
         got.text,
@@ -248,9 +236,7 @@ fn stateless_input_replays_reasoning_only_to_openai() {
 
 #[test]
 fn the_recorded_http_error_body_is_a_quota_error() {
-    let Some(dir) = fixtures::dir("openai-responses") else {
-        return;
-    };
+    let dir = fixtures::dir("openai-responses");
     let body = std::fs::read_to_string(dir.join("vercel-ai__openai-error.1.json")).unwrap();
     let e = http::classify("OpenAI", 429, &body, parse_error(&body), None);
     assert_eq!(e.kind, ErrorKind::QuotaExceeded);
