@@ -100,6 +100,7 @@ pub(super) fn parse(yaml: &str) -> (Frontmatter, Option<String>) {
 /// after a value, a key twice) is `None`, for serde-saphyr to read: this reading must agree
 /// with it wherever it answers (`plain_agrees_with_yaml`).
 fn plain(yaml: &str) -> Option<Frontmatter> {
+    const MAX_PLAIN_KEYS: usize = 32;
     let mut front = Frontmatter::default();
     let mut seen: Vec<&str> = Vec::new();
     // Inside a map: its lines' indent, and the keys seen in it.
@@ -112,6 +113,10 @@ fn plain(yaml: &str) -> Option<Frontmatter> {
         }
         let indent = line.len() - content.len();
         let (key, value) = pair(content)?;
+        // Keys are compared with the ones seen: past a few, the parser is cheaper.
+        if seen.len() + map.as_ref().map_or(0, |(_, keys)| keys.len()) > MAX_PLAIN_KEYS {
+            return None;
+        }
         if indent > 0 {
             // A map's lines, all at its first line's indent.
             match (&mut map, opened) {
@@ -326,6 +331,8 @@ mod tests {
         let _ = parse(&yaml);
         let deep = "[".repeat(100_000);
         let _ = parse(&deep);
+        let keys: String = (0..40_000).map(|n| format!("k{n}: v\n")).collect();
+        let _ = parse(&keys);
         // Not a timing assertion on the machine's speed: unbounded expansion takes hours.
         assert!(started.elapsed() < std::time::Duration::from_secs(30));
     }
