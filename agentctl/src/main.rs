@@ -90,12 +90,7 @@ async fn run(cli: Cli) -> Result<u8> {
     let socket = cli.socket.as_deref();
     let command = match cli.command {
         Command::Offline(Offline::Completions { shell }) => {
-            clap_complete::generate(
-                shell,
-                &mut <Cli as clap::CommandFactory>::command(),
-                "agentctl",
-                &mut std::io::stdout(),
-            );
+            print!("{}", cmd::completions::script(shell));
             return Ok(0);
         }
         Command::Offline(Offline::Man { dir }) => return cmd::man::run(dir.as_deref()),

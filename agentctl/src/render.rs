@@ -8,8 +8,8 @@
 //! under the tool call, as soon as it is complete.
 
 use agentd_proto::{
-    BuiltinTool, Decision, Event, EventBody, LimitKind, McpServerState, ProcessingEndReason,
-    ResolvedBy, SessionState, ToolCallId, Usage,
+    BuiltinTool, Decision, Event, EventBody, HookEvent, HookOutcome, LimitKind, McpServerState,
+    ProcessingEndReason, ResolvedBy, SessionState, ToolCallId, Usage,
 };
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
@@ -60,6 +60,8 @@ pub(crate) struct Renderer {
     partial: HashMap<ToolCallId, String>,
     /// The newest complete output line, for the live tail on a terminal.
     tail: Option<String>,
+    /// The running tool calls' names, for the hooks that run for them.
+    tools: HashMap<ToolCallId, String>,
 }
 
 impl Default for Renderer {
@@ -73,6 +75,7 @@ impl Default for Renderer {
             usage: None,
             partial: HashMap::new(),
             tail: None,
+            tools: HashMap::new(),
         }
     }
 }
@@ -134,6 +137,62 @@ fn summarize_args(tool: &str, args: &serde_json::Value) -> String {
     } else {
         one_line
     }
+}
+
+/// A hook starting, under its tool call's line when it runs for one:
+/// `◆ hook pre_tool_use for shell: ./guard.py (hooks.pre_tool_use[0])`.
+fn describe_hook_start(event: HookEvent, tool: Option<&str>, program: &str, hook: &str) -> String {
+    let target = tool.map(|t| format!(" for {t}")).unwrap_or_default();
+    format!(
+        "hook {event}{target}: {} ({})",
+        printable(program, 100),
+        printable(hook, 100)
+    )
+}
+
+/// A hook's end: its mark, colour and line (`✗ hook pre_tool_use blocked (12 ms): why`).
+fn describe_hook_end(
+    event: HookEvent,
+    outcome: HookOutcome,
+    exit_code: Option<i32>,
+    duration_ms: u64,
+    reason: Option<&str>,
+) -> (&'static str, &'static str, String) {
+    let (mark, color, what) = match outcome {
+        HookOutcome::Ok => ("✓", "32", String::new()),
+        HookOutcome::Blocked => ("✗", "31", " blocked".to_owned()),
+        HookOutcome::Failed => (
+            "⚠",
+            "33",
+            match exit_code {
+                Some(code) => format!(" failed, exit {code}"),
+                None => " failed".to_owned(),
+            },
+        ),
+        HookOutcome::TimedOut => ("⚠", "33", " timed out".to_owned()),
+        HookOutcome::Aborted => ("■", "33", " aborted".to_owned()),
+    };
+    // A hook's own words, on one line: its first non-empty one.
+    let why = reason
+        .and_then(|r| r.lines().find(|l| !l.trim().is_empty()))
+        .map(|r| format!(": {}", printable(r.trim(), 200)))
+        .unwrap_or_default();
+    (
+        mark,
+        color,
+        format!("hook {event}{what} ({duration_ms} ms){why}"),
+    )
+}
+
+/// Text from a hook (a program of the user's, or of a trusted workspace) fit for a terminal:
+/// no control characters (an escape sequence could rewrite the screen), cut to `max`.
+fn printable(text: &str, max: usize) -> String {
+    clip(&without_controls(text), max)
+}
+
+/// `text` with its control characters as spaces.
+fn without_controls(text: &str) -> String {
+    text.replace(|c: char| c.is_control(), " ")
 }
 
 /// `text` cut to `max` characters.
@@ -205,7 +264,9 @@ impl Renderer {
             | EventBody::SteeringInjected { .. } => Some(Instant::now()),
             EventBody::AssistantReasoningDelta { .. }
             | EventBody::ToolCallStart { .. }
-            | EventBody::ToolCallOutputDelta { .. } => self.waiting.or(Some(Instant::now())),
+            | EventBody::ToolCallOutputDelta { .. }
+            | EventBody::HookStarted { .. }
+            | EventBody::HookFinished { .. } => self.waiting.or(Some(Instant::now())),
             _ => None,
         };
         let style = self.style;
@@ -214,6 +275,7 @@ impl Renderer {
                 self.output_line(&rest);
             }
             self.tail = None;
+            self.tools.remove(call_id);
         }
         match &event.body {
             EventBody::AssistantTextDelta { delta } => {
@@ -229,11 +291,13 @@ impl Renderer {
                 eprintln!("{}", style.paint("2", &line));
             }
             EventBody::ToolCallStart {
+                call_id,
                 tool_name,
                 arguments,
                 ..
             } => {
                 self.close_line();
+                self.tools.insert(call_id.clone(), tool_name.clone());
                 eprintln!(
                     "{} {}",
                     style.paint("1;36", &format!("● {tool_name}")),
@@ -261,12 +325,53 @@ impl Renderer {
                     "  {} {tool_name} ({duration_ms} ms)",
                     style.paint("32", "✓")
                 ),
+                // An error may quote a command's or a hook's output, escapes and all.
                 Some(e) => eprintln!(
                     "  {} {tool_name} ({duration_ms} ms): {}",
                     style.paint("31", "✗"),
-                    e.lines().last().unwrap_or_default()
+                    without_controls(e.lines().last().unwrap_or_default())
                 ),
             },
+            EventBody::HookStarted {
+                event,
+                hook,
+                program,
+                call_id,
+                ..
+            } => {
+                self.close_line();
+                // A tool's hooks show under its line, as its output does.
+                let indent = if call_id.is_some() { "  " } else { "" };
+                let tool = call_id.as_ref().map(|id| {
+                    self.tools
+                        .get(id)
+                        .map_or_else(|| id.to_string(), String::clone)
+                });
+                eprintln!(
+                    "{indent}{} {}",
+                    style.paint("36", "◆"),
+                    describe_hook_start(*event, tool.as_deref(), program, hook)
+                );
+            }
+            EventBody::HookFinished {
+                event,
+                outcome,
+                exit_code,
+                duration_ms,
+                reason,
+                ..
+            } => {
+                self.close_line();
+                let indent = if event.is_tool_event() { "    " } else { "  " };
+                let (mark, color, line) = describe_hook_end(
+                    *event,
+                    *outcome,
+                    *exit_code,
+                    *duration_ms,
+                    reason.as_deref(),
+                );
+                eprintln!("{indent}{} {line}", style.paint(color, mark));
+            }
             EventBody::SteeringInjected { text, images, .. } => {
                 eprintln!("↳ steering: {text}{}", image_note(images.len()));
             }
@@ -442,6 +547,67 @@ mod tests {
         assert_eq!(
             describe_mcp_state("git", McpServerState::Failed, Some("it crashed"), None),
             "⚙ MCP server git failed: it crashed"
+        );
+    }
+
+    #[test]
+    fn hooks_read_as_lines_of_their_own_words_without_escapes() {
+        assert_eq!(
+            describe_hook_start(
+                HookEvent::PreToolUse,
+                Some("shell"),
+                "./guard.py",
+                "hooks.pre_tool_use[0]"
+            ),
+            "hook pre_tool_use for shell: ./guard.py (hooks.pre_tool_use[0])"
+        );
+        assert_eq!(
+            describe_hook_start(
+                HookEvent::Stop,
+                None,
+                "make",
+                ".agents/hooks.toml hooks.stop[1]"
+            ),
+            "hook stop: make (.agents/hooks.toml hooks.stop[1])"
+        );
+        let end = |outcome, code, reason| {
+            describe_hook_end(HookEvent::PreToolUse, outcome, code, 12, reason)
+        };
+        assert_eq!(
+            end(HookOutcome::Ok, Some(0), None),
+            ("✓", "32", "hook pre_tool_use (12 ms)".into())
+        );
+        assert_eq!(
+            end(
+                HookOutcome::Blocked,
+                Some(2),
+                Some("\nrm is not allowed\x1b[2J here\nsecond line")
+            ),
+            (
+                "✗",
+                "31",
+                "hook pre_tool_use blocked (12 ms): rm is not allowed [2J here".into()
+            )
+        );
+        assert_eq!(
+            end(HookOutcome::Failed, Some(1), Some("crashed")).2,
+            "hook pre_tool_use failed, exit 1 (12 ms): crashed"
+        );
+        assert_eq!(
+            end(HookOutcome::TimedOut, None, Some("it ran past 1 s")).2,
+            "hook pre_tool_use timed out (12 ms): it ran past 1 s"
+        );
+        assert_eq!(
+            end(HookOutcome::Aborted, None, None),
+            ("■", "33", "hook pre_tool_use aborted (12 ms)".into())
+        );
+        let long = "x".repeat(500);
+        assert_eq!(
+            end(HookOutcome::Blocked, Some(2), Some(&long))
+                .2
+                .chars()
+                .count(),
+            "hook pre_tool_use blocked (12 ms): ".len() + 200
         );
     }
 

@@ -2013,3 +2013,42 @@ if [[ "${BASH_VERSINFO[0]}" -eq 4 && "${BASH_VERSINFO[1]}" -ge 4 || "${BASH_VERS
 else
     complete -F _agentctl -o bashdefault -o default agentctl
 fi
+
+# agentctl's addition: `agentctl submit SESSION /<TAB>` completes the session's skills and
+# prompt commands, from `agentctl commands --names SESSION`.
+_agentctl_slash() {
+    local cur="${COMP_WORDS[COMP_CWORD]}" i=1 socket=() found=()
+    if [[ $cur == /* ]]; then
+        while (( i < COMP_CWORD )); do
+            case "${COMP_WORDS[i]}" in
+                --socket) socket=(--socket "${COMP_WORDS[i+1]}"); (( i += 2 )) ;;
+                -*) (( i++ )) ;;
+                *) break ;;
+            esac
+        done
+        if [[ ${COMP_WORDS[i]} == submit ]]; then
+            (( i++ ))
+            while (( i < COMP_CWORD )); do
+                case "${COMP_WORDS[i]}" in
+                    --new) found=(new prompt); break ;;
+                    --socket) socket=(--socket "${COMP_WORDS[i+1]}"); (( i++ )) ;;
+                    --when-busy|--client-input-id|--image|--cwd|--ssh|--ssh-port|--ssh-identity|--provider|--model|--effort|--max-turns|--max-rounds|--timeout|--profile|--title|--instructions|--approval|--allow|--deny|--sandbox|--writable-roots) (( i++ )) ;;
+                    -*) ;;
+                    *) found+=("${COMP_WORDS[i]}") ;;
+                esac
+                (( i++ ))
+            done
+            if (( ${#found[@]} == 1 )); then
+                COMPREPLY=($(compgen -W "$("$1" "${socket[@]}" commands --names -- "${found[0]}" 2>/dev/null)" -- "$cur"))
+                return 0
+            fi
+        fi
+    fi
+    _agentctl "$@"
+}
+
+if [[ "${BASH_VERSINFO[0]}" -eq 4 && "${BASH_VERSINFO[1]}" -ge 4 || "${BASH_VERSINFO[0]}" -gt 4 ]]; then
+    complete -F _agentctl_slash -o nosort -o bashdefault -o default agentctl
+else
+    complete -F _agentctl_slash -o bashdefault -o default agentctl
+fi

@@ -332,3 +332,43 @@ complete -c agentctl -n "__fish_agentctl_using_subcommand help; and __fish_seen_
 complete -c agentctl -n "__fish_agentctl_using_subcommand help; and __fish_seen_subcommand_from daemon" -f -a "stop" -d 'Stop agentd gracefully: running work is aborted, sessions stay stored'
 complete -c agentctl -n "__fish_agentctl_using_subcommand help; and __fish_seen_subcommand_from daemon" -f -a "restart" -d 'Stop agentd and start it again from this shell, with this shell\'s environment'
 complete -c agentctl -n "__fish_agentctl_using_subcommand help; and __fish_seen_subcommand_from daemon" -f -a "reload" -d 'Read config.toml again (as SIGHUP does): new sessions get the new config, running ones keep theirs; a file that does not load is refused and the old config stays'
+
+# agentctl's addition: `agentctl submit SESSION /<TAB>` completes the session's skills and
+# prompt commands, from `agentctl commands --names SESSION`.
+function __agentctl_slash_commands
+    set -l tokens (commandline -opc)
+    set -l socket
+    set -l found
+    set -l i 2
+    while test $i -le (count $tokens)
+        switch $tokens[$i]
+            case --socket
+                set socket --socket $tokens[(math $i + 1)]
+                set i (math $i + 2)
+            case '-*'
+                set i (math $i + 1)
+            case '*'
+                break
+        end
+    end
+    test "$tokens[$i]" = submit; or return
+    set i (math $i + 1)
+    while test $i -le (count $tokens)
+        switch $tokens[$i]
+            case --new
+                return
+            case --socket
+                set socket --socket $tokens[(math $i + 1)]
+                set i (math $i + 1)
+            case --when-busy --client-input-id --image --cwd --ssh --ssh-port --ssh-identity --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --approval --allow --deny --sandbox --writable-roots
+                set i (math $i + 1)
+            case '-*'
+            case '*'
+                set -a found $tokens[$i]
+        end
+        set i (math $i + 1)
+    end
+    test (count $found) -eq 1; or return
+    $tokens[1] $socket commands --names -- $found[1] 2>/dev/null
+end
+complete -c agentctl -n '__fish_agentctl_using_subcommand submit; and string match -q -- "/*" (commandline -ct)' -f -a '(__agentctl_slash_commands)'

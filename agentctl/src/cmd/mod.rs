@@ -5,6 +5,7 @@ pub(crate) mod abort;
 pub(crate) mod close;
 pub(crate) mod commands;
 pub(crate) mod compact;
+pub(crate) mod completions;
 pub(crate) mod config;
 pub(crate) mod daemon;
 pub(crate) mod diff;

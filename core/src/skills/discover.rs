@@ -1,9 +1,11 @@
 //! Finding skills and commands: each root directory listed once (a bounded number of
 //! entries), each `SKILL.md` or command file read once within its cap, problems kept as
-//! warnings. Runs on the blocking pool when a session is made or loaded.
+//! warnings. Runs on the blocking pool when a session is made or loaded; a file unchanged
+//! since the last discovery is not read again (`cache.rs`).
 
+use super::cache::{Cache, FileKey, Outcome, RootFiles, kept, lookup};
 use super::frontmatter::{self, Frontmatter};
-use super::read::{Readable, read_capped};
+use super::read::{Readable, read_keyed};
 use super::{Catalog, Command, Roots, Skill};
 use agentd_proto::ExtensionScope;
 use std::collections::BTreeMap;
@@ -69,6 +71,12 @@ impl Found {
             self.dropped_warnings += 1;
         }
     }
+
+    fn warn_all(&mut self, warnings: Vec<String>) {
+        for w in warnings {
+            self.warn(w);
+        }
+    }
 }
 
 /// The directories in their order of precedence: the project's first.
@@ -127,34 +135,61 @@ fn entries(dir: &Path, found: &mut Found) -> Vec<(String, PathBuf)> {
     out
 }
 
-/// Reads one skill directory; `None` (with a warning) when it cannot be used.
+/// Reads one skill directory: no skill (with a warning) when it cannot be used; the file's
+/// key when it was read.
 fn skill(
     dir_name: &str,
     dir: &Path,
     scope: ExtensionScope,
     readable: &Readable,
-    found: &mut Found,
-) -> Option<Skill> {
+) -> (Option<FileKey>, Outcome<Skill>) {
+    let mut warnings = Vec::new();
     let file = dir.join("SKILL.md");
-    let text = match read_capped(&file, MAX_SKILL_BYTES, readable) {
-        Ok(text) => text,
+    let (text, key) = match read_keyed(&file, MAX_SKILL_BYTES, readable) {
+        Ok(read) => read,
         // A directory without SKILL.md (or a file beside the skills) is not a skill.
-        Err(_) if !file.exists() => return None,
+        Err(_) if !file.exists() => {
+            return (
+                None,
+                Outcome {
+                    item: None,
+                    warnings,
+                },
+            );
+        }
         Err(e) => {
-            found.warn(format!("skill skipped: {e}"));
-            return None;
+            warnings.push(format!("skill skipped: {e}"));
+            return (
+                None,
+                Outcome {
+                    item: None,
+                    warnings,
+                },
+            );
         }
     };
+    let item = parse_skill(dir_name, dir, &file, &text, scope, &mut warnings);
+    (Some(key), Outcome { item, warnings })
+}
+
+fn parse_skill(
+    dir_name: &str,
+    dir: &Path,
+    file: &Path,
+    text: &str,
+    scope: ExtensionScope,
+    warnings: &mut Vec<String>,
+) -> Option<Skill> {
     let shown = file.display();
-    let Some(yaml) = frontmatter::split(&text).yaml else {
-        found.warn(format!(
+    let Some(yaml) = frontmatter::split(text).yaml else {
+        warnings.push(format!(
             "skill skipped: {shown} has no YAML frontmatter (--- lines)"
         ));
         return None;
     };
     let (front, warning) = frontmatter::parse(yaml);
     if let Some(w) = warning {
-        found.warn(format!("{shown}: {w}"));
+        warnings.push(format!("{shown}: {w}"));
     }
     let Frontmatter {
         name,
@@ -163,42 +198,42 @@ fn skill(
         ..
     } = front;
     let Some(description) = description.filter(|d| !d.trim().is_empty()) else {
-        found.warn(format!("skill skipped: {shown} has no description"));
+        warnings.push(format!("skill skipped: {shown} has no description"));
         return None;
     };
     let name = match name {
         Some(name) => name.trim().to_owned(),
         None => {
-            found.warn(format!(
+            warnings.push(format!(
                 "{shown}: no name; the directory's name {dir_name:?} is used"
             ));
             dir_name.to_owned()
         }
     };
     if !is_usable_name(&name) {
-        found.warn(format!(
+        warnings.push(format!(
             "skill skipped: {shown}: its name {:?} is not 1-64 letters, digits, `-`, `_`, `.` or `:`",
             one_line(&name, 80)
         ));
         return None;
     }
     if !is_spec_name(&name) {
-        found.warn(format!(
+        warnings.push(format!(
             "{shown}: the name {name:?} breaks the spec's rule (lowercase letters, digits and single hyphens); it is used as it is"
         ));
     }
     if name != dir_name {
-        found.warn(format!(
+        warnings.push(format!(
             "{shown}: the name {name:?} differs from its directory's {dir_name:?}"
         ));
     }
     if description.chars().count() > MAX_DESCRIPTION {
-        found.warn(format!(
+        warnings.push(format!(
             "{shown}: its description is longer than {MAX_DESCRIPTION} characters; it is cut"
         ));
     }
     if compatibility.is_some_and(|c| c.chars().count() > MAX_COMPATIBILITY) {
-        found.warn(format!(
+        warnings.push(format!(
             "{shown}: its compatibility is longer than {MAX_COMPATIBILITY} characters"
         ));
     }
@@ -210,27 +245,26 @@ fn skill(
     })
 }
 
-/// Reads one command file; `None` (with a warning) when it cannot be used.
+/// Reads one command file: no command (with a warning) when it cannot be used; the file's
+/// key when it was read.
 fn command(
-    file_name: &str,
+    name: &str,
     file: &Path,
     scope: ExtensionScope,
     readable: &Readable,
-    found: &mut Found,
-) -> Option<Command> {
-    let name = file_name.strip_suffix(".md")?;
-    if !is_usable_name(name) {
-        found.warn(format!(
-            "command skipped: {}: its name is not 1-64 letters, digits, `-`, `_`, `.` or `:`",
-            file.display()
-        ));
-        return None;
-    }
-    let text = match read_capped(file, MAX_COMMAND_BYTES, readable) {
-        Ok(text) => text,
+) -> (Option<FileKey>, Outcome<Command>) {
+    let mut warnings = Vec::new();
+    let (text, key) = match read_keyed(file, MAX_COMMAND_BYTES, readable) {
+        Ok(read) => read,
         Err(e) => {
-            found.warn(format!("command skipped: {e}"));
-            return None;
+            warnings.push(format!("command skipped: {e}"));
+            return (
+                None,
+                Outcome {
+                    item: None,
+                    warnings,
+                },
+            );
         }
     };
     let split = frontmatter::split(&text);
@@ -238,7 +272,7 @@ fn command(
         Some(yaml) => {
             let (front, warning) = frontmatter::parse(yaml);
             if let Some(w) = warning {
-                found.warn(format!("{}: {w}", file.display()));
+                warnings.push(format!("{}: {w}", file.display()));
             }
             front
         }
@@ -257,25 +291,36 @@ fn command(
                 .trim_start_matches('#')
                 .to_owned()
         });
-    Some(Command {
+    let item = Some(Command {
         name: name.to_owned(),
         description: one_line(&description, 200),
         argument_hint: front.argument_hint.map(|h| one_line(&h, 200)),
         file: file.to_owned(),
         scope,
-    })
+    });
+    (Some(key), Outcome { item, warnings })
 }
 
-/// Finds the skills and commands of `roots`.
-pub(super) fn discover(roots: &Roots, readable: &Readable) -> Catalog {
+/// Finds the skills and commands of `roots`, reading only the files `cache` does not know
+/// unchanged.
+pub(super) fn discover(roots: &Roots, readable: &Readable, cache: &Cache) -> Catalog {
     let mut found = Found {
         catalog: Catalog::default(),
         dropped_warnings: 0,
     };
     let mut skills: BTreeMap<String, Skill> = BTreeMap::new();
     for (root, scope) in skill_roots(roots) {
+        let (mut before, mut now) = (cache.take_skills(&root), RootFiles::new());
         for (dir_name, dir) in entries(&root, &mut found) {
-            let Some(skill) = skill(&dir_name, &dir, scope, readable, &mut found) else {
+            let outcome = lookup(
+                &dir.join("SKILL.md"),
+                &dir_name,
+                &mut before,
+                &mut now,
+                || skill(&dir_name, &dir, scope, readable),
+            );
+            found.warn_all(outcome.warnings);
+            let Some(skill) = outcome.item else {
                 continue;
             };
             if let Some(first) = skills.get(&skill.name) {
@@ -299,11 +344,27 @@ pub(super) fn discover(roots: &Roots, readable: &Readable) -> Catalog {
             }
             skills.insert(skill.name.clone(), skill);
         }
+        cache.put_skills(root, kept(before, now));
     }
     let mut commands: BTreeMap<String, Command> = BTreeMap::new();
     for (root, scope) in command_roots(roots) {
+        let (mut before, mut now) = (cache.take_commands(&root), RootFiles::new());
         for (file_name, file) in entries(&root, &mut found) {
-            let Some(command) = command(&file_name, &file, scope, readable, &mut found) else {
+            let Some(name) = file_name.strip_suffix(".md") else {
+                continue;
+            };
+            if !is_usable_name(name) {
+                found.warn(format!(
+                    "command skipped: {}: its name is not 1-64 letters, digits, `-`, `_`, `.` or `:`",
+                    file.display()
+                ));
+                continue;
+            }
+            let outcome = lookup(&file, &file_name, &mut before, &mut now, || {
+                command(name, &file, scope, readable)
+            });
+            found.warn_all(outcome.warnings);
+            let Some(command) = outcome.item else {
                 continue;
             };
             if commands.contains_key(&command.name) {
@@ -318,6 +379,7 @@ pub(super) fn discover(roots: &Roots, readable: &Readable) -> Catalog {
             }
             commands.insert(command.name.clone(), command);
         }
+        cache.put_commands(root, kept(before, now));
     }
     if found.dropped_warnings > 0 {
         let n = found.dropped_warnings;

@@ -10,6 +10,7 @@
 //! read is bounded and none reaches agentd's own files.
 
 mod active;
+mod cache;
 mod discover;
 mod expand;
 mod frontmatter;
@@ -18,6 +19,7 @@ mod read;
 mod tool;
 
 pub(crate) use active::{active, carried_over};
+pub(crate) use cache::Cache;
 pub(crate) use expand::{Expansion, expand};
 pub(crate) use tool::{ActivateSkill, Skills};
 
@@ -80,8 +82,9 @@ pub(crate) struct Catalog {
 }
 
 impl Catalog {
-    /// Finds the skills and commands of `roots` (blocking: call it off the async workers).
-    pub(crate) fn discover(roots: &Roots, protected: &ProtectedPaths) -> Self {
+    /// Finds the skills and commands of `roots` (blocking: call it off the async workers),
+    /// reading again only the files changed since `cache` saw them.
+    pub(crate) fn discover(roots: &Roots, protected: &ProtectedPaths, cache: &Cache) -> Self {
         let readable = read::Readable {
             protected: protected.clone(),
             commands: roots
@@ -89,7 +92,7 @@ impl Catalog {
                 .as_ref()
                 .and_then(|c| std::fs::canonicalize(c.join("commands")).ok()),
         };
-        discover::discover(roots, &readable)
+        discover::discover(roots, &readable, cache)
     }
 
     pub(crate) fn skill(&self, name: &str) -> Option<&Skill> {

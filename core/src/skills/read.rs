@@ -5,6 +5,7 @@
 //! except the commands directory inside agentd's config directory, which holds the user's
 //! prompt templates.
 
+use super::cache::FileKey;
 use crate::exec::ProtectedPaths;
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
@@ -22,6 +23,15 @@ pub(crate) struct Readable {
 
 /// The text of `path`, a regular file of at most `cap` bytes (invalid UTF-8 replaced).
 pub(super) fn read_capped(path: &Path, cap: u64, readable: &Readable) -> Result<String, String> {
+    read_keyed(path, cap, readable).map(|(text, _)| text)
+}
+
+/// [`read_capped`], with the identity and times of the file read.
+pub(super) fn read_keyed(
+    path: &Path,
+    cap: u64,
+    readable: &Readable,
+) -> Result<(String, FileKey), String> {
     // Read-only, and without blocking on a FIFO or taking a terminal.
     let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC;
     let file = std::fs::File::from(
@@ -54,8 +64,9 @@ pub(super) fn read_capped(path: &Path, cap: u64, readable: &Readable) -> Result<
     if bytes.len() as u64 > cap {
         return Err(too_big());
     }
-    Ok(match String::from_utf8(bytes) {
+    let text = match String::from_utf8(bytes) {
         Ok(text) => text,
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-    })
+    };
+    Ok((text, FileKey::of(&meta)))
 }

@@ -36,7 +36,7 @@ impl Dirs {
         self.roots.home.as_deref().unwrap()
     }
     fn catalog(&self) -> Catalog {
-        Catalog::discover(&self.roots, &ProtectedPaths::default())
+        Catalog::discover(&self.roots, &ProtectedPaths::default(), &Cache::default())
     }
 }
 
@@ -177,7 +177,7 @@ fn agentds_own_files_are_never_read_but_the_users_commands_are() {
     )
     .unwrap();
     let protected = ProtectedPaths::new([config.clone()], None);
-    let c = Catalog::discover(&d.roots, &protected);
+    let c = Catalog::discover(&d.roots, &protected, &Cache::default());
     assert!(c.skills.is_empty());
     let all = c.warnings.join("\n");
     assert!(!all.contains("SECRET"), "{all}");
@@ -189,6 +189,60 @@ fn agentds_own_files_are_never_read_but_the_users_commands_are() {
     assert_eq!(hello.description, "Greets");
     assert_eq!(hello.argument_hint.as_deref(), Some("NAME"));
     assert_eq!(c.template(hello).unwrap(), "Say hello to $1.");
+}
+
+#[test]
+fn a_known_file_is_not_read_again_until_it_changes() {
+    let d = dirs();
+    let skills = d.project().join(".agents/skills");
+    for name in ["kept", "edited", "removed"] {
+        write(
+            &skills.join(name).join("SKILL.md"),
+            &skill_md(name, "first"),
+        );
+    }
+    let cache = Cache::default();
+    let names = |c: &Catalog| -> Vec<(String, String)> {
+        c.skills
+            .iter()
+            .map(|s| (s.name.clone(), s.description.clone()))
+            .collect()
+    };
+    // Just written: read by every discovery, whatever their times say.
+    Catalog::discover(&d.roots, &ProtectedPaths::default(), &cache);
+    write(
+        &skills.join("edited/SKILL.md"),
+        &skill_md("edited", "again"),
+    );
+    let c = Catalog::discover(&d.roots, &ProtectedPaths::default(), &cache);
+    assert_eq!(c.skill("edited").unwrap().description, "again");
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    Catalog::discover(&d.roots, &ProtectedPaths::default(), &cache);
+    // Known now: a discovery that would refuse to read them still has them.
+    let refusing = ProtectedPaths::new([skills.clone()], None);
+    let c = Catalog::discover(&d.roots, &refusing, &cache);
+    assert_eq!(c.skills.len(), 3, "{:?}", c.warnings);
+    // Same size, its mtime put back: its ctime still tells.
+    let file = skills.join("edited/SKILL.md");
+    let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
+    write(&file, &skill_md("edited", "third"));
+    std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    std::fs::remove_dir_all(skills.join("removed")).unwrap();
+    write(&skills.join("added/SKILL.md"), &skill_md("added", "new"));
+    let c = Catalog::discover(&d.roots, &ProtectedPaths::default(), &cache);
+    assert_eq!(
+        names(&c),
+        [
+            ("added".into(), "new".into()),
+            ("edited".into(), "third".into()),
+            ("kept".into(), "first".into())
+        ]
+    );
 }
 
 #[test]
@@ -332,19 +386,32 @@ fn discovery_cost() {
             ),
         );
     }
-    let mut times = Vec::new();
-    for _ in 0..51 {
-        let started = std::time::Instant::now();
-        let c = d.catalog();
-        times.push(started.elapsed());
-        assert_eq!(c.skills.len(), 100);
-    }
-    times.sort();
+    // Each discovery with a cache of its own (every file read), or with one shared.
+    let median = |shared: Option<&Cache>| {
+        let mut times = Vec::new();
+        for _ in 0..51 {
+            let fresh = Cache::default();
+            let started = std::time::Instant::now();
+            let c = Catalog::discover(
+                &d.roots,
+                &ProtectedPaths::default(),
+                shared.unwrap_or(&fresh),
+            );
+            times.push(started.elapsed());
+            assert_eq!(c.skills.len(), 100);
+        }
+        times.sort();
+        times[25]
+    };
+    let read = median(None);
+    // Files changed in the last two seconds are read again each time.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let known = median(Some(&Cache::default()));
     let started = std::time::Instant::now();
     let prompt = d.catalog().prompt_section();
     println!(
-        "100 skills: discovery median {:?}, with the prompt section {:?} ({} bytes)",
-        times[25],
+        "100 skills: discovery median {read:?} reading them, {known:?} knowing them, with the \
+         prompt section {:?} ({} bytes)",
         started.elapsed(),
         prompt.len()
     );

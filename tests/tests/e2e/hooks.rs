@@ -2,12 +2,13 @@
 //! hook written for Claude Code (its stdin fields, exit 2) blocking `rm` with its reason
 //! reaching the model; a `post_tool_use` formatter; a `stop` hook keeping the agent working
 //! once; `user_prompt_submit` adding context or refusing; hooks that hang, flood or crash; a
-//! `notification` hook on an approval; and the trust attacks: a model writing the workspace's
+//! `notification` hook on an approval; `pre_compact` before a compaction and
+//! `subagent_stop` keeping a child working; and the trust attacks: a model writing the workspace's
 //! `.agents/hooks.toml` or the user's config file never gets a hook run.
 
 use crate::processes::{live_with_marker, marker, wait_for};
 use crate::{Setup, of_kind, setup_on};
-use agentd_tests::mock::MockAnthropic;
+use agentd_tests::mock::{MockAnthropic, Reply};
 use agentd_tests::{TestDaemon, sse};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -582,6 +583,200 @@ async fn a_session_start_hook_adds_context_once() {
         1,
         "{sent}"
     );
+}
+
+/// A hook keeping what it reads in `seen`, one JSON line a run, which sends a subagent back
+/// to work once.
+fn recorder(dir: &Path, seen: &Path) -> String {
+    script(
+        dir,
+        "record.py",
+        &format!(
+            r#"#!/usr/bin/env python3
+import json, sys
+data = json.load(sys.stdin)
+with open({:?}, "a") as f:
+    f.write(json.dumps(data) + "\n")
+if data["hook_event_name"] == "SubagentStop" and not data["stop_hook_active"]:
+    print(json.dumps({{"decision": "block", "reason": "check the child's work again"}}))
+"#,
+            seen.display().to_string()
+        ),
+    )
+}
+
+fn records(seen: &Path) -> Vec<Value> {
+    std::fs::read_to_string(seen)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pre_compact_hook_runs_before_the_summary_is_asked_for() {
+    let bin = tempfile::tempdir().unwrap();
+    let seen = bin.path().join("seen.jsonl");
+    let hook = recorder(bin.path(), &seen);
+    let config = format!("[[hooks.pre_compact]]\ncommand = {hook:?}\n");
+    let mut s = with_config(&config, json!({"config": {"context_window_tokens": 1000}})).await;
+    let summaries_asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let asked = summaries_asked.clone();
+    let hook_seen = seen.clone();
+    s.mock.respond_with(move |body| {
+        if body.to_string().contains("summaries of coding-agent") {
+            // The hook has run by the time the summary is asked for.
+            asked.store(
+                records(&hook_seen).len(),
+                std::sync::atomic::Ordering::SeqCst,
+            );
+            return Reply::Stream(sse::text("SHORT-SUMMARY"));
+        }
+        Reply::Stream(sse::text("ok"))
+    });
+    s.run(&format!("oldest question {}", "x".repeat(600))).await;
+    s.run(&format!("middle question {}", "y".repeat(800))).await;
+    s.run("newest question").await;
+    assert!(records(&seen).is_empty(), "no compaction yet");
+    let since = s.call("session/get", json!({})).await["last_seq"]
+        .as_u64()
+        .unwrap();
+    let compacted = s.call("session/compact", json!({})).await;
+    assert!(compacted["tokens_after"].as_u64() < compacted["tokens_before"].as_u64());
+    assert_eq!(summaries_asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let ran = records(&seen);
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    assert_eq!(ran[0]["hook_event_name"], "PreCompact");
+    assert_eq!(ran[0]["trigger"], "manual");
+    assert_eq!(ran[0]["session_id"], s.session.as_str());
+    let transcript = ran[0]["transcript_path"].as_str().unwrap();
+    assert!(Path::new(transcript).is_file(), "{transcript}");
+    s.client.subscribe(&s.session, Some(since)).await.unwrap();
+    let events = s.until("compaction").await;
+    let started = of_kind(&events, "hook_started");
+    assert_eq!(started.len(), 1, "{events:?}");
+    assert_eq!(started[0]["data"]["event"], "pre_compact");
+    assert_eq!(started[0]["data"]["hook"], "hooks.pre_compact[0]");
+    assert_eq!(outcomes(&events), ["ok"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagent_stop_hook_keeps_the_child_working_and_stop_is_the_parents() {
+    use crate::subagents::{first_user, parent_script, text};
+    let bin = tempfile::tempdir().unwrap();
+    let seen = bin.path().join("seen.jsonl");
+    let hook = recorder(bin.path(), &seen);
+    let config = format!(
+        "[[hooks.subagent_stop]]\ncommand = {hook:?}\n\n[[hooks.stop]]\ncommand = {hook:?}\n"
+    );
+    let mut s = with_config(&config, json!({})).await;
+    s.mock.respond_with(|body| {
+        if first_user(body).contains("child-task") {
+            return if body.to_string().contains("check the child's work again") {
+                text("CHILD-CHECKED")
+            } else {
+                text("child-first-answer")
+            };
+        }
+        parent_script(body, &["child-task: look around"])
+    });
+    let events = s.run("parent task").await;
+    assert_eq!(
+        of_kind(&events, "processing_end")[0]["data"]["reason"],
+        "completed"
+    );
+    let child = of_kind(&events, "subagent_spawned")[0]["data"]["agent_id"]
+        .as_str()
+        .expect("a child")
+        .to_owned();
+    let requests = s.mock.requests();
+    let child_requests: Vec<String> = requests
+        .iter()
+        .filter(|r| first_user(&r.body).contains("child-task"))
+        .map(|r| r.body.to_string())
+        .collect();
+    assert_eq!(child_requests.len(), 2, "{child_requests:?}");
+    let back = child_requests
+        .iter()
+        .find(|b| b.contains("check the child's work again"))
+        .expect("the child was sent back to work with the hook's reason");
+    assert!(back.contains("subagent_stop hook"), "{back}");
+    // What the parent waited for is the child's answer after the hook let it stop.
+    let last = requests.last().unwrap().body.to_string();
+    assert!(last.contains("CHILD-CHECKED"), "{last}");
+    let ran: Vec<(String, String, bool)> = records(&seen)
+        .iter()
+        .map(|r| {
+            (
+                r["hook_event_name"].as_str().unwrap().to_owned(),
+                r["session_id"].as_str().unwrap().to_owned(),
+                r["stop_hook_active"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ran,
+        [
+            ("SubagentStop".to_owned(), child.clone(), false),
+            ("SubagentStop".to_owned(), child.clone(), true),
+            ("Stop".to_owned(), s.session.clone(), false),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agentctl_shows_each_hook_under_its_tool_and_why_it_blocked() {
+    let bin = tempfile::tempdir().unwrap();
+    let guard = script(
+        bin.path(),
+        "guard.sh",
+        "#!/bin/sh\nif grep -q 'rm '; then printf 'no rm here:\\033[2J use ./trash\\n' >&2; exit 2; fi\n",
+    );
+    let config = format!(
+        "[[hooks.pre_tool_use]]\nmatcher = \"Bash\"\ncommand = {guard:?}\n\n[[hooks.stop]]\ncommand = \"true\"\n"
+    );
+    let s = with_config(&config, json!({})).await;
+    s.mock.push_stream(sse::tools(
+        "",
+        &[("c1", "shell", json!({"command": "rm -f keep.txt"}))],
+    ));
+    s.mock.push_stream(sse::text("ok"));
+    let out = s
+        .daemon
+        .agentctl(&["submit", "--follow", &s.session, "tidy up"], None)
+        .await
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    let at = |prefix: &str| {
+        lines
+            .iter()
+            .position(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line {prefix:?} in:\n{err}"))
+    };
+    let tool = at("● shell rm -f keep.txt");
+    let started = at(&format!(
+        "  ◆ hook pre_tool_use for shell: {guard} (hooks.pre_tool_use[0])"
+    ));
+    let blocked = at("    ✗ hook pre_tool_use blocked (");
+    let tool_end = at("  ✗ shell (");
+    let stop = at("◆ hook stop: true (hooks.stop[0])");
+    let stopped = at("  ✓ hook stop (");
+    assert!(
+        tool < started
+            && started < blocked
+            && blocked < tool_end
+            && tool_end < stop
+            && stop < stopped,
+        "{err}"
+    );
+    // The hook's words, without its escape sequence.
+    assert!(
+        lines[blocked].ends_with("): no rm here: [2J use ./trash"),
+        "{err}"
+    );
+    assert!(!err.contains('\x1b'), "{err:?}");
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! workspace and of the user's home listed in the request's system prompt, activated by the
 //! model and by `/name` (once), their files read with the read tool, kept through a
 //! compaction; an invalid one reported; a command's arguments expanded; `session/get` and
-//! `session/commands`; the specification's example shapes read unchanged.
+//! `session/commands`; the specification's example shapes read unchanged; bash completing
+//! `agentctl submit SESSION /` from them.
 
 use crate::{Setup, data_of, of_kind, setup_on};
 use agentd_tests::TestDaemon;
@@ -372,4 +373,91 @@ async fn the_invalid_skill_is_a_warning_event_and_a_hostile_one_costs_a_bounded_
     assert!(all.contains("nodesc/SKILL.md has no description"), "{all}");
     assert!(all.contains("steal/SKILL.md"), "{all}");
     assert!(!all.contains("SECRET-TEXT"), "{all}");
+}
+
+/// What bash's completion offers for `line` (its last word is completed), run for real:
+/// the script `agentctl completions bash` prints, the function `complete -p` names for
+/// agentctl, called as bash calls it, with agentctl on `PATH`.
+fn bash_completes(s: &Setup, script: &Path, line: &[&str]) -> Vec<String> {
+    let words: Vec<String> = line.iter().map(|w| format!("'{w}'")).collect();
+    let cword = line.len() - 1;
+    let program = format!(
+        r#"source {script:?}
+spec=$(complete -p agentctl) || exit 3
+function=$(sed 's/.* -F \([^ ]*\) .*/\1/' <<< "$spec")
+COMP_WORDS=({words})
+COMP_CWORD={cword}
+COMP_LINE="${{COMP_WORDS[*]}}"
+COMP_POINT=${{#COMP_LINE}}
+"$function" agentctl "${{COMP_WORDS[COMP_CWORD]}}" "${{COMP_WORDS[COMP_CWORD-1]}}"
+printf '%s\n' "${{COMPREPLY[@]}}""#,
+        words = words.join(" "),
+    );
+    let path = format!(
+        "{}:{}",
+        agentd_tests::bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = s
+        .daemon
+        .program("bash")
+        .env("PATH", path)
+        .args(["--norc", "-c", &program])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_completes_a_sessions_commands_after_submit() {
+    let s = setup(json!({})).await;
+    let out = s
+        .daemon
+        .agentctl(&["completions", "bash"], None)
+        .await
+        .unwrap();
+    let script = s.daemon.root.path().join("agentctl.bash");
+    std::fs::write(&script, &out.stdout).unwrap();
+    let session = s.session.as_str();
+    let mut all = bash_completes(&s, &script, &["agentctl", "submit", session, "/"]);
+    all.sort();
+    assert_eq!(
+        all,
+        ["/fix", "/notes", "/pdf-processing", "/template-skill"]
+    );
+    assert_eq!(
+        bash_completes(&s, &script, &["agentctl", "submit", session, "/pd"]),
+        ["/pdf-processing"]
+    );
+    // Past submit's options and their values, and with a prefix of the session's id.
+    assert_eq!(
+        bash_completes(
+            &s,
+            &script,
+            &[
+                "agentctl",
+                "--json",
+                "submit",
+                "-f",
+                "--when-busy",
+                "steer",
+                &session[..8],
+                "/no"
+            ]
+        ),
+        ["/notes"]
+    );
+    // Only the prompt's first word is a command; other words complete as clap says.
+    assert!(bash_completes(&s, &script, &["agentctl", "submit", session, "fix", "/"]).is_empty());
+    assert!(bash_completes(&s, &script, &["agentctl", "submit", "--new", "/"]).is_empty());
+    assert_eq!(
+        bash_completes(&s, &script, &["agentctl", "subm"]),
+        ["submit"]
+    );
 }

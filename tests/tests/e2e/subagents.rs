@@ -8,28 +8,28 @@ use agentd_tests::sse;
 use serde_json::{Value, json};
 
 /// The first user message of a request (who is asking: the parent or which child).
-fn first_user(body: &Value) -> String {
+pub(crate) fn first_user(body: &Value) -> String {
     body["messages"][0]["content"].to_string()
 }
 
 /// How many tool results a request carries.
-fn results(body: &Value) -> usize {
+pub(crate) fn results(body: &Value) -> usize {
     body.to_string().matches("\"tool_result\"").count()
 }
 
 /// The agent ids in a request's `spawn_agent` results.
-fn spawned(body: &Value) -> Vec<String> {
+pub(crate) fn spawned(body: &Value) -> Vec<String> {
     let text = body.to_string();
     text.match_indices("spawned agent ")
         .map(|(i, m)| text[i + m.len()..i + m.len() + 36].to_owned())
         .collect()
 }
 
-fn call(id: &str, name: &str, input: Value) -> (String, String, Value) {
+pub(crate) fn call(id: &str, name: &str, input: Value) -> (String, String, Value) {
     (id.into(), name.into(), input)
 }
 
-fn tools(calls: Vec<(String, String, Value)>) -> Reply {
+pub(crate) fn tools(calls: Vec<(String, String, Value)>) -> Reply {
     let calls: Vec<(&str, &str, Value)> = calls
         .iter()
         .map(|(i, n, v)| (i.as_str(), n.as_str(), v.clone()))
@@ -37,12 +37,12 @@ fn tools(calls: Vec<(String, String, Value)>) -> Reply {
     Reply::Stream(sse::tools("", &calls))
 }
 
-fn text(t: &str) -> Reply {
+pub(crate) fn text(t: &str) -> Reply {
     Reply::Stream(sse::text(t))
 }
 
 /// The parent spawns one child per task, then waits for all of them, then answers.
-fn parent_script(body: &Value, tasks: &[&str]) -> Reply {
+pub(crate) fn parent_script(body: &Value, tasks: &[&str]) -> Reply {
     match results(body) {
         0 => tools(
             tasks

@@ -190,9 +190,13 @@ impl Registry {
             .environment
             .is_local()
             .then(|| template.cwd.clone());
-        let protected = self.protected.clone();
+        let (protected, cache) = (self.protected.clone(), self.skill_files.clone());
         tokio::task::spawn_blocking(move || {
-            Arc::new(Catalog::discover(&Roots::for_user(project), &protected))
+            Arc::new(Catalog::discover(
+                &Roots::for_user(project),
+                &protected,
+                &cache,
+            ))
         })
         .await
         .map_err(crashed)
@@ -320,19 +324,21 @@ impl Registry {
             return Err(Error::ShuttingDown);
         }
         let id = SessionId(uuid::Uuid::new_v4().to_string());
-        let files = match &self.store {
-            Some(store) => {
-                let (store, id) = (store.clone(), id.clone());
-                Some(
+        // The session's directory is made while its skills are found.
+        let files = async {
+            match &self.store {
+                Some(store) => {
+                    let (store, id) = (store.clone(), id.clone());
                     tokio::task::spawn_blocking(move || store.create(&id))
                         .await
                         .map_err(crashed)?
-                        .map_err(storage)?,
-                )
+                        .map(Some)
+                        .map_err(storage)
+                }
+                None => Ok(None),
             }
-            None => None,
         };
-        let catalog = self.catalog(&new.template).await?;
+        let (files, catalog) = tokio::try_join!(files, self.catalog(&new.template))?;
         let spec = self.spec(current, id.clone(), new, files, false, catalog)?;
         let session = Session::spawn(spec, Some(self.daemon_events.clone()), &self.tasks);
         // A session the client is told about is stored, record and all.

@@ -62,6 +62,8 @@ pub struct Registry {
     hidden: Arc<[PathBuf]>,
     /// The disk cap all sessions' checkpoints share; `None` without a store.
     checkpoints: Option<Arc<crate::checkpoint::Budget>>,
+    /// What the last discoveries of skills and commands read, for the next session's.
+    skill_files: Arc<crate::skills::Cache>,
 }
 
 fn storage(e: crate::store::Error) -> Error {
@@ -106,6 +108,7 @@ impl Registry {
             protected: Arc::new(protected),
             hidden,
             checkpoints,
+            skill_files: Arc::default(),
         });
         let interrupted = registry.load_stored();
         let me = registry.clone();
