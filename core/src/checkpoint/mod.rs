@@ -16,6 +16,7 @@ mod diff;
 mod objects;
 mod restore;
 mod snapshot;
+mod watch;
 
 pub(crate) use budget::Budget;
 pub(crate) use snapshot::Snap;
@@ -206,13 +207,14 @@ impl Store {
         freed
     }
 
-    fn snapshot(&mut self, inner: &Inner) -> Result<Snap, String> {
+    /// Records the workspace; `whole`: walks all of it rather than what the watch saw change.
+    fn snapshot(&mut self, inner: &Inner, whole: bool) -> Result<Snap, String> {
         let walk = snapshot::Walk {
             root: &inner.root,
             exclude: &inner.exclude,
             max_file_bytes: inner.max_file_bytes,
         };
-        let (snap, grew) = snapshot::take(&walk, &self.objects, &mut self.cache)?;
+        let (snap, grew) = snapshot::take(&walk, &self.objects, &mut self.cache, whole)?;
         self.bytes += grew;
         Ok(snap)
     }
@@ -379,7 +381,7 @@ impl Checkpoints {
     pub(crate) fn take(&self, close: Option<(InputId, Snap)>) -> Pending {
         self.spawn(move |store, inner| {
             let started = Instant::now();
-            let snap = store.snapshot(inner)?;
+            let snap = store.snapshot(inner, false)?;
             // The benchmark reads these (`agentd-bench checkpoints`).
             tracing::debug!(
                 micros = started.elapsed().as_micros() as u64,
@@ -412,6 +414,19 @@ impl Checkpoints {
         })
     }
 
+    /// `snap`, just taken, brought up to date for a round about to run when that costs
+    /// little (the watch says what changed since): what the user changed meanwhile is not
+    /// the round's doing.
+    pub(crate) fn refresh(&self, snap: Snap) -> Pending {
+        self.spawn(move |store, inner| {
+            if store.cache.watched() {
+                store.snapshot(inner, false)
+            } else {
+                Ok(snap)
+            }
+        })
+    }
+
     /// Puts back the files the agent changed in `inputs` as they were before; see the module
     /// docs for what is refused.
     pub(crate) async fn undo(
@@ -429,7 +444,7 @@ impl Checkpoints {
                     .filter(|r| inputs.contains(&r.input_id))
                     .collect();
                 let span = store.span(&rounds)?;
-                let now = store.snapshot(inner)?;
+                let now = store.snapshot(inner, true)?;
                 let current = store.objects.flatten(&now.tree)?;
                 let mut report = FilesRestored::default();
                 if inputs.iter().any(|i| store.pruned.contains(i)) {
@@ -485,7 +500,7 @@ impl Checkpoints {
                 let Some(redo) = store.redo.take() else {
                     return Ok(Ok(FilesRestored::default()));
                 };
-                let now = store.snapshot(inner)?;
+                let now = store.snapshot(inner, true)?;
                 let current = store.objects.flatten(&now.tree)?;
                 let mut report = FilesRestored::default();
                 let mut targets = Vec::new();
