@@ -31,6 +31,7 @@ mod session;
 mod skills;
 mod store;
 mod tools;
+mod worktree;
 
 // Sessions and the registry that holds a daemon's sessions.
 pub use session::{

@@ -1574,7 +1574,7 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__new)
-            opts="-h --cwd --ssh --ssh-port --ssh-identity --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --approval --allow --deny --sandbox --writable-roots --sandbox-network --socket --json --help"
+            opts="-h --cwd --ssh --ssh-port --ssh-identity --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --worktree --approval --allow --deny --sandbox --writable-roots --sandbox-network --socket --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1629,6 +1629,10 @@ _agentctl() {
                     return 0
                     ;;
                 --instructions)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --worktree)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1860,7 +1864,7 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__submit)
-            opts="-f -h --new --follow --when-busy --client-input-id --image --cwd --ssh --ssh-port --ssh-identity --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --approval --allow --deny --sandbox --writable-roots --sandbox-network --socket --json --help"
+            opts="-f -h --new --follow --when-busy --client-input-id --image --cwd --ssh --ssh-port --ssh-identity --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --worktree --approval --allow --deny --sandbox --writable-roots --sandbox-network --socket --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1927,6 +1931,10 @@ _agentctl() {
                     return 0
                     ;;
                 --instructions)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --worktree)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -89,6 +89,7 @@ gemini\t''
 bash\t''"
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l title -d 'Title shown in lists' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l instructions -d 'Extra instructions appended to the system prompt' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l worktree -d 'Run in a new git worktree of the directory\'s repository, on a new branch `agentd/NAME` from HEAD (NAME picked when not given); `agentctl rm` removes it only when nothing in it would be lost' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l approval -d '`ask`: every command and file change waits for approval (answered at the terminal with --follow, or with `agentctl respond`); `auto` runs them' -r -f -a "auto\t''
 ask\t''"
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l allow -d 'A call that runs without asking, as `tool` or `tool(pattern)`: `--allow \'shell(git status*)\'`. Repeatable' -r
@@ -133,6 +134,7 @@ gemini\t''
 bash\t''"
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l title -d 'Title shown in lists' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l instructions -d 'Extra instructions appended to the system prompt' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l worktree -d 'Run in a new git worktree of the directory\'s repository, on a new branch `agentd/NAME` from HEAD (NAME picked when not given); `agentctl rm` removes it only when nothing in it would be lost' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l approval -d '`ask`: every command and file change waits for approval (answered at the terminal with --follow, or with `agentctl respond`); `auto` runs them' -r -f -a "auto\t''
 ask\t''"
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l allow -d 'A call that runs without asking, as `tool` or `tool(pattern)`: `--allow \'shell(git status*)\'`. Repeatable' -r

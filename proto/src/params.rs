@@ -175,6 +175,9 @@ pub struct SessionSnapshot {
     /// Requests waiting for a client's answer (`session/respond`), oldest first.
     #[serde(default)]
     pub pending: Vec<crate::PendingRequest>,
+    /// Its own git worktree, when it was created with one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<Worktree>,
     /// Where its tools run (absent: locally).
     #[serde(default, skip_serializing_if = "Environment::is_local")]
     pub environment: Environment,
@@ -356,6 +359,34 @@ pub struct CreateParams {
     )]
     #[schemars(with = "Option<bool>")]
     pub read_only: bool,
+    /// Run the session in a new git worktree of `cwd`'s repository, on a new branch
+    /// `agentd/NAME` from its HEAD, under agentd's state directory: `true` (agentd picks
+    /// NAME) or NAME. Local sessions only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<WorktreeRequest>,
+}
+
+/// `session/create`'s `worktree`: `true` for a name agentd picks, or the name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum WorktreeRequest {
+    /// `true`: a worktree with a name agentd picks (`false`: none).
+    Flag(bool),
+    /// A worktree whose branch is `agentd/NAME`.
+    Name(String),
+}
+
+/// A session's own git worktree (`session/create {worktree}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Worktree {
+    /// Its directory (the session's `cwd`).
+    pub path: String,
+    /// Its branch.
+    pub branch: String,
+    /// The working tree of the repository it belongs to.
+    pub repository: String,
+    /// The commit it started from.
+    pub base: String,
 }
 
 /// Where a session's tools read, write and run.
@@ -760,6 +791,10 @@ pub struct CompactResponse {
 pub struct DeleteResponse {
     /// The deleted session.
     pub session_id: SessionId,
+    /// Why its worktree (and branch) were kept: it holds uncommitted or untracked files, or
+    /// the branch has commits of its own. Absent when it had none or it was removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree_kept: Option<String>,
 }
 
 /// Parameters of `session/unsubscribe` and `daemon/unsubscribe`. The positional form

@@ -40,11 +40,15 @@ impl Gc {
             }
             matched += 1;
             if !self.dry_run {
-                ctx.conn
+                let r = ctx
+                    .conn
                     .call::<m::SessionDelete>(SessionParams {
                         session_id: s.session_id.clone(),
                     })
                     .await?;
+                if let Some(why) = r.worktree_kept.filter(|_| !ctx.json) {
+                    eprintln!("{why}");
+                }
             }
             let verb = if self.dry_run {
                 "would delete"

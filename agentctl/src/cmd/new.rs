@@ -10,6 +10,7 @@ use agentd_proto::methods as m;
 use agentd_proto::{
     ApprovalMode, ApprovalPatch, ApprovalRule, ConfigPatch, CreateParams, Environment, ProfileId,
     ReasoningEffort, SandboxMode, SessionSnapshot, SetConfigParams, SshEnvironment,
+    WorktreeRequest,
 };
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use std::path::PathBuf;
@@ -98,6 +99,11 @@ pub(crate) struct NewArgs {
     /// Refuse file writes and deletes; commands run in the read_only sandbox.
     #[arg(long)]
     read_only: bool,
+    /// Run in a new git worktree of the directory's repository, on a new branch
+    /// `agentd/NAME` from HEAD (NAME picked when not given); `agentctl rm` removes it only
+    /// when nothing in it would be lost.
+    #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "")]
+    worktree: Option<String>,
     /// `ask`: every command and file change waits for approval (answered at the terminal
     /// with --follow, or with `agentctl respond`); `auto` runs them.
     #[arg(long, value_enum, value_name = "MODE")]
@@ -215,6 +221,10 @@ impl NewArgs {
             title: self.title,
             instructions: self.instructions,
             read_only: self.read_only,
+            worktree: self.worktree.map(|name| match name.as_str() {
+                "" => WorktreeRequest::Flag(true),
+                _ => WorktreeRequest::Name(name),
+            }),
         })
     }
 }

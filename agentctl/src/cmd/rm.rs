@@ -19,7 +19,12 @@ impl Rm {
                 .conn
                 .call::<m::SessionDelete>(SessionParams { session_id })
                 .await?;
-            print(ctx.json, &r, |r| println!("deleted {}", r.session_id));
+            print(ctx.json, &r, |r| {
+                println!("deleted {}", r.session_id);
+                if let Some(why) = &r.worktree_kept {
+                    println!("{why}");
+                }
+            });
         }
         Ok(0)
     }

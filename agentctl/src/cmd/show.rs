@@ -37,6 +37,12 @@ fn human(s: &SessionSnapshot) {
     }
     row("state", s.state.as_str());
     row("cwd", &s.cwd);
+    if let Some(tree) = &s.worktree {
+        row(
+            "worktree",
+            &format!("branch {} of {}", tree.branch, tree.repository),
+        );
+    }
     row("profile", s.profile.as_str());
     row("turns", &s.turns.to_string());
     row("usage", &usage_line(&s.usage));

@@ -419,9 +419,10 @@ pub(super) fn build(daemon: Arc<Daemon>) -> Methods {
     });
     register::<m::SessionDelete, _, _>(&mut module, |d, p| async move {
         tokio::spawn(async move {
-            d.registry.delete(&p.session_id).await?;
+            let worktree_kept = d.registry.delete(&p.session_id).await?;
             Ok(DeleteResponse {
                 session_id: p.session_id,
+                worktree_kept,
             })
         })
         .await

@@ -1,7 +1,8 @@
 //! When the loop takes checkpoints: before a tool round that may change files (a tool that
 //! would ask for approval: file writes, `apply_patch`, the shell, MCP tools that do not say
 //! they only read), and after it. The "after" is started as soon as the round's tools end,
-//! next to the following LLM call, so it costs no wall time; a round that only reads takes
+//! next to the following LLM call, so it costs no wall time, and brought up to date just
+//! before the next round when the watch makes that cheap; a round that only reads takes
 //! none, unless the round before it has to be closed.
 
 use crate::checkpoint::{Checkpoints, Pending, Snap, joined};
@@ -51,7 +52,11 @@ impl<'a> Recorder<'a> {
                 .is_some_and(|t| t.tool.approval(&call.arguments).is_some())
         });
         let taken = match self.pending.take() {
-            Some(pending) => joined(pending.await),
+            // Taken at the LLM call: what changed since (the user's edits) is brought in.
+            Some(pending) => match joined(pending.await) {
+                Ok(snap) if changes => joined(checkpoints.refresh(snap).await),
+                taken => taken,
+            },
             None if changes => joined(checkpoints.take(None).await),
             None => return None,
         };

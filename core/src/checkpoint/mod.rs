@@ -16,12 +16,14 @@ mod diff;
 mod objects;
 mod restore;
 mod snapshot;
+mod watch;
 
 pub(crate) use budget::Budget;
 pub(crate) use snapshot::Snap;
 
 use agentd_proto::{FilesRestored, InputId};
 use gix_hash::ObjectId;
+use gix_object::tree::EntryKind;
 use objects::{Entry, Files, Objects};
 use serde::{Deserialize, Serialize};
 use snapshot::Cache;
@@ -34,6 +36,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 const ROUNDS: &str = "rounds.jsonl";
 const ROUNDS_TMP: &str = ".rounds.jsonl.tmp";
+/// What a redo brings back (see [`Redo`]).
+const REDO: &str = "redo.jsonl";
+const REDO_TMP: &str = ".redo.jsonl.tmp";
 /// The inputs whose rounds the disk cap removed, one a line.
 const PRUNED: &str = "pruned.txt";
 /// Most rounds a store keeps; the oldest go first past it (the disk cap removes them sooner).
@@ -73,6 +78,77 @@ struct Round {
 /// What the last undo changed: per path, the file after the undo and before it.
 struct Redo {
     paths: Vec<(Vec<u8>, Option<Entry>, Option<Entry>)>,
+}
+
+/// One path of a [`Redo`] as `redo.jsonl` holds it (a file: its kind and object).
+#[derive(Serialize, Deserialize)]
+struct RedoLine {
+    path: Vec<u8>,
+    after: Option<(String, String)>,
+    before: Option<(String, String)>,
+}
+
+fn entry_text(entry: Option<Entry>) -> Option<(String, String)> {
+    entry.map(|e| {
+        let kind = match e.kind {
+            EntryKind::BlobExecutable => "exec",
+            EntryKind::Link => "link",
+            _ => "blob",
+        };
+        (kind.to_owned(), e.id.to_string())
+    })
+}
+
+fn entry_of(text: Option<(String, String)>) -> Result<Option<Entry>, String> {
+    let Some((kind, id)) = text else {
+        return Ok(None);
+    };
+    let kind = match kind.as_str() {
+        "exec" => EntryKind::BlobExecutable,
+        "link" => EntryKind::Link,
+        _ => EntryKind::Blob,
+    };
+    Ok(Some(Entry {
+        kind,
+        id: oid(&id)?,
+    }))
+}
+
+impl Redo {
+    /// The redo kept at `dir` by an earlier daemon, if any (a damaged one is dropped).
+    fn load(dir: &Path) -> Option<Self> {
+        let file = std::fs::File::open(dir.join(REDO)).ok()?;
+        let paths = std::io::BufReader::new(file)
+            .lines()
+            .map(|line| {
+                let line: RedoLine = serde_json::from_str(&line.ok()?).ok()?;
+                Some((
+                    line.path,
+                    entry_of(line.after).ok()?,
+                    entry_of(line.before).ok()?,
+                ))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Self { paths })
+    }
+
+    /// Keeps it at `dir`, so that a redo works after the daemon restarts.
+    fn save(&self, dir: &Path) -> Result<(), String> {
+        let mut text = Vec::new();
+        for (path, after, before) in &self.paths {
+            let line = RedoLine {
+                path: path.clone(),
+                after: entry_text(*after),
+                before: entry_text(*before),
+            };
+            text.extend(serde_json::to_vec(&line).map_err(|e| e.to_string())?);
+            text.push(b'\n');
+        }
+        let tmp = dir.join(REDO_TMP);
+        std::fs::write(&tmp, text)
+            .and_then(|()| std::fs::rename(&tmp, dir.join(REDO)))
+            .map_err(|e| format!("cannot keep the redo in {}: {e}", dir.display()))
+    }
 }
 
 /// One store on disk and what its session's jobs keep of it.
@@ -119,7 +195,7 @@ impl Store {
             dir: dir.to_owned(),
             rounds,
             cache: Cache::default(),
-            redo: None,
+            redo: Redo::load(dir),
             bytes,
         })
     }
@@ -206,13 +282,14 @@ impl Store {
         freed
     }
 
-    fn snapshot(&mut self, inner: &Inner) -> Result<Snap, String> {
+    /// Records the workspace; `whole`: walks all of it rather than what the watch saw change.
+    fn snapshot(&mut self, inner: &Inner, whole: bool) -> Result<Snap, String> {
         let walk = snapshot::Walk {
             root: &inner.root,
             exclude: &inner.exclude,
             max_file_bytes: inner.max_file_bytes,
         };
-        let (snap, grew) = snapshot::take(&walk, &self.objects, &mut self.cache)?;
+        let (snap, grew) = snapshot::take(&walk, &self.objects, &mut self.cache, whole)?;
         self.bytes += grew;
         Ok(snap)
     }
@@ -252,7 +329,12 @@ impl Store {
         let mut failed = Vec::new();
         for (path, target) in changes {
             match restore::put(root, &self.objects, path, target.as_ref()) {
-                Ok(()) => done.push(lossy(path)),
+                Ok(()) => {
+                    if target.is_none() {
+                        restore::remove_empty_dirs(root, path);
+                    }
+                    done.push(lossy(path));
+                }
                 Err(e) => failed.push(e),
             }
         }
@@ -379,7 +461,7 @@ impl Checkpoints {
     pub(crate) fn take(&self, close: Option<(InputId, Snap)>) -> Pending {
         self.spawn(move |store, inner| {
             let started = Instant::now();
-            let snap = store.snapshot(inner)?;
+            let snap = store.snapshot(inner, false)?;
             // The benchmark reads these (`agentd-bench checkpoints`).
             tracing::debug!(
                 micros = started.elapsed().as_micros() as u64,
@@ -412,6 +494,19 @@ impl Checkpoints {
         })
     }
 
+    /// `snap`, just taken, brought up to date for a round about to run when that costs
+    /// little (the watch says what changed since): what the user changed meanwhile is not
+    /// the round's doing.
+    pub(crate) fn refresh(&self, snap: Snap) -> Pending {
+        self.spawn(move |store, inner| {
+            if store.cache.watched() {
+                store.snapshot(inner, false)
+            } else {
+                Ok(snap)
+            }
+        })
+    }
+
     /// Puts back the files the agent changed in `inputs` as they were before; see the module
     /// docs for what is refused.
     pub(crate) async fn undo(
@@ -429,7 +524,7 @@ impl Checkpoints {
                     .filter(|r| inputs.contains(&r.input_id))
                     .collect();
                 let span = store.span(&rounds)?;
-                let now = store.snapshot(inner)?;
+                let now = store.snapshot(inner, true)?;
                 let current = store.objects.flatten(&now.tree)?;
                 let mut report = FilesRestored::default();
                 if inputs.iter().any(|i| store.pruned.contains(i)) {
@@ -470,7 +565,11 @@ impl Checkpoints {
                 );
                 report.restored = done;
                 report.not_restored.extend(failed);
-                store.redo = Some(Redo { paths: changes });
+                let redo = Redo { paths: changes };
+                if let Err(e) = redo.save(&store.dir) {
+                    report.not_restored.push(e);
+                }
+                store.redo = Some(redo);
                 Ok(Ok(report))
             })
             .await;
@@ -485,7 +584,7 @@ impl Checkpoints {
                 let Some(redo) = store.redo.take() else {
                     return Ok(Ok(FilesRestored::default()));
                 };
-                let now = store.snapshot(inner)?;
+                let now = store.snapshot(inner, true)?;
                 let current = store.objects.flatten(&now.tree)?;
                 let mut report = FilesRestored::default();
                 let mut targets = Vec::new();
@@ -504,6 +603,7 @@ impl Checkpoints {
                     return Ok(Err(Refused::Changed(report.kept)));
                 }
                 let (done, failed) = store.apply(&inner.root, &targets);
+                let _ = std::fs::remove_file(store.dir.join(REDO));
                 report.restored = done;
                 report.not_restored = failed;
                 Ok(Ok(report))

@@ -67,3 +67,29 @@ fn write_new(dir: &OwnedFd, name: &Path, data: &[u8], executable: bool) -> std::
     )?;
     std::fs::File::from(fd).write_all(data)
 }
+
+/// Removes the directories above `rel` that are empty now, deepest first, up to the
+/// workspace (an undo of the files the agent made in directories it made leaves none behind;
+/// git does not record directories, so neither do checkpoints). A directory that is not
+/// empty stops it: the kernel refuses to remove it.
+pub(super) fn remove_empty_dirs(root: &Path, rel: &[u8]) {
+    let mut dir = Path::new(OsStr::from_bytes(rel)).parent();
+    while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty()) {
+        let (Some(parent), Some(name)) = (d.parent(), d.file_name()) else {
+            break;
+        };
+        let Ok(fd) = crate::exec::open_dirs(d, root, parent, false) else {
+            break;
+        };
+        if nix::unistd::unlinkat(
+            fd.as_fd(),
+            Path::new(name),
+            nix::unistd::UnlinkatFlags::RemoveDir,
+        )
+        .is_err()
+        {
+            break;
+        }
+        dir = Some(parent);
+    }
+}

@@ -11,7 +11,7 @@ fn take(root: &Path, objects: &Objects, cache: &mut Cache) -> super::Snap {
         exclude: &[],
         max_file_bytes: 1000,
     };
-    snapshot::take(&walk, objects, cache).unwrap().0
+    snapshot::take(&walk, objects, cache, false).unwrap().0
 }
 
 #[test]
@@ -57,4 +57,65 @@ fn a_restore_never_follows_a_symlink_out_of_the_workspace() {
     assert!(restore::put(w, &objects, b"sub/a.txt", Some(&entry)).is_err());
     assert!(restore::put(w, &objects, b"sub/a.txt", None).is_err());
     assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+}
+
+/// After each change, the checkpoint the watch drives (scanning only what changed) records
+/// the same tree as a fresh walk of the whole workspace.
+#[test]
+fn a_watched_scan_records_what_a_whole_walk_does() {
+    let work = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let w = work.path();
+    std::fs::create_dir_all(w.join("a/b")).unwrap();
+    std::fs::write(w.join("a/b/f"), "1").unwrap();
+    std::fs::write(w.join("top"), "1").unwrap();
+    let objects = Objects::open(store.path()).unwrap();
+    let mut cache = Cache::default();
+    take(w, &objects, &mut cache);
+    type Step = Box<dyn Fn(&Path)>;
+    let steps: Vec<(&str, Step)> = vec![
+        (
+            "edit",
+            Box::new(|w| std::fs::write(w.join("a/b/f"), "22").unwrap()),
+        ),
+        (
+            "create deep",
+            Box::new(|w| {
+                std::fs::create_dir_all(w.join("n/m")).unwrap();
+                std::fs::write(w.join("n/m/g"), "g").unwrap();
+            }),
+        ),
+        (
+            "remove dir",
+            Box::new(|w| std::fs::remove_dir_all(w.join("a/b")).unwrap()),
+        ),
+        (
+            "recreate dir",
+            Box::new(|w| {
+                std::fs::create_dir_all(w.join("a/b/c")).unwrap();
+                std::fs::write(w.join("a/b/c/h"), "h").unwrap();
+            }),
+        ),
+        (
+            "rename dir",
+            Box::new(|w| std::fs::rename(w.join("n"), w.join("o")).unwrap()),
+        ),
+        (
+            "ignore",
+            Box::new(|w| std::fs::write(w.join(".gitignore"), "o/\n").unwrap()),
+        ),
+        (
+            "symlink",
+            Box::new(|w| std::os::unix::fs::symlink("/etc", w.join("o2")).unwrap()),
+        ),
+        ("nothing", Box::new(|_| {})),
+    ];
+    for (what, step) in steps {
+        step(w);
+        let watched = take(w, &objects, &mut cache);
+        let fresh_store = tempfile::tempdir().unwrap();
+        let fresh = Objects::open(fresh_store.path()).unwrap();
+        let whole = take(w, &fresh, &mut Cache::default());
+        assert_eq!(watched.tree, whole.tree, "after {what}");
+    }
 }

@@ -15,6 +15,7 @@
 mod child;
 mod env_filter;
 mod files;
+mod git;
 mod local;
 mod process;
 mod protected;
@@ -28,6 +29,7 @@ pub use env_filter::EnvPolicy;
 
 pub(crate) use env_filter::EnvFilter;
 pub(crate) use files::{open_dirs, opened_real_path, read_small};
+pub(crate) use git::git;
 pub(crate) use local::{
     HookCommand, LocalOptions, ServerCommand, ServerGroup, describe_escaped, run_hook, start_server,
 };

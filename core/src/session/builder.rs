@@ -39,6 +39,7 @@ impl Session {
                 profile,
                 env,
                 environment: Environment::Local,
+                worktree: None,
                 providers,
                 config: crate::config::default_session_config(provider_name, model),
                 instructions: None,

@@ -233,6 +233,7 @@ impl Subagents for Task {
             instructions: self.info.instructions.clone(),
             read_only: self.info.read_only,
             environment: self.info.environment.clone(),
+            worktree: None,
         };
         let child = family
             .spawn(template, request)

@@ -118,6 +118,8 @@ pub(crate) struct SessionSpec {
     pub(crate) env: Arc<dyn ExecutionEnvironment>,
     /// What `env` is, as the session record and snapshots name it.
     pub(crate) environment: Environment,
+    /// The worktree it owns.
+    pub(crate) worktree: Option<agentd_proto::Worktree>,
     /// The APIs the session may use; its config names the current one.
     pub(crate) providers: ProviderSet,
     /// Initial settings.
@@ -188,6 +190,7 @@ pub(crate) struct Info {
     pub(crate) env: Arc<dyn ExecutionEnvironment>,
     pub(crate) environment: Environment,
     pub(crate) catalog: Arc<crate::skills::Catalog>,
+    pub(crate) worktree: Option<agentd_proto::Worktree>,
     /// Its checkpoints, or why it has none (for the error of an undo).
     pub(crate) checkpoints: Result<crate::checkpoint::Checkpoints, String>,
 }
@@ -216,6 +219,8 @@ pub(crate) struct Template {
     pub(crate) read_only: bool,
     /// Where its tools run; an ssh environment's `cwd` is `cwd` above.
     pub(crate) environment: Environment,
+    /// The worktree it owns (`cwd` is in it); forks and subagents own none.
+    pub(crate) worktree: Option<agentd_proto::Worktree>,
 }
 
 /// A request to the session task; each carries the sender of its reply.
@@ -387,7 +392,13 @@ impl Session {
             instructions: self.info.instructions.clone(),
             read_only: self.info.read_only,
             environment: self.info.environment.clone(),
+            worktree: None,
         }
+    }
+
+    /// The worktree it owns, if any.
+    pub(crate) fn worktree(&self) -> Option<&agentd_proto::Worktree> {
+        self.info.worktree.as_ref()
     }
 
     /// Sends a command and waits for its reply. A task that is gone is a closed session if

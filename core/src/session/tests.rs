@@ -109,6 +109,7 @@ pub(super) fn spec(
             EnvPolicy::InheritCore,
         )),
         environment: agentd_proto::Environment::Local,
+        worktree: None,
         providers,
         config: crate::config::default_session_config("scripted", "any-model"),
         instructions: None,

@@ -41,6 +41,8 @@ pub struct View {
     pub pending: Arc<Vec<PendingRequest>>,
     /// The Agent Skills whose text the model sees now.
     pub active_skills: Arc<[String]>,
+    /// What a redo would bring back.
+    pub(crate) redo: Option<crate::store::RedoPoint>,
 }
 
 impl View {
@@ -55,6 +57,7 @@ impl View {
             instructions: info.instructions.clone(),
             read_only: info.read_only,
             environment: info.environment.clone(),
+            worktree: info.worktree.clone(),
             created: info.created.clone(),
             updated: self.updated.clone(),
             state: self.state,
@@ -66,6 +69,7 @@ impl View {
             forked_from: info.forked_from.clone(),
             parent: info.parent.clone(),
             open: true,
+            redo: self.redo.clone(),
         }
     }
 
@@ -88,6 +92,7 @@ impl View {
             forked_from: info.forked_from.clone(),
             parent_id: info.parent.as_ref().map(|p| p.session_id.clone()),
             environment: info.environment.clone(),
+            worktree: info.worktree.clone(),
             pending: (*self.pending).clone(),
             skills: info.catalog.skill_infos(&self.active_skills),
         }

@@ -66,6 +66,9 @@ pub(crate) struct SessionRecord {
     /// Where its tools run (absent: locally); a daemon restart reconnects to it.
     #[serde(default, skip_serializing_if = "Environment::is_local")]
     pub(crate) environment: Environment,
+    /// The worktree it owns, removed with it when nothing there would be lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) worktree: Option<agentd_proto::Worktree>,
     /// Creation time (RFC 3339).
     pub(crate) created: String,
     /// Time of the last change written here (RFC 3339).
@@ -94,6 +97,21 @@ pub(crate) struct SessionRecord {
     /// clients may have seen but the journal lacks: their seqs are never reused.
     #[serde(default)]
     pub(crate) open: bool,
+    /// What `session/redo` would bring back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) redo: Option<RedoPoint>,
+}
+
+/// Where the last rollback moved the branch, for a redo (kept in the record, so a redo
+/// works after the daemon restarts).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct RedoPoint {
+    /// The leaf it left (a redo is possible while the branch is still there).
+    pub(crate) from: Option<EntryId>,
+    /// The leaf it took the branch from.
+    pub(crate) to: Option<EntryId>,
+    /// Whether it put files back too.
+    pub(crate) files: bool,
 }
 
 fn version_1() -> u32 {

@@ -13,6 +13,7 @@ fn record(id: &str) -> SessionRecord {
         instructions: None,
         read_only: false,
         environment: agentd_proto::Environment::Local,
+        worktree: None,
         created: "2026-01-01T00:00:00.000Z".into(),
         updated: "2026-01-01T00:00:00.000Z".into(),
         state: SessionState::Idle,
@@ -24,6 +25,7 @@ fn record(id: &str) -> SessionRecord {
         forked_from: None,
         parent: None,
         open: false,
+        redo: None,
     }
 }
 

@@ -1,7 +1,8 @@
 //! Checkpoints through the real daemon: undo (`session/rollback {files: true}`, `agentctl
 //! undo`), redo and diff of what the agent's tools did to the files, what is refused when
 //! the user changed a file since, non-git workspaces, a 10,000-file repository, the user's
-//! `.git` left byte for byte as it was, and the disk cap.
+//! `.git` left byte for byte as it was, the disk cap, hostile workspaces, and sessions in
+//! worktrees of their own.
 
 use crate::{Setup, of_kind, setup_on, setup_with};
 use agentd_tests::mock::MockAnthropic;
@@ -9,7 +10,7 @@ use agentd_tests::{TestDaemon, sse};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 fn git(dir: &Path, args: &[&str]) {
     let out = std::process::Command::new("git")
@@ -71,6 +72,25 @@ async fn agent_runs(s: &mut Setup, command: &str) -> Vec<Value> {
     assert_eq!(ends.len(), 1, "{events:?}");
     assert!(ends[0]["data"]["error"].is_null(), "{:?}", ends[0]);
     events
+}
+
+/// Runs one input whose single round writes `content` to `path` with the file tool.
+async fn agent_writes(s: &mut Setup, path: &str, content: &str) {
+    s.mock.push_stream(sse::tools(
+        "",
+        &[(
+            "w1",
+            "write_file",
+            json!({"file_path": path, "content": content}),
+        )],
+    ));
+    s.mock.push_stream(sse::text("done"));
+    let events = s.run("write it").await;
+    let ends = of_kind(&events, "tool_call_end");
+    assert!(
+        ends.len() == 1 && ends[0]["data"]["error"].is_null(),
+        "{events:?}"
+    );
 }
 
 fn strings(v: &Value) -> Vec<String> {
@@ -145,9 +165,8 @@ async fn undo_puts_every_kind_of_change_back_in_one_go_and_redo_brings_it_back()
             "{path} not in {restored:?}"
         );
     }
-    let mut undone = work_image(&w);
-    // The directory the agent made stays (git records no directories), empty.
-    assert_eq!(undone.remove("sub").map(|(_, c)| c), Some(Vec::new()));
+    // The directory the agent made went with the file it made there.
+    let undone = work_image(&w);
     let mut expected = before.clone();
     // Ignored files are never recorded, so never put back.
     expected.insert("ignored.log".into(), after["ignored.log"].clone());
@@ -159,6 +178,13 @@ async fn undo_puts_every_kind_of_change_back_in_one_go_and_redo_brings_it_back()
     let history = s.call("session/history", json!({})).await;
     assert_eq!(history["total"], 0, "{history}");
 
+    // The redo outlives the daemon.
+    s.daemon
+        .stop_with(nix::sys::signal::Signal::SIGTERM)
+        .await
+        .unwrap();
+    s.daemon.restart().await.unwrap();
+    s.client = s.daemon.client().await.unwrap();
     let redo = s.call("session/redo", json!({})).await;
     assert_eq!(redo["entries"], 4, "{redo}");
     assert_eq!(work_image(&w), after);
@@ -339,4 +365,208 @@ fn walk_sizes(dir: &Path) -> u64 {
             }
         })
         .sum()
+}
+
+/// Whether `branch` exists in `repo`.
+fn has_branch(repo: &Path, branch: &str) -> bool {
+    std::process::Command::new("git")
+        .args([
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("refs/heads/{branch}"),
+        ])
+        .current_dir(repo)
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_in_worktrees_of_one_repository_keep_their_changes_apart() {
+    let workdir = tempfile::tempdir().unwrap();
+    let repo = workdir.path().to_owned();
+    std::fs::write(repo.join("shared.txt"), "base\n").unwrap();
+    git(&repo, &["init", "-q"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-qm", "start"]);
+    // The user's uncommitted change does not carry over.
+    std::fs::write(repo.join("shared.txt"), "the user's draft\n").unwrap();
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = TestDaemon::start(&mock.url).await.unwrap();
+    let mut s = setup_on(mock, daemon, workdir, json!({"worktree": "alpha"})).await;
+    let alpha = s.call("session/get", json!({})).await;
+    let tree = &alpha["worktree"];
+    assert_eq!(tree["branch"], "agentd/alpha", "{alpha}");
+    assert_eq!(tree["repository"], repo.display().to_string());
+    assert_eq!(alpha["cwd"], tree["path"]);
+    let alpha_dir = PathBuf::from(tree["path"].as_str().unwrap());
+    assert!(
+        !alpha_dir.starts_with(&repo)
+            && alpha_dir.starts_with(
+                s.daemon
+                    .sessions_dir()
+                    .join("../../agentd-worktrees")
+                    .canonicalize()
+                    .unwrap()
+            )
+    );
+    assert_eq!(
+        std::fs::read_to_string(alpha_dir.join("shared.txt")).unwrap(),
+        "base\n"
+    );
+    let alpha_id = s.session.clone();
+
+    let beta = s
+        .client
+        .call(
+            "session/create",
+            json!({"cwd": repo.display().to_string(), "worktree": true}),
+        )
+        .await
+        .unwrap();
+    let beta_dir = PathBuf::from(beta["worktree"]["path"].as_str().unwrap());
+    let beta_branch = beta["worktree"]["branch"].as_str().unwrap().to_owned();
+    assert!(beta_branch.starts_with("agentd/"), "{beta}");
+
+    // Both edit the same file, each in its own tree; alpha's change is committed there.
+    agent_writes(&mut s, "shared.txt", "alpha\n").await;
+    git(&alpha_dir, &["commit", "-qam", "alpha"]);
+    s.session = beta["session_id"].as_str().unwrap().to_owned();
+    agent_writes(&mut s, "shared.txt", "beta\n").await;
+    assert_eq!(
+        std::fs::read_to_string(alpha_dir.join("shared.txt")).unwrap(),
+        "alpha\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(beta_dir.join("shared.txt")).unwrap(),
+        "beta\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("shared.txt")).unwrap(),
+        "the user's draft\n"
+    );
+
+    // agentctl show says where.
+    let out = s.daemon.agentctl(&["show", &alpha_id], None).await.unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("agentd/alpha"), "{shown}");
+
+    // A clean worktree goes with its session, branch and all.
+    let clean = s
+        .client
+        .call(
+            "session/create",
+            json!({"cwd": repo.display().to_string(), "worktree": "clean"}),
+        )
+        .await
+        .unwrap();
+    let clean_dir = PathBuf::from(clean["worktree"]["path"].as_str().unwrap());
+    assert!(clean_dir.join("shared.txt").exists());
+    let deleted = s
+        .client
+        .call("session/delete", json!({"session_id": clean["session_id"]}))
+        .await
+        .unwrap();
+    assert!(deleted["worktree_kept"].is_null(), "{deleted}");
+    assert!(!clean_dir.exists());
+    assert!(!has_branch(&repo, "agentd/clean"));
+
+    // One with uncommitted changes stays, and so does one whose branch has commits; the user
+    // is told why.
+    let deleted = s
+        .client
+        .call("session/delete", json!({"session_id": s.session}))
+        .await
+        .unwrap();
+    let why = deleted["worktree_kept"].as_str().unwrap_or_default();
+    assert!(why.contains("uncommitted"), "{deleted}");
+    assert_eq!(
+        std::fs::read_to_string(beta_dir.join("shared.txt")).unwrap(),
+        "beta\n"
+    );
+    assert!(has_branch(&repo, &beta_branch));
+    let out = s.daemon.agentctl(&["rm", &alpha_id], None).await.unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("commits of its own"), "{out:?}");
+    assert!(alpha_dir.join("shared.txt").exists());
+    assert!(has_branch(&repo, "agentd/alpha"));
+}
+
+/// A model that turns the workspace against the checkpoint store: a file far over
+/// max_file_bytes, a FIFO, symlinks to /etc/shadow and to a secret outside the workspace,
+/// and a directory swapped for a symlink to outside while an undo runs. The store stays
+/// small (nothing behind a symlink or over the cap is read), the checkpoints and the undo
+/// finish, and nothing outside the workspace is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_workspace_costs_the_store_little_and_an_undo_never_leaves_it() {
+    let mock = MockAnthropic::start().await.unwrap();
+    let daemon = TestDaemon::builder()
+        .env("ANTHROPIC_BASE_URL", &mock.url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .config("[checkpoints]\nmax_file_bytes = 100000\n")
+        .start()
+        .await
+        .unwrap();
+    let mut s = setup_on(mock, daemon, tempfile::tempdir().unwrap(), json!({})).await;
+    let w = s.workdir.path().to_owned();
+    let outside = tempfile::tempdir().unwrap();
+    let o = outside.path();
+    // A secret that does not compress: were it read, the store would grow by its size.
+    let secret: Vec<u8> = (0..2_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(o.join("id_ed25519"), &secret).unwrap();
+    std::fs::write(o.join("f"), "outside\n").unwrap();
+    let outside_before = image(o);
+
+    let events = agent_runs(
+        &mut s,
+        &format!(
+            "head -c 3000000 /dev/urandom > huge.bin && mkfifo pipe && \
+             ln -s /etc/shadow shadow && ln -s {key} key && mkdir sub && echo agent > sub/f",
+            key = o.join("id_ed25519").display()
+        ),
+    )
+    .await;
+    assert!(of_kind(&events, "warning").is_empty(), "{events:?}");
+    let store = s.daemon.sessions_dir().join(&s.session).join("checkpoints");
+    let size = walk_sizes(&store);
+    assert!(size < 200_000, "the store holds {size} bytes");
+    let diff = s.call("session/diff", json!({})).await;
+    let text = diff["diff"].as_str().unwrap();
+    assert!(text.contains("new file mode 120000"), "{text}");
+    assert!(
+        !text.contains("pipe") && !text.contains("huge.bin"),
+        "{text}"
+    );
+
+    // Something swaps `sub` for a symlink to outside, again and again, while the undo runs.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (stop, w, o) = (stop.clone(), w.clone(), o.to_owned());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = std::fs::rename(w.join("sub"), w.join("sub.real"));
+                let _ = std::os::unix::fs::symlink(&o, w.join("sub"));
+                let _ = std::fs::remove_file(w.join("sub"));
+                let _ = std::fs::rename(w.join("sub.real"), w.join("sub"));
+            }
+        })
+    };
+    let undo = s
+        .call("session/rollback", json!({"files": true, "force": true}))
+        .await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    swapper.join().unwrap();
+    assert_eq!(image(o), outside_before, "{undo}");
+    // The links went, what they point at stayed; what was never recorded is named.
+    assert!(
+        !w.join("key").exists() && !w.join("shadow").exists(),
+        "{undo}"
+    );
+    assert!(w.join("pipe").exists() && w.join("huge.bin").exists());
+    let not = strings(&undo["files"]["not_restored"]).join("\n");
+    assert!(not.contains("huge.bin"), "{undo}");
 }

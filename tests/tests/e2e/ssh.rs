@@ -1331,3 +1331,50 @@ async fn a_stuck_request_costs_its_own_call_only() {
     })
     .await;
 }
+
+/// An undo with files on an SSH session is refused with the reason (its files are on the
+/// remote host, where agentd keeps no checkpoints yet), and neither the conversation nor the
+/// remote file changes; an undo of the conversation alone still works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undo_of_files_over_ssh_is_refused_with_the_reason() {
+    let Some(server) = server() else { return };
+    let mut s = remote_setup(&server).await;
+    let dir = s.workdir.path().to_owned();
+    s.mock
+        .push_stream(sse::shell("c1", "echo agent > made.txt"));
+    s.mock.push_stream(sse::text("done"));
+    s.run("make a file").await;
+    assert_eq!(
+        std::fs::read_to_string(dir.join("made.txt")).unwrap(),
+        "agent\n"
+    );
+
+    let refused = s.request("session/rollback", json!({"files": true})).await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("ssh") && message.contains("checkpoints"),
+        "{refused}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("made.txt")).unwrap(),
+        "agent\n"
+    );
+    assert_eq!(s.call("session/history", json!({})).await["total"], 4);
+    let out = s
+        .daemon
+        .agentctl(&["undo", &s.session], None)
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("ssh"),
+        "{out:?}"
+    );
+
+    let rollback = s.call("session/rollback", json!({})).await;
+    assert_eq!(rollback["entries"], 0, "{rollback}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("made.txt")).unwrap(),
+        "agent\n"
+    );
+}

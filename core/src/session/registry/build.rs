@@ -292,6 +292,7 @@ impl Registry {
             id,
             env,
             environment,
+            worktree: template.worktree,
             cwd: template.cwd,
             title,
             profile: template.profile,
@@ -398,6 +399,7 @@ impl Registry {
             instructions: record.instructions.clone(),
             read_only: record.read_only,
             environment: record.environment.clone(),
+            worktree: record.worktree.clone(),
         };
         let new = NewSession {
             template,

@@ -9,7 +9,7 @@ use crate::profile::Profile;
 use crate::session::{Error, History, Session, Template};
 use agentd_proto::{
     ConfigPatch, CreateParams, EntryId, Environment, ForkOrigin, SandboxMode, SessionId,
-    SessionSnapshot, SshEnvironment,
+    SessionSnapshot, SshEnvironment, Worktree, WorktreeRequest,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -93,6 +93,19 @@ impl Registry {
             }
             config.sandbox = SandboxMode::Off;
         }
+        let (cwd, worktree) = match &params.worktree {
+            None | Some(WorktreeRequest::Flag(false)) => (cwd, None),
+            Some(request) => {
+                let name = match request {
+                    WorktreeRequest::Name(name) => Some(name.as_str()),
+                    WorktreeRequest::Flag(_) => None,
+                };
+                let (tree, common) = self.add_worktree(&params.environment, &cwd, name).await?;
+                // Committing from the worktree writes the repository's objects and refs.
+                config.sandbox_writable_roots.push(common);
+                (PathBuf::from(&tree.path), Some(tree))
+            }
+        };
         let template = Template {
             cwd,
             profile,
@@ -100,6 +113,7 @@ impl Registry {
             instructions: params.instructions,
             read_only: params.read_only,
             environment: params.environment,
+            worktree,
         };
         // A remote session is created only once its host answers, its key verified and its
         // directory found; the probe's connection is the one the session goes on using.
@@ -125,6 +139,31 @@ impl Registry {
             },
         )
         .await
+    }
+
+    /// A new worktree of `cwd`'s repository for a session, under the state directory.
+    async fn add_worktree(
+        &self,
+        environment: &Environment,
+        cwd: &std::path::Path,
+        name: Option<&str>,
+    ) -> Result<(Worktree, PathBuf), Error> {
+        if !environment.is_local() {
+            return Err(Error::InvalidParams(
+                "worktree: an ssh session cannot have a worktree yet (they are made on this \
+                 machine); create one on the remote host and give its directory as cwd"
+                    .into(),
+            ));
+        }
+        // Beside the state directory, not in it: tools may not touch agentd's own files.
+        let Some(state) = self.store.as_ref().and_then(|s| s.dir().parent()?.parent()) else {
+            return Err(Error::InvalidParams(
+                "worktree: worktrees are kept for the daemon's stored sessions only".into(),
+            ));
+        };
+        crate::worktree::add(cwd, &state.join("agentd-worktrees"), name)
+            .await
+            .map_err(Error::InvalidParams)
     }
 
     /// The remote directory of a new ssh session, after checking what can be checked here.

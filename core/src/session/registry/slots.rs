@@ -86,13 +86,15 @@ impl Registry {
         interrupted
     }
 
-    /// Closes a session if it is open and deletes it with everything stored about it. A
+    /// Closes a session if it is open and deletes it with everything stored about it, and
+    /// its worktree when nothing there would be lost; returns why the worktree was kept. A
     /// damaged session's directory is removed as it is.
-    pub async fn delete(&self, id: &SessionId) -> Result<(), Error> {
+    pub async fn delete(&self, id: &SessionId) -> Result<Option<String>, Error> {
         if matches!(self.sessions.get(id).as_deref(), Some(Slot::Damaged(_))) {
-            return self.remove(id).await;
+            return self.remove(id).await.map(|()| None);
         }
         let session = self.get(id).await?;
+        let worktree = session.worktree().cloned();
         session.close(SessionEndReason::Deleted).await;
         // Nothing may be written into the directory while it is removed: an unloaded session
         // has written everything; a watched one keeps its task for its subscribers, and
@@ -101,7 +103,11 @@ impl Registry {
             session.saved().await;
         }
         drop(session);
-        self.remove(id).await
+        self.remove(id).await?;
+        Ok(match worktree {
+            Some(tree) => crate::worktree::remove(&tree).await.err(),
+            None => None,
+        })
     }
 
     /// Removes the session's directory, then its slot, and says so on the daemon's stream.

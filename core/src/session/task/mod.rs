@@ -82,16 +82,7 @@ enum Work {
     },
 }
 
-/// Where the last rollback moved the branch, for a redo.
-#[derive(Clone)]
-pub(super) struct RedoPoint {
-    /// The leaf it left (a redo is possible while the branch is still there).
-    from: Option<agentd_proto::EntryId>,
-    /// The leaf it took the branch from.
-    to: Option<agentd_proto::EntryId>,
-    /// Whether it put files back too.
-    files: bool,
-}
+use crate::store::RedoPoint;
 
 /// Everything the session task owns.
 pub(super) struct Core {

@@ -40,6 +40,7 @@ pub(in crate::session) fn start(
         parent: spec.parent,
         env: spec.env,
         environment: spec.environment,
+        worktree: spec.worktree,
         catalog: spec.catalog,
         checkpoints: spec.checkpoints,
     });
@@ -107,7 +108,7 @@ pub(in crate::session) fn start(
         pending: Vec::new(),
         settled: VecDeque::new(),
         active_skills: Default::default(),
-        redo: None,
+        redo: restored.as_ref().and_then(|r| r.record.redo.clone()),
     };
     if let Some(message) = tools_warning {
         core.emit(EventBody::warning(message));
@@ -212,5 +213,6 @@ fn placeholder_view(config: Arc<agentd_proto::SessionConfig>) -> View {
         active: Instant::now(),
         pending: Arc::default(),
         active_skills: Arc::default(),
+        redo: None,
     }
 }

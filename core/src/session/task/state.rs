@@ -35,6 +35,7 @@ impl Core {
             active: Instant::now(),
             pending: Arc::new(self.pending.iter().map(|p| p.request.clone()).collect()),
             active_skills: self.active_skills(),
+            redo: self.redo.clone(),
         }
     }
 
@@ -301,7 +302,7 @@ impl Core {
                 "the conversation went on since the rollback; there is nothing to redo".into(),
             )),
             None => Err(Error::InvalidParams(
-                "there is nothing to redo: no rollback since the session was loaded".into(),
+                "there is nothing to redo: no rollback to take back".into(),
             )),
         }
     }
