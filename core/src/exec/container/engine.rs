@@ -196,7 +196,8 @@ impl Engine {
         let options = RemoveContainerOptionsBuilder::default().force(true).build();
         match self.docker.remove_container(id, Some(options)).await {
             Ok(()) => {}
-            Err(e) if status(&e) == Some(404) => {}
+            // Gone, or going (the engine's auto-remove of a stopped container).
+            Err(e) if matches!(status(&e), Some(404 | 409)) => {}
             Err(e) => {
                 tracing::warn!(container = id, engine = %self.address, "cannot remove a session container: {e}")
             }

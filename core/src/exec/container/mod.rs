@@ -370,8 +370,9 @@ impl ExecutionEnvironment for ContainerExecutionEnvironment {
         })
     }
 
-    /// Every command ends with the container; until then each command's group is ended by
-    /// its own stop. Nothing else runs there.
+    /// Each command's group is ended by its own stop (or, once it exited, by the worker), so
+    /// nothing is left to end here but processes that left their group with a `setsid` of
+    /// their own: those run until the container is removed with the session, as over SSH.
     async fn terminate_all(&self) {}
 
     async fn release(&self) {
