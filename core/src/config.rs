@@ -220,6 +220,8 @@ pub struct Config {
     pub tools: ToolsConfig,
     /// `[hosts.NAME]`: machines sessions may run on over SSH, by name.
     pub hosts: BTreeMap<String, HostConfig>,
+    /// `[containers.NAME]`: images sessions may run in, by name, with their engine and limits.
+    pub containers: BTreeMap<String, ContainerConfig>,
     /// `[mcp_servers.NAME]`: the MCP servers every new session takes tools from.
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
     /// `[[hooks.EVENT]]`: the user's programs run at points of every new session's loop.
@@ -304,6 +306,30 @@ pub struct HostConfig {
     pub file_timeout_secs: Option<u64>,
 }
 
+/// `[containers.NAME]`: a container sessions may run in, named by clients as
+/// `{"kind": "container", "image": "NAME"}` or `agentctl new --container NAME`. A client's
+/// values override the entry's.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerConfig {
+    /// The image (which the engine must have: agentd never pulls).
+    pub image: String,
+    /// The engine's address (`unix:///PATH`, `tcp://HOST:PORT`, or a socket's path); default
+    /// `DOCKER_HOST`, else `unix:///var/run/docker.sock`.
+    pub engine: Option<String>,
+    /// Whether commands may reach the network (default false).
+    pub network: Option<bool>,
+    /// Memory cap in MiB, swap included (default 4096).
+    pub memory_mb: Option<u64>,
+    /// Most processes at once (default 1024).
+    pub pids_limit: Option<u64>,
+    /// CPU share in thousandths of a CPU (default: no cap).
+    pub millicpus: Option<u64>,
+    /// The user commands run as in the container (`UID[:GID]` or a name the image knows);
+    /// default the daemon's uid and gid, so the workspace's files stay the user's.
+    pub user: Option<String>,
+}
+
 /// The default of `[hosts.NAME] file_timeout_secs`.
 pub(crate) const DEFAULT_FILE_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -379,6 +405,8 @@ struct FileConfig {
     tools: ToolsConfig,
     #[serde(default)]
     hosts: BTreeMap<String, HostConfig>,
+    #[serde(default)]
+    containers: BTreeMap<String, ContainerConfig>,
     #[serde(default)]
     mcp_servers: BTreeMap<String, McpServerConfig>,
     #[serde(default)]
@@ -752,6 +780,7 @@ impl Config {
             server: file.server,
             tools: file.tools,
             hosts: file.hosts,
+            containers: file.containers,
             mcp_servers: file.mcp_servers,
             hooks: crate::hooks::check(&file.hooks, "").map_err(Error::Invalid)?,
             trusted_workspaces: crate::hooks::check_trusted(&file.trusted_workspaces)

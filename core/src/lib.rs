@@ -56,8 +56,8 @@ pub use exec::{
 };
 // The configuration file.
 pub use config::{
-    CheckpointsConfig, Config, HostConfig, Price, ProviderConfig, ServerConfig, ToolsConfig,
-    default_config_dir, default_config_path, default_state_dir,
+    CheckpointsConfig, Config, ContainerConfig, HostConfig, Price, ProviderConfig, ServerConfig,
+    ToolsConfig, default_config_dir, default_config_path, default_state_dir,
 };
 // Hooks, as the config file configures them.
 pub use hooks::{Hook, Trusted};

@@ -398,6 +398,9 @@ pub enum Environment {
     Local,
     /// A machine reached with the system's OpenSSH client over one multiplexed connection.
     Ssh(SshEnvironment),
+    /// A container of the session's own on a Docker or Podman engine, with the workspace
+    /// (`cwd`) bind-mounted at the same path.
+    Container(ContainerEnvironment),
 }
 
 impl Environment {
@@ -427,6 +430,34 @@ pub struct SshEnvironment {
     pub identity_file: Option<String>,
     /// The working directory on the remote machine (absolute).
     pub cwd: String,
+}
+
+/// A container environment: which image, on which engine, with which limits. The container
+/// is made when the session is created and removed when it ends; the session's `cwd` (on the
+/// daemon's machine) is bind-mounted at the same path. Unset limits come from the
+/// `[containers.NAME]` entry, else the defaults (network off, 4096 MiB, 1024 processes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerEnvironment {
+    /// A container named in the daemon's config (`[containers.NAME]`), else an image the
+    /// engine has (agentd never pulls one).
+    pub image: String,
+    /// The engine's address (`unix:///run/docker.sock`, `tcp://HOST:2375`, or a socket's
+    /// path); the entry's, else `DOCKER_HOST`, else `unix:///var/run/docker.sock`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    /// Whether commands may reach the network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<bool>,
+    /// Memory cap in MiB, swap included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<u64>,
+    /// Most processes at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids_limit: Option<u64>,
+    /// CPU share in thousandths of a CPU (1500: one and a half).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub millicpus: Option<u64>,
 }
 
 /// Parameters of every method that names only a session.

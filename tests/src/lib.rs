@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod client;
+pub mod engine;
 pub mod family;
 pub mod mock;
 pub mod sse;

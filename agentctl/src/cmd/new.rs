@@ -8,9 +8,9 @@ use crate::client::Connection;
 use crate::error::{Failure, Result};
 use agentd_proto::methods as m;
 use agentd_proto::{
-    ApprovalMode, ApprovalPatch, ApprovalRule, ConfigPatch, CreateParams, Environment, ProfileId,
-    ReasoningEffort, SandboxMode, SessionSnapshot, SetConfigParams, SshEnvironment,
-    WorktreeRequest,
+    ApprovalMode, ApprovalPatch, ApprovalRule, ConfigPatch, ContainerEnvironment, CreateParams,
+    Environment, ProfileId, ReasoningEffort, SandboxMode, SessionSnapshot, SetConfigParams,
+    SshEnvironment, WorktreeRequest,
 };
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use std::path::PathBuf;
@@ -61,6 +61,15 @@ pub(crate) struct NewArgs {
     /// knows. Host keys must already be in known_hosts.
     #[arg(long, value_name = "[USER@]HOST:DIR", value_parser = parse_ssh)]
     ssh: Option<(Option<String>, String, String)>,
+    /// Run the session's commands in a container of its own with the working directory
+    /// mounted: an image the engine has, or a `[containers.NAME]` entry of the daemon's config
+    /// (its engine and limits). The engine is the entry's, else DOCKER_HOST's, else the local
+    /// socket.
+    #[arg(long, value_name = "IMAGE|NAME", conflicts_with = "ssh")]
+    container: Option<String>,
+    /// Let the container's commands reach the network (with --container) [default: off]
+    #[arg(long, requires = "container")]
+    container_network: bool,
     /// The SSH port (with --ssh) [default: the host entry's or ssh configuration's]
     #[arg(long, value_name = "PORT", requires = "ssh")]
     ssh_port: Option<u16>,
@@ -185,7 +194,18 @@ impl NewArgs {
                 .map_err(|e| {
                     Failure::failed(format!("cannot resolve the working directory: {e}"))
                 })?;
-                (cwd.display().to_string(), Environment::Local)
+                let environment = match self.container {
+                    Some(image) => Environment::Container(ContainerEnvironment {
+                        image,
+                        engine: None,
+                        network: self.container_network.then_some(true),
+                        memory_mb: None,
+                        pids_limit: None,
+                        millicpus: None,
+                    }),
+                    None => Environment::Local,
+                };
+                (cwd.display().to_string(), environment)
             }
         };
         let rules =

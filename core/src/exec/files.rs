@@ -80,6 +80,33 @@ pub(super) fn open_regular(
 /// Reads the whole of `path`, a regular file of at most [`MAX_READ_BYTES`].
 pub(super) fn read_regular(path: &Path, protected: &ProtectedPaths) -> Result<Vec<u8>, Error> {
     let (file, len) = open_regular(path, true, protected)?;
+    read_opened(file, len, path)
+}
+
+/// Reads `rel` beneath `root` (a real path), as [`read_regular`] reads, opened beneath the
+/// root in one step as writes are: no symlink or `..` leads the read out of it.
+pub(super) fn read_beneath(
+    shown: &Path,
+    root: &Path,
+    rel: &Path,
+    protected: &ProtectedPaths,
+) -> Result<Vec<u8>, Error> {
+    let (parent, name) = split(shown, rel)?;
+    let dir = open_dirs(shown, root, parent, false)?;
+    let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
+    let fd = open_beneath(dir.as_fd(), name, flags, Mode::empty())
+        .map_err(|e| beneath_error(shown, root, e))?;
+    let file = File::from(fd);
+    let meta = file.metadata().map_err(|e| Error::io(shown, e))?;
+    if !meta.is_file() {
+        return Err(not_regular(shown, kind(meta.file_type())));
+    }
+    protected.check(file.as_fd(), shown)?;
+    read_opened(file, meta.len(), shown)
+}
+
+/// The whole of an opened regular file of `len` bytes, at most [`MAX_READ_BYTES`].
+fn read_opened(file: File, len: u64, path: &Path) -> Result<Vec<u8>, Error> {
     let too_big = |len: u64| {
         Error::NotAllowed(format!(
             "{} is {len} bytes; file tools read files of at most {} MiB (use the shell, e.g. \

@@ -1,6 +1,7 @@
 //! Where tools run: the [`ExecutionEnvironment`] trait (spec 4.1), its local implementation,
 //! and the SSH one ([`SshExecutionEnvironment`], `ssh/`) that runs the same tools on another
-//! machine over one multiplexed OpenSSH connection.
+//! machine over one multiplexed OpenSSH connection, and the container one
+//! ([`ContainerExecutionEnvironment`], `container/`) that runs them in a session's container.
 //!
 //! Only this module spawns processes. Every command runs in its own process group so that a
 //! timeout or an abort can signal the command and everything it forked at once, and its
@@ -13,6 +14,7 @@
 //! ([`ProtectedPaths`], `protected.rs`), whatever the sandbox.
 
 mod child;
+mod container;
 mod env_filter;
 mod files;
 mod git;
@@ -26,6 +28,8 @@ mod ssh;
 mod utf8;
 
 pub use env_filter::EnvPolicy;
+
+pub(crate) use container::{ContainerExecutionEnvironment, ContainerHost, ContainerSpec};
 
 pub(crate) use env_filter::EnvFilter;
 pub(crate) use files::{open_dirs, opened_real_path, read_small};
@@ -245,6 +249,10 @@ pub trait ExecutionEnvironment: Send + Sync {
     /// left background children behind, in their groups or out of them), within the grace
     /// period. Called when a session aborts or closes.
     async fn terminate_all(&self);
+    /// Frees what the environment holds beyond its processes (a session's container), once
+    /// the session closes or its task ends (an unload, the daemon's shutdown). Later
+    /// operations may fail. The default holds nothing.
+    async fn release(&self) {}
     /// Searches file contents; returns the report (spec 4.1 `grep`).
     async fn grep(&self, options: GrepOptions) -> Result<String, Error>;
     /// Files under `base` matching `pattern`, newest first, relative to the working directory.
@@ -361,6 +369,9 @@ impl<E: ExecutionEnvironment> ExecutionEnvironment for ReadOnly<E> {
     }
     async fn terminate_all(&self) {
         self.0.terminate_all().await
+    }
+    async fn release(&self) {
+        self.0.release().await
     }
     async fn grep(&self, options: GrepOptions) -> Result<String, Error> {
         self.0.grep(options).await

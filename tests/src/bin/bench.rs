@@ -40,6 +40,8 @@
 
 #[path = "bench/checkpoints.rs"]
 mod checkpoints;
+#[path = "bench/container.rs"]
+mod container;
 
 use agentd_tests::mock::{Chunk, Gate, MockAnthropic, Reply};
 use agentd_tests::strace::SessionSyncs;
@@ -97,6 +99,10 @@ async fn main() {
     }
     if only.as_deref() == Some("mcp") {
         print_mcp(mcp_bench().await.as_ref());
+        return;
+    }
+    if only.as_deref() == Some("container") {
+        container::print(container::bench().await.as_ref());
         return;
     }
     if only.as_deref() == Some("checkpoints") {

@@ -26,6 +26,7 @@ mod checkpoints;
 mod cli;
 mod compaction;
 mod connections;
+mod container;
 mod control;
 mod conversation;
 mod daemon;

@@ -7,15 +7,19 @@ use super::{Family, Registry, Slot, crashed, storage};
 use crate::checkpoint::Checkpoints;
 use crate::config::Config;
 use crate::exec::{
-    EnvFilter, EnvPolicy, ExecutionEnvironment, LocalExecutionEnvironment, LocalOptions,
-    ProtectedPaths, ReadOnly, SshExecutionEnvironment, SshTarget,
+    ContainerExecutionEnvironment, ContainerSpec, EnvFilter, EnvPolicy, ExecutionEnvironment,
+    LocalExecutionEnvironment, LocalOptions, ProtectedPaths, ReadOnly, SshExecutionEnvironment,
+    SshTarget,
 };
 use crate::hooks::{Hooks, HooksSpec, project_hooks};
 use crate::profile::Profile;
 use crate::session::{Error, History, Restored, Session, SessionSpec, Template};
 use crate::skills::{Catalog, Roots};
 use crate::store::{ParentLink, SessionFiles, SessionRecord};
-use agentd_proto::{DaemonEvent, Environment, ForkOrigin, ProviderKind, SessionId, SshEnvironment};
+use agentd_proto::{
+    ContainerEnvironment, DaemonEvent, Environment, ForkOrigin, ProviderKind, SessionId,
+    SshEnvironment,
+};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -54,6 +58,9 @@ pub(super) fn hidden_from_commands(protected: &ProtectedPaths) -> Arc<[PathBuf]>
 /// What a new session is made of besides its id.
 pub(super) struct NewSession {
     pub(super) template: Template,
+    /// The id and environment made for it already (a container session's container is
+    /// started before `session/create` answers); `None`: made with the session.
+    pub(super) prepared: Option<(SessionId, Arc<dyn ExecutionEnvironment>)>,
     pub(super) title: Option<String>,
     pub(super) history: History,
     pub(super) forked_from: Option<ForkOrigin>,
@@ -120,13 +127,67 @@ impl Registry {
         .map_err(|e| Error::EnvironmentUnavailable(e.to_string()))
     }
 
-    fn environment(
+    /// What a container session's container is made from: the client's values over the
+    /// `[containers.NAME]` entry its `image` names, over the defaults.
+    fn container_spec(config: &Config, container: &ContainerEnvironment) -> ContainerSpec {
+        let entry = config.containers.get(&container.image);
+        ContainerSpec {
+            engine: container
+                .engine
+                .clone()
+                .or_else(|| entry.and_then(|e| e.engine.clone())),
+            image: entry.map_or_else(|| container.image.clone(), |e| e.image.clone()),
+            network: container
+                .network
+                .or_else(|| entry.and_then(|e| e.network))
+                .unwrap_or(false),
+            memory_mb: container
+                .memory_mb
+                .or_else(|| entry.and_then(|e| e.memory_mb))
+                .or(Some(4096)),
+            pids_limit: container
+                .pids_limit
+                .or_else(|| entry.and_then(|e| e.pids_limit))
+                .or(Some(1024)),
+            millicpus: container
+                .millicpus
+                .or_else(|| entry.and_then(|e| e.millicpus)),
+            user: entry.and_then(|e| e.user.clone()),
+        }
+    }
+
+    /// A container session's environment; its container is made on first use (or by
+    /// [`ContainerExecutionEnvironment::start`]).
+    pub(super) fn container_environment(
+        &self,
+        config: &Config,
+        container: &ContainerEnvironment,
+        cwd: &Path,
+        id: &SessionId,
+    ) -> ContainerExecutionEnvironment {
+        ContainerExecutionEnvironment::new(
+            cwd.to_owned(),
+            Self::container_spec(config, container),
+            self.containers.clone(),
+            id.0.clone(),
+            self.local_options(config),
+        )
+    }
+
+    pub(super) fn environment(
         &self,
         config: &Config,
         template: &Template,
+        id: &SessionId,
     ) -> Result<Arc<dyn ExecutionEnvironment>, Error> {
         let cwd = template.cwd.clone();
         Ok(match (&template.environment, template.read_only) {
+            (Environment::Container(c), false) => {
+                Arc::new(self.container_environment(config, c, &cwd, id))
+            }
+            (Environment::Container(c), true) => {
+                Arc::new(ReadOnly(self.container_environment(config, c, &cwd, id)))
+            }
             (Environment::Local, read_only) => {
                 let local =
                     LocalExecutionEnvironment::with_options(cwd, self.local_options(config));
@@ -223,7 +284,7 @@ impl Registry {
                  host (use git there to undo changes)"
                     .into(),
             ),
-            (Some(budget), Some(_), Environment::Local) => {
+            (Some(budget), Some(_), Environment::Local | Environment::Container(_)) => {
                 budget.set_max(limits.max_total_bytes);
                 // agentd's own state is never recorded, should the workspace hold it.
                 let state = self
@@ -254,16 +315,21 @@ impl Registry {
     ) -> Result<SessionSpec, Error> {
         let NewSession {
             template,
+            prepared,
             title,
             history,
             forked_from,
             parent,
         } = new;
-        let env = self.environment(&current.config, &template)?;
+        let env = match prepared {
+            Some((_, env)) => env,
+            None => self.environment(&current.config, &template, &id)?,
+        };
         let hooks = self.hooks(current, &id, &template, &files, parent.is_some(), resumed);
         // An ssh environment's directory is the session's (a subagent's may be deeper).
         let environment = match template.environment {
             Environment::Local => Environment::Local,
+            Environment::Container(c) => Environment::Container(c),
             Environment::Ssh(ssh) => Environment::Ssh(SshEnvironment {
                 cwd: template.cwd.display().to_string(),
                 ..ssh
@@ -273,7 +339,7 @@ impl Registry {
         let mcp = crate::mcp::Launcher {
             options: self.local_options(&current.config),
             cwd: match &environment {
-                Environment::Local => template.cwd.clone(),
+                Environment::Local | Environment::Container(_) => template.cwd.clone(),
                 Environment::Ssh(_) => directories::BaseDirs::new()
                     .map_or_else(|| PathBuf::from("/"), |d| d.home_dir().to_owned()),
             },
@@ -324,7 +390,10 @@ impl Registry {
         if self.cancel.is_cancelled() {
             return Err(Error::ShuttingDown);
         }
-        let id = SessionId(uuid::Uuid::new_v4().to_string());
+        let id = match &new.prepared {
+            Some((id, _)) => id.clone(),
+            None => SessionId(uuid::Uuid::new_v4().to_string()),
+        };
         // The session's directory is made while its skills are found.
         let files = async {
             match &self.store {
@@ -403,6 +472,7 @@ impl Registry {
         };
         let new = NewSession {
             template,
+            prepared: None,
             title: record.title.clone(),
             history: History::restore(loaded.entries, record.leaf.clone(), record.history_len),
             forked_from: record.forked_from.clone(),

@@ -35,11 +35,11 @@ impl Registry {
         let current = self.current_with_credentials().await?;
         let config = &current.config;
         let cwd = match &params.environment {
-            Environment::Local => {
+            Environment::Local | Environment::Container(_) => {
                 let cwd = PathBuf::from(&params.cwd);
                 if params.cwd.is_empty() {
                     return Err(Error::InvalidConfig(
-                        "cwd is missing: a local session needs its working directory".into(),
+                        "cwd is missing: a local or container session needs its working directory (the container's workspace)".into(),
                     ));
                 }
                 if !cwd.is_absolute() {
@@ -106,6 +106,16 @@ impl Registry {
                 (PathBuf::from(&tree.path), Some(tree))
             }
         };
+        // The container is a container session's sandbox; Landlock cannot reach into it.
+        if matches!(params.environment, Environment::Container(_)) {
+            let asked = params.config.as_ref().and_then(|p| p.sandbox);
+            if asked.is_some_and(|m| m != SandboxMode::Off) {
+                return Err(Error::InvalidConfig(
+                    "sandbox: a container session is held by its container (its limits and network), not by a sandbox mode; leave out sandbox".into(),
+                ));
+            }
+            config.sandbox = SandboxMode::Off;
+        }
         let template = Template {
             cwd,
             profile,
@@ -117,8 +127,26 @@ impl Registry {
         };
         // A remote session is created only once its host answers, its key verified and its
         // directory found; the probe's connection is the one the session goes on using.
+        // A container session is created only once its container runs: the engine reached,
+        // the image found, the workspace mounted.
+        let prepared = match &template.environment {
+            Environment::Container(c) => {
+                let id = SessionId(uuid::Uuid::new_v4().to_string());
+                let env = self.container_environment(&current.config, c, &template.cwd, &id);
+                env.start()
+                    .await
+                    .map_err(|e| Error::EnvironmentUnavailable(e.to_string()))?;
+                let env: Arc<dyn crate::exec::ExecutionEnvironment> = if template.read_only {
+                    Arc::new(crate::exec::ReadOnly(env))
+                } else {
+                    Arc::new(env)
+                };
+                Some((id, env))
+            }
+            _ => None,
+        };
         let _probe = match &template.environment {
-            Environment::Local => None,
+            Environment::Local | Environment::Container(_) => None,
             Environment::Ssh(ssh) => {
                 let probe = self.ssh_environment(&current.config, ssh, &template.cwd)?;
                 probe
@@ -132,6 +160,7 @@ impl Registry {
             &current,
             NewSession {
                 template,
+                prepared,
                 title: params.title,
                 history: History::default(),
                 forked_from: None,
@@ -231,6 +260,7 @@ impl Registry {
             &current,
             NewSession {
                 template: source.template(),
+                prepared: None,
                 title: title.or_else(|| source.title().map(str::to_owned)),
                 history: History::restore(copied, leaf.clone(), len),
                 forked_from: Some(ForkOrigin {

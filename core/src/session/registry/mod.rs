@@ -21,7 +21,7 @@ mod subagents;
 
 use super::Error;
 use crate::config::Config;
-use crate::exec::{ProcessLedger, ProtectedPaths, SshConnections};
+use crate::exec::{ContainerHost, ProcessLedger, ProtectedPaths, SshConnections};
 use crate::llm::RetryPolicy;
 use crate::store::Store;
 use agentd_proto::{DaemonEvent, SessionId};
@@ -56,6 +56,9 @@ pub struct Registry {
     ledger: Option<Arc<dyn ProcessLedger>>,
     /// The SSH connections of remote sessions, one per host, shared by the sessions on it.
     ssh: SshConnections,
+    /// What container sessions share: the label naming this daemon, where their control
+    /// directories go.
+    containers: Arc<ContainerHost>,
     /// agentd's own files, which no environment's file operations open.
     protected: Arc<ProtectedPaths>,
     /// What sandboxed commands must not see: see [`hidden_from_commands`].
@@ -85,6 +88,17 @@ impl Registry {
         let checkpoints = store.as_ref().map(|s| {
             crate::checkpoint::Budget::new(s.dir().to_owned(), config.checkpoints.max_total_bytes)
         });
+        // Engines whose containers of earlier runs are swept: the default and the configured.
+        let engines: Vec<Option<String>> = std::iter::once(None)
+            .chain(config.containers.values().map(|c| c.engine.clone()))
+            .collect();
+        let containers = Arc::new(ContainerHost::new(
+            store.as_ref().map_or_else(
+                || format!("embedded-{}", crate::exec::run_id()),
+                |s| s.dir().parent().unwrap_or(s.dir()).display().to_string(),
+            ),
+            agentd_proto::socket::runtime_dir(nix::unistd::geteuid().as_raw()).join("containers"),
+        ));
         let current = CurrentCell::new(config);
         let ledger = store.as_ref().and_then(|s| {
             s.process_records(crate::exec::run_id())
@@ -105,6 +119,7 @@ impl Registry {
             ssh: SshConnections::new(
                 agentd_proto::socket::runtime_dir(nix::unistd::geteuid().as_raw()).join("ssh"),
             ),
+            containers: containers.clone(),
             protected: Arc::new(protected),
             hidden,
             checkpoints,
@@ -119,6 +134,14 @@ impl Registry {
                 }
             }
         });
+        if registry.store.is_some() {
+            registry.tasks.spawn(async move {
+                let removed = containers.sweep(&engines).await;
+                if removed > 0 {
+                    tracing::warn!(removed, "removed session containers a previous agentd left");
+                }
+            });
+        }
         if let Some(after) = evict_idle_after {
             registry
                 .tasks

@@ -213,6 +213,7 @@ impl Registry {
         self.start(
             &current,
             NewSession {
+                prepared: None,
                 template,
                 title: Some(format!("subagent: {title}")),
                 history: History::default(),

@@ -25,6 +25,8 @@ impl Task {
     /// Writes everything and marks the record cleanly closed: the journal then holds every
     /// event, so reopening it skips no seqs.
     pub(super) async fn finish(&self) {
+        // What the environment holds (a container) goes with the task.
+        self.info.env.release().await;
         let sync = {
             let core = self.core();
             core.log.writer().map(|writer| {

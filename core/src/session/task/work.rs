@@ -58,6 +58,7 @@ impl Task {
             Work::Terminate => self.info.env.terminate_all().await,
             Work::Close => {
                 self.info.env.terminate_all().await;
+                self.info.env.release().await;
                 if let Some(mcp) = &self.mcp {
                     mcp.stop().await;
                 }

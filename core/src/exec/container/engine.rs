@@ -1,0 +1,266 @@
+//! The container engine, spoken to through the Docker Engine API (`bollard`; Podman serves the
+//! same API): where it is, the version both sides speak, and the session containers it holds.
+//!
+//! Every container agentd makes carries three labels: [`DAEMON_LABEL`] (which daemon: its
+//! state directory), [`RUN_LABEL`] (which run of it) and [`SESSION_LABEL`]. A daemon removes
+//! its containers when their sessions end, and at start-up [`Engine::sweep`] removes those
+//! its earlier runs left behind (a `kill -9`, an OOM kill), as `groups.json` does for
+//! local processes.
+
+use super::super::Error;
+use bollard::Docker;
+use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
+};
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+/// Which daemon made a container: its state directory.
+pub(crate) const DAEMON_LABEL: &str = "dev.agentd.daemon";
+/// Which run of that daemon (`exec::run_id`).
+pub(crate) const RUN_LABEL: &str = "dev.agentd.run";
+/// Which session the container serves.
+pub(crate) const SESSION_LABEL: &str = "dev.agentd.session";
+/// Where the control directory (the command scripts and output FIFOs) is mounted, read-only.
+pub(super) const CONTROL_MOUNT: &str = "/.agentd";
+/// How long one API request may take (a create, a removal); an exec's stream is not bound by
+/// it.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// PID 2 of the container (under the engine's init): waits for commands, forever.
+const KEEP_ALIVE: &str = "while :; do sleep 86400; done";
+
+/// A container engine, its API version negotiated.
+#[derive(Clone)]
+pub(crate) struct Engine {
+    docker: Docker,
+    /// Its address as the user gave it (`DOCKER_HOST` or the default when absent), for
+    /// messages.
+    address: String,
+}
+
+/// What a session's container is made from and may use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ContainerSpec {
+    /// The engine's address (`unix:///run/docker.sock`, `tcp://HOST:2375`); `None`:
+    /// `DOCKER_HOST`, else the local socket.
+    pub(crate) engine: Option<String>,
+    /// The image, which the engine must have (agentd never pulls).
+    pub(crate) image: String,
+    /// Whether commands may reach the network.
+    pub(crate) network: bool,
+    /// Memory cap in MiB (swap included).
+    pub(crate) memory_mb: Option<u64>,
+    /// Most processes at once.
+    pub(crate) pids_limit: Option<u64>,
+    /// CPU share in thousandths of a CPU.
+    pub(crate) millicpus: Option<u64>,
+    /// The user commands run as (`UID[:GID]` or a name the image knows); `None`: the
+    /// daemon's own uid and gid, so files written to the workspace are the user's.
+    pub(crate) user: Option<String>,
+}
+
+/// The labels of a new container.
+pub(crate) struct Labels<'a> {
+    pub(crate) daemon: &'a str,
+    pub(crate) run: &'a str,
+    pub(crate) session: &'a str,
+}
+
+impl Engine {
+    /// Connects to the engine at `address` (`None`: `DOCKER_HOST`, else the local socket) and
+    /// agrees on the API version. Fails with a message saying where it looked.
+    pub(crate) async fn connect(address: Option<&str>) -> Result<Self, Error> {
+        let shown = address
+            .map(str::to_owned)
+            .or_else(|| std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty()))
+            .unwrap_or_else(|| "unix:///var/run/docker.sock".to_owned());
+        let unreachable = |e: &dyn std::fmt::Display| {
+            Error::Unavailable(format!(
+                "cannot reach the container engine at {shown}: {e} (is dockerd, or `podman \
+                 system service`, running there? set DOCKER_HOST or the container's engine)"
+            ))
+        };
+        let docker = match address {
+            Some(a) if a.starts_with('/') => {
+                Docker::connect_with_host(&format!("unix://{a}")).map_err(|e| unreachable(&e))?
+            }
+            Some(a) => Docker::connect_with_host(a).map_err(|e| unreachable(&e))?,
+            None => Docker::connect_with_defaults().map_err(|e| unreachable(&e))?,
+        };
+        let docker = docker
+            .with_timeout(REQUEST_TIMEOUT)
+            .negotiate_version()
+            .await
+            .map_err(|e| unreachable(&e))?;
+        Ok(Self {
+            docker,
+            address: shown,
+        })
+    }
+
+    pub(super) fn docker(&self) -> &Docker {
+        &self.docker
+    }
+
+    pub(crate) fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// Makes and starts a session's container from `spec`: the workspace `cwd` mounted at the
+    /// same path, `control` read-only at [`CONTROL_MOUNT`], the engine's init as PID 1,
+    /// `name` as its name. Returns its id; a container that could not start is removed.
+    pub(crate) async fn create(
+        &self,
+        spec: &ContainerSpec,
+        name: &str,
+        cwd: &Path,
+        control: &Path,
+        labels: Labels<'_>,
+    ) -> Result<String, Error> {
+        if let Err(e) = self.docker.inspect_image(&spec.image).await {
+            return Err(match status(&e) {
+                Some(404) => Error::Unavailable(format!(
+                    "the image {:?} is not on the container engine at {}: build or pull it there \
+                     first (agentd never pulls images)",
+                    spec.image, self.address
+                )),
+                _ => self.failed("cannot look up the image", &e),
+            });
+        }
+        let bind = |source: &Path, target: &str, read_only: bool| Mount {
+            source: Some(source.display().to_string()),
+            target: Some(target.to_owned()),
+            typ: Some(MountType::BIND),
+            read_only: Some(read_only),
+            ..Mount::default()
+        };
+        let mib = |mb: u64| i64::try_from(mb.saturating_mul(1 << 20)).unwrap_or(i64::MAX);
+        let host = HostConfig {
+            mounts: Some(vec![
+                bind(cwd, &cwd.display().to_string(), false),
+                bind(control, CONTROL_MOUNT, true),
+            ]),
+            init: Some(true),
+            memory: spec.memory_mb.map(mib),
+            // Swap counts against the same cap: a command cannot page its way past it.
+            memory_swap: spec.memory_mb.map(mib),
+            pids_limit: spec
+                .pids_limit
+                .map(|p| i64::try_from(p).unwrap_or(i64::MAX)),
+            nano_cpus: spec
+                .millicpus
+                .map(|m| i64::try_from(m.saturating_mul(1_000_000)).unwrap_or(i64::MAX)),
+            network_mode: (!spec.network).then(|| "none".to_owned()),
+            security_opt: Some(vec!["no-new-privileges:true".to_owned()]),
+            // Gone as soon as it stops: the worker stops everything when the daemon's end of
+            // its exec closes (a daemon killed), so a crash leaves no container behind either.
+            auto_remove: Some(true),
+            ..HostConfig::default()
+        };
+        let user = spec
+            .user
+            .clone()
+            .unwrap_or_else(|| format!("{}:{}", nix::unistd::geteuid(), nix::unistd::getegid()));
+        let body = ContainerCreateBody {
+            image: Some(spec.image.clone()),
+            entrypoint: Some(vec!["/bin/sh".into(), "-c".into(), KEEP_ALIVE.into()]),
+            cmd: Some(Vec::new()),
+            working_dir: Some(cwd.display().to_string()),
+            user: Some(user),
+            labels: Some(HashMap::from([
+                (DAEMON_LABEL.to_owned(), labels.daemon.to_owned()),
+                (RUN_LABEL.to_owned(), labels.run.to_owned()),
+                (SESSION_LABEL.to_owned(), labels.session.to_owned()),
+            ])),
+            network_disabled: (!spec.network).then_some(true),
+            host_config: Some(host),
+            ..ContainerCreateBody::default()
+        };
+        let options = CreateContainerOptionsBuilder::default().name(name).build();
+        let created = self
+            .docker
+            .create_container(Some(options), body)
+            .await
+            .map_err(|e| self.failed("cannot create the container", &e))?;
+        if let Err(e) = self.docker.start_container(&created.id, None).await {
+            self.remove(&created.id).await;
+            return Err(self.failed("cannot start the container", &e));
+        }
+        Ok(created.id)
+    }
+
+    /// Removes a container and whatever runs in it; a container already gone is fine.
+    pub(crate) async fn remove(&self, id: &str) {
+        let options = RemoveContainerOptionsBuilder::default().force(true).build();
+        match self.docker.remove_container(id, Some(options)).await {
+            Ok(()) => {}
+            // Gone, or going (the engine's auto-remove of a stopped container).
+            Err(e) if matches!(status(&e), Some(404 | 409)) => {}
+            Err(e) => {
+                tracing::warn!(container = id, engine = %self.address, "cannot remove a session container: {e}")
+            }
+        }
+    }
+
+    /// Removes the containers daemon `daemon` made in runs other than `run`: what a crashed
+    /// run left. Returns how many.
+    pub(crate) async fn sweep(&self, daemon: &str, run: &str) -> usize {
+        let filters = HashMap::from([("label", vec![format!("{DAEMON_LABEL}={daemon}")])]);
+        let options = ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let listed = match self.docker.list_containers(Some(options)).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(engine = %self.address, "cannot list the containers an earlier run left: {e}");
+                return 0;
+            }
+        };
+        let mut removed = 0;
+        for container in listed {
+            let theirs = container
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(RUN_LABEL))
+                .is_some_and(|r| r != run);
+            if let (true, Some(id)) = (theirs, container.id) {
+                self.remove(&id).await;
+                removed += 1;
+            }
+        }
+        removed
+    }
+
+    /// Whether the container is running.
+    pub(crate) async fn running(&self, id: &str) -> bool {
+        self.docker
+            .inspect_container(id, None)
+            .await
+            .ok()
+            .and_then(|c| c.state)
+            .and_then(|s| s.running)
+            .unwrap_or(false)
+    }
+
+    fn failed(&self, what: &str, e: &bollard::errors::Error) -> Error {
+        let why = match e {
+            bollard::errors::Error::DockerResponseServerError { message, .. } => message.clone(),
+            e => e.to_string(),
+        };
+        Error::Unavailable(format!(
+            "{what} on the container engine at {}: {why}",
+            self.address
+        ))
+    }
+}
+
+/// The HTTP status the engine answered with, if it answered.
+fn status(e: &bollard::errors::Error) -> Option<u16> {
+    match e {
+        bollard::errors::Error::DockerResponseServerError { status_code, .. } => Some(*status_code),
+        _ => None,
+    }
+}

@@ -1,0 +1,110 @@
+//! `agentd-bench container`: what issue 27's container environment costs. A ten-round `echo`
+//! task by turns in a local session (sandbox off, as a container session's own sandbox is)
+//! and in a container session of the busybox test image: the time per shell round after the
+//! first; and `session/create` of a container session (the engine's create and start, and the
+//! worker's exec), beside a local one's.
+
+use super::{timed_task, tool_results};
+use agentd_tests::engine::{Engine, IMAGE};
+use agentd_tests::mock::{MockAnthropic, Reply};
+use agentd_tests::{TestDaemon, sse};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+const ROUNDS: usize = 10;
+const RUNS: usize = 15;
+
+pub(crate) struct Figures {
+    /// Per shell round after the first: local, container.
+    per_round: [Vec<Duration>; 2],
+    /// `session/create`: local, container.
+    create: [Vec<Duration>; 2],
+}
+
+fn rounds(body: &Value) -> Reply {
+    let done = tool_results(body);
+    if done >= ROUNDS {
+        return Reply::Stream(sse::text("done"));
+    }
+    Reply::Stream(sse::shell(
+        &format!("r{done}"),
+        &format!("echo round-{done}"),
+    ))
+}
+
+/// `None` without an engine.
+pub(crate) async fn bench() -> Option<Figures> {
+    let engine = Engine::get()?;
+    let mock = MockAnthropic::start().await.unwrap();
+    mock.respond_with(rounds);
+    let daemon = TestDaemon::builder()
+        .env("ANTHROPIC_BASE_URL", &mock.url)
+        .env("ANTHROPIC_API_KEY", "bench-key")
+        .env("DOCKER_HOST", &engine.host)
+        .start()
+        .await
+        .unwrap();
+    let mut client = daemon.client().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path().display().to_string();
+    let mut figures = Figures {
+        per_round: Default::default(),
+        create: Default::default(),
+    };
+    // The first run is a warm-up.
+    for run in 0..=RUNS {
+        for (place, environment) in [
+            json!({"kind": "local"}),
+            json!({"kind": "container", "image": IMAGE}),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let started = Instant::now();
+            let created = client
+                .call(
+                    "session/create",
+                    json!({"cwd": cwd, "environment": environment, "config": {"sandbox": "off"}}),
+                )
+                .await
+                .unwrap();
+            let create = started.elapsed();
+            let session = created["session_id"].as_str().unwrap().to_owned();
+            let (_, rest) = timed_task(&mut client, &session, "echo").await;
+            client
+                .call("session/close", json!({"session_id": session}))
+                .await
+                .unwrap();
+            if run > 0 {
+                figures.per_round[place].push(rest / (ROUNDS - 1) as u32);
+                figures.create[place].push(create);
+            }
+        }
+    }
+    for list in figures
+        .per_round
+        .iter_mut()
+        .chain(figures.create.iter_mut())
+    {
+        list.sort();
+    }
+    Some(figures)
+}
+
+pub(crate) fn print(figures: Option<&Figures>) {
+    let Some(f) = figures else {
+        println!("container: no container engine answers (DOCKER_HOST); not measured");
+        return;
+    };
+    let ms = |d: &[Duration]| d[RUNS / 2].as_secs_f64() * 1e3;
+    let (local, container) = (ms(&f.per_round[0]), ms(&f.per_round[1]));
+    println!(
+        "container: per shell round, {ROUNDS}-round echo task, busybox image on the local engine: local median {local:.2} ms, container median {container:.2} ms (+{:.2} ms) ({RUNS} runs each, by turns)",
+        container - local
+    );
+    println!(
+        "  session/create: local median {:.1} ms, container median {:.1} ms (engine create + start; the worker's exec comes with the first command)",
+        ms(&f.create[0]),
+        ms(&f.create[1])
+    );
+}

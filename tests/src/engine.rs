@@ -1,0 +1,117 @@
+//! The container engine the container tests and benchmark use: the one at
+//! `AGENTD_TEST_DOCKER_HOST`, else `DOCKER_HOST`, else `unix:///var/run/docker.sock` (`.ci/run`
+//! starts Debian's dockerd there), with the test image imported from a busybox rootfs when the
+//! engine does not have it yet (no image registry is reachable). The `docker` CLI drives it.
+
+use anyhow::{Context, Result, bail};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+/// The image the tests run: busybox (no bash, no perl), as a one-layer import.
+pub const IMAGE: &str = "agentd-test/busybox:1";
+/// The label the daemon puts on the containers it makes, naming the session.
+pub const SESSION_LABEL: &str = "dev.agentd.session";
+
+/// A running engine with the test image.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    /// Its address, as `DOCKER_HOST` takes it.
+    pub host: String,
+}
+
+impl Engine {
+    /// The engine, or `None` when none answers (the caller skips; under CI=true the
+    /// [`prerequisite`](crate::prerequisite) fails instead).
+    pub fn get() -> Option<&'static Engine> {
+        static ENGINE: OnceLock<Option<Engine>> = OnceLock::new();
+        let found = ENGINE.get_or_init(|| match Self::find() {
+            Ok(engine) => Some(engine),
+            Err(e) => {
+                eprintln!("no container engine: {e:#}");
+                None
+            }
+        });
+        let what = "a container engine (dockerd on DOCKER_HOST or /var/run/docker.sock) with \
+                    busybox-static for the test image";
+        if crate::prerequisite(what, found.is_some()) {
+            found.as_ref()
+        } else {
+            None
+        }
+    }
+
+    fn find() -> Result<Self> {
+        let host = std::env::var("AGENTD_TEST_DOCKER_HOST")
+            .or_else(|_| std::env::var("DOCKER_HOST"))
+            .unwrap_or_else(|_| "unix:///var/run/docker.sock".to_owned());
+        let engine = Self { host };
+        engine.docker(&["version", "--format", "{{.Server.APIVersion}}"])?;
+        if engine.docker(&["image", "inspect", IMAGE]).is_err() {
+            engine.import_busybox()?;
+        }
+        Ok(engine)
+    }
+
+    /// Runs `docker ARGS` against the engine; its stdout, or an error with its stderr.
+    pub fn docker(&self, args: &[&str]) -> Result<String> {
+        let out = Command::new("docker")
+            .args(["-H", &self.host])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .context("docker (the CLI) runs")?;
+        if !out.status.success() {
+            bail!(
+                "docker {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// The ids of the containers carrying `label` (`KEY=VALUE`), stopped ones included.
+    pub fn containers(&self, label: &str) -> Result<Vec<String>> {
+        let listed = self.docker(&["ps", "-aq", "--filter", &format!("label={label}")])?;
+        Ok(listed.lines().map(str::to_owned).collect())
+    }
+
+    /// The containers of session `session`.
+    pub fn session_containers(&self, session: &str) -> Result<Vec<String>> {
+        self.containers(&format!("{SESSION_LABEL}={session}"))
+    }
+
+    /// Imports [`IMAGE`]: Debian's static busybox with a link per applet, and `/tmp`.
+    fn import_busybox(&self) -> Result<()> {
+        let busybox = Path::new("/bin/busybox");
+        if !busybox.exists() {
+            bail!("no /bin/busybox (Debian's busybox-static) to build the test image from");
+        }
+        let root = tempfile::tempdir()?;
+        let bin = root.path().join("bin");
+        std::fs::create_dir_all(&bin)?;
+        std::fs::create_dir_all(root.path().join("tmp"))?;
+        std::fs::copy(busybox, bin.join("busybox"))?;
+        let applets = Command::new(busybox).arg("--list").output()?;
+        for applet in String::from_utf8_lossy(&applets.stdout).lines() {
+            if applet != "busybox" {
+                std::os::unix::fs::symlink("busybox", bin.join(applet))?;
+            }
+        }
+        let tar = Command::new("tar")
+            .args(["-C"])
+            .arg(root.path())
+            .args(["-c", "."])
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let status = Command::new("docker")
+            .args(["-H", &self.host, "import", "-", IMAGE])
+            .stdin(tar.stdout.context("tar's stdout")?)
+            .stdout(Stdio::null())
+            .status()?;
+        if !status.success() {
+            bail!("docker import of the busybox rootfs failed");
+        }
+        Ok(())
+    }
+}
