@@ -1574,7 +1574,7 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__new)
-            opts="-h --cwd --ssh --ssh-port --ssh-identity --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --worktree --approval --allow --deny --sandbox --writable-roots --sandbox-network --socket --json --help"
+            opts="-h --cwd --ssh --container --container-network --ssh-port --ssh-identity --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --worktree --approval --allow --deny --sandbox --writable-roots --sandbox-network --socket --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1585,6 +1585,10 @@ _agentctl() {
                     return 0
                     ;;
                 --ssh)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --container)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1864,7 +1868,7 @@ _agentctl() {
             return 0
             ;;
         agentctl__subcmd__submit)
-            opts="-f -h --new --follow --when-busy --client-input-id --image --cwd --ssh --ssh-port --ssh-identity --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --worktree --approval --allow --deny --sandbox --writable-roots --sandbox-network --socket --json --help"
+            opts="-f -h --new --follow --when-busy --client-input-id --image --cwd --ssh --container --container-network --ssh-port --ssh-identity --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --read-only --worktree --approval --allow --deny --sandbox --writable-roots --sandbox-network --socket --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1887,6 +1891,10 @@ _agentctl() {
                     return 0
                     ;;
                 --ssh)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --container)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2040,7 +2048,7 @@ _agentctl_slash() {
                 case "${COMP_WORDS[i]}" in
                     --new) found=(new prompt); break ;;
                     --socket) socket=(--socket "${COMP_WORDS[i+1]}"); (( i++ )) ;;
-                    --when-busy|--client-input-id|--image|--cwd|--ssh|--ssh-port|--ssh-identity|--provider|--model|--effort|--max-turns|--max-rounds|--timeout|--profile|--title|--instructions|--approval|--allow|--deny|--sandbox|--writable-roots) (( i++ )) ;;
+                    --when-busy|--client-input-id|--image|--cwd|--ssh|--container|--ssh-port|--ssh-identity|--provider|--model|--effort|--max-turns|--max-rounds|--timeout|--profile|--title|--instructions|--worktree|--approval|--allow|--deny|--sandbox|--writable-roots) (( i++ )) ;;
                     -*) ;;
                     *) found+=("${COMP_WORDS[i]}") ;;
                 esac

@@ -73,6 +73,7 @@ complete -c agentctl -n "__fish_agentctl_using_subcommand models" -l json -d 'Pr
 complete -c agentctl -n "__fish_agentctl_using_subcommand models" -s h -l help -d 'Print help'
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l cwd -d 'Working directory [default: the current directory]' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l ssh -d 'Run the session\'s tools on another machine over SSH: `[USER@]HOST:/remote/dir`, where HOST is a `[hosts.NAME]` entry of the daemon\'s config or a host the ssh configuration knows. Host keys must already be in known_hosts' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l container -d 'Run the session\'s commands in a container of its own with the working directory mounted: an image the engine has, or a `[containers.NAME]` entry of the daemon\'s config (its engine and limits). The engine is the entry\'s, else DOCKER_HOST\'s, else the local socket' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l ssh-port -d 'The SSH port (with --ssh) [default: the host entry\'s or ssh configuration\'s]' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l ssh-identity -d 'The private key file (with --ssh) [default: the host entry\'s, ssh agent\'s or configuration\'s]' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l provider -d 'Provider name (see `agentctl models`)' -r
@@ -99,6 +100,7 @@ workspace-write\t''
 off\t''"
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l writable-roots -d 'More directories the workspace-write sandbox may write under (absolute; repeat or separate with commas)' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
+complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l container-network -d 'Let the container\'s commands reach the network (with --container) [default: off]'
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l read-only -d 'Refuse file writes and deletes; commands run in the read_only sandbox'
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l sandbox-network -d 'Let sandboxed commands open TCP connections and listen'
 complete -c agentctl -n "__fish_agentctl_using_subcommand new" -l json -d 'Print machine-readable NDJSON instead of text'
@@ -118,6 +120,7 @@ complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l client-inpu
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l image -d 'Send an image with the text (png, jpeg, gif or webp; repeatable, at most 10, each at most 5 MiB and 7 MiB in all). The session\'s provider must take images' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l cwd -d 'Working directory [default: the current directory]' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l ssh -d 'Run the session\'s tools on another machine over SSH: `[USER@]HOST:/remote/dir`, where HOST is a `[hosts.NAME]` entry of the daemon\'s config or a host the ssh configuration knows. Host keys must already be in known_hosts' -r
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l container -d 'Run the session\'s commands in a container of its own with the working directory mounted: an image the engine has, or a `[containers.NAME]` entry of the daemon\'s config (its engine and limits). The engine is the entry\'s, else DOCKER_HOST\'s, else the local socket' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l ssh-port -d 'The SSH port (with --ssh) [default: the host entry\'s or ssh configuration\'s]' -r
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l ssh-identity -d 'The private key file (with --ssh) [default: the host entry\'s, ssh agent\'s or configuration\'s]' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l provider -d 'Provider name (see `agentctl models`)' -r
@@ -146,6 +149,7 @@ complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l writable-ro
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l socket -d 'Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]' -r -F
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l new -d 'Create a new session for this prompt (the options below apply to it)'
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -s f -l follow -d 'Stream the work until it ends; Ctrl-C aborts it'
+complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l container-network -d 'Let the container\'s commands reach the network (with --container) [default: off]'
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l read-only -d 'Refuse file writes and deletes; commands run in the read_only sandbox'
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l sandbox-network -d 'Let sandboxed commands open TCP connections and listen'
 complete -c agentctl -n "__fish_agentctl_using_subcommand submit" -l json -d 'Print machine-readable NDJSON instead of text'
@@ -362,7 +366,7 @@ function __agentctl_slash_commands
             case --socket
                 set socket --socket $tokens[(math $i + 1)]
                 set i (math $i + 1)
-            case --when-busy --client-input-id --image --cwd --ssh --ssh-port --ssh-identity --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --approval --allow --deny --sandbox --writable-roots
+            case --when-busy --client-input-id --image --cwd --ssh --container --ssh-port --ssh-identity --provider --model --effort --max-turns --max-rounds --timeout --profile --title --instructions --worktree --approval --allow --deny --sandbox --writable-roots
                 set i (math $i + 1)
             case '-*'
             case '*'

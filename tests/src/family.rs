@@ -3,7 +3,7 @@
 //! request. Scenarios written once run against every family.
 
 use crate::TestDaemon;
-use crate::mock::{Chunk, MockAnthropic, Reply};
+use crate::mock::{Chunk, MockProvider, Reply};
 use crate::sse;
 use serde_json::{Value, json};
 
@@ -42,7 +42,7 @@ impl Family {
     }
 
     /// A daemon that reaches every family through `mock`.
-    pub async fn daemon(mock: &MockAnthropic) -> anyhow::Result<TestDaemon> {
+    pub async fn daemon(mock: &MockProvider) -> anyhow::Result<TestDaemon> {
         let config = format!(
             "[providers.anthropic]\nbeta_headers = [\"interleaved-thinking-2025-05-14\"]\n\n\
              [providers.local]\nkind = \"openai_chat\"\nbase_url = \"{}/v1\"\ndefault_model = \"local-model\"\nimages = true\n\n\

@@ -1,7 +1,7 @@
 //! Test support for agentd: the real daemon on a temp socket ([`TestDaemon`]), a raw
 //! newline-delimited JSON-RPC client ([`RawClient`]) and a typed one on it ([`Client`]), the real `agentctl`, and a mock
 //! Anthropic server that speaks the recorded SSE wire format and records every request
-//! ([`mock::MockAnthropic`]). Nothing here reaches the network.
+//! ([`mock::MockProvider`]). Nothing here reaches the network.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -90,13 +90,13 @@ struct Shared {
 
 /// The mock server. It stops when dropped (with the test's runtime).
 #[derive(Clone)]
-pub struct MockAnthropic {
+pub struct MockProvider {
     /// `http://127.0.0.1:PORT`, for `ANTHROPIC_BASE_URL`.
     pub url: String,
     shared: Arc<Shared>,
 }
 
-impl MockAnthropic {
+impl MockProvider {
     /// Starts on an ephemeral port.
     pub async fn start() -> anyhow::Result<Self> {
         let shared = Arc::new(Shared::default());

@@ -43,7 +43,7 @@ mod checkpoints;
 #[path = "bench/container.rs"]
 mod container;
 
-use agentd_tests::mock::{Chunk, Gate, MockAnthropic, Reply};
+use agentd_tests::mock::{Chunk, Gate, MockProvider, Reply};
 use agentd_tests::strace::SessionSyncs;
 use agentd_tests::{RawClient, TestDaemon, sse};
 use serde_json::{Value, json};
@@ -121,7 +121,7 @@ async fn main() {
         print_skills(&skills_bench().await);
         return;
     }
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = TestDaemon::start(&mock.url).await.unwrap();
     if only.as_deref() == Some("acp") {
         let mut client = daemon.client().await.unwrap();
@@ -523,7 +523,7 @@ struct CoreFigures {
 
 /// `agentd-bench core`: only the figures of [`CoreFigures`], on one daemon.
 async fn core_bench() -> CoreFigures {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = TestDaemon::start(&mock.url).await.unwrap();
     let (idle_rss, with_100) = sessions_rss(&daemon).await;
     mock.respond_with(echo_rounds);
@@ -553,7 +553,7 @@ async fn core_bench() -> CoreFigures {
 
 /// The per-round figure alone (a quick check while working on it).
 async fn print_rounds() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = TestDaemon::start(&mock.url).await.unwrap();
     mock.respond_with(echo_rounds);
     let mut rounds = Rounds::new(daemon).await;
@@ -741,7 +741,7 @@ struct SandboxFigures {
 /// The `echo` task by turns in a session with the sandbox off and in a default
 /// (`workspace_write`) one, whose commands join the session's namespaces and Landlock.
 async fn sandbox_bench() -> SandboxFigures {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     mock.respond_with(echo_rounds);
     let daemon = TestDaemon::start(&mock.url).await.unwrap();
     let mut client = daemon.client().await.unwrap();
@@ -797,7 +797,7 @@ struct HookFigures {
 /// The `echo` task by turns on a daemon without hooks and on one whose every tool call runs
 /// a no-op hook (`true`), both with the sandbox off.
 async fn hooks_bench() -> HookFigures {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     mock.respond_with(echo_rounds);
     let daemon = |config: &'static str| {
         TestDaemon::builder()
@@ -892,7 +892,7 @@ async fn ssh_bench() -> Option<[[SshFigures; 3]; 2]> {
     let plain =
         agentd_tests::sshd::SshServer::start_with_path(Some(&no_perl.path().display().to_string()))
             .unwrap()?;
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     mock.respond_with(ssh_rounds);
     let hosts = format!("{}{}", server.host_entry("box"), plain.host_entry("plain"));
     let daemon = TestDaemon::start_with_config(
@@ -950,7 +950,7 @@ async fn ssh_bench() -> Option<[[SshFigures; 3]; 2]> {
 /// Event latency: the provider sends one text delta at a time; each is timed until the
 /// subscriber has it. Sorted.
 async fn socket_latency(
-    mock: &MockAnthropic,
+    mock: &MockProvider,
     daemon: &TestDaemon,
     client: &mut RawClient,
     cwd: &Path,
@@ -984,7 +984,7 @@ async fn socket_latency(
 }
 
 /// Queues a reply that streams [`LATENCY_SAMPLES`] text deltas, each held until its gate opens.
-fn gated_stream(mock: &MockAnthropic) -> Vec<Gate> {
+fn gated_stream(mock: &MockProvider) -> Vec<Gate> {
     let gates: Vec<Gate> = (0..LATENCY_SAMPLES).map(|_| Gate::new()).collect();
     let mut chunks = vec![sse::message_start()];
     chunks.push(Chunk::Data("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n".into()));
@@ -1027,7 +1027,7 @@ struct AcpFigures {
 /// The event-latency measurement through `agentctl acp`: an ACP client (JSON lines on the
 /// bridge's stdio) opens a session and prompts; each gated delta is timed until its
 /// `agent_message_chunk` arrives.
-async fn acp_bench(mock: &MockAnthropic, daemon: &TestDaemon, cwd: &Path) -> AcpFigures {
+async fn acp_bench(mock: &MockProvider, daemon: &TestDaemon, cwd: &Path) -> AcpFigures {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let gates = gated_stream(mock);
     let mut child = tokio::process::Command::from(daemon.command("agentctl"))
@@ -1311,7 +1311,7 @@ impl StraceRun {
 
 /// A daemon under `strace` writing its trace to `file`, each sync slowed by `delay`.
 async fn strace_daemon(
-    mock: &MockAnthropic,
+    mock: &MockProvider,
     program: &Path,
     file: &Path,
     delay: Option<Duration>,
@@ -1328,7 +1328,7 @@ async fn strace_daemon(
 
 /// Measures `session/list` while a session writes on a daemon under `strace` whose tasks have
 /// run, stops it gracefully, and counts each task's syscalls from its trace.
-async fn finish_strace(mock: &MockAnthropic, mut rounds: Rounds, trace: &Path) -> StraceRun {
+async fn finish_strace(mock: &MockProvider, mut rounds: Rounds, trace: &Path) -> StraceRun {
     let list = list_while_writing(
         mock,
         &rounds.daemon,
@@ -1425,7 +1425,7 @@ impl ListLatency {
 /// Times `session/list` back to back: `LIST_SAMPLES` calls with nothing running, then as many
 /// as fit while a new session's tools print `WRITER_ROUNDS` x `WRITER_BYTES`.
 async fn list_while_writing(
-    mock: &MockAnthropic,
+    mock: &MockProvider,
     daemon: &TestDaemon,
     client: &mut RawClient,
     cwd: &Path,
@@ -1474,7 +1474,7 @@ struct OutputRss {
 const EVICT_SECS: u64 = 2;
 
 /// Runs the output session on a daemon with `env` added (allocator settings).
-async fn output_bench(mock: &MockAnthropic, env: &[(&str, &str)]) -> OutputRss {
+async fn output_bench(mock: &MockProvider, env: &[(&str, &str)]) -> OutputRss {
     let daemon = env
         .iter()
         .fold(TestDaemon::builder(), |b, (k, v)| b.env(k, v))
@@ -1541,7 +1541,7 @@ struct ManySessions {
 
 /// Creates `IDLE_SESSIONS` sessions with one short turn each (nobody subscribed), measures
 /// RSS, then `session/list` quiet and while another session writes.
-async fn idle_sessions_bench(mock: &MockAnthropic) -> ManySessions {
+async fn idle_sessions_bench(mock: &MockProvider) -> ManySessions {
     let daemon = TestDaemon::start(&mock.url).await.unwrap();
     let pid = daemon.pid();
     let mut client = daemon.client().await.unwrap();
@@ -1688,7 +1688,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// `grep` and `glob` through the daemon (the tool's own duration, from `tool_call_end`) and
 /// `rg` on the same generated tree.
 async fn search_bench(
-    mock: &MockAnthropic,
+    mock: &MockProvider,
     daemon: &TestDaemon,
     client: &mut agentd_tests::RawClient,
 ) -> String {
@@ -1894,7 +1894,7 @@ impl AllocFigures {
 /// subscriber, then to [`ALLOC_SUBSCRIBERS`] (each its own connection, read concurrently): all
 /// it allocates in the window (the request, decoding, events, journal, fan-out, sockets) over
 /// the events one subscriber got.
-async fn alloc_bench(mock: &MockAnthropic, daemon: &TestDaemon) -> AllocFigures {
+async fn alloc_bench(mock: &MockProvider, daemon: &TestDaemon) -> AllocFigures {
     let dir = tempfile::tempdir().unwrap();
     let mut runs = Vec::new();
     for subscribers in [1, ALLOC_SUBSCRIBERS] {
@@ -1988,7 +1988,7 @@ async fn mcp_bench() -> Option<McpFigures> {
         eprintln!("server-everything is not installed (.ci/run); no MCP figures");
         return None;
     }
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = TestDaemon::builder()
         .env("ANTHROPIC_BASE_URL", &mock.url)
         .env("ANTHROPIC_API_KEY", "test-key")
@@ -2112,7 +2112,7 @@ struct SkillsFigures {
 
 async fn skills_bench() -> SkillsFigures {
     const CREATES: usize = 41;
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = TestDaemon::start(&mock.url).await.unwrap();
     let mut client = daemon.client().await.unwrap();
     let empty = tempfile::tempdir().unwrap();

@@ -7,7 +7,7 @@ use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::{AcpAgent, AcpAgentConfig, Agent, Client};
 use agentd_tests::TestDaemon;
 use agentd_tests::family::Family;
-use agentd_tests::mock::{Chunk, Gate, MockAnthropic};
+use agentd_tests::mock::{Chunk, Gate, MockProvider};
 use agentd_tests::sse;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -222,13 +222,13 @@ async fn client_output(mut cmd: tokio::process::Command, what: &str) -> Vec<Valu
         .collect()
 }
 
-async fn daemon(mock: &MockAnthropic) -> TestDaemon {
+async fn daemon(mock: &MockProvider) -> TestDaemon {
     TestDaemon::start(&mock.url).await.expect("daemon starts")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn initialize_advertises_load_list_resume_close_delete_and_an_auth_method() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let init = with_acp(&daemon, async |cx, _updates| {
         cx.send_request(acp::InitializeRequest::new(ProtocolVersion::V1))
@@ -259,7 +259,7 @@ async fn initialize_advertises_load_list_resume_close_delete_and_an_auth_method(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_with_a_tool_round_streams_calls_diffs_text_and_ends_the_turn() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let dir = tempfile::tempdir().unwrap();
     mock.push_stream(sse::tools(
@@ -343,7 +343,7 @@ async fn a_prompt_with_a_tool_round_streams_calls_diffs_text_and_ends_the_turn()
 /// agent's message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_ends_the_prompt_with_refusal() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let dir = tempfile::tempdir().unwrap();
     mock.push_stream(Family::Anthropic.refused("I won't do that."));
@@ -363,7 +363,7 @@ async fn a_refusal_ends_the_prompt_with_refusal() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_during_a_tool_kills_it_and_answers_cancelled() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let dir = tempfile::tempdir().unwrap();
     mock.push_stream(sse::shell("t1", "echo started; sleep 600"));
@@ -390,7 +390,7 @@ async fn cancel_during_a_tool_kills_it_and_answers_cancelled() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_sent_while_busy_is_queued_and_both_answer_in_order() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let dir = tempfile::tempdir().unwrap();
     let gate = Gate::new();
@@ -429,7 +429,7 @@ async fn daemon_queue_len(daemon: &TestDaemon, session: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_replays_a_session_started_with_agentctl_then_continues_live() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let dir = tempfile::tempdir().unwrap();
     mock.push_stream(sse::shell("t1", "echo replayed-output"));
@@ -489,7 +489,7 @@ async fn load_replays_a_session_started_with_agentctl_then_continues_live() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_shows_the_daemons_sessions_filtered_by_cwd() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let one = tempfile::tempdir().unwrap();
     let two = tempfile::tempdir().unwrap();
@@ -515,7 +515,7 @@ async fn list_shows_the_daemons_sessions_filtered_by_cwd() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_specific_errors() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let dir = tempfile::tempdir().unwrap();
     let errors = with_acp(&daemon, async |cx, _updates| {
@@ -585,7 +585,7 @@ async fn bad_requests_get_specific_errors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_prompt_reaches_the_provider_and_load_replays_it() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let dir = tempfile::tempdir().unwrap();
     // A PNG's magic number, then anything: the bytes need only survive the trip.
@@ -643,7 +643,7 @@ async fn an_image_prompt_reaches_the_provider_and_load_replays_it() {
 /// stdout is JSON-RPC, and each answer carries its request's id verbatim.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_lines_string_ids_unknown_methods_and_bad_params() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let mut cmd = tokio::process::Command::from(daemon.command("agentctl"));
     let mut child = cmd
@@ -701,7 +701,7 @@ async fn the_python_sdk_client_runs_a_session_with_options_resume_close_and_dele
     ) {
         return;
     }
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let dir = tempfile::tempdir().unwrap();
     let cwd = dir.path().canonicalize().unwrap();
@@ -757,7 +757,7 @@ async fn the_python_sdk_client_runs_a_session_with_options_resume_close_and_dele
 /// stdout (an editor shows the message from stderr).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_daemon_it_exits_69_and_keeps_stdout_clean() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let mut cmd = tokio::process::Command::from(daemon.command("agentctl"));
     let out = cmd
@@ -782,7 +782,7 @@ async fn without_a_daemon_it_exits_69_and_keeps_stdout_clean() {
 /// editor as invalid params with the daemon's kind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_session_meta_errors_name_what_is_accepted() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let dir = tempfile::tempdir().unwrap();
     let errors = with_acp(&daemon, async |cx, _updates| {
@@ -837,7 +837,7 @@ async fn a_provider_without_a_key_is_auth_required() {
 /// model of the next LLM call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_model_option_switches_the_sessions_model() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let dir = tempfile::tempdir().unwrap();
     mock.push_stream(sse::text("ok"));
@@ -876,7 +876,7 @@ async fn the_model_option_switches_the_sessions_model() {
 /// a refusal too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ask_mode_sends_permission_requests_and_obeys_them() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let dir = tempfile::tempdir().unwrap();
     mock.push_stream(sse::shell("t1", "echo granted-run"));
@@ -960,7 +960,7 @@ async fn ask_mode_sends_permission_requests_and_obeys_them() {
 /// `read-only` refuses file writes without asking.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_only_mode_refuses_writes() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let dir = tempfile::tempdir().unwrap();
     mock.push_stream(sse::tools(
@@ -1004,7 +1004,7 @@ async fn read_only_mode_refuses_writes() {
 /// it rather than starting new work, and both prompts end with the input that asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_prompt_answers_the_models_question() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let dir = tempfile::tempdir().unwrap();
     mock.push_stream(sse::tools(
@@ -1059,7 +1059,7 @@ async fn acpx_runs_a_prompt() {
     ) {
         return;
     }
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let dir = tempfile::tempdir().unwrap();
     mock.push_stream(sse::shell("t1", "echo via-acpx"));
@@ -1108,7 +1108,7 @@ async fn an_editors_mcp_servers_give_the_session_their_tools() {
     if !agentd_tests::prerequisite("server-everything (target/mcp-npm)", index.is_file()) {
         return;
     }
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let dir = tempfile::tempdir().unwrap();
     mock.push_stream(sse::tools(
@@ -1151,7 +1151,7 @@ async fn an_editors_mcp_servers_give_the_session_their_tools() {
 /// after `session/new` and `session/load`, and a `/name args` prompt is expanded by the daemon.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skills_and_commands_are_offered_as_available_commands() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let dir = tempfile::tempdir().unwrap();
     let skill = dir.path().join(".agents/skills/lint/SKILL.md");
@@ -1232,7 +1232,7 @@ async fn skills_and_commands_are_offered_as_available_commands() {
 /// the usage updates give the context used against the new model's window.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_options_set_mode_and_model_and_keep_the_modes_in_step() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     // A second provider with a key, to switch to (it is never called).
     let daemon = TestDaemon::builder()
         .env("ANTHROPIC_BASE_URL", &mock.url)
@@ -1326,7 +1326,7 @@ async fn config_options_set_mode_and_model_and_keep_the_modes_in_step() {
 /// `session/delete` removes it from `session/list`, and deleting it again succeeds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_close_and_delete_follow_the_stable_protocol() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let dir = tempfile::tempdir().unwrap();
     let cwd = dir.path().to_owned();
@@ -1443,7 +1443,7 @@ async fn resume_close_and_delete_follow_the_stable_protocol() {
 /// with the turn ended normally. None of them reaches the model.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undo_redo_and_diff_commands_answer_in_the_conversation() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("notes.txt");
@@ -1501,7 +1501,7 @@ async fn undo_redo_and_diff_commands_answer_in_the_conversation() {
 /// program), ending completed, or failed with its reason when it blocked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hook_runs_are_shown_as_their_own_tool_calls() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let bin = tempfile::tempdir().unwrap();
     let hook = bin.path().join("no-rm.sh");
     std::fs::write(
@@ -1583,7 +1583,7 @@ async fn acpx_persistent_sessions_set_options_resume_list_and_close() {
     ) {
         return;
     }
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = TestDaemon::builder()
         .env("ANTHROPIC_BASE_URL", &mock.url)
         .env("ANTHROPIC_API_KEY", "test-key")
@@ -1699,7 +1699,7 @@ async fn the_typescript_sdk_client_sets_options_resumes_closes_and_deletes() {
     ) {
         return;
     }
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let dir = tempfile::tempdir().unwrap();
     let cwd = dir.path().canonicalize().unwrap();

@@ -5,7 +5,7 @@
 //! worktrees of their own.
 
 use crate::{Setup, of_kind, setup_on, setup_with};
-use agentd_tests::mock::MockAnthropic;
+use agentd_tests::mock::MockProvider;
 use agentd_tests::{TestDaemon, sse};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -118,7 +118,7 @@ async fn undo_puts_every_kind_of_change_back_in_one_go_and_redo_brings_it_back()
     let git_before = image(&w.join(".git"));
     let before = work_image(w);
 
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = TestDaemon::start(&mock.url).await.unwrap();
     let mut s = setup_on(mock, daemon, workdir, json!({})).await;
     let w = s.workdir.path().to_owned();
@@ -312,7 +312,7 @@ async fn a_workspace_of_ten_thousand_files_outside_git_is_undone() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_disk_cap_removes_the_oldest_checkpoints_and_large_files_are_named() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = TestDaemon::builder()
         .env("ANTHROPIC_BASE_URL", &mock.url)
         .env("ANTHROPIC_API_KEY", "test-key")
@@ -393,7 +393,7 @@ async fn sessions_in_worktrees_of_one_repository_keep_their_changes_apart() {
     git(&repo, &["commit", "-qm", "start"]);
     // The user's uncommitted change does not carry over.
     std::fs::write(repo.join("shared.txt"), "the user's draft\n").unwrap();
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = TestDaemon::start(&mock.url).await.unwrap();
     let mut s = setup_on(mock, daemon, workdir, json!({"worktree": "alpha"})).await;
     let alpha = s.call("session/get", json!({})).await;
@@ -501,7 +501,7 @@ async fn sessions_in_worktrees_of_one_repository_keep_their_changes_apart() {
 /// finish, and nothing outside the workspace is written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hostile_workspace_costs_the_store_little_and_an_undo_never_leaves_it() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = TestDaemon::builder()
         .env("ANTHROPIC_BASE_URL", &mock.url)
         .env("ANTHROPIC_API_KEY", "test-key")

@@ -994,7 +994,7 @@ async fn daemon_status_stop_and_restart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn daemon_restart_under_systemd_says_to_use_systemctl() {
-    let mock = agentd_tests::mock::MockAnthropic::start().await.unwrap();
+    let mock = agentd_tests::mock::MockProvider::start().await.unwrap();
     let daemon = agentd_tests::TestDaemon::start_with(&[
         ("ANTHROPIC_BASE_URL", &mock.url),
         ("INVOCATION_ID", "0123456789abcdef"),
@@ -1016,7 +1016,7 @@ async fn daemon_restart_under_systemd_says_to_use_systemctl() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_agrees_with_check_config_and_checks_the_config_without_a_daemon() {
-    let mock = agentd_tests::mock::MockAnthropic::start().await.unwrap();
+    let mock = agentd_tests::mock::MockProvider::start().await.unwrap();
     // openai: a base URL and no key (ready); gemini: neither (no key).
     let mut daemon = agentd_tests::TestDaemon::start_with(&[
         ("ANTHROPIC_BASE_URL", &mock.url),

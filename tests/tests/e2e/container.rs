@@ -5,13 +5,13 @@
 
 use crate::Setup;
 use agentd_tests::engine::{Engine, IMAGE};
-use agentd_tests::mock::MockAnthropic;
+use agentd_tests::mock::MockProvider;
 use agentd_tests::{TestDaemon, sse};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
 /// A daemon whose engine is the test engine (`DOCKER_HOST`), with `config` as its config file.
-async fn daemon(engine: &Engine, mock: &MockAnthropic, config: &str) -> TestDaemon {
+async fn daemon(engine: &Engine, mock: &MockProvider, config: &str) -> TestDaemon {
     TestDaemon::builder()
         .env("ANTHROPIC_BASE_URL", &mock.url)
         .env("ANTHROPIC_API_KEY", "test-key")
@@ -25,7 +25,7 @@ async fn daemon(engine: &Engine, mock: &MockAnthropic, config: &str) -> TestDaem
 
 /// A container session of the test image, with `environment`'s extra keys.
 async fn container_setup(engine: &Engine, environment: Value) -> Setup {
-    let mock = MockAnthropic::start().await.expect("mock starts");
+    let mock = MockProvider::start().await.expect("mock starts");
     let daemon = daemon(engine, &mock, "").await;
     let mut client = daemon.client().await.expect("client connects");
     let workdir = tempfile::tempdir().expect("tempdir");
@@ -471,7 +471,7 @@ async fn the_container_goes_with_close_shutdown_and_a_restart_after_kill_9() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_image_and_a_stopped_engine_are_clear_errors() {
     let Some(engine) = Engine::get() else { return };
-    let mock = MockAnthropic::start().await.expect("mock starts");
+    let mock = MockProvider::start().await.expect("mock starts");
     let daemon = daemon(
         engine,
         &mock,

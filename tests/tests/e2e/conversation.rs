@@ -8,7 +8,7 @@
 //! `AGENTD_RECORD_CONVERSATION=1 cargo test -p agentd-tests --test e2e conversation::`, then
 //! `agentd schema --markdown > docs/protocol.md`.
 
-use agentd_tests::mock::{Chunk, Gate, MockAnthropic};
+use agentd_tests::mock::{Chunk, Gate, MockProvider};
 use agentd_tests::{RawClient, TestDaemon, sse};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -209,7 +209,7 @@ fn canonical(messages: &[Value]) -> Value {
 
 /// Runs every exchange of the document against a real daemon; returns the steps, normalised.
 async fn converse() -> Vec<(String, Vec<Value>)> {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = TestDaemon::start(&mock.url).await.unwrap();
     let work = tempfile::tempdir().unwrap();
     let cwd = work.path().canonicalize().unwrap().display().to_string();
@@ -440,7 +440,7 @@ async fn the_documented_client_runs() {
     let Some(python) = agentd_tests::program("python3") else {
         return;
     };
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = TestDaemon::start(&mock.url).await.unwrap();
     mock.push_stream(sse::tools(
         "",

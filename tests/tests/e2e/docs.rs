@@ -3,7 +3,7 @@
 //! leads somewhere, every command is documented, and the README's quick start works for a
 //! newcomer (with the mock standing in for the provider).
 
-use agentd_tests::mock::MockAnthropic;
+use agentd_tests::mock::MockProvider;
 use agentd_tests::{bin_dir, sse};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -307,7 +307,7 @@ async fn the_quick_start_works_for_a_newcomer() {
         "the README's second command"
     );
 
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     mock.push_stream(sse::shell("t1", "ls"));
     mock.push_stream(sse::text("A small project with a README."));
     let home = tempfile::tempdir().unwrap();

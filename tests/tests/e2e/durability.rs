@@ -5,7 +5,7 @@
 //! Only upper bounds are asserted: a slow or loaded machine makes group commit merge syncs,
 //! never add them.
 
-use agentd_tests::mock::{MockAnthropic, Reply};
+use agentd_tests::mock::{MockProvider, Reply};
 use agentd_tests::strace::{self, SessionSyncs};
 use agentd_tests::{TestDaemon, sse};
 use nix::sys::signal::Signal;
@@ -44,7 +44,7 @@ async fn a_task_syncs_its_journal_once_per_step_and_its_record_only_on_state_cha
     let Some(program) = found else { return };
     let traces = tempfile::tempdir().unwrap();
     let trace_file = traces.path().join("syncs.txt");
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let mut daemon = TestDaemon::builder()
         .env("ANTHROPIC_BASE_URL", &mock.url)
         .env("ANTHROPIC_API_KEY", "test-key")

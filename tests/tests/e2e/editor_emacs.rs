@@ -6,7 +6,7 @@
 //! package-lint. The package speaks through Emacs' own jsonrpc.el and finds the socket with
 //! `agentctl socket-path`.
 
-use agentd_tests::mock::{Chunk, MockAnthropic, Reply};
+use agentd_tests::mock::{Chunk, MockProvider, Reply};
 use agentd_tests::{RawClient, TestDaemon, bin_dir, sse};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -243,7 +243,7 @@ async fn the_emacs_package_passes_its_suite_against_the_daemon() {
     let Some(program) = agentd_tests::program("emacs") else {
         return;
     };
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     mock.respond_with(scripted);
     let mut daemon = TestDaemon::start(&mock.url).await.unwrap();
     let workdir = tempfile::tempdir().unwrap();
@@ -304,7 +304,7 @@ async fn the_emacs_package_starts_the_daemon_through_agentctl() {
     let Some(program) = agentd_tests::program("emacs") else {
         return;
     };
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     mock.respond_with(scripted);
     // A daemon's directories and environment, with no daemon answering on its socket.
     let mut daemon = TestDaemon::start(&mock.url).await.unwrap();

@@ -3,7 +3,7 @@
 //! `editors/nvim/tests/` under `nvim --headless -u NONE -l`, and checks its exit status and what
 //! the daemon and the mock saw.
 
-use agentd_tests::mock::{Chunk, MockAnthropic, Reply};
+use agentd_tests::mock::{Chunk, MockProvider, Reply};
 use agentd_tests::{TestDaemon, bin_dir, prerequisite, sse};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -106,8 +106,8 @@ fn session_of(out: &Output) -> String {
         .to_owned()
 }
 
-async fn daemon() -> (MockAnthropic, TestDaemon, tempfile::TempDir) {
-    let mock = MockAnthropic::start().await.expect("mock starts");
+async fn daemon() -> (MockProvider, TestDaemon, tempfile::TempDir) {
+    let mock = MockProvider::start().await.expect("mock starts");
     let daemon = TestDaemon::start(&mock.url).await.expect("daemon starts");
     (mock, daemon, tempfile::tempdir().expect("tempdir"))
 }

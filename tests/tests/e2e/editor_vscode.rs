@@ -8,7 +8,7 @@
 //! `think: X` streams reasoning before its answer, anything else is echoed; after tool results the answer quotes them, and any
 //! steering text the request carries.
 
-use agentd_tests::mock::{Chunk, MockAnthropic, Reply};
+use agentd_tests::mock::{Chunk, MockProvider, Reply};
 use agentd_tests::{RawClient, TestDaemon, bin_dir, prerequisite, program, sse};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -176,7 +176,7 @@ pub(crate) async fn shut_down(socket: &Path) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_against_the_real_daemon() {
     let Some(dir) = toolchain() else { return };
-    let mock = MockAnthropic::start().await.expect("mock starts");
+    let mock = MockProvider::start().await.expect("mock starts");
     mock.respond_with(scripted);
     let daemon = TestDaemon::start(&mock.url).await.expect("daemon starts");
     let output = {

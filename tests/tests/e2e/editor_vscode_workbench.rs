@@ -9,7 +9,7 @@
 //! pointed at a closed local port), so nothing reaches the network.
 
 use super::editor_vscode::{OUT_DIR, npx, run_in, scripted, shut_down, text, toolchain};
-use agentd_tests::mock::MockAnthropic;
+use agentd_tests::mock::MockProvider;
 use agentd_tests::{RawClient, TestDaemon, bin_dir, prerequisite};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -85,7 +85,7 @@ fn settings(agentctl: &Path) -> serde_json::Value {
 async fn a_user_walks_through_the_extension_in_code_server() {
     let Some(ext) = toolchain() else { return };
     let Some(wb) = workbench() else { return };
-    let mock = MockAnthropic::start().await.expect("mock starts");
+    let mock = MockProvider::start().await.expect("mock starts");
     mock.respond_with(scripted);
     let daemon = TestDaemon::start(&mock.url).await.expect("daemon starts");
     let root = daemon.root.path();

@@ -4,7 +4,7 @@
 
 use crate::{data_of, of_kind, setup_family};
 use agentd_tests::family::Family;
-use agentd_tests::mock::{Chunk, Gate, MockAnthropic, Reply};
+use agentd_tests::mock::{Chunk, Gate, MockProvider, Reply};
 use serde_json::{Value, json};
 
 each_family!(
@@ -543,7 +543,7 @@ async fn one_session_switches_provider_model_and_effort_between_inputs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ollama_endpoint_from_three_lines_of_config_is_listed() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = Family::daemon(&mock).await.unwrap();
     let out = daemon.agentctl(&["models"], None).await.unwrap();
     let text = String::from_utf8_lossy(&out.stdout);

@@ -8,14 +8,14 @@
 
 use crate::processes::{live_with_marker, marker, wait_for};
 use crate::{Setup, of_kind, setup_on};
-use agentd_tests::mock::{MockAnthropic, Reply};
+use agentd_tests::mock::{MockProvider, Reply};
 use agentd_tests::{TestDaemon, sse};
 use serde_json::{Value, json};
 use std::path::Path;
 
 /// A session on a daemon whose config file is `config`, in a fresh directory.
 async fn with_config(config: &str, create: Value) -> Setup {
-    let mock = MockAnthropic::start().await.expect("mock starts");
+    let mock = MockProvider::start().await.expect("mock starts");
     let daemon = TestDaemon::builder()
         .env("ANTHROPIC_BASE_URL", &mock.url)
         .env("ANTHROPIC_API_KEY", "test-key")

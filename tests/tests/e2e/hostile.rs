@@ -3,7 +3,7 @@
 //! serving afterwards and its memory back near where it started. Bounded in time: the mix is
 //! fixed, and every wait has the suite's upper bound.
 
-use agentd_tests::mock::MockAnthropic;
+use agentd_tests::mock::MockProvider;
 use agentd_tests::{RawClient, TestDaemon, WAIT, sse};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -308,7 +308,7 @@ async fn a_hundred_thousand_malformed_messages_over_many_connections() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subscriber_that_never_reads_while_a_session_streams_100_mb() {
     const FLOOD: u64 = 100_000_000;
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = TestDaemon::start(&mock.url).await.unwrap();
     let workdir = tempfile::tempdir().unwrap();
     let mut other = daemon.client().await.unwrap();

@@ -6,7 +6,7 @@ use crate::families::holds;
 use crate::{of_kind, setup_family};
 use agentd_tests::TestDaemon;
 use agentd_tests::family::Family;
-use agentd_tests::mock::MockAnthropic;
+use agentd_tests::mock::MockProvider;
 use agentd_tests::sse;
 use base64::Engine;
 use serde_json::{Value, json};
@@ -92,7 +92,7 @@ async fn a_users_image_reaches_the_model_in_its_format(family: Family) {
 
 /// A daemon whose default provider (Anthropic) takes images, with a text-only
 /// OpenAI-compatible endpoint beside it.
-async fn daemon(mock: &MockAnthropic) -> TestDaemon {
+async fn daemon(mock: &MockProvider) -> TestDaemon {
     let config = format!(
         "[providers.textonly]\nkind = \"openai_chat\"\nbase_url = \"{}/v1\"\n\
          default_model = \"small\"\n",
@@ -111,7 +111,7 @@ async fn daemon(mock: &MockAnthropic) -> TestDaemon {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_bad_image_gets_its_own_error() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let mut client = daemon.client().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -189,7 +189,7 @@ async fn each_bad_image_gets_its_own_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provider_without_images_refuses_them_and_is_never_sent_them() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let mut client = daemon.client().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -264,7 +264,7 @@ async fn a_provider_without_images_refuses_them_and_is_never_sent_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_is_kept_over_a_restart_and_sent_again() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let mut daemon = daemon(&mock).await;
     let mut client = daemon.client().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -318,7 +318,7 @@ async fn an_image_is_kept_over_a_restart_and_sent_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agentctl_submit_sends_image_files_and_checks_them_first() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let dir = tempfile::tempdir().unwrap();
     let shot = dir.path().join("shot.png");
@@ -391,7 +391,7 @@ async fn agentctl_submit_sends_image_files_and_checks_them_first() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steering_carries_images_and_a_restart_says_queued_ones_were_lost() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let mut daemon = daemon(&mock).await;
     let mut client = daemon.client().await.unwrap();
     let dir = tempfile::tempdir().unwrap();

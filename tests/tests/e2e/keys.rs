@@ -2,7 +2,7 @@
 //! file, `daemon/reload` and SIGHUP, and errors that say what works for the way the daemon
 //! was started. Everything runs the real binaries against a mock provider.
 
-use agentd_tests::mock::MockAnthropic;
+use agentd_tests::mock::MockProvider;
 use agentd_tests::{TestDaemon, WAIT, sse};
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
@@ -32,7 +32,7 @@ fn mode(path: &std::path::Path) -> u32 {
 }
 
 /// The key the mock was last called with.
-fn last_key(mock: &MockAnthropic) -> String {
+fn last_key(mock: &MockProvider) -> String {
     let requests = mock.requests();
     let last = requests.last().expect("the provider was called");
     last.header("x-api-key").unwrap_or_default().to_owned()
@@ -40,7 +40,7 @@ fn last_key(mock: &MockAnthropic) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_stores_a_key_that_works_at_once_and_wins_over_the_environment() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = TestDaemon::start_with(&[
         ("ANTHROPIC_BASE_URL", &mock.url),
         ("ANTHROPIC_API_KEY", "env-key"),
@@ -147,7 +147,7 @@ async fn login_stores_a_key_that_works_at_once_and_wins_over_the_environment() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_takes_no_key_from_argv_and_refuses_bad_input_and_files() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = TestDaemon::start_with(&[("ANTHROPIC_BASE_URL", &mock.url)])
         .await
         .unwrap();
@@ -211,7 +211,7 @@ async fn login_takes_no_key_from_argv_and_refuses_bad_input_and_files() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_on_a_terminal_prompts_without_echo() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = TestDaemon::start_with(&[("ANTHROPIC_BASE_URL", &mock.url)])
         .await
         .unwrap();
@@ -285,7 +285,7 @@ async fn log_has(daemon: &TestDaemon, needle: &str, count: usize) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reload_applies_to_new_sessions_and_refuses_a_bad_file() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = TestDaemon::builder()
         .env("ANTHROPIC_BASE_URL", &mock.url)
         .env("ANTHROPIC_API_KEY", "k")
@@ -414,7 +414,7 @@ async fn reload_applies_to_new_sessions_and_refuses_a_bad_file() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_say_what_works_for_how_the_daemon_was_started() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let work = tempfile::tempdir().unwrap();
     let cwd = work.path().display().to_string();
     let new_gemini = ["new", "--cwd", &cwd, "--provider", "gemini"];

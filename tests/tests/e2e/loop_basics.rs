@@ -448,7 +448,7 @@ async fn set_config_applies_from_the_next_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secrets_are_not_in_the_command_environment() {
-    let mock = agentd_tests::mock::MockAnthropic::start().await.unwrap();
+    let mock = agentd_tests::mock::MockProvider::start().await.unwrap();
     let daemon = agentd_tests::TestDaemon::start_with(&[
         ("ANTHROPIC_BASE_URL", &mock.url),
         ("ANTHROPIC_API_KEY", "sk-secret-value"),

@@ -69,14 +69,14 @@ mod trust_sandbox;
 mod trust_socket;
 
 use agentd_tests::family::Family;
-use agentd_tests::mock::MockAnthropic;
+use agentd_tests::mock::MockProvider;
 use agentd_tests::{RawClient, TestDaemon};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
 /// A daemon wired to a fresh mock, a client, a session and its working directory.
 pub struct Setup {
-    pub mock: MockAnthropic,
+    pub mock: MockProvider,
     pub daemon: TestDaemon,
     pub client: RawClient,
     pub session: String,
@@ -90,7 +90,7 @@ pub async fn setup() -> Setup {
 /// A daemon that reaches every family through one mock, with a session on `family`'s provider
 /// (plus extra `session/create` params).
 pub async fn setup_family(family: Family, create: Value) -> Setup {
-    let mock = MockAnthropic::start().await.expect("mock starts");
+    let mock = MockProvider::start().await.expect("mock starts");
     let daemon = Family::daemon(&mock).await.expect("daemon starts");
     let mut client = daemon.client().await.expect("client connects");
     let workdir = tempfile::tempdir().expect("tempdir");
@@ -113,7 +113,7 @@ pub async fn setup_family(family: Family, create: Value) -> Setup {
 
 /// Like [`setup`], with extra `session/create` params.
 pub async fn setup_with(create: Value) -> Setup {
-    let mock = MockAnthropic::start().await.expect("mock starts");
+    let mock = MockProvider::start().await.expect("mock starts");
     let daemon = TestDaemon::start(&mock.url).await.expect("daemon starts");
     setup_on(mock, daemon, tempfile::tempdir().expect("tempdir"), create).await
 }
@@ -121,7 +121,7 @@ pub async fn setup_with(create: Value) -> Setup {
 /// A session of `daemon` (whose provider is `mock`) in `workdir`, given to the daemon's
 /// user, with extra `session/create` params.
 pub(crate) async fn setup_on(
-    mock: MockAnthropic,
+    mock: MockProvider,
     daemon: TestDaemon,
     workdir: tempfile::TempDir,
     create: Value,
@@ -156,7 +156,7 @@ pub async fn setup_unprivileged_with(
     workdir: tempfile::TempDir,
     create: Value,
 ) -> Setup {
-    let mock = MockAnthropic::start().await.expect("mock starts");
+    let mock = MockProvider::start().await.expect("mock starts");
     let builder = TestDaemon::builder()
         .env("ANTHROPIC_BASE_URL", &mock.url)
         .env("ANTHROPIC_API_KEY", "test-key");

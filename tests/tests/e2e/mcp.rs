@@ -211,7 +211,7 @@ async fn a_stdio_server_sees_the_filtered_environment_and_its_own() {
     let Some(index) = everything() else {
         return;
     };
-    let mock = agentd_tests::mock::MockAnthropic::start().await.unwrap();
+    let mock = agentd_tests::mock::MockProvider::start().await.unwrap();
     let daemon = agentd_tests::TestDaemon::builder()
         .env("ANTHROPIC_BASE_URL", &mock.url)
         .env("ANTHROPIC_API_KEY", "test-key")
@@ -767,7 +767,7 @@ async fn doctor_starts_the_configured_servers_and_names_the_failures() {
     let Some(index) = everything() else {
         return;
     };
-    let mock = agentd_tests::mock::MockAnthropic::start().await.unwrap();
+    let mock = agentd_tests::mock::MockProvider::start().await.unwrap();
     let config = format!(
         "[mcp_servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n\n\
          [mcp_servers.missing]\ncommand = \"agentd-no-such-mcp-server\"\n\n\
@@ -827,7 +827,7 @@ async fn a_bearer_token_reaches_the_server_and_never_shows() {
     let Some(server) = python_http(Some((token, "core"))).await else {
         return;
     };
-    let mock = agentd_tests::mock::MockAnthropic::start().await.unwrap();
+    let mock = agentd_tests::mock::MockProvider::start().await.unwrap();
     let daemon = agentd_tests::TestDaemon::builder()
         .env("ANTHROPIC_BASE_URL", &mock.url)
         .env("ANTHROPIC_API_KEY", "test-key")

@@ -3,7 +3,7 @@
 //! the mock provider, and by raw lines for what no SDK sends.
 
 use agentd_tests::TestDaemon;
-use agentd_tests::mock::{Chunk, Gate, MockAnthropic, Reply};
+use agentd_tests::mock::{Chunk, Gate, MockProvider, Reply};
 use agentd_tests::sse;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -138,12 +138,12 @@ fn text(result: &Value) -> String {
         .to_owned()
 }
 
-async fn daemon(mock: &MockAnthropic) -> TestDaemon {
+async fn daemon(mock: &MockProvider) -> TestDaemon {
     TestDaemon::start(&mock.url).await.expect("daemon starts")
 }
 
 /// A daemon on the mock with this config file.
-async fn daemon_with(mock: &MockAnthropic, config: &str) -> TestDaemon {
+async fn daemon_with(mock: &MockProvider, config: &str) -> TestDaemon {
     let env = [
         ("ANTHROPIC_BASE_URL", mock.url.as_str()),
         ("ANTHROPIC_API_KEY", "test-key"),
@@ -160,7 +160,7 @@ async fn daemon_with(mock: &MockAnthropic, config: &str) -> TestDaemon {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_client_starts_replies_to_and_lists_sessions() {
     let Some(python) = python() else { return };
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let dir = tempfile::tempdir().unwrap();
     let cwd = dir.path().canonicalize().unwrap();
@@ -266,7 +266,7 @@ async fn the_python_client_starts_replies_to_and_lists_sessions() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_2026_handshake_runs_a_session_in_the_servers_directory() {
     let Some(python) = python() else { return };
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     mock.push_stream(sse::text("Done."));
     let mut mcp = Driver::start(&python, &daemon, "auto", &[]);
@@ -293,7 +293,7 @@ async fn the_2026_handshake_runs_a_session_in_the_servers_directory() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_are_tool_errors_and_the_server_goes_on() {
     let Some(python) = python() else { return };
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let mut mcp = Driver::start(&python, &daemon, "legacy", &[]);
     let cases = [
@@ -349,7 +349,7 @@ async fn failures_are_tool_errors_and_the_server_goes_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_daemon_each_call_says_so() {
     let Some(python) = python() else { return };
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let nowhere = daemon.root.path().join("nobody-here.sock");
     let env = [
@@ -370,7 +370,7 @@ async fn without_a_daemon_each_call_says_so() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_call_aborts_the_sessions_work() {
     let Some(python) = python() else { return };
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let gate = Gate::new();
     let mut held = vec![sse::message_start()];
@@ -401,7 +401,7 @@ async fn a_cancelled_call_aborts_the_sessions_work() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_ends_the_call_and_says_how_to_answer_it() {
     let Some(python) = python() else { return };
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon_with(&mock, "[session.approval]\nmode = \"ask\"\n").await;
     let dir = tempfile::tempdir().unwrap();
     mock.push_stream(sse::shell("t1", "echo approved > out.txt"));
@@ -477,7 +477,7 @@ async fn an_approval_ends_the_call_and_says_how_to_answer_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_answers_the_models_question() {
     let Some(python) = python() else { return };
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon_with(&mock, "[session.approval]\nask_user = true\n").await;
     mock.push_stream(sse::tools(
         "Let me ask.",
@@ -571,7 +571,7 @@ impl Raw {
 /// by the line cap (not by what was sent), and the server keeps serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_lines_are_dropped_with_bounded_memory_and_serving_goes_on() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let mut raw = Raw::start(&daemon).await;
     let pid = raw.child.id().unwrap();
@@ -613,7 +613,7 @@ async fn hostile_lines_are_dropped_with_bounded_memory_and_serving_goes_on() {
 /// a tool error rather than queued.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_in_flight_are_bounded() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let gate = Gate::new();
     mock.respond_with(move |_| {
         Reply::Stream(vec![sse::message_start(), Chunk::Wait(gate.clone())])
@@ -649,7 +649,7 @@ async fn calls_in_flight_are_bounded() {
 /// is aborted before the server exits, so nothing runs on unattended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_going_away_aborts_the_work_of_its_calls() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = daemon(&mock).await;
     let gate = Gate::new();
     mock.push_stream(vec![sse::message_start(), Chunk::Wait(gate.clone())]);
@@ -674,7 +674,7 @@ async fn a_client_going_away_aborts_the_work_of_its_calls() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_reconnects_to_a_restarted_daemon() {
     let Some(python) = python() else { return };
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let mut daemon = daemon(&mock).await;
     let mut mcp = Driver::start(&python, &daemon, "legacy", &[("AGENTD_NO_AUTOSTART", "1")]);
     mock.push_stream(sse::text("Before."));

@@ -874,7 +874,7 @@ async fn damaged_session_records_are_listed_with_the_reason_while_the_others_loa
 /// every file 0600, and a planted link is replaced, never written through.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn state_files_are_private_under_any_umask_and_links_are_not_followed() {
-    let mock = agentd_tests::mock::MockAnthropic::start().await.unwrap();
+    let mock = agentd_tests::mock::MockProvider::start().await.unwrap();
     let daemon = agentd_tests::TestDaemon::builder()
         .env("ANTHROPIC_BASE_URL", &mock.url)
         .env("ANTHROPIC_API_KEY", "test-key")

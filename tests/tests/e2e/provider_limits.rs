@@ -7,14 +7,14 @@
 use crate::{Setup, data_of, of_kind};
 use agentd_tests::TestDaemon;
 use agentd_tests::family::Family;
-use agentd_tests::mock::{Chunk, Gate, MockAnthropic, Reply};
+use agentd_tests::mock::{Chunk, Gate, MockProvider, Reply};
 use agentd_tests::{kinds, sse};
 use serde_json::{Value, json};
 use std::time::Duration;
 
 /// Like `Family::daemon`, with `limits` (lines of `[providers.NAME]` keys) set on every
 /// provider.
-async fn daemon_with_limits(mock: &MockAnthropic, limits: &str) -> TestDaemon {
+async fn daemon_with_limits(mock: &MockProvider, limits: &str) -> TestDaemon {
     let config = format!(
         "[providers.anthropic]\n{limits}\n\n\
          [providers.openai]\n{limits}\n\n\
@@ -40,7 +40,7 @@ async fn daemon_with_limits(mock: &MockAnthropic, limits: &str) -> TestDaemon {
 
 /// A daemon with `limits` on every provider and a session on `family`'s.
 async fn setup_limited(family: Family, limits: &str) -> Setup {
-    let mock = MockAnthropic::start().await.expect("mock starts");
+    let mock = MockProvider::start().await.expect("mock starts");
     let daemon = daemon_with_limits(&mock, limits).await;
     let mut client = daemon.client().await.expect("client connects");
     let workdir = tempfile::tempdir().expect("tempdir");

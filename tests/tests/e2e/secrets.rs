@@ -3,7 +3,7 @@
 //! config file others can write is reported with its fix.
 
 use crate::of_kind;
-use agentd_tests::mock::MockAnthropic;
+use agentd_tests::mock::MockProvider;
 use agentd_tests::{TestDaemon, sse};
 use serde_json::json;
 
@@ -11,7 +11,7 @@ use serde_json::json;
 /// reached every tool's environment.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shell_sees_no_secret_but_what_is_allowed() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let config = format!(
         "[providers.mine]\nkind = \"openai_chat\"\nbase_url = \"{}/v1\"\n\
          default_model = \"m\"\napi_key_env = \"MY_LLM_KEY\"\n\n\

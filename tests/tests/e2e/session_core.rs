@@ -4,7 +4,7 @@
 //! the version 1 on-disk layout.
 
 use crate::{data_of, eventually, of_kind, setup};
-use agentd_tests::mock::{Chunk, Gate, MockAnthropic};
+use agentd_tests::mock::{Chunk, Gate, MockProvider};
 use agentd_tests::{RawClient, TestDaemon, sse};
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
@@ -13,7 +13,7 @@ use std::time::Duration;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_non_utf8_variable_in_the_daemons_environment_breaks_nothing() {
     use std::os::unix::ffi::OsStrExt;
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     // A second daemon beside a normal one, with the environment of `env 'X=$(printf "\377")'`.
     let base = TestDaemon::start(&mock.url).await.unwrap();
     let root = base.root.path().join("odd");
@@ -121,7 +121,7 @@ async fn events_reach_subscribers_and_others_are_served_while_the_disk_hangs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_answers_before_the_git_snapshot_and_the_first_call_waits_for_it() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let bin = tempfile::tempdir().unwrap();
     let marks = tempfile::tempdir().unwrap();
     let real_git = agentd_tests::program("git").expect("git is installed");
@@ -308,7 +308,7 @@ fn long_answer(words: usize) -> Vec<Chunk> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_session_is_unloaded_and_comes_back_with_its_whole_log() {
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = TestDaemon::start_with_config(
         &[
             ("ANTHROPIC_BASE_URL", &mock.url),

@@ -8,7 +8,7 @@
 use crate::{Setup, data_of, of_kind, setup_on};
 use agentd_tests::TestDaemon;
 use agentd_tests::family::Family;
-use agentd_tests::mock::{MockAnthropic, Reply};
+use agentd_tests::mock::{MockProvider, Reply};
 use serde_json::{Value, json};
 use std::path::Path;
 
@@ -36,7 +36,7 @@ fn fixtures() -> std::path::PathBuf {
 /// A daemon whose home has a skill, a broken skill and a command, and a workspace with the
 /// specification's example skills.
 async fn setup(create: Value) -> Setup {
-    let mock = MockAnthropic::start().await.expect("mock starts");
+    let mock = MockProvider::start().await.expect("mock starts");
     let daemon = TestDaemon::start(&mock.url).await.expect("daemon starts");
     let home = daemon.root.path();
     write(
@@ -323,7 +323,7 @@ async fn commands_expand_their_arguments_and_unknown_names_go_as_typed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_invalid_skill_is_a_warning_event_and_a_hostile_one_costs_a_bounded_read() {
-    let mock = MockAnthropic::start().await.expect("mock starts");
+    let mock = MockProvider::start().await.expect("mock starts");
     let daemon = TestDaemon::start(&mock.url).await.expect("daemon starts");
     let workdir = tempfile::tempdir().unwrap();
     let root = workdir.path().join(".claude/skills");

@@ -4,7 +4,7 @@
 //! remote files and processes directly.
 
 use crate::{Setup, data_of, of_kind};
-use agentd_tests::mock::MockAnthropic;
+use agentd_tests::mock::MockProvider;
 use agentd_tests::sse;
 use agentd_tests::sshd::SshServer;
 use agentd_tests::{RawClient, TestDaemon};
@@ -19,7 +19,7 @@ async fn remote_setup(server: &SshServer) -> Setup {
 
 /// Like [`remote_setup`], with more keys for `[hosts.box]`.
 async fn remote_setup_with(server: &SshServer, host_keys: &str) -> Setup {
-    let mock = MockAnthropic::start().await.expect("mock starts");
+    let mock = MockProvider::start().await.expect("mock starts");
     let daemon = TestDaemon::start_with_config(
         &[
             ("ANTHROPIC_BASE_URL", &mock.url),
@@ -541,7 +541,7 @@ async fn create_error(daemon: &TestDaemon, cwd: &str) -> Value {
 async fn an_unknown_or_changed_host_key_an_unreachable_host_and_a_missing_directory_are_clear_errors()
  {
     let Some(server) = server() else { return };
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let env = [
         ("ANTHROPIC_BASE_URL", mock.url.as_str()),
         ("ANTHROPIC_API_KEY", "test-key"),
@@ -758,7 +758,7 @@ async fn a_subagent_of_a_remote_session_works_on_the_same_remote() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agentctl_new_ssh_creates_a_remote_session_and_rejects_a_bad_spec() {
     let Some(server) = server() else { return };
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = TestDaemon::start_with_config(
         &[
             ("ANTHROPIC_BASE_URL", mock.url.as_str()),

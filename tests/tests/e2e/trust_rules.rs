@@ -5,7 +5,7 @@
 //! leads. Before agentd parsed lines and resolved paths, every call here ran.
 
 use crate::{Setup, of_kind, setup_unprivileged};
-use agentd_tests::mock::MockAnthropic;
+use agentd_tests::mock::MockProvider;
 use agentd_tests::sshd::SshServer;
 use agentd_tests::{TestDaemon, sse};
 use serde_json::{Value, json};
@@ -290,7 +290,7 @@ async fn over_ssh_a_write_is_matched_where_it_leads_on_the_remote() {
     let Some(server) = SshServer::start().expect("sshd starts") else {
         return;
     };
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let daemon = TestDaemon::start_with_config(
         &[
             ("ANTHROPIC_BASE_URL", &mock.url),

@@ -6,7 +6,7 @@
 //! undo's time (the call, and the daemon's own part).
 
 use super::tool_results;
-use agentd_tests::mock::{MockAnthropic, Reply};
+use agentd_tests::mock::{MockProvider, Reply};
 use agentd_tests::{RawClient, TestDaemon, sse};
 use serde_json::json;
 use std::path::Path;
@@ -47,7 +47,7 @@ fn logged(daemon: &TestDaemon, from: usize, what: &str) -> Vec<Duration> {
         .collect()
 }
 
-async fn daemon(mock: &MockAnthropic, config: &str) -> TestDaemon {
+async fn daemon(mock: &MockProvider, config: &str) -> TestDaemon {
     TestDaemon::builder()
         .env("ANTHROPIC_BASE_URL", &mock.url)
         .env("ANTHROPIC_API_KEY", "test-key")
@@ -97,7 +97,7 @@ pub(crate) async fn bench() -> Figures {
             .unwrap();
         }
     }
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     let on = daemon(&mock, "").await;
     let off = daemon(&mock, "[checkpoints]\nenabled = false\n").await;
     let mut on_client = on.client().await.unwrap();

@@ -6,7 +6,7 @@
 
 use super::{timed_task, tool_results};
 use agentd_tests::engine::{Engine, IMAGE};
-use agentd_tests::mock::{MockAnthropic, Reply};
+use agentd_tests::mock::{MockProvider, Reply};
 use agentd_tests::{TestDaemon, sse};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -35,7 +35,7 @@ fn rounds(body: &Value) -> Reply {
 /// `None` without an engine.
 pub(crate) async fn bench() -> Option<Figures> {
     let engine = Engine::get()?;
-    let mock = MockAnthropic::start().await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
     mock.respond_with(rounds);
     let daemon = TestDaemon::builder()
         .env("ANTHROPIC_BASE_URL", &mock.url)
