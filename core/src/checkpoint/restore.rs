@@ -1,8 +1,10 @@
 //! Putting recorded files back. Every file is written beneath the workspace the way the file
 //! tools write under a sandbox (`exec::open_dirs`: each directory opened relative to its
 //! parent, no symlink followed), so a symlink the model left in a directory's place can only
-//! make the restore fail, never carry it outside the workspace. What is there is removed
-//! first (a file or a symlink, never a directory), then the recorded one is created anew.
+//! make the restore fail, never carry it outside the workspace. The recorded file is written
+//! under a temporary name beside it and renamed over what is there (a file or a symlink, never
+//! a directory), so an editor reading the file meanwhile, or a daemon killed halfway, finds the
+//! old version or the new one, never none or half of one.
 
 use super::objects::{Entry, Objects};
 use gix_object::Kind;
@@ -35,24 +37,52 @@ pub(super) fn put(
         Err(e) => return Err(e.to_string()),
     };
     let shown = |e: Errno| format!("{}: {e}", rel.display());
-    match nix::sys::stat::fstatat(dir.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+    let exists = match nix::sys::stat::fstatat(dir.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
         Ok(st) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR => {
             return Err(format!("{} is a directory now", rel.display()));
         }
-        Ok(_) => nix::unistd::unlinkat(dir.as_fd(), name, nix::unistd::UnlinkatFlags::NoRemoveDir)
-            .map_err(shown)?,
-        Err(Errno::ENOENT) => {}
+        Ok(_) => true,
+        Err(Errno::ENOENT) => false,
         Err(e) => return Err(shown(e)),
-    }
-    let Some(entry) = target else { return Ok(()) };
+    };
+    let Some(entry) = target else {
+        return match exists {
+            true => {
+                nix::unistd::unlinkat(dir.as_fd(), name, nix::unistd::UnlinkatFlags::NoRemoveDir)
+                    .map_err(shown)
+            }
+            false => Ok(()),
+        };
+    };
     let data = objects.read(&entry.id, Kind::Blob)?;
-    match entry.kind {
+    let temp = temp_name();
+    let made = match entry.kind {
         EntryKind::Link => {
-            nix::unistd::symlinkat(OsStr::from_bytes(&data), dir.as_fd(), name).map_err(shown)
+            nix::unistd::symlinkat(OsStr::from_bytes(&data), dir.as_fd(), temp.as_path())
+                .map_err(std::io::Error::from)
         }
-        kind => write_new(&dir, name, &data, kind == EntryKind::BlobExecutable)
-            .map_err(|e| format!("{}: {e}", rel.display())),
-    }
+        kind => write_new(&dir, &temp, &data, kind == EntryKind::BlobExecutable),
+    };
+    let placed = made.and_then(|()| {
+        nix::fcntl::renameat(dir.as_fd(), temp.as_path(), dir.as_fd(), name)
+            .map_err(std::io::Error::from)
+    });
+    placed.map_err(|e| {
+        let _ = nix::unistd::unlinkat(
+            dir.as_fd(),
+            temp.as_path(),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        );
+        format!("{}: {e}", rel.display())
+    })
+}
+
+/// A name for a file being restored, beside where it goes: short (whatever the length of the
+/// real name) and not one a second restore could be writing at the same time.
+fn temp_name() -> std::path::PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(".agentd-restore-{}-{n}", std::process::id()).into()
 }
 
 /// Creates `name` in `dir` (it must not exist) with `data`; the mode is git's (0666 or 0777

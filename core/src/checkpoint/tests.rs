@@ -59,6 +59,60 @@ fn a_restore_never_follows_a_symlink_out_of_the_workspace() {
     assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
 }
 
+/// A restored file replaces the one there in one rename: nothing is left under a temporary
+/// name, a name as long as the file system allows restores too, and a restore that fails
+/// leaves the file there as it was.
+#[test]
+fn a_restore_replaces_a_file_in_one_step_and_leaves_nothing_beside_it() {
+    let work = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let long = "n".repeat(255);
+    std::fs::write(w.join("a.txt"), "recorded\n").unwrap();
+    std::fs::write(w.join(&long), "recorded long\n").unwrap();
+    std::os::unix::fs::symlink("a.txt", w.join("link")).unwrap();
+    let objects = Objects::open(store.path()).unwrap();
+    let snap = take(w, &objects, &mut Cache::default());
+    let files = objects.flatten(&snap.tree).unwrap();
+    std::fs::write(w.join("a.txt"), "the agent's\n").unwrap();
+    std::fs::write(w.join(&long), "the agent's long\n").unwrap();
+    std::fs::remove_file(w.join("link")).unwrap();
+    std::fs::write(w.join("link"), "a file where the link was\n").unwrap();
+    for name in ["a.txt", long.as_str(), "link"] {
+        restore::put(w, &objects, name.as_bytes(), Some(&files[name.as_bytes()])).unwrap();
+    }
+    assert_eq!(
+        std::fs::read_to_string(w.join("a.txt")).unwrap(),
+        "recorded\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.join(&long)).unwrap(),
+        "recorded long\n"
+    );
+    assert_eq!(
+        std::fs::read_link(w.join("link")).unwrap(),
+        Path::new("a.txt")
+    );
+    let mut names: Vec<String> = std::fs::read_dir(w)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["a.txt", "link", long.as_str()]);
+
+    // A restore that cannot get its content (a damaged store) leaves the file as it is.
+    std::fs::write(w.join("a.txt"), "the user's\n").unwrap();
+    let missing = super::objects::Entry {
+        kind: gix_object::tree::EntryKind::Blob,
+        id: gix_hash::ObjectId::null(gix_hash::Kind::Sha1),
+    };
+    assert!(restore::put(w, &objects, b"a.txt", Some(&missing)).is_err());
+    assert_eq!(
+        std::fs::read_to_string(w.join("a.txt")).unwrap(),
+        "the user's\n"
+    );
+}
+
 /// After each change, the checkpoint the watch drives (scanning only what changed) records
 /// the same tree as a fresh walk of the whole workspace.
 #[test]
