@@ -28,19 +28,27 @@ use error::{Failure, Result};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    // `agentctl events | head` must end quietly when the reader goes away, like any Unix tool,
-    // instead of panicking on the broken pipe.
-    // SAFETY: no other thread exists yet, and SIG_DFL installs no Rust handler.
-    let _ = unsafe {
-        nix::sys::signal::signal(
-            nix::sys::signal::Signal::SIGPIPE,
-            nix::sys::signal::SigHandler::SigDfl,
-        )
-    };
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
+    // `agentctl events | head` must end quietly when the reader goes away, like any Unix tool,
+    // instead of panicking on the broken pipe. The stdio bridges keep Rust's SIG_IGN: their
+    // client closing its end is how they end, and a message on its way out then must fail
+    // (and the bridge exit 0), not kill the process while the editor waits for its status.
+    let bridge = matches!(
+        cli.command,
+        Command::Online(Online::Acp) | Command::Offline(Offline::McpServer)
+    );
+    if !bridge {
+        // SAFETY: no other thread exists yet, and SIG_DFL installs no Rust handler.
+        let _ = unsafe {
+            nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGPIPE,
+                nix::sys::signal::SigHandler::SigDfl,
+            )
+        };
+    }
     let json = cli.json;
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -120,4 +128,17 @@ async fn run(cli: Cli) -> Result<u8> {
         json: cli.json,
     };
     cmd::run(command, &ctx).await
+}
+
+/// Whether the reader of stdout is gone: an editor ending a stdio bridge closes its pipes, and
+/// a message the bridge was sending then fails with nobody left to tell.
+fn client_gone() -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let stdout = std::io::stdout();
+    let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::empty())];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+        && fds[0]
+            .revents()
+            .is_some_and(|r| r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP))
 }

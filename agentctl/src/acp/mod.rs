@@ -203,7 +203,10 @@ pub(crate) async fn run(conn: Connection) -> Result<u8> {
         )
         .connect_to(Stdio::new())
         .await
-        .map_err(|e| Failure::failed(format!("ACP connection: {e}")))?;
+        .or_else(|e| match crate::client_gone() {
+            true => Ok(()),
+            false => Err(Failure::failed(format!("ACP connection: {e}"))),
+        })?;
     Ok(0)
 }
 

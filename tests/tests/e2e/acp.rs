@@ -1727,3 +1727,40 @@ async fn the_typescript_sdk_client_sets_options_resumes_closes_and_deletes() {
     assert_eq!(seen["after_delete"], json!([]));
     assert_eq!(mock.requests()[0].body["model"], "claude-from-ts");
 }
+
+/// An editor ends the bridge by closing its pipes. A message the bridge is writing when the
+/// editor stops reading fails (it no longer kills agentctl with SIGPIPE), and the bridge exits
+/// 0 once stdin closes: the editor, which waits for its status, sees a clean end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_ends_the_bridge_cleanly() {
+    let s = crate::setup().await;
+    let mut cmd = tokio::process::Command::from(s.daemon.command("agentctl"));
+    let mut child = cmd
+        .arg("acp")
+        .env("AGENTD_NO_AUTOSTART", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let init = |id: u32| {
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"initialize\",\"params\":{{\"protocolVersion\":1}}}}\n"
+        )
+    };
+    stdin.write_all(init(1).as_bytes()).await.unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).await.unwrap();
+    assert!(line.contains("\"id\":1"), "{line}");
+    // The editor stops reading; the bridge's next answer meets a closed pipe.
+    drop(stdout);
+    stdin.write_all(init(2).as_bytes()).await.unwrap();
+    drop(stdin);
+    let status = tokio::time::timeout(agentd_tests::WAIT, child.wait())
+        .await
+        .expect("the bridge ends")
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{status}");
+}
