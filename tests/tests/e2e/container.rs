@@ -50,43 +50,12 @@ async fn container_setup(engine: &Engine, environment: Value) -> Setup {
     }
 }
 
-/// The output (or error) of each `tool_call_end`.
-fn tool_outputs(events: &[Value]) -> Vec<String> {
-    crate::of_kind(events, "tool_call_end")
-        .iter()
-        .map(|e| {
-            let d = &e["data"];
-            d["output"]
-                .as_str()
-                .or(d["error"].as_str())
-                .unwrap_or_default()
-                .to_owned()
-        })
-        .collect()
-}
-
-/// Processes whose command line holds `marker`, zombies excluded.
+/// The `sleep` processes whose command line holds `marker`.
 fn live_with(marker: &str) -> Vec<i32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let zombie = std::fs::read_to_string(entry.path().join("stat"))
-            .map(|s| {
-                s.rsplit_once(')')
-                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-            })
-            .unwrap_or(true);
-        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if !zombie && text.starts_with("sleep") && text.contains(marker) {
-            pids.push(pid);
-        }
-    }
-    pids
+    crate::live_processes(|args| {
+        let text = args.join(" ");
+        text.starts_with("sleep") && text.contains(marker)
+    })
 }
 
 async fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
@@ -156,7 +125,7 @@ async fn ten_shell_rounds_and_the_file_tools_run_in_the_container() {
     ));
     s.mock.push_stream(sse::text("done"));
     let events = s.run("work in the container").await;
-    let outputs = tool_outputs(&events);
+    let outputs = crate::tool_outputs(&events);
     assert_eq!(outputs.len(), 16, "{outputs:?}");
     for (n, output) in outputs[..10].iter().enumerate() {
         assert!(output.contains(&format!("round-{n}")), "{output}");
@@ -235,7 +204,7 @@ async fn output_streams_as_it_comes_and_the_exit_status_follows() {
     let events = s.until("processing_end").await;
     let deltas = crate::data_of(&events, "tool_call_output_delta", "delta");
     assert!(deltas.iter().any(|d| d.contains("second")), "{deltas:?}");
-    let outputs = tool_outputs(&events);
+    let outputs = crate::tool_outputs(&events);
     assert!(
         outputs[0].contains("first\n")
             && outputs[0].contains("second\n")
@@ -267,7 +236,7 @@ async fn a_symlink_out_of_the_workspace_reaches_no_host_file() {
         )],
     ));
     s.mock.push_stream(sse::text("done"));
-    let outputs = tool_outputs(&s.run("leak").await);
+    let outputs = crate::tool_outputs(&s.run("leak").await);
     assert_eq!(outputs.len(), 3, "{outputs:?}");
     assert!(!outputs[1].contains("host secret"), "{}", outputs[1]);
     assert_eq!(
@@ -294,7 +263,7 @@ async fn an_abort_ends_the_process_tree_and_a_timeout_stops_a_command() {
         Vec::<i32>::new(),
         "the abort returns once the whole group is gone, TERM-ignoring member included"
     );
-    let outputs = tool_outputs(&s.until("processing_end").await);
+    let outputs = crate::tool_outputs(&s.until("processing_end").await);
     assert!(outputs[0].contains("ready"), "{outputs:?}");
 
     let t = marker();
@@ -329,7 +298,7 @@ async fn network_is_off_and_memory_is_capped() {
     ));
     s.mock.push_stream(sse::text("done"));
     let events = s.run("limits").await;
-    let outputs = tool_outputs(&events);
+    let outputs = crate::tool_outputs(&events);
     assert_eq!(
         outputs[0].lines().next(),
         Some("lo"),
@@ -378,7 +347,7 @@ async fn the_pids_limit_holds() {
         )],
     ));
     s.mock.push_stream(sse::text("done"));
-    let outputs = tool_outputs(&s.run("fork").await);
+    let outputs = crate::tool_outputs(&s.run("fork").await);
     assert!(!outputs[0].contains("forked-all"), "{}", outputs[0]);
     assert!(
         outputs[0].contains("fork"),

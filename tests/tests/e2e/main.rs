@@ -272,3 +272,46 @@ pub fn last_user_blocks(request: &Value) -> Vec<Value> {
     assert_eq!(last["role"], "user", "the last message is the user's");
     last["content"].as_array().expect("content").clone()
 }
+
+/// The output (or error) of each `tool_call_end`.
+pub(crate) fn tool_outputs(events: &[Value]) -> Vec<String> {
+    of_kind(events, "tool_call_end")
+        .iter()
+        .map(|e| {
+            let d = &e["data"];
+            d["output"]
+                .as_str()
+                .or(d["error"].as_str())
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// The processes (zombies excluded) whose arguments `keep` accepts.
+pub(crate) fn live_processes(keep: impl Fn(&[String]) -> bool) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let zombie = std::fs::read_to_string(entry.path().join("stat"))
+            .map(|s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true);
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if !zombie && keep(&args) {
+            pids.push(pid);
+        }
+    }
+    pids
+}

@@ -10,27 +10,7 @@ use std::time::{Duration, Instant};
 
 /// Processes whose last argument starts with `marker` (see [`marker`]), zombies excluded.
 pub(crate) fn live_with_marker(marker: &str) -> Vec<i32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let zombie = std::fs::read_to_string(entry.path().join("stat"))
-            .ok()
-            .and_then(|s| {
-                s.rsplit_once(')')
-                    .map(|(_, r)| r.trim_start().starts_with('Z'))
-            })
-            .unwrap_or(true);
-        let last = cmdline.split(|b| *b == 0).rfind(|a| !a.is_empty());
-        if !zombie && last.is_some_and(|a| a.starts_with(marker.as_bytes())) {
-            pids.push(pid);
-        }
-    }
-    pids
+    crate::live_processes(|args| args.last().is_some_and(|a| a.starts_with(marker)))
 }
 
 /// Waits (up to the test bound) until `ready` holds.

@@ -55,43 +55,12 @@ fn server() -> Option<SshServer> {
     SshServer::start().expect("sshd starts")
 }
 
-/// The output (or error) of each `tool_call_end`.
-fn tool_outputs(events: &[Value]) -> Vec<String> {
-    of_kind(events, "tool_call_end")
-        .iter()
-        .map(|e| {
-            let d = &e["data"];
-            d["output"]
-                .as_str()
-                .or(d["error"].as_str())
-                .unwrap_or_default()
-                .to_owned()
-        })
-        .collect()
-}
-
-/// Processes whose command line holds `marker`, zombies excluded.
+/// Processes whose command line holds `marker`, but not the `bash -c` that started them.
 fn live_with(marker: &str) -> Vec<i32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let zombie = std::fs::read_to_string(entry.path().join("stat"))
-            .map(|s| {
-                s.rsplit_once(')')
-                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-            })
-            .unwrap_or(true);
-        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if !zombie && text.contains(marker) && !text.contains("bash -c") {
-            pids.push(pid);
-        }
-    }
-    pids
+    crate::live_processes(|args| {
+        let text = args.join(" ");
+        text.contains(marker) && !text.contains("bash -c")
+    })
 }
 
 async fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
@@ -155,7 +124,7 @@ async fn read_edit_write_shell_grep_glob_and_list_run_on_the_remote() {
     ));
     s.mock.push_stream(sse::text("done"));
     let events = s.run("work remotely").await;
-    let outputs = tool_outputs(&events);
+    let outputs = crate::tool_outputs(&events);
     assert_eq!(outputs.len(), 7, "{outputs:?}");
     assert!(outputs[0].contains("fn old() {}"), "{}", outputs[0]);
     assert_eq!(
@@ -278,7 +247,7 @@ async fn a_hanging_git_on_the_remote_costs_the_snapshot_only() {
     ));
     s.mock.push_stream(sse::text("done"));
     let events = s.run("read it").await;
-    let outputs = tool_outputs(&events);
+    let outputs = crate::tool_outputs(&events);
     assert!(outputs[0].contains("still readable"), "{outputs:?}");
     let system = s.mock.requests()[0].body["system"].to_string();
     assert!(system.contains("Is git repository: false"), "{system}");
@@ -300,7 +269,7 @@ async fn a_timeout_ends_the_remote_process_group() {
     ));
     s.mock.push_stream(sse::text("done"));
     let events = s.run("time out").await;
-    let outputs = tool_outputs(&events);
+    let outputs = crate::tool_outputs(&events);
     assert!(outputs[0].contains("started"), "{}", outputs[0]);
     assert!(outputs[0].contains("timed out"), "{}", outputs[0]);
     assert!(!outputs[0].contains("never"), "{}", outputs[0]);
@@ -326,7 +295,7 @@ async fn an_abort_ends_the_remote_process_tree() {
         "the abort returns once the whole remote group is gone, TERM-ignoring member included"
     );
     let events = s.until("processing_end").await;
-    let outputs = tool_outputs(&events);
+    let outputs = crate::tool_outputs(&events);
     assert!(outputs[0].contains("ready"), "{outputs:?}");
 }
 
@@ -359,7 +328,7 @@ async fn remote_output_streams_as_it_comes_and_the_exit_status_follows() {
     let events = s.until("processing_end").await;
     let deltas = data_of(&events, "tool_call_output_delta", "delta");
     assert!(deltas.iter().any(|d| d.contains("second")), "{deltas:?}");
-    let outputs = tool_outputs(&events);
+    let outputs = crate::tool_outputs(&events);
     assert!(
         outputs[0].contains("first\n")
             && outputs[0].contains("second\n")
@@ -376,7 +345,7 @@ async fn parent_and_output(s: &mut Setup) -> (String, String) {
     ));
     s.mock.push_stream(sse::text("done"));
     let events = s.run("where").await;
-    let output = tool_outputs(&events).remove(0);
+    let output = crate::tool_outputs(&events).remove(0);
     let parent = output
         .lines()
         .find_map(|l| Some(l.split_once("parent=")?.1))
@@ -449,7 +418,7 @@ async fn a_dropped_connection_ends_the_remote_command_and_the_next_call_reconnec
     )
     .unwrap();
     let events = s.until("processing_end").await;
-    let outputs = tool_outputs(&events);
+    let outputs = crate::tool_outputs(&events);
     assert!(
         outputs[0].contains("ssh connection to box dropped during the command"),
         "{outputs:?}"
@@ -508,7 +477,7 @@ async fn a_killed_worker_channel_ends_the_remote_command_and_the_next_one_starts
     )
     .unwrap();
     let events = s.until("processing_end").await;
-    let outputs = tool_outputs(&events);
+    let outputs = crate::tool_outputs(&events);
     assert!(
         outputs[0].contains("ssh connection to box dropped during the command"),
         "{outputs:?}"
@@ -636,7 +605,7 @@ async fn a_restarted_daemon_reconnects_the_session_on_its_next_input() {
     s.mock.push_stream(sse::text("done"));
     let events = s.run("first").await;
     // Not `starts_with`: the remote login's startup files may print to stderr.
-    let out = &tool_outputs(&events)[0];
+    let out = &crate::tool_outputs(&events)[0];
     assert!(
         out.contains("first\n") && out.contains("[exit code: 0"),
         "{out}"
@@ -652,7 +621,7 @@ async fn a_restarted_daemon_reconnects_the_session_on_its_next_input() {
     s.mock.push_stream(sse::shell("t2", "echo second; pwd"));
     s.mock.push_stream(sse::text("done"));
     let events = s.run("second").await;
-    let out = &tool_outputs(&events)[0];
+    let out = &crate::tool_outputs(&events)[0];
     assert!(
         out.contains("second") && out.contains(&s.workdir.path().display().to_string()),
         "{out}"
@@ -729,7 +698,7 @@ async fn a_subagent_of_a_remote_session_works_on_the_same_remote() {
         })
     });
     let events = s.run("delegate").await;
-    let waited = tool_outputs(&events);
+    let waited = crate::tool_outputs(&events);
     assert!(
         waited[1].contains("child done"),
         "the parent gets the child's answer: {waited:?}"
@@ -836,7 +805,7 @@ async fn apply_patch_and_truncation_work_as_locally() {
         .unwrap();
     s.session = created["session_id"].as_str().unwrap().to_owned();
     let events = s.run("patch and read").await;
-    let outputs = tool_outputs(&events);
+    let outputs = crate::tool_outputs(&events);
     assert_eq!(
         std::fs::read_to_string(dir.join("a.txt")).unwrap(),
         "one\nTWO\nthree\n",
@@ -884,7 +853,7 @@ async fn steering_and_a_follow_up_reach_a_remote_session() {
     assert_eq!(queued["disposition"], "follow_up");
     std::fs::write(&flag, "").unwrap();
     let events = s.until("processing_end").await;
-    let outputs = tool_outputs(&events);
+    let outputs = crate::tool_outputs(&events);
     assert!(outputs[0].starts_with("released\n"), "{outputs:?}");
     let order = agentd_tests::kinds(&events);
     let end = order.iter().position(|k| k == "tool_call_end").unwrap();
@@ -931,7 +900,7 @@ async fn images_and_files_with_nul_bytes_or_many_megabytes_travel_intact() {
     ));
     s.mock.push_stream(sse::text("seen"));
     let events = s.run("look and write").await;
-    let outputs = tool_outputs(&events);
+    let outputs = crate::tool_outputs(&events);
     assert_eq!(
         outputs[0],
         format!(
@@ -1043,7 +1012,7 @@ async fn grep_and_glob_report_alike_with_ripgrep_without_it_and_locally() {
         let mut ended: Vec<(String, String)> = of_kind(&events, "tool_call_end")
             .iter()
             .map(|e| e["data"]["call_id"].as_str().unwrap().to_owned())
-            .zip(tool_outputs(&events))
+            .zip(crate::tool_outputs(&events))
             .collect();
         ended.sort_by_key(|(id, _)| {
             id.trim_start_matches('s')
@@ -1170,7 +1139,7 @@ async fn a_nul_in_a_path_or_pattern_is_refused_and_nothing_is_written() {
     ));
     s.mock.push_stream(sse::text("done"));
     let events = s.run("write with a NUL").await;
-    let outputs = tool_outputs(&events);
+    let outputs = crate::tool_outputs(&events);
     assert_eq!(outputs.len(), 4, "{outputs:?}");
     for refused in &outputs[..3] {
         assert!(refused.contains("NUL byte"), "{outputs:?}");
@@ -1231,7 +1200,7 @@ async fn content_with_nul_0xff_cr_lf_and_megabytes_round_trips_byte_exact() {
     ));
     s.mock.push_stream(sse::text("seen"));
     let events = s.run("write and read bytes").await;
-    let outputs = tool_outputs(&events);
+    let outputs = crate::tool_outputs(&events);
     assert_eq!(outputs.len(), 3, "{outputs:?}");
     assert!(written.len() > 1_700_000);
     assert_eq!(
@@ -1296,7 +1265,7 @@ async fn a_stuck_request_costs_its_own_call_only() {
     let b = created["session_id"].as_str().unwrap().to_owned();
     let events = other.run(&b, "read it").await.unwrap();
     assert!(
-        tool_outputs(&events)[0].contains("still readable"),
+        crate::tool_outputs(&events)[0].contains("still readable"),
         "{events:?}"
     );
     assert!(
@@ -1315,7 +1284,7 @@ async fn a_stuck_request_costs_its_own_call_only() {
     ));
     s.mock.push_stream(sse::text("done"));
     let events = s.until("processing_end").await;
-    let outputs = tool_outputs(&events);
+    let outputs = crate::tool_outputs(&events);
     assert_eq!(outputs.len(), 3, "{outputs:?}");
     assert!(
         outputs[0].contains("not a regular file"),
