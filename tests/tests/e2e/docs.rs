@@ -348,7 +348,7 @@ async fn the_quick_start_works_for_a_newcomer() {
     for step in &steps[1..] {
         let args = &agentctl_lines(step)[0];
         let stdin = if args[0] == "login" {
-            "sk-ant-test\n"
+            "quick-start-key\n"
         } else {
             ""
         };
@@ -366,7 +366,7 @@ async fn the_quick_start_works_for_a_newcomer() {
     assert_eq!(requests.len(), 2, "a tool round and the answer");
     assert_eq!(
         requests[0].header("x-api-key"),
-        Some("sk-ant-test"),
+        Some("quick-start-key"),
         "the key `login` stored"
     );
     assert!(
