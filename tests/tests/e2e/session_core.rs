@@ -334,14 +334,12 @@ async fn an_idle_session_is_unloaded_and_comes_back_with_its_whole_log() {
         )
         .await
         .unwrap();
-    let mut last = 0;
     eventually("the input to finish", async || {
         let snapshot = client
             .call("session/get", json!({"session_id": session}))
             .await
             .unwrap();
-        last = snapshot["last_seq"].as_u64().unwrap();
-        snapshot["state"] == "idle" && last > 6000
+        snapshot["state"] == "idle" && snapshot["last_seq"].as_u64().unwrap() > 6000
     })
     .await;
 
@@ -357,11 +355,17 @@ async fn an_idle_session_is_unloaded_and_comes_back_with_its_whole_log() {
     let list = client.call("session/list", json!({})).await.unwrap();
     assert_eq!(list["sessions"][0]["state"], "idle");
     client.subscribe(&session, Some(0)).await.unwrap();
+    // The view says `idle` just before `processing_end` and `state_changed` are logged, so
+    // the log's end is the `state_changed` to idle, not the `last_seq` seen with that state.
     let mut seqs = Vec::new();
-    while seqs.last() != Some(&last) {
+    loop {
         let item = client.item().await.unwrap();
         seqs.push(item["seq"].as_u64().unwrap());
+        if item["kind"] == "state_changed" && item["data"]["state"] == "idle" && seqs.len() > 6000 {
+            break;
+        }
     }
+    let last = *seqs.last().unwrap();
     assert_eq!(seqs, (1..=last).collect::<Vec<_>>());
     let info = client.call("daemon/info", json!({})).await.unwrap();
     assert_eq!(info["sessions_loaded"], 1);
