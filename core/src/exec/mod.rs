@@ -33,7 +33,7 @@ pub(crate) use container::{ContainerExecutionEnvironment, ContainerHost, Contain
 
 pub(crate) use env_filter::EnvFilter;
 pub(crate) use files::{open_dirs, opened_real_path, read_small};
-pub(crate) use git::git;
+pub(crate) use git::{git, sandboxed as sandboxed_git};
 pub(crate) use local::{
     HookCommand, LocalOptions, ServerCommand, ServerGroup, describe_escaped, run_hook, start_server,
 };
@@ -379,4 +379,9 @@ impl<E: ExecutionEnvironment> ExecutionEnvironment for ReadOnly<E> {
     async fn glob(&self, pattern: &str, base: &Path) -> Result<Vec<String>, Error> {
         self.0.glob(pattern, base).await
     }
+}
+
+/// `text` in single quotes for a POSIX shell.
+pub(crate) fn sh_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
 }

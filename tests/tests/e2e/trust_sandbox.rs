@@ -205,6 +205,114 @@ async fn a_planted_git_config_runs_nothing_when_the_next_session_starts() {
     std::fs::remove_dir_all(&marks).unwrap();
 }
 
+/// A repository of the workspace with a filter driver planted for every file: the script
+/// marks each run in `marks` and, smudging, turns "base" into "smudged" (cleaning, back).
+fn plant_filter(ws: &Path, marks: &Path) -> String {
+    let evil = ws.join("evil.sh");
+    format!(
+        "git init -q . && echo base > a.txt && git add a.txt && \
+         git -c user.email=a@b -c user.name=a commit -q -m one && \
+         printf '#!/bin/sh\\ntouch {marks}/$1-ran\\n[ $1 = smudge ] && exec sed s/base/smudged/\\nexec sed s/smudged/base/\\n' > {evil} && \
+         chmod +x {evil} && git config filter.evil.smudge '{evil} smudge' && \
+         git config filter.evil.clean '{evil} clean' && \
+         echo '* filter=evil' > .git/info/attributes && echo planted",
+        evil = evil.display(),
+        marks = marks.display(),
+    )
+}
+
+/// Names of the files in `dir`.
+fn listed(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// A model plants a filter driver in the repository's `.git`, which its session may write;
+/// agentd's own git runs such filters when it checks a new worktree out and when it checks
+/// one at its session's deletion. They run, but only as far as the model's own commands
+/// reach: the checkout in a worktree session's sandbox, the check read-only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filter_a_model_plants_runs_sandboxed_when_agentd_makes_or_removes_a_worktree() {
+    if !namespaces_ready() || agentd_tests::program("git").is_none() {
+        return;
+    }
+    let mut s = session(json!({})).await;
+    let ws = std::fs::canonicalize(s.workdir.path()).unwrap();
+    let marks = tempfile::tempdir().unwrap();
+    let marks = std::fs::canonicalize(marks.keep()).unwrap();
+    s.daemon.give(&marks).unwrap();
+    let results = round(&mut s, &[shell("plant", plant_filter(&ws, &marks))]).await;
+    assert!(
+        results["plant"].1.contains("planted"),
+        "{:?}",
+        results["plant"]
+    );
+
+    let created = s
+        .client
+        .call(
+            "session/create",
+            json!({"cwd": ws.display().to_string(), "worktree": "planted"}),
+        )
+        .await
+        .unwrap();
+    let tree = Path::new(created["worktree"]["path"].as_str().unwrap()).to_owned();
+    // The smudge filter ran (the checkout is smudged), and wrote nothing outside.
+    assert_eq!(
+        std::fs::read_to_string(tree.join("a.txt")).unwrap(),
+        "smudged\n"
+    );
+    assert!(
+        listed(&marks).is_empty(),
+        "the checkout ran {:?}",
+        listed(&marks)
+    );
+
+    // A changed time makes `status` clean the file to compare it.
+    let touched = std::process::Command::new("touch")
+        .args(["-d", "2001-01-01"])
+        .arg(tree.join("a.txt"))
+        .status()
+        .unwrap();
+    assert!(touched.success());
+    let deleted = s
+        .client
+        .call(
+            "session/delete",
+            json!({"session_id": created["session_id"]}),
+        )
+        .await
+        .unwrap();
+    assert!(deleted["worktree_kept"].is_null(), "{deleted}");
+    assert!(!tree.exists());
+    assert!(
+        listed(&marks).is_empty(),
+        "the check ran {:?}",
+        listed(&marks)
+    );
+
+    // The plant is live: git run as it normally is runs it.
+    let touched = std::process::Command::new("touch")
+        .args(["-d", "2001-01-01"])
+        .arg(ws.join("a.txt"))
+        .status()
+        .unwrap();
+    assert!(touched.success());
+    let control = s
+        .daemon
+        .program("git")
+        .args(["status", "--porcelain"])
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    assert!(control.status.success(), "{control:?}");
+    assert!(marks.join("clean-ran").exists(), "the plant is inert");
+    std::fs::remove_dir_all(&marks).unwrap();
+}
+
 /// A number no other run of this test picks at the same time.
 fn rand_suffix() -> u32 {
     std::time::SystemTime::now()

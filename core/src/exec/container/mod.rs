@@ -21,7 +21,7 @@ use super::child::{self, Child};
 use super::process::{self, MARKER_VAR};
 use super::{
     DirEntry, Error, ExecRequest, ExecResult, ExecutionEnvironment, GrepOptions,
-    LocalExecutionEnvironment, LocalOptions, OutputSink, ProtectedPaths, files, local,
+    LocalExecutionEnvironment, LocalOptions, OutputSink, ProtectedPaths, files, local, sh_quote,
 };
 use async_trait::async_trait;
 use std::os::unix::fs::PermissionsExt;
@@ -197,16 +197,11 @@ impl ContainerExecutionEnvironment {
     fn script(&self, cwd: &Path, command: &str, marker: &str) -> String {
         format!(
             "cd -- {} || exit 125\nexport {MARKER_VAR}={}\nc={}\ncommand -v bash >/dev/null 2>&1 && exec bash -c \"$c\"\nexec sh -c \"$c\"\n",
-            quote(&cwd.display().to_string()),
-            quote(marker),
-            quote(command),
+            sh_quote(&cwd.display().to_string()),
+            sh_quote(marker),
+            sh_quote(command),
         )
     }
-}
-
-/// `text` in single quotes for sh.
-fn quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 /// A command's files in the control directory, removed when it is over.

@@ -4,9 +4,9 @@
 //! whenever it has died, so a dropped connection is reconnected by the next operation, or that
 //! operation fails with ssh's own words.
 
-use super::super::Error;
 use super::super::child::KILL_GRACE;
 use super::super::process::{self, MARKER_VAR, SpawnedChild};
+use super::super::{Error, sh_quote};
 use super::commands::Commands;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -340,10 +340,10 @@ pub(super) fn mux_command(
     script: &str,
     args: &[&str],
 ) -> Command {
-    let mut remote = format!("exec /bin/bash -c {} agentd", quote(script));
+    let mut remote = format!("exec /bin/bash -c {} agentd", sh_quote(script));
     for arg in args {
         remote.push(' ');
-        remote.push_str(&quote(arg));
+        remote.push_str(&sh_quote(arg));
     }
     let mut command = Command::new("ssh");
     command
@@ -706,11 +706,6 @@ fn parse_facts(stdout: &[u8]) -> Option<Facts> {
         perl,
         env,
     })
-}
-
-/// Quotes `s` for a POSIX shell.
-pub(super) fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 /// A running master.

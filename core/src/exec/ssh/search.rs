@@ -7,8 +7,9 @@
 //! `--include` matching file names only, and no `.gitignore` (hidden files and directories
 //! are skipped by glob).
 
-use super::connection::{Connection, quote};
+use super::connection::Connection;
 use super::{MAX_LISTING, NOT_FOUND};
+use crate::exec::sh_quote;
 use crate::exec::{Error, GrepMode, GrepOptions};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -94,7 +95,7 @@ pub(super) async fn grep(
         _ => {
             return Err(Error::NotAllowed(format!(
                 "invalid search for {}: {}",
-                quote(&options.pattern),
+                sh_quote(&options.pattern),
                 out.stderr.trim()
             )));
         }

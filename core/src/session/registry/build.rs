@@ -79,7 +79,7 @@ impl Registry {
     }
 
     /// How local commands (and MCP servers) start: filtered variables, the ledger.
-    fn local_options(&self, config: &Config) -> LocalOptions {
+    pub(super) fn local_options(&self, config: &Config) -> LocalOptions {
         LocalOptions {
             env: Self::env_filter(config),
             ledger: self.ledger.clone(),

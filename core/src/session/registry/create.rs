@@ -5,11 +5,12 @@
 use super::Registry;
 use super::build::NewSession;
 use crate::config::{Config, ProviderConfig};
+use crate::exec::LocalOptions;
 use crate::profile::Profile;
 use crate::session::{Error, History, Session, Template};
 use agentd_proto::{
-    ConfigPatch, CreateParams, EntryId, Environment, ForkOrigin, SandboxMode, SessionId,
-    SessionSnapshot, SshEnvironment, Worktree, WorktreeRequest,
+    ConfigPatch, CreateParams, EntryId, Environment, ForkOrigin, SandboxMode, SessionConfig,
+    SessionId, SessionSnapshot, SshEnvironment, Worktree, WorktreeRequest,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -100,7 +101,10 @@ impl Registry {
                     WorktreeRequest::Name(name) => Some(name.as_str()),
                     WorktreeRequest::Flag(_) => None,
                 };
-                let (tree, common) = self.add_worktree(&params.environment, &cwd, name).await?;
+                let options = self.local_options(&current.config);
+                let (tree, common) = self
+                    .add_worktree(&params.environment, &cwd, name, &config, options)
+                    .await?;
                 // Committing from the worktree writes the repository's objects and refs.
                 config.sandbox_writable_roots.push(common);
                 (PathBuf::from(&tree.path), Some(tree))
@@ -176,6 +180,8 @@ impl Registry {
         environment: &Environment,
         cwd: &std::path::Path,
         name: Option<&str>,
+        config: &SessionConfig,
+        options: LocalOptions,
     ) -> Result<(Worktree, PathBuf), Error> {
         if !environment.is_local() {
             return Err(Error::InvalidParams(
@@ -190,7 +196,7 @@ impl Registry {
                 "worktree: worktrees are kept for the daemon's stored sessions only".into(),
             ));
         };
-        crate::worktree::add(cwd, &state.join("agentd-worktrees"), name)
+        crate::worktree::add(cwd, &state.join("agentd-worktrees"), name, config, options)
             .await
             .map_err(Error::InvalidParams)
     }

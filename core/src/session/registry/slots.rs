@@ -105,7 +105,10 @@ impl Registry {
         drop(session);
         self.remove(id).await?;
         Ok(match worktree {
-            Some(tree) => crate::worktree::remove(&tree).await.err(),
+            Some(tree) => {
+                let options = self.local_options(&self.current.load().config);
+                crate::worktree::remove(&tree, options).await.err()
+            }
             None => None,
         })
     }
