@@ -272,6 +272,17 @@ async fn a_file_the_user_changed_since_is_reported_and_kept_unless_forced() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_workspace_of_ten_thousand_files_outside_git_is_undone() {
+    ten_thousand_files_are_undone(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_of_ten_thousand_files_is_undone() {
+    ten_thousand_files_are_undone(true).await;
+}
+
+/// 10,000 files in 100 directories, and an ignored one; in a git repository when `repository`
+/// (committed, the ignored file left out), else in a plain directory.
+async fn ten_thousand_files_are_undone(repository: bool) {
     let mut s = setup_with(json!({})).await;
     let w = s.workdir.path().to_owned();
     for d in 0..100 {
@@ -284,6 +295,11 @@ async fn a_workspace_of_ten_thousand_files_outside_git_is_undone() {
     std::fs::write(w.join(".gitignore"), "build/\n").unwrap();
     std::fs::create_dir(w.join("build")).unwrap();
     std::fs::write(w.join("build/out.o"), "old\n").unwrap();
+    if repository {
+        git(&w, &["init", "-q"]);
+        git(&w, &["add", "-A"]);
+        git(&w, &["commit", "-qm", "start"]);
+    }
     let before = work_image(&w);
     agent_runs(
         &mut s,
