@@ -6,7 +6,7 @@
 
 use crate::{Setup, round, setup_unprivileged, shell};
 use serde_json::{Value, json};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A default session of an unprivileged daemon with `config`, its work directory a git
 /// repository the daemon's user owns.
@@ -165,11 +165,9 @@ fn plant(ws: &Path, marks: &Path) -> String {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_planted_git_config_runs_nothing_when_the_next_session_starts() {
-    if !namespaces_ready() || agentd_tests::program("git").is_none() {
-        return;
-    }
+/// A default session whose model ran `plant(workspace, marks)`; `marks` is a directory
+/// outside the workspace that the daemon's user may write, for what the plant runs to mark.
+async fn planted(plant: fn(&Path, &Path) -> String) -> (Setup, PathBuf, PathBuf) {
     let mut s = session(json!({})).await;
     let ws = std::fs::canonicalize(s.workdir.path()).unwrap();
     let marks = tempfile::tempdir().unwrap();
@@ -181,28 +179,42 @@ async fn a_planted_git_config_runs_nothing_when_the_next_session_starts() {
         "{:?}",
         results["plant"]
     );
+    (s, ws, marks)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planted_git_config_runs_nothing_when_the_next_session_starts() {
+    if !namespaces_ready() || agentd_tests::program("git").is_none() {
+        return;
+    }
+    let (mut s, ws, marks) = planted(plant).await;
 
     // The next session in this directory looks at the repository.
     let system = next_system_prompt(&mut s, &ws).await;
     assert!(system.contains("one"), "the snapshot was taken: {system}");
-    let ran: Vec<String> = std::fs::read_dir(&marks)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    assert!(ran.is_empty(), "the daemon ran {ran:?}");
+    assert!(
+        listed(&marks).is_empty(),
+        "the daemon ran {:?}",
+        listed(&marks)
+    );
 
     // The planted config does run programs when git runs as it normally would.
+    the_plant_runs_in_plain_git(&s, &ws, &marks, "fsmonitor-ran");
+}
+
+/// `git status` in `ws`, run by the daemon's user as git normally runs, leaves `mark` in
+/// `marks` (so the plant the test found inert under agentd is live); then `marks` goes.
+fn the_plant_runs_in_plain_git(s: &Setup, ws: &Path, marks: &Path, mark: &str) {
     let control = s
         .daemon
         .program("git")
         .args(["status", "--porcelain"])
-        .current_dir(&ws)
+        .current_dir(ws)
         .output()
         .unwrap();
     assert!(control.status.success(), "{control:?}");
-    assert!(marks.join("fsmonitor-ran").exists(), "the plant is inert");
-    std::fs::remove_dir_all(&marks).unwrap();
+    assert!(marks.join(mark).exists(), "the plant is inert");
+    std::fs::remove_dir_all(marks).unwrap();
 }
 
 /// A repository of the workspace with a filter driver planted for every file: the script
@@ -219,6 +231,18 @@ fn plant_filter(ws: &Path, marks: &Path) -> String {
         evil = evil.display(),
         marks = marks.display(),
     )
+}
+
+/// Sets `file`'s modification time back, so that git no longer trusts its index entry and
+/// reads (and cleans) the file to compare it.
+fn backdate(file: &Path) {
+    let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1 << 30);
+    std::fs::File::options()
+        .write(true)
+        .open(file)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
 }
 
 /// Names of the files in `dir`.
@@ -239,17 +263,7 @@ async fn a_filter_a_model_plants_runs_sandboxed_when_agentd_makes_or_removes_a_w
     if !namespaces_ready() || agentd_tests::program("git").is_none() {
         return;
     }
-    let mut s = session(json!({})).await;
-    let ws = std::fs::canonicalize(s.workdir.path()).unwrap();
-    let marks = tempfile::tempdir().unwrap();
-    let marks = std::fs::canonicalize(marks.keep()).unwrap();
-    s.daemon.give(&marks).unwrap();
-    let results = round(&mut s, &[shell("plant", plant_filter(&ws, &marks))]).await;
-    assert!(
-        results["plant"].1.contains("planted"),
-        "{:?}",
-        results["plant"]
-    );
+    let (mut s, ws, marks) = planted(plant_filter).await;
 
     let created = s
         .client
@@ -271,13 +285,7 @@ async fn a_filter_a_model_plants_runs_sandboxed_when_agentd_makes_or_removes_a_w
         listed(&marks)
     );
 
-    // A changed time makes `status` clean the file to compare it.
-    let touched = std::process::Command::new("touch")
-        .args(["-d", "2001-01-01"])
-        .arg(tree.join("a.txt"))
-        .status()
-        .unwrap();
-    assert!(touched.success());
+    backdate(&tree.join("a.txt"));
     let deleted = s
         .client
         .call(
@@ -294,23 +302,9 @@ async fn a_filter_a_model_plants_runs_sandboxed_when_agentd_makes_or_removes_a_w
         listed(&marks)
     );
 
-    // The plant is live: git run as it normally is runs it.
-    let touched = std::process::Command::new("touch")
-        .args(["-d", "2001-01-01"])
-        .arg(ws.join("a.txt"))
-        .status()
-        .unwrap();
-    assert!(touched.success());
-    let control = s
-        .daemon
-        .program("git")
-        .args(["status", "--porcelain"])
-        .current_dir(&ws)
-        .output()
-        .unwrap();
-    assert!(control.status.success(), "{control:?}");
-    assert!(marks.join("clean-ran").exists(), "the plant is inert");
-    std::fs::remove_dir_all(&marks).unwrap();
+    // The plant is live: plain git runs it.
+    backdate(&ws.join("a.txt"));
+    the_plant_runs_in_plain_git(&s, &ws, &marks, "clean-ran");
 }
 
 /// A number no other run of this test picks at the same time.
