@@ -46,6 +46,7 @@ mod keys;
 mod loop_basics;
 mod mcp;
 mod mcp_server;
+mod newcomer;
 mod openai_compat;
 mod persistence;
 mod processes;
