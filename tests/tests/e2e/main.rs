@@ -69,6 +69,7 @@ mod trust_rules;
 mod trust_sandbox;
 mod trust_socket;
 
+use agentd_proto::{Event, EventBody, ProcessingEndReason, SessionId};
 use agentd_tests::family::Family;
 use agentd_tests::mock::MockProvider;
 use agentd_tests::{RawClient, TestDaemon};
@@ -170,6 +171,12 @@ pub async fn setup_unprivileged_with(
 }
 
 impl Setup {
+    /// A typed client ([`agentd_tests::Client`]) of this daemon, and this session's id.
+    pub async fn typed(&self) -> (agentd_tests::Client, SessionId) {
+        let client = self.daemon.client().await.expect("client connects");
+        (client.into(), SessionId(self.session.clone()))
+    }
+
     /// Calls `method` on this session: `params` plus `session_id`; returns the result.
     pub async fn call(&mut self, method: &str, params: Value) -> Value {
         let response = self.request(method, params).await;
@@ -256,6 +263,50 @@ pub use agentd_tests::wait::{PATIENCE, eventually};
 /// The events of `kind`.
 pub fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["kind"] == kind).collect()
+}
+
+/// The `processing_end` reasons among typed `events`.
+pub fn end_reasons(events: &[Event]) -> Vec<ProcessingEndReason> {
+    events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::ProcessingEnd { reason, .. } => Some(*reason),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The `warning` messages among typed `events`.
+pub fn warnings(events: &[Event]) -> Vec<&str> {
+    events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::Warning { message, .. } => Some(message.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The `error` events' (message, fatal) among typed `events`.
+pub fn errors(events: &[Event]) -> Vec<(&str, bool)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::Error { message, fatal } => Some((message.as_str(), *fatal)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The whole texts (`assistant_text_end`) among typed `events`.
+pub fn texts(events: &[Event]) -> Vec<&str> {
+    events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::AssistantTextEnd { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The string `field` of the data of every event of `kind`.
