@@ -3,6 +3,20 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+/// What `pattern` binds in each typed event that matches it, in order:
+/// `each!(events, EventBody::Warning { message, .. } => message.as_str())`.
+macro_rules! each {
+    ($events:expr, $pattern:pat => $out:expr) => {
+        $events
+            .iter()
+            .filter_map(|e| match &e.body {
+                $pattern => Some($out),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+}
+
 /// Runs `scenario(family)` as one test per provider family: `scenario::anthropic`, ...
 macro_rules! each_family {
     ($($scenario:ident),* $(,)?) => {$(
@@ -267,46 +281,22 @@ pub fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
 
 /// The `processing_end` reasons among typed `events`.
 pub fn end_reasons(events: &[Event]) -> Vec<ProcessingEndReason> {
-    events
-        .iter()
-        .filter_map(|e| match &e.body {
-            EventBody::ProcessingEnd { reason, .. } => Some(*reason),
-            _ => None,
-        })
-        .collect()
+    each!(events, EventBody::ProcessingEnd { reason, .. } => *reason)
 }
 
 /// The `warning` messages among typed `events`.
 pub fn warnings(events: &[Event]) -> Vec<&str> {
-    events
-        .iter()
-        .filter_map(|e| match &e.body {
-            EventBody::Warning { message, .. } => Some(message.as_str()),
-            _ => None,
-        })
-        .collect()
+    each!(events, EventBody::Warning { message, .. } => message.as_str())
 }
 
 /// The `error` events' (message, fatal) among typed `events`.
 pub fn errors(events: &[Event]) -> Vec<(&str, bool)> {
-    events
-        .iter()
-        .filter_map(|e| match &e.body {
-            EventBody::Error { message, fatal } => Some((message.as_str(), *fatal)),
-            _ => None,
-        })
-        .collect()
+    each!(events, EventBody::Error { message, fatal } => (message.as_str(), *fatal))
 }
 
 /// The whole texts (`assistant_text_end`) among typed `events`.
 pub fn texts(events: &[Event]) -> Vec<&str> {
-    events
-        .iter()
-        .filter_map(|e| match &e.body {
-            EventBody::AssistantTextEnd { text, .. } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect()
+    each!(events, EventBody::AssistantTextEnd { text, .. } => text.as_str())
 }
 
 /// The string `field` of the data of every event of `kind`.

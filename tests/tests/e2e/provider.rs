@@ -3,8 +3,10 @@
 //! typed ([`agentd_tests::Client`]).
 
 use crate::{end_reasons, errors, setup, texts, warnings};
-use agentd_proto::methods::SessionGet;
-use agentd_proto::{EventBody, ProcessingEndReason, SessionParams, SessionState};
+use agentd_proto::methods::{DaemonInfoMethod, SessionCreate, SessionGet};
+use agentd_proto::{
+    CreateParams, ErrorKind, EventBody, ProcessingEndReason, SessionParams, SessionState,
+};
 use agentd_tests::mock::{Chunk, Gate, Reply};
 use agentd_tests::{TestDaemon, sse};
 use serde_json::{Value, json};
@@ -274,20 +276,25 @@ async fn a_stream_cut_mid_response_is_an_error_and_the_session_stays_usable() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_key_is_a_clear_error_at_create() {
     let daemon = TestDaemon::start_with(&[]).await.unwrap();
-    let mut c = daemon.client().await.unwrap();
-    let r = c
-        .request("session/create", json!({"cwd": "/"}))
+    let mut c = agentd_tests::Client::from(daemon.client().await.unwrap());
+    let params = serde_json::from_value::<CreateParams>(json!({"cwd": "/"})).unwrap();
+    let error = c
+        .request::<SessionCreate>(params)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(error.code, -32021);
+    assert_eq!(
+        error.data.as_ref().unwrap().kind,
+        ErrorKind::ProviderNotConfigured
+    );
+    assert!(
+        error.message.contains("run `agentctl login anthropic`"),
+        "{error}"
+    );
+    let info = c
+        .call::<DaemonInfoMethod>(Default::default())
         .await
         .unwrap();
-    assert_eq!(r["error"]["code"], -32021);
-    assert_eq!(r["error"]["data"]["kind"], "provider_not_configured");
-    assert!(
-        r["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("run `agentctl login anthropic`"),
-        "{r}"
-    );
-    let info = c.call("daemon/info", json!({})).await.unwrap();
-    assert_eq!(info["providers"][0]["has_key"], false);
+    assert!(!info.providers[0].has_key);
 }
