@@ -4,13 +4,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 /// What `pattern` binds in each typed event that matches it, in order:
-/// `each!(events, EventBody::Warning { message, .. } => message.as_str())`.
+/// `each!(events, EventBody::Warning { message, .. } => message.as_str())` (a guard may
+/// follow the pattern).
 macro_rules! each {
-    ($events:expr, $pattern:pat => $out:expr) => {
+    ($events:expr, $pattern:pat $(if $guard:expr)? => $out:expr) => {
         $events
             .iter()
             .filter_map(|e| match &e.body {
-                $pattern => Some($out),
+                $pattern $(if $guard)? => Some($out),
                 _ => None,
             })
             .collect::<Vec<_>>()
