@@ -423,7 +423,8 @@ fn clone_part(from: &str, to: &Path) {
 /// `code` a shim for code-server (`.ci/run` installs it, and code-server's own
 /// `--install-extension` is VS Code's): the `.vsix` builds and installs under the name and
 /// version of the extension's manifest. npm works offline from the cache `.ci/run`'s `npm ci`
-/// filled, with the harness's own home (tests never reach the network).
+/// filled, with the harness's own home (tests never reach the network); code-server gets the
+/// newcomer's.
 async fn vscode(newcomer: &Newcomer) {
     let Some(_) = super::editor_vscode::toolchain() else {
         return;
@@ -444,8 +445,9 @@ async fn vscode(newcomer: &Newcomer) {
     std::fs::write(
         &code,
         format!(
-            "#!/bin/sh\nPATH={node_dir}:$PATH exec {node} {entry} --user-data-dir {data}/data --extensions-dir {data}/extensions --disable-telemetry --disable-update-check \"$@\"\n",
+            "#!/bin/sh\nHOME={home} PATH={node_dir}:$PATH exec {node} {entry} --user-data-dir {data}/data --extensions-dir {data}/extensions --disable-telemetry --disable-update-check \"$@\"\n",
             node = wb.node.display(),
+            home = newcomer.home.path().display(),
             node_dir = wb.node.parent().unwrap().display(),
             entry = wb.code_server.display(),
             data = data.display(),
