@@ -405,9 +405,10 @@ async fn a_prompt_sent_while_busy_is_queued_and_both_answer_in_order() {
         mock.wait_requests(1).await;
         let b = cx.send_request(prompt(&session, "second"));
         // The second is queued before the first may finish.
-        while daemon_queue_len(&daemon, &session.0).await == 0 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        agentd_tests::eventually("the second prompt to be queued", async || {
+            daemon_queue_len(&daemon, &session.0).await > 0
+        })
+        .await;
         gate.open();
         let a = a.block_task().await?.stop_reason;
         let b = b.block_task().await?.stop_reason;

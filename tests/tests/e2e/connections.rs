@@ -387,7 +387,10 @@ async fn out_of_descriptors_the_accept_loop_backs_off_quietly_and_recovers() {
         assert!(std::time::Instant::now() < deadline, "accept never failed");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // Let it fail for a while: the old loop retried (and logged) every 50 ms.
+    // Let it fail for a while. A negative (the log is not flooded) needs a window: no event
+    // marks "enough retries". 3 s spans the backoff's growth to its 1 s cap (about 2.3 s, 7
+    // retries, one line logged per 10 s) where the old loop retried and logged every 50 ms,
+    // 60 lines; the recovery line's count below shows the window held several retries.
     let ticks = cpu_ticks(daemon.pid());
     tokio::time::sleep(Duration::from_secs(3)).await;
     let spent = cpu_ticks(daemon.pid()) - ticks;
@@ -403,6 +406,16 @@ async fn out_of_descriptors_the_accept_loop_backs_off_quietly_and_recovers() {
     let lines = log.lines().filter(|l| l.contains("accept failed")).count();
     eprintln!("out of descriptors for 3 s: {lines} log lines, {spent} clock ticks of daemon CPU");
     assert!(lines <= 3, "the log is not flooded: {log}");
+    // The retries the log folded ("accept failed N more times before recovering"): more than
+    // one, so the window did test the folding.
+    let folded: u64 = log
+        .lines()
+        .find_map(|l| {
+            let (_, rest) = l.split_once("accept failed ")?;
+            rest.split_once(" more times")?.0.parse().ok()
+        })
+        .unwrap_or_else(|| panic!("no recovery line: {log}"));
+    assert!(folded >= 2, "{folded} retries folded: {log}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

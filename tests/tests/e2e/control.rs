@@ -1,27 +1,36 @@
 //! Controlling a working session: abort (process groups die), queues, idempotent submits,
-//! busy rejection, close.
+//! busy rejection, close. Events are read typed ([`agentd_tests::Client`]); the error
+//! answers' JSON is checked as sent.
 
-use crate::{data_of, eventually, of_kind, setup};
+use crate::{end_reasons, eventually, setup};
+use agentd_proto::{
+    EventBody, ProcessingEndReason, SessionEndReason, SessionState, StreamEnd, StreamEndReason,
+    StreamItem,
+};
 use agentd_tests::mock::{Chunk, Gate};
 use agentd_tests::{live_group_members, sse};
 use serde_json::json;
 
+fn is_end(e: &EventBody) -> bool {
+    matches!(e, EventBody::ProcessingEnd { .. })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abort_kills_the_whole_process_group_and_keeps_the_queue() {
     let mut s = setup().await;
+    let (mut c, id) = s.typed().await;
     // A child that forks grandchildren; one ignores SIGTERM so SIGKILL must follow.
     let command =
         "echo PGID=$$; (sleep 1000 & sleep 1000 & trap '' TERM; sleep 1000; wait) & sleep 1000";
     s.mock.push_stream(sse::shell("t_sleep", command));
-    s.start("sleep").await;
-    let events = s
-        .client
-        .events_until("tool_call_output_delta", |e| {
-            e["data"]["delta"].as_str().unwrap().contains("PGID=")
-        })
+    c.start(&id, "sleep").await.unwrap();
+    let events = c
+        .until(|e| matches!(e, EventBody::ToolCallOutputDelta { delta, .. } if delta.contains("PGID=")))
         .await
         .unwrap();
-    let delta = events.last().unwrap()["data"]["delta"].as_str().unwrap();
+    let EventBody::ToolCallOutputDelta { delta, .. } = &events.last().unwrap().body else {
+        unreachable!()
+    };
     let pgid: i32 = delta.trim().trim_start_matches("PGID=").parse().unwrap();
     // Let the subshell fork its children before aborting.
     eventually("the command's processes to be running", async || {
@@ -40,18 +49,12 @@ async fn abort_kills_the_whole_process_group_and_keeps_the_queue() {
         "no process of the group survives"
     );
 
-    let events = s.until("processing_end").await;
-    assert_eq!(
-        of_kind(&events, "processing_end")[0]["data"]["reason"],
-        "aborted"
-    );
-    let end = of_kind(&events, "tool_call_end")[0];
+    let events = c.until(is_end).await.unwrap();
+    assert_eq!(end_reasons(&events), [ProcessingEndReason::Aborted]);
+    let error = each!(events, EventBody::ToolCallEnd { error, .. } => error.as_deref())[0];
     assert!(
-        end["data"]["error"]
-            .as_str()
-            .unwrap()
-            .contains("[Command aborted by the user.]"),
-        "{end}"
+        error.unwrap().contains("[Command aborted by the user.]"),
+        "{error:?}"
     );
     // The queued follow-up did not run by itself.
     let snapshot = s.call("session/get", json!({})).await;
@@ -64,8 +67,8 @@ async fn abort_kills_the_whole_process_group_and_keeps_the_queue() {
     s.mock.push_stream(sse::text("resumed"));
     s.mock.push_stream(sse::text("and later"));
     s.call("session/submit", json!({"text": "go on"})).await;
-    let events = s.until("processing_end").await;
-    let inputs = data_of(&events, "user_input", "text");
+    let events = c.until(is_end).await.unwrap();
+    let inputs = each!(events, EventBody::UserInput { text, .. } => text.as_str());
     assert_eq!(inputs, ["go on", "later"]);
     let request = &s.mock.requests()[1].body;
     let messages = request["messages"].as_array().unwrap();
@@ -79,19 +82,19 @@ async fn abort_kills_the_whole_process_group_and_keeps_the_queue() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abort_during_the_model_stream_and_with_close() {
     let mut s = setup().await;
+    let (mut c, id) = s.typed().await;
     let gate = Gate::new();
     let mut chunks = sse::text("partial words here");
     chunks.insert(4, Chunk::Wait(gate.clone()));
     s.mock.push_stream(chunks);
-    s.start("talk").await;
-    s.until("assistant_text_delta").await;
+    c.start(&id, "talk").await.unwrap();
+    c.until(|e| matches!(e, EventBody::AssistantTextDelta { .. }))
+        .await
+        .unwrap();
     let aborted = s.call("session/abort", json!({})).await;
     assert_eq!(aborted["aborted"], true);
-    let events = s.until("processing_end").await;
-    assert_eq!(
-        of_kind(&events, "processing_end")[0]["data"]["reason"],
-        "aborted"
-    );
+    let events = c.until(is_end).await.unwrap();
+    assert_eq!(end_reasons(&events), [ProcessingEndReason::Aborted]);
     let history = s.call("session/history", json!({})).await;
     let last = history["entries"]
         .as_array()
@@ -106,13 +109,28 @@ async fn abort_during_the_model_stream_and_with_close() {
     assert_eq!(idle["aborted"], false);
     let closed = s.call("session/abort", json!({"close": true})).await;
     assert_eq!(closed["state"], "closed");
-    let rest = s.until("session_end").await;
-    assert_eq!(rest.last().unwrap()["data"]["state"], "closed");
-    let end = s.client.item().await.unwrap();
+    let rest = c
+        .until(|e| matches!(e, EventBody::SessionEnd { .. }))
+        .await
+        .unwrap();
+    let last = rest.last().unwrap();
+    assert!(
+        matches!(
+            last.body,
+            EventBody::SessionEnd {
+                state: SessionState::Closed,
+                ..
+            }
+        ),
+        "{last:?}"
+    );
     assert_eq!(
-        end,
-        json!({"type": "end", "session_id": s.session, "reason": "session_closed",
-            "last_seq": rest.last().unwrap()["seq"]})
+        c.item().await.unwrap(),
+        StreamItem::End(StreamEnd {
+            session_id: id,
+            reason: StreamEndReason::SessionClosed,
+            last_seq: last.seq,
+        })
     );
 }
 
@@ -170,12 +188,23 @@ async fn busy_sessions_queue_steer_or_reject() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closed_and_unknown_sessions_get_clear_errors() {
     let mut s = setup().await;
-    s.client.subscribe(&s.session, Some(0)).await.unwrap();
+    let (mut c, id) = s.typed().await;
+    c.subscribe(&id, Some(0)).await.unwrap();
     let closed = s.call("session/close", json!({})).await;
     assert_eq!(closed["state"], "closed");
-    let events = s.until("session_end").await;
-    assert_eq!(events.last().unwrap()["data"]["reason"], "closed by client");
-    assert_eq!(s.client.item().await.unwrap()["reason"], "session_closed");
+    let events = c
+        .until(|e| matches!(e, EventBody::SessionEnd { .. }))
+        .await
+        .unwrap();
+    let reasons = each!(events, EventBody::SessionEnd { reason, .. } => *reason);
+    assert_eq!(reasons, [SessionEndReason::ClosedByClient]);
+    assert!(matches!(
+        c.item().await.unwrap(),
+        StreamItem::End(StreamEnd {
+            reason: StreamEndReason::SessionClosed,
+            ..
+        })
+    ));
 
     let late = s.request("session/submit", json!({"text": "x"})).await;
     assert_eq!(late["error"]["code"], -32012);

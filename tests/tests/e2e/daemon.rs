@@ -1,7 +1,7 @@
 //! The daemon process: single instance, stale sockets, peer credentials, graceful shutdown,
 //! systemd socket activation and readiness.
 
-use crate::{of_kind, setup};
+use crate::{eventually, of_kind, setup};
 use agentd_tests::{TestDaemon, bin_dir, sse};
 use nix::sys::signal::Signal;
 use serde_json::json;
@@ -41,19 +41,14 @@ async fn socket_and_directory_are_private_and_a_stale_socket_is_replaced() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + agentd_tests::WAIT;
-    loop {
-        if let Ok(mut c) = agentd_tests::RawClient::connect(&d.socket).await
-            && c.call("daemon/info", json!({})).await.is_ok()
-        {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the restarted daemon never answered"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    eventually(
+        "the restarted daemon to answer",
+        async || match agentd_tests::RawClient::connect(&d.socket).await {
+            Ok(mut c) => c.call("daemon/info", json!({})).await.is_ok(),
+            Err(_) => false,
+        },
+    )
+    .await;
     restarted.kill().unwrap();
     restarted.wait().unwrap();
 }
@@ -145,14 +140,7 @@ async fn daemon_shutdown_method_stops_the_daemon() {
     let mut s = setup().await;
     let r = s.client.call("daemon/shutdown", json!({})).await.unwrap();
     assert_eq!(r, json!({"aborted": 0}));
-    let deadline = std::time::Instant::now() + agentd_tests::WAIT;
-    while s.daemon.socket.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the daemon did not stop"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    eventually("the daemon to stop", async || !s.daemon.socket.exists()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -185,11 +173,7 @@ async fn systemd_socket_activation_and_readiness() {
         .spawn()
         .unwrap();
     // The socket exists before agentd runs; the first connection starts it.
-    let deadline = std::time::Instant::now() + agentd_tests::WAIT;
-    while !socket.exists() {
-        assert!(std::time::Instant::now() < deadline);
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    eventually("systemd-socket-activate's socket", async || socket.exists()).await;
     let mut c = agentd_tests::RawClient::connect(&socket).await.unwrap();
     let info = c.call("daemon/info", json!({})).await.unwrap();
     assert_eq!(info["socket"], socket.display().to_string());

@@ -1,14 +1,13 @@
 //! The README and the pages in docs/ stay true: every `agentctl` command line in them parses
 //! with the CLI definition, every config snippet passes `agentd --check-config`, every link
-//! leads somewhere, every command is documented, and the README's quick start works for a
-//! newcomer (with the mock standing in for the provider).
+//! leads somewhere, and every command is documented. `newcomer.rs` runs the quick start and
+//! each editor's set-up from their text.
 
-use agentd_tests::mock::MockProvider;
-use agentd_tests::{bin_dir, sse};
+use agentd_tests::bin_dir;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
@@ -32,7 +31,7 @@ fn pages() -> Vec<(PathBuf, String)> {
 }
 
 /// The fenced blocks of `text` whose info string starts with one of `languages`.
-fn blocks<'a>(text: &'a str, languages: &[&str]) -> Vec<&'a str> {
+pub(crate) fn blocks<'a>(text: &'a str, languages: &[&str]) -> Vec<&'a str> {
     let mut found = Vec::new();
     let mut rest = text;
     while let Some(start) = rest.find("```") {
@@ -91,7 +90,7 @@ fn words(line: &str) -> Vec<String> {
 /// The `agentctl` invocations a shell block shows, each as its arguments: continuation lines
 /// joined, a pipe's last command taken, `[--flag]` shown as optional taken as given, and
 /// `a|b|c` alternatives each taken.
-fn agentctl_lines(block: &str) -> Vec<Vec<String>> {
+pub(crate) fn agentctl_lines(block: &str) -> Vec<Vec<String>> {
     let mut found = Vec::new();
     for line in block.replace("\\\n", " ").lines() {
         let command = line.rsplit(" | ").next().unwrap_or(line);
@@ -289,91 +288,4 @@ fn the_docs_show_every_command() {
             "neither README.md nor docs/ shows `agentctl daemon {c}`: {daemon_lines:?}"
         );
     }
-}
-
-/// The README's quick start, run as a newcomer runs it in a fresh home with no daemon: the
-/// build line is the one the harness ran (`bin_dir`), the key is piped to `login`, the first
-/// task's `agentctl` starts the daemon itself, and the answer arrives. Only the provider is the
-/// mock.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_quick_start_works_for_a_newcomer() {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let quick = &readme[readme.find("## Quick start").unwrap()..];
-    let steps: Vec<&str> = blocks(quick, &["sh"])[0].lines().collect();
-    assert_eq!(steps[0], "cargo build --release", "{steps:?}");
-    assert_eq!(
-        blocks(quick, &["sh"])[1].trim(),
-        "cargo test --workspace",
-        "the README's second command"
-    );
-
-    let mock = MockProvider::start().await.unwrap();
-    mock.push_stream(sse::shell("t1", "ls"));
-    mock.push_stream(sse::text("A small project with a README."));
-    let home = tempfile::tempdir().unwrap();
-    let project = home.path().join("project");
-    std::fs::create_dir_all(&project).unwrap();
-    std::fs::write(project.join("README.md"), "# hello\n").unwrap();
-    let run = |args: &[String], stdin: &str| {
-        let mut cmd = tokio::process::Command::new(bin_dir().join("agentctl"));
-        cmd.args(args)
-            .current_dir(&project)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", home.path())
-            .env("XDG_RUNTIME_DIR", home.path().join("run"))
-            .env("XDG_CONFIG_HOME", home.path().join("config"))
-            .env("XDG_STATE_HOME", home.path().join("state"))
-            .env("ANTHROPIC_BASE_URL", &mock.url)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let stdin = stdin.to_owned();
-        async move {
-            let mut child = cmd.spawn().unwrap();
-            let mut input = child.stdin.take().unwrap();
-            tokio::io::AsyncWriteExt::write_all(&mut input, stdin.as_bytes())
-                .await
-                .unwrap();
-            drop(input);
-            tokio::time::timeout(agentd_tests::WAIT, child.wait_with_output())
-                .await
-                .unwrap()
-                .unwrap()
-        }
-    };
-    std::fs::create_dir_all(home.path().join("run")).unwrap();
-    let mut answer = None;
-    for step in &steps[1..] {
-        let args = &agentctl_lines(step)[0];
-        let stdin = if args[0] == "login" {
-            "quick-start-key\n"
-        } else {
-            ""
-        };
-        let out = run(args, stdin).await;
-        let (stdout, stderr) = (
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        );
-        assert!(out.status.success(), "{step}: {stdout}{stderr}");
-        if args[0] == "submit" {
-            answer = Some(stdout);
-        }
-    }
-    let requests = mock.requests();
-    assert_eq!(requests.len(), 2, "a tool round and the answer");
-    assert_eq!(
-        requests[0].header("x-api-key"),
-        Some("quick-start-key"),
-        "the key `login` stored"
-    );
-    assert!(
-        requests[1].body.to_string().contains("README.md"),
-        "the model saw the tool's output"
-    );
-    assert_eq!(answer.unwrap().trim(), "A small project with a README.");
-    let out = run(&["daemon".into(), "stop".into()], "").await;
-    assert!(out.status.success(), "{out:?}");
 }

@@ -11,7 +11,7 @@ use std::process::Output;
 
 /// Neovim 0.10 or newer: `AGENTD_TEST_NVIM` (the one `.ci/run` installs), else `nvim` on PATH.
 /// An older one (Debian's 0.7 hangs on `-l`) counts as missing.
-fn nvim() -> Option<PathBuf> {
+pub(crate) fn nvim() -> Option<PathBuf> {
     let found = match std::env::var_os("AGENTD_TEST_NVIM") {
         Some(p) => Some(PathBuf::from(p)).filter(|p| p.is_file()),
         None => std::env::var("PATH")

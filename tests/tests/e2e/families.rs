@@ -2,7 +2,9 @@
 //! the mock: a tool round trip, retries, authentication failure, context overflow, a broken
 //! stream; and one session switching provider and model between inputs.
 
-use crate::{data_of, of_kind, setup_family};
+use crate::{end_reasons, errors, setup_family, texts, warnings};
+use agentd_proto::methods::SessionGet;
+use agentd_proto::{EventBody, ProcessingEndReason, SessionParams};
 use agentd_tests::family::Family;
 use agentd_tests::mock::{Chunk, Gate, MockProvider, Reply};
 use serde_json::{Value, json};
@@ -20,37 +22,27 @@ each_family!(
 );
 
 async fn tool_round_trip(family: Family) {
-    let mut s = setup_family(family, json!({})).await;
+    let s = setup_family(family, json!({})).await;
+    let (mut c, id) = s.typed().await;
     s.mock.push_stream(family.tools(
         "Let me look.",
         &[("call_1", "shell", json!({"command": "echo hello"}))],
     ));
     s.mock.push_stream(family.text("All done."));
-    let events = s.run("say hello").await;
+    let events = c.run(&id, "say hello").await.unwrap();
 
-    let end = of_kind(&events, "tool_call_end")[0];
-    assert_eq!(end["data"]["call_id"], "call_1");
-    assert!(
-        end["data"]["output"]
-            .as_str()
-            .unwrap()
-            .starts_with("hello\n[exit code: 0"),
-        "{end}"
-    );
+    let (call, output) = each!(events, EventBody::ToolCallEnd { call_id, output, .. } =>
+        (call_id.as_str(), output.as_deref().unwrap()))[0];
+    assert_eq!(call, "call_1");
+    assert!(output.starts_with("hello\n[exit code: 0"), "{output}");
+    assert_eq!(texts(&events), ["Let me look.", "All done."]);
+    assert_eq!(end_reasons(&events)[0], ProcessingEndReason::Completed);
+    let usage = each!(events, EventBody::Usage { total, .. } => total);
     assert_eq!(
-        data_of(&events, "assistant_text_end", "text"),
-        ["Let me look.", "All done."]
-    );
-    assert_eq!(
-        of_kind(&events, "processing_end")[0]["data"]["reason"],
-        "completed"
-    );
-    let usage = of_kind(&events, "usage");
-    assert_eq!(
-        usage[1]["data"]["total"]["cache_read_tokens"], 100,
+        usage[1].cache_read_tokens, 100,
         "{family:?}: cached input counted apart"
     );
-    assert_eq!(usage[1]["data"]["total"]["input_tokens"], 200);
+    assert_eq!(usage[1].input_tokens, 200);
 
     let requests = s.mock.requests();
     assert_eq!(requests.len(), 2);
@@ -99,7 +91,8 @@ async fn tool_round_trip(family: Family) {
 }
 
 async fn retried_then_answered(family: Family) {
-    let mut s = setup_family(family, json!({})).await;
+    let s = setup_family(family, json!({})).await;
+    let (mut c, id) = s.typed().await;
     let reply = match family {
         // Gemini puts the delay in the body (RetryInfo), not in a header.
         Family::Gemini => Reply::Status(
@@ -115,8 +108,8 @@ async fn retried_then_answered(family: Family) {
     s.mock
         .push(family.error(503, "busy", vec![("retry-after-ms".into(), "50".into())]));
     s.mock.push_stream(family.text("made it"));
-    let events = s.run("hi").await;
-    let warnings = data_of(&events, "warning", "message");
+    let events = c.run(&id, "hi").await.unwrap();
+    let warnings = warnings(&events);
     assert_eq!(warnings.len(), 2, "{family:?}: {warnings:?}");
     assert!(
         warnings[0].contains("429")
@@ -130,55 +123,43 @@ async fn retried_then_answered(family: Family) {
         "{}",
         warnings[1]
     );
-    assert_eq!(data_of(&events, "assistant_text_end", "text"), ["made it"]);
+    assert_eq!(texts(&events), ["made it"]);
     assert_eq!(s.mock.requests().len(), 3);
 }
 
 async fn authentication_failure_closes(family: Family) {
-    let mut s = setup_family(family, json!({})).await;
+    let s = setup_family(family, json!({})).await;
+    let (mut c, id) = s.typed().await;
     let status = if family == Family::Gemini { 403 } else { 401 };
     s.mock.push(family.error(status, "bad key", vec![]));
-    s.client.subscribe(&s.session, Some(0)).await.unwrap();
-    s.client
-        .call(
-            "session/submit",
-            json!({"session_id": s.session, "text": "hi"}),
-        )
+    c.start(&id, "hi").await.unwrap();
+    let events = c
+        .until(|e| matches!(e, EventBody::SessionEnd { .. }))
         .await
         .unwrap();
-    let events = s
-        .client
-        .events_until("session_end", |_| true)
-        .await
-        .unwrap();
-    let error = of_kind(&events, "error")[0];
-    assert_eq!(error["data"]["fatal"], true);
-    assert!(
-        error["data"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("bad key"),
-        "{error}"
-    );
+    let (message, fatal) = errors(&events)[0];
+    assert!(fatal);
+    assert!(message.contains("bad key"), "{message}");
     assert_eq!(s.mock.requests().len(), 1, "not retried");
 }
 
 async fn context_overflow_warns(family: Family) {
-    let mut s = setup_family(family, json!({})).await;
+    let s = setup_family(family, json!({})).await;
+    let (mut c, id) = s.typed().await;
     s.mock.push(family.error(
         400,
         "This model's maximum context length is 8192 tokens",
         vec![],
     ));
-    let events = s.run("huge").await;
-    let warnings = data_of(&events, "warning", "message");
+    let events = c.run(&id, "huge").await.unwrap();
+    let warnings = warnings(&events);
     assert!(
         warnings[0].starts_with("context window exceeded"),
         "{family:?}: {warnings:?}"
     );
     s.mock.push_stream(family.text("fits now"));
-    let events = s.run("small").await;
-    assert_eq!(data_of(&events, "assistant_text_end", "text"), ["fits now"]);
+    let events = c.run(&id, "small").await.unwrap();
+    assert_eq!(texts(&events), ["fits now"]);
 }
 
 /// Keeps `chunks` up to and including the first that carries text starting with `"this`.
@@ -193,7 +174,8 @@ fn through_first_text(mut chunks: Vec<Chunk>) -> Vec<Chunk> {
 
 /// Once text has reached clients, a broken or truncated stream is an error, never replayed.
 async fn broken_stream_is_an_error(family: Family) {
-    let mut s = setup_family(family, json!({})).await;
+    let s = setup_family(family, json!({})).await;
+    let (mut c, id) = s.typed().await;
     // The cut waits until the text has reached the client: a connection dropped right after
     // a write may lose that write, and then nothing was shown and a retry is right.
     let gate = Gate::new();
@@ -202,34 +184,31 @@ async fn broken_stream_is_an_error(family: Family) {
     s.mock.push_stream(cut);
     s.mock
         .push_stream(through_first_text(family.text("this one just stops")));
-    s.start("one").await;
-    s.until("assistant_text_delta").await;
+    c.start(&id, "one").await.unwrap();
+    c.until(|e| matches!(e, EventBody::AssistantTextDelta { .. }))
+        .await
+        .unwrap();
     gate.open();
-    let events = s.until("processing_end").await;
-    let message = data_of(&events, "error", "message");
+    let events = c
+        .until(|e| matches!(e, EventBody::ProcessingEnd { .. }))
+        .await
+        .unwrap();
+    let message = errors(&events).iter().map(|e| e.0).collect::<Vec<_>>();
     assert!(
         message[0].starts_with("the response stream broke"),
         "{family:?}: {message:?}"
     );
-    assert_eq!(of_kind(&events, "error")[0]["data"]["fatal"], false);
-    assert_eq!(
-        of_kind(&events, "processing_end")[0]["data"]["reason"],
-        "error"
-    );
-    let events = s.run("two").await;
-    let message = data_of(&events, "error", "message");
+    assert!(!errors(&events)[0].1);
+    assert_eq!(end_reasons(&events)[0], ProcessingEndReason::Error);
+    let events = c.run(&id, "two").await.unwrap();
+    let message = errors(&events).iter().map(|e| e.0).collect::<Vec<_>>();
     assert!(
         message[0].contains("ended before") && message[0].ends_with("(truncated response)"),
         "{family:?}: {message:?}"
     );
     s.mock.push_stream(family.text("recovered"));
-    let events = s.run("three").await;
-    assert_eq!(
-        data_of(&events, "assistant_text_end", "text")
-            .last()
-            .unwrap(),
-        "recovered"
-    );
+    let events = c.run(&id, "three").await.unwrap();
+    assert_eq!(texts(&events).last(), Some(&"recovered"));
     assert_eq!(
         s.mock.requests().len(),
         3,
@@ -240,32 +219,28 @@ async fn broken_stream_is_an_error(family: Family) {
 /// Issue 11: a stream that ends without a stop reason is not an answer. Before any delta has
 /// reached a client, it is retried like a failed request.
 async fn an_unfinished_stream_is_retried_before_any_text(family: Family) {
-    let mut s = setup_family(family, json!({})).await;
+    let s = setup_family(family, json!({})).await;
+    let (mut c, id) = s.typed().await;
     s.mock.push_stream(family.unfinished());
     s.mock.push_stream(family.text("the whole answer"));
-    let events = s.run("hi").await;
-    let warnings = data_of(&events, "warning", "message");
+    let events = c.run(&id, "hi").await.unwrap();
+    let warnings = warnings(&events);
     assert_eq!(warnings.len(), 1, "{family:?}: {warnings:?}");
     assert!(
         warnings[0].contains("(truncated response); retrying in")
             || warnings[0].contains("(incomplete response); retrying in"),
         "{family:?}: {warnings:?}"
     );
-    assert_eq!(
-        data_of(&events, "assistant_text_end", "text"),
-        ["the whole answer"]
-    );
-    assert_eq!(
-        of_kind(&events, "processing_end")[0]["data"]["reason"],
-        "completed"
-    );
+    assert_eq!(texts(&events), ["the whole answer"]);
+    assert_eq!(end_reasons(&events)[0], ProcessingEndReason::Completed);
     assert_eq!(s.mock.requests().len(), 2);
 }
 
 /// Issue 11: `retry-after: 1e30` panicked in `Duration::from_secs_f64` and crashed the loop.
 /// A delay no `Duration` holds (or past the policy's bound) is ignored for the usual backoff.
 async fn an_absurd_retry_delay_is_ignored(family: Family) {
-    let mut s = setup_family(family, json!({})).await;
+    let s = setup_family(family, json!({})).await;
+    let (mut c, id) = s.typed().await;
     let hostile = match family {
         Family::Gemini => Reply::Status(
             429,
@@ -283,12 +258,9 @@ async fn an_absurd_retry_delay_is_ignored(family: Family) {
         vec![("retry-after-ms".into(), "-5".into())],
     ));
     s.mock.push_stream(family.text("made it"));
-    let events = s.run("hi").await;
-    assert!(
-        of_kind(&events, "error").is_empty(),
-        "{family:?}: {events:?}"
-    );
-    let warnings = data_of(&events, "warning", "message");
+    let events = c.run(&id, "hi").await.unwrap();
+    assert!(errors(&events).is_empty(), "{family:?}: {events:?}");
+    let warnings = warnings(&events);
     assert_eq!(warnings.len(), 2, "{family:?}: {warnings:?}");
     for (warning, attempt) in warnings.iter().zip([2, 3]) {
         let delay: f64 = warning
@@ -299,17 +271,11 @@ async fn an_absurd_retry_delay_is_ignored(family: Family) {
         // The backoff's first two steps: 0.5 s and 1 s, each ±25%.
         assert!(delay <= 1.25, "{family:?}: {warning}");
     }
-    assert_eq!(data_of(&events, "assistant_text_end", "text"), ["made it"]);
-    assert_eq!(
-        of_kind(&events, "processing_end")[0]["data"]["reason"],
-        "completed"
-    );
+    assert_eq!(texts(&events), ["made it"]);
+    assert_eq!(end_reasons(&events)[0], ProcessingEndReason::Completed);
     s.mock.push_stream(family.text("still here"));
-    let events = s.run("again").await;
-    assert_eq!(
-        data_of(&events, "assistant_text_end", "text"),
-        ["still here"]
-    );
+    let events = c.run(&id, "again").await.unwrap();
+    assert_eq!(texts(&events), ["still here"]);
     assert_eq!(s.mock.requests().len(), 4);
 }
 
@@ -317,36 +283,36 @@ async fn an_absurd_retry_delay_is_ignored(family: Family) {
 /// `max_tokens` after a warning naming the limit; its half-written tool call never runs, and
 /// the next request carries a valid history.
 async fn a_response_cut_off_at_the_token_limit_ends_with_max_tokens(family: Family) {
-    let mut s = setup_family(family, json!({"config": {"max_output_tokens": 64}})).await;
+    let s = setup_family(family, json!({"config": {"max_output_tokens": 64}})).await;
+    let (mut c, id) = s.typed().await;
     s.mock.push_stream(family.cut_off(
         "Here is the first part",
         &[("call_1", "shell", json!({"command": "echo never"}))],
     ));
-    let events = s.run("write a lot").await;
+    let events = c.run(&id, "write a lot").await.unwrap();
     assert_eq!(
-        of_kind(&events, "processing_end")[0]["data"]["reason"],
-        "max_tokens",
+        end_reasons(&events)[0],
+        ProcessingEndReason::MaxTokens,
         "{family:?}"
     );
     assert_eq!(
-        data_of(&events, "warning", "message"),
+        warnings(&events),
         [
             "the response was cut off at the output token limit (max_output_tokens = 64); \
           raise it with session/set_config or ask for a shorter answer"
         ]
     );
-    assert!(of_kind(&events, "tool_call_start").is_empty(), "{events:?}");
-    assert_eq!(
-        data_of(&events, "assistant_text_end", "text"),
-        ["Here is the first part"]
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e.body, EventBody::ToolCallStart { .. })),
+        "{events:?}"
     );
+    assert_eq!(texts(&events), ["Here is the first part"]);
 
     s.mock.push_stream(family.text("short answer"));
-    let events = s.run("shorter please").await;
-    assert_eq!(
-        of_kind(&events, "processing_end")[0]["data"]["reason"],
-        "completed"
-    );
+    let events = c.run(&id, "shorter please").await.unwrap();
+    assert_eq!(end_reasons(&events)[0], ProcessingEndReason::Completed);
     let requests = s.mock.requests();
     assert_eq!(requests.len(), 2);
     let sent = requests[1].body.to_string();
@@ -362,16 +328,17 @@ async fn a_response_cut_off_at_the_token_limit_ends_with_max_tokens(family: Fami
 /// provider and model; its refusal is the answer, and the next input is sent a valid history
 /// that says so.
 async fn a_refusal_ends_the_input_with_refusal(family: Family) {
-    let mut s = setup_family(family, json!({})).await;
+    let s = setup_family(family, json!({})).await;
+    let (mut c, id) = s.typed().await;
     s.mock
         .push_stream(family.refused("I can't help with that."));
-    let events = s.run("something it will not do").await;
+    let events = c.run(&id, "something it will not do").await.unwrap();
     assert_eq!(
-        of_kind(&events, "processing_end")[0]["data"]["reason"],
-        "refusal",
+        end_reasons(&events)[0],
+        ProcessingEndReason::Refusal,
         "{family:?}: {events:?}"
     );
-    let warnings = data_of(&events, "warning", "message");
+    let warnings = warnings(&events);
     assert_eq!(warnings.len(), 1, "{family:?}: {warnings:?}");
     assert!(
         warnings[0].starts_with(&format!(
@@ -385,14 +352,11 @@ async fn a_refusal_ends_the_input_with_refusal(family: Family) {
     } else {
         "I can't help with that."
     };
-    assert_eq!(data_of(&events, "assistant_text_end", "text"), [answer]);
+    assert_eq!(texts(&events), [answer]);
 
     s.mock.push_stream(family.text("Sure."));
-    let events = s.run("something else").await;
-    assert_eq!(
-        of_kind(&events, "processing_end")[0]["data"]["reason"],
-        "completed"
-    );
+    let events = c.run(&id, "something else").await.unwrap();
+    assert_eq!(end_reasons(&events)[0], ProcessingEndReason::Completed);
     let sent = s.mock.requests()[1].body.to_string();
     assert!(
         sent.contains("declined to answer the previous request"),
@@ -406,23 +370,24 @@ async fn a_refusal_ends_the_input_with_refusal(family: Family) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follow_up_queued_during_a_refusal_waits_for_the_next_input() {
     let mut s = setup_family(Family::Anthropic, json!({})).await;
+    let (mut c, id) = s.typed().await;
     let gate = Gate::new();
     let mut refused = vec![Chunk::Wait(gate.clone())];
     refused.extend(Family::Anthropic.refused("I won't."));
     s.mock.push_stream(refused);
-    s.start("refused").await;
+    c.start(&id, "refused").await.unwrap();
     s.mock.wait_requests(1).await;
     s.call("session/follow_up", json!({"text": "queued"})).await;
     gate.open();
-    let events = s.until("processing_end").await;
-    assert_eq!(
-        of_kind(&events, "processing_end")[0]["data"]["reason"],
-        "refusal"
-    );
+    let events = c
+        .until(|e| matches!(e, EventBody::ProcessingEnd { .. }))
+        .await
+        .unwrap();
+    assert_eq!(end_reasons(&events)[0], ProcessingEndReason::Refusal);
     let queue = s.call("session/queue", json!({})).await;
     assert_eq!(queue["follow_up"][0]["text"], "queued", "{queue}");
     assert_eq!(s.mock.requests().len(), 1, "the follow-up did not run");
-    let warning = &data_of(&events, "warning", "message")[0];
+    let warning = &warnings(&events)[0];
     assert!(warning.contains("session/rollback"), "{warning}");
 }
 
@@ -470,8 +435,9 @@ async fn agentctl_exits_5_when_the_answer_is_cut_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_session_switches_provider_model_and_effort_between_inputs() {
     let mut s = setup_family(Family::Anthropic, json!({})).await;
+    let (mut c, id) = s.typed().await;
     s.mock.push_stream(Family::Anthropic.text("from claude"));
-    s.run("first").await;
+    c.run(&id, "first").await.unwrap();
 
     let snapshot = s
         .client
@@ -489,15 +455,15 @@ async fn one_session_switches_provider_model_and_effort_between_inputs() {
         (Some("gemini"), Some("gemini-mock"))
     );
     s.mock.push_stream(Family::Gemini.text("from gemini"));
-    s.run("second").await;
+    c.run(&id, "second").await.unwrap();
 
     s.client
         .call("session/set_config", json!({"session_id": s.session, "config": {"provider": "openai", "model": "gpt-mock-2", "reasoning_effort": "low"}}))
         .await
         .unwrap();
     s.mock.push_stream(Family::OpenAi.text("from gpt"));
-    let events = s.run("third").await;
-    assert_eq!(data_of(&events, "assistant_text_end", "text"), ["from gpt"]);
+    let events = c.run(&id, "third").await.unwrap();
+    assert_eq!(texts(&events), ["from gpt"]);
 
     let requests = s.mock.requests();
     let paths: Vec<&str> = requests.iter().map(|r| r.path.as_str()).collect();
@@ -563,51 +529,56 @@ async fn an_ollama_endpoint_from_three_lines_of_config_is_listed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_price_table_turns_usage_into_cost() {
-    let mut s = setup_family(Family::Gemini, json!({})).await;
+    let s = setup_family(Family::Gemini, json!({})).await;
+    let (mut c, id) = s.typed().await;
     s.mock.push_stream(Family::Gemini.text("priced"));
     s.mock.push_stream(Family::Gemini.text("again"));
-    s.run("one").await;
-    let events = s.run("two").await;
+    c.run(&id, "one").await.unwrap();
+    let events = c.run(&id, "two").await.unwrap();
     // 100 uncached input at $1/M, 50 cached at the input price, 20 output at $2/M.
-    let usage = &of_kind(&events, "usage")[0]["data"];
+    let usage = each!(events, EventBody::Usage { call, total } => (call, total))[0];
     assert!(
-        (usage["call"]["cost_usd"].as_f64().unwrap() - 0.000_19).abs() < 1e-12,
-        "{usage}"
+        (usage.0.cost_usd.unwrap() - 0.000_19).abs() < 1e-12,
+        "{usage:?}"
     );
     assert!(
-        (usage["total"]["cost_usd"].as_f64().unwrap() - 0.000_38).abs() < 1e-12,
-        "{usage}"
+        (usage.1.cost_usd.unwrap() - 0.000_38).abs() < 1e-12,
+        "{usage:?}"
     );
-    let snapshot = s
-        .client
-        .call("session/get", json!({"session_id": s.session}))
+    let snapshot = c
+        .call::<SessionGet>(SessionParams { session_id: id })
         .await
         .unwrap();
-    assert!((snapshot["usage"]["cost_usd"].as_f64().unwrap() - 0.000_38).abs() < 1e-12);
+    assert!((snapshot.usage.cost_usd.unwrap() - 0.000_38).abs() < 1e-12);
 }
 
 each_family!(an_image_reaches_models_that_take_images);
 
 async fn an_image_reaches_models_that_take_images(family: Family) {
-    let mut s = setup_family(family, json!({})).await;
+    let s = setup_family(family, json!({})).await;
+    let (mut c, id) = s.typed().await;
     // Not a real picture: the bytes only need to survive the trip, base64-encoded.
     std::fs::write(s.workdir.path().join("shot.png"), b"\x89PNG\r\n\x1a\nfake").unwrap();
     s.mock
         .push_stream(family.tools("", &[("i1", "read_file", json!({"file_path": "shot.png"}))]));
     s.mock.push_stream(family.text("I see it."));
-    let events = s.run("look at shot.png").await;
-    let end = of_kind(&events, "tool_call_end")[0]["data"].clone();
+    let events = c.run(&id, "look at shot.png").await.unwrap();
+    let (output, error) = each!(events, EventBody::ToolCallEnd { output, error, .. } =>
+        (output.as_deref(), error.as_deref()))[0];
     let request = serde_json::to_string(&s.mock.requests()[1].body).unwrap();
     let encoded = "iVBORw0KGgpmYWtl";
     if family == Family::Chat {
         assert_eq!(
-            end["error"],
-            "Tool error (read_file): shot.png is an image, and the current model does not take images"
+            error,
+            Some(
+                "Tool error (read_file): shot.png is an image, and the current model does not take images"
+            )
         );
         assert!(!request.contains(encoded));
     } else {
         assert_eq!(
-            end["output"], "Image shot.png (image/png, 12 bytes) is attached.",
+            output,
+            Some("Image shot.png (image/png, 12 bytes) is attached."),
             "{family:?}"
         );
         let placed = match family {

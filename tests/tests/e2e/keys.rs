@@ -3,7 +3,7 @@
 //! was started. Everything runs the real binaries against a mock provider.
 
 use agentd_tests::mock::MockProvider;
-use agentd_tests::{TestDaemon, WAIT, sse};
+use agentd_tests::{TestDaemon, WAIT, eventually, sse};
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -272,15 +272,12 @@ fn write_config(daemon: &TestDaemon, text: &str) {
 
 /// Waits until the daemon's log has `needle` `count` times.
 async fn log_has(daemon: &TestDaemon, needle: &str, count: usize) -> String {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let log = daemon.log_text();
-        if log.matches(needle).count() >= count {
-            return log;
-        }
-        assert!(Instant::now() < deadline, "no {needle:?} in the log: {log}");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    eventually(
+        &format!("{needle:?} {count} times in the log"),
+        async || daemon.log_text().matches(needle).count() >= count,
+    )
+    .await;
+    daemon.log_text()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

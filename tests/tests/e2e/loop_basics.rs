@@ -1,14 +1,48 @@
 //! The agentic loop through the socket: tool round trips, streaming, steering, follow-ups,
-//! tool errors the model can recover from, limits and loop detection.
+//! tool errors the model can recover from, limits and loop detection. Requests go through the
+//! typed client's method table and events are read as `EventBody` ([`agentd_tests::Client`]).
 
-use crate::{data_of, last_user_blocks, of_kind, setup, setup_with};
+use crate::{end_reasons, last_user_blocks, setup, setup_with, texts, warnings};
+use agentd_proto::methods::{
+    SessionFollowUp, SessionGet, SessionSetConfig, SessionSteer, SessionSubmit,
+};
+use agentd_proto::{
+    ConfigPatch, Disposition, ErrorKind, Event, EventBody, LimitKind, ProcessingEndReason,
+    SessionId, SessionParams, SessionState, SetConfigParams, TextParams,
+};
+use agentd_tests::client::submit;
 use agentd_tests::mock::{Chunk, Gate};
-use agentd_tests::{kinds, sse};
+use agentd_tests::sse;
 use serde_json::json;
+
+fn kinds(events: &[Event]) -> Vec<&'static str> {
+    events.iter().map(|e| e.body.kind()).collect()
+}
+
+/// Each `tool_call_end`'s call id, output and error.
+fn tool_ends(events: &[Event]) -> Vec<(&str, Option<&str>, Option<&str>)> {
+    each!(events, EventBody::ToolCallEnd { call_id, output, error, .. } =>
+        (call_id.as_str(), output.as_deref(), error.as_deref()))
+}
+
+fn get(id: &SessionId) -> SessionParams {
+    SessionParams {
+        session_id: id.clone(),
+    }
+}
+
+fn text(id: &SessionId, text: &str) -> TextParams {
+    TextParams {
+        session_id: id.clone(),
+        text: text.into(),
+        images: Vec::new(),
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_round_trip_completes() {
     let mut s = setup().await;
+    let (mut c, id) = s.typed().await;
     s.mock.push_stream(sse::tools(
         "Let me look.",
         &[(
@@ -18,7 +52,7 @@ async fn tool_round_trip_completes() {
         )],
     ));
     s.mock.push_stream(sse::text("The shell said hello."));
-    let events = s.run("say hello").await;
+    let events = c.run(&id, "say hello").await.unwrap();
 
     assert_eq!(
         kinds(&events),
@@ -44,25 +78,18 @@ async fn tool_round_trip_completes() {
             "processing_end",
         ]
     );
-    let end = of_kind(&events, "tool_call_end")[0];
-    assert_eq!(end["data"]["call_id"], "toolu_1");
+    let end = tool_ends(&events)[0];
+    assert_eq!(end.0, "toolu_1");
     assert!(
-        end["data"]["output"]
-            .as_str()
+        end.1
             .unwrap()
             .starts_with("hello-from-shell\n[exit code: 0"),
-        "{end}"
+        "{end:?}"
     );
-    assert_eq!(
-        of_kind(&events, "assistant_text_end")[1]["data"]["text"],
-        "The shell said hello."
-    );
-    assert_eq!(
-        of_kind(&events, "processing_end")[0]["data"]["reason"],
-        "completed"
-    );
+    assert_eq!(texts(&events)[1], "The shell said hello.");
+    assert_eq!(end_reasons(&events), [ProcessingEndReason::Completed]);
     // seq is gapless.
-    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
     assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
 
     let requests = s.mock.requests();
@@ -116,10 +143,10 @@ async fn tool_round_trip_completes() {
             .starts_with("hello-from-shell\n")
     );
 
-    let snapshot = s.call("session/get", json!({})).await;
-    assert_eq!(snapshot["state"], "idle");
+    let snapshot = c.call::<SessionGet>(get(&id)).await.unwrap();
+    assert_eq!(snapshot.state, SessionState::Idle);
     assert_eq!(
-        snapshot["usage"],
+        serde_json::to_value(snapshot.usage).unwrap(),
         json!({"input_tokens": 200, "output_tokens": 40, "cache_read_tokens": 100, "cache_write_tokens": 0, "reasoning_tokens": 0})
     );
     let history = s.call("session/history", json!({})).await;
@@ -135,7 +162,8 @@ async fn tool_round_trip_completes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_deltas_arrive_before_the_turn_ends() {
-    let mut s = setup().await;
+    let s = setup().await;
+    let (mut c, id) = s.typed().await;
     let gate = Gate::new();
     let mut chunks = vec![sse::message_start()];
     let block = sse::text_block(0, "first part, then more");
@@ -145,23 +173,32 @@ async fn text_deltas_arrive_before_the_turn_ends() {
     chunks.extend(sse::message_end("end_turn"));
     s.mock.push_stream(chunks);
 
-    s.start("go").await;
-    let early = s.until("assistant_text_delta").await;
-    assert_eq!(early.last().unwrap()["data"]["delta"], "first");
-    // The model is still mid-response: the session is processing and no text_end exists.
-    let snapshot = s.call("session/get", json!({})).await;
-    assert_eq!(snapshot["state"], "processing");
-    gate.open();
-    let rest = s.until("processing_end").await;
+    c.start(&id, "go").await.unwrap();
+    let early = c
+        .until(|e| matches!(e, EventBody::AssistantTextDelta { .. }))
+        .await
+        .unwrap();
     assert_eq!(
-        of_kind(&rest, "assistant_text_end")[0]["data"]["text"],
-        "first part, then more"
+        early.last().unwrap().body,
+        EventBody::AssistantTextDelta {
+            delta: "first".into()
+        }
     );
+    // The model is still mid-response: the session is processing and no text_end exists.
+    let snapshot = c.call::<SessionGet>(get(&id)).await.unwrap();
+    assert_eq!(snapshot.state, SessionState::Processing);
+    gate.open();
+    let rest = c
+        .until(|e| matches!(e, EventBody::ProcessingEnd { .. }))
+        .await
+        .unwrap();
+    assert_eq!(texts(&rest)[0], "first part, then more");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steering_during_a_tool_call_reaches_the_next_request() {
-    let mut s = setup().await;
+    let s = setup().await;
+    let (mut c, id) = s.typed().await;
     let flag = s.workdir.path().join("go");
     s.mock.push_stream(sse::shell(
         "toolu_wait",
@@ -171,18 +208,27 @@ async fn steering_during_a_tool_call_reaches_the_next_request() {
         ),
     ));
     s.mock.push_stream(sse::text("Adjusted."));
-    s.start("long task").await;
-    s.until("tool_call_start").await;
+    c.start(&id, "long task").await.unwrap();
+    c.until(|e| matches!(e, EventBody::ToolCallStart { .. }))
+        .await
+        .unwrap();
 
-    let steered = s
-        .call("session/steer", json!({"text": "use the short path"}))
-        .await;
-    assert_eq!(steered["disposition"], "steering");
+    let steered = c
+        .call::<SessionSteer>(text(&id, "use the short path"))
+        .await
+        .unwrap();
+    assert_eq!(steered.disposition, Disposition::Steering);
     std::fs::write(&flag, "").unwrap();
-    let events = s.until("processing_end").await;
+    let events = c
+        .until(|e| matches!(e, EventBody::ProcessingEnd { .. }))
+        .await
+        .unwrap();
     let order = kinds(&events);
-    let end = order.iter().position(|k| k == "tool_call_end").unwrap();
-    let injected = order.iter().position(|k| k == "steering_injected").unwrap();
+    let end = order.iter().position(|k| *k == "tool_call_end").unwrap();
+    let injected = order
+        .iter()
+        .position(|k| *k == "steering_injected")
+        .unwrap();
     assert!(
         end < injected,
         "steering is injected after the tool round: {order:?}"
@@ -201,39 +247,48 @@ async fn steering_during_a_tool_call_reaches_the_next_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follow_up_runs_after_completion() {
-    let mut s = setup().await;
+    let s = setup().await;
+    let (mut c, id) = s.typed().await;
     let gate = Gate::new();
     let mut first = sse::text("one");
     first.insert(1, Chunk::Wait(gate.clone()));
     s.mock.push_stream(first);
     s.mock.push_stream(sse::text("two"));
-    s.start("first").await;
-    s.until("user_input").await;
-    let queued = s.call("session/submit", json!({"text": "second"})).await;
+    c.start(&id, "first").await.unwrap();
+    c.until(|e| matches!(e, EventBody::UserInput { .. }))
+        .await
+        .unwrap();
+    let queued = c
+        .call::<SessionSubmit>(submit(&id, "second"))
+        .await
+        .unwrap();
     assert_eq!(
-        (queued["disposition"].as_str(), queued["queued"].as_bool()),
-        (Some("follow_up"), Some(true))
+        (queued.disposition, queued.queued),
+        (Disposition::FollowUp, true)
     );
-    let by_method = s.call("session/follow_up", json!({"text": "third"})).await;
-    assert_eq!(by_method["disposition"], "follow_up");
+    let by_method = c.call::<SessionFollowUp>(text(&id, "third")).await.unwrap();
+    assert_eq!(by_method.disposition, Disposition::FollowUp);
     s.mock.push_stream(sse::text("three"));
     gate.open();
 
-    let events = s.until("processing_end").await;
-    let inputs = data_of(&events, "user_input", "text");
+    let events = c
+        .until(|e| matches!(e, EventBody::ProcessingEnd { .. }))
+        .await
+        .unwrap();
+    let inputs = each!(events, EventBody::UserInput { text, .. } => text.as_str());
     assert_eq!(inputs, ["second", "third"]);
     assert_eq!(
-        of_kind(&events, "processing_end").len(),
+        end_reasons(&events).len(),
         1,
         "one processing cycle covers the follow-ups"
     );
-    let texts = data_of(&events, "assistant_text_end", "text");
-    assert_eq!(texts, ["one", "two", "three"]);
+    assert_eq!(texts(&events), ["one", "two", "three"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_errors_go_back_to_the_model() {
-    let mut s = setup().await;
+    let s = setup().await;
+    let (mut c, id) = s.typed().await;
     s.mock.push_stream(sse::tools(
         "",
         &[
@@ -252,18 +307,11 @@ async fn tool_errors_go_back_to_the_model() {
         ],
     ));
     s.mock.push_stream(sse::text("Recovered."));
-    let events = s.run("break things").await;
+    let events = c.run(&id, "break things").await.unwrap();
 
     // Calls run in parallel, so their end events come in completion order; look them up by id.
-    let error = |id: &str| {
-        of_kind(&events, "tool_call_end")
-            .iter()
-            .find(|e| e["data"]["call_id"] == id)
-            .unwrap()["data"]["error"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
+    let ends = tool_ends(&events);
+    let error = |id: &str| ends.iter().find(|e| e.0 == id).unwrap().2.unwrap();
     let errors = [
         error("t_unknown"),
         error("t_invalid"),
@@ -302,15 +350,13 @@ async fn tool_errors_go_back_to_the_model() {
         ["t_unknown", "t_invalid", "t_failing", "t_missing"],
         "results keep call order"
     );
-    assert_eq!(
-        of_kind(&events, "processing_end")[0]["data"]["reason"],
-        "completed"
-    );
+    assert_eq!(end_reasons(&events), [ProcessingEndReason::Completed]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_file_numbers_lines_and_keeps_the_full_output_in_the_event() {
-    let mut s = setup().await;
+    let s = setup().await;
+    let (mut c, id) = s.typed().await;
     let big = "x".repeat(120_000);
     std::fs::write(s.workdir.path().join("small.txt"), "alpha\nbeta\ngamma\n").unwrap();
     std::fs::write(s.workdir.path().join("big.txt"), &big).unwrap();
@@ -330,14 +376,9 @@ async fn read_file_numbers_lines_and_keeps_the_full_output_in_the_event() {
         ],
     ));
     s.mock.push_stream(sse::text("done"));
-    let events = s.run("read").await;
-    let output = |id: &str| {
-        of_kind(&events, "tool_call_end")
-            .iter()
-            .find(|e| e["data"]["call_id"] == id)
-            .unwrap()["data"]["output"]
-            .clone()
-    };
+    let events = c.run(&id, "read").await.unwrap();
+    let ends = tool_ends(&events);
+    let output = |id: &str| ends.iter().find(|e| e.0 == id).unwrap().1.unwrap();
     assert_eq!(
         output("r1"),
         "  2 | beta\n(1 more lines; continue with offset 3)\n"
@@ -360,47 +401,42 @@ async fn read_file_numbers_lines_and_keeps_the_full_output_in_the_event() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn round_limit_stops_the_loop() {
-    let mut s = setup_with(json!({"config": {"max_tool_rounds_per_input": 2}})).await;
+    let s = setup_with(json!({"config": {"max_tool_rounds_per_input": 2}})).await;
+    let (mut c, id) = s.typed().await;
     s.mock
         .respond_with(|_| agentd_tests::mock::Reply::Stream(sse::shell("t", "true")));
-    let events = s.run("loop forever").await;
-    let limit = of_kind(&events, "turn_limit");
-    assert_eq!(
-        limit[0]["data"],
-        json!({"limit": "max_tool_rounds_per_input", "count": 2})
-    );
-    assert_eq!(
-        of_kind(&events, "processing_end")[0]["data"]["reason"],
-        "turn_limit"
-    );
+    let events = c.run(&id, "loop forever").await.unwrap();
+    let limit = each!(events, EventBody::TurnLimit { limit, count } => (*limit, *count));
+    assert_eq!(limit[0], (LimitKind::MaxToolRoundsPerInput, 2));
+    assert_eq!(end_reasons(&events), [ProcessingEndReason::TurnLimit]);
     assert_eq!(s.mock.requests().len(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_turn_limit_applies_across_inputs() {
-    let mut s = setup_with(json!({"config": {"max_turns": 1}})).await;
+    let s = setup_with(json!({"config": {"max_turns": 1}})).await;
+    let (mut c, id) = s.typed().await;
     s.mock.push_stream(sse::text("first answer"));
-    s.run("one").await;
-    let events = s.run("two").await;
-    assert_eq!(
-        of_kind(&events, "turn_limit")[0]["data"],
-        json!({"limit": "max_turns", "count": 1})
-    );
+    c.run(&id, "one").await.unwrap();
+    let events = c.run(&id, "two").await.unwrap();
+    let limit = each!(events, EventBody::TurnLimit { limit, count } => (*limit, *count));
+    assert_eq!(limit[0], (LimitKind::MaxTurns, 1));
     assert_eq!(s.mock.requests().len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repeating_calls_trigger_loop_detection() {
-    let mut s =
+    let s =
         setup_with(json!({"config": {"loop_detection_window": 4, "max_tool_rounds_per_input": 5}}))
             .await;
+    let (mut c, id) = s.typed().await;
     s.mock
         .respond_with(|_| agentd_tests::mock::Reply::Stream(sse::shell("t", "echo same")));
-    let events = s.run("repeat").await;
-    let detections = of_kind(&events, "loop_detection");
+    let events = c.run(&id, "repeat").await.unwrap();
+    let detections = each!(events, EventBody::LoopDetection { message } => message.as_str());
     assert!(!detections.is_empty());
     assert_eq!(
-        detections[0]["data"]["message"],
+        detections[0],
         "Loop detected: the last 4 tool calls follow a repeating pattern. Try a different approach."
     );
     // The warning reaches the model as a user message after the tool results.
@@ -416,13 +452,23 @@ async fn repeating_calls_trigger_loop_detection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn set_config_applies_from_the_next_call() {
-    let mut s = setup().await;
+    let s = setup().await;
+    let (mut c, id) = s.typed().await;
     s.mock.push_stream(sse::text("a"));
-    s.run("one").await;
-    let snapshot = s.call("session/set_config", json!({"config": {"model": "claude-other", "reasoning_effort": "high", "max_output_tokens": 32000}})).await;
-    assert_eq!(snapshot["config"]["model"], "claude-other");
+    c.run(&id, "one").await.unwrap();
+    let patch = |patch: serde_json::Value| SetConfigParams {
+        session_id: id.clone(),
+        config: serde_json::from_value::<ConfigPatch>(patch).unwrap(),
+    };
+    let snapshot = c
+        .call::<SessionSetConfig>(patch(
+            json!({"model": "claude-other", "reasoning_effort": "high", "max_output_tokens": 32000}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(snapshot.config.model, "claude-other");
     s.mock.push_stream(sse::text("b"));
-    s.run("two").await;
+    c.run(&id, "two").await.unwrap();
     let requests = s.mock.requests();
     assert_eq!(requests[0].body["model"], "claude-sonnet-4-5");
     assert!(requests[0].body.get("thinking").is_none());
@@ -431,19 +477,13 @@ async fn set_config_applies_from_the_next_call() {
         requests[1].body["thinking"],
         json!({"type": "enabled", "budget_tokens": 24576})
     );
-    let bad = s
-        .request(
-            "session/set_config",
-            json!({"config": {"loop_detection_window": 1}}),
-        )
-        .await;
-    assert_eq!(bad["error"]["data"]["kind"], "invalid_config");
-    assert!(
-        bad["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("loop_detection_window")
-    );
+    let bad = c
+        .request::<SessionSetConfig>(patch(json!({"loop_detection_window": 1})))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(bad.data.unwrap().kind, ErrorKind::InvalidConfig);
+    assert!(bad.message.contains("loop_detection_window"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -466,22 +506,9 @@ async fn secrets_are_not_in_the_command_environment() {
         .unwrap();
     mock.push_stream(sse::shell("env", "env | sort"));
     mock.push_stream(sse::text("ok"));
-    client.subscribe(&session, Some(0)).await.unwrap();
-    client
-        .call(
-            "session/submit",
-            json!({"session_id": session, "text": "env"}),
-        )
-        .await
-        .unwrap();
-    let events = client
-        .events_until("processing_end", |_| true)
-        .await
-        .unwrap();
-    let output = of_kind(&events, "tool_call_end")[0]["data"]["output"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let mut client = agentd_tests::Client::from(client);
+    let events = client.run(&SessionId(session), "env").await.unwrap();
+    let output = tool_ends(&events)[0].1.unwrap().to_owned();
     assert!(
         output.contains("PATH=")
             && output.contains("HOME=")
@@ -506,25 +533,26 @@ async fn secrets_are_not_in_the_command_environment() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn context_usage_past_80_percent_warns() {
-    let mut s = setup_with(json!({"config": {"context_window_tokens": 100}})).await;
+    let s = setup_with(json!({"config": {"context_window_tokens": 100}})).await;
+    let (mut c, id) = s.typed().await;
     s.mock.push_stream(sse::text("short"));
     let prompt = "word ".repeat(100); // ~500 characters, ~125 tokens
-    let events = s.run(&prompt).await;
-    let warning = of_kind(&events, "warning")[0];
+    let events = c.run(&id, &prompt).await.unwrap();
     assert_eq!(
-        warning["data"]["message"],
+        warnings(&events)[0],
         "Context usage at ~125% of context window"
     );
     assert_eq!(
-        of_kind(&events, "processing_end")[0]["data"]["reason"],
-        "completed",
+        end_reasons(&events),
+        [ProcessingEndReason::Completed],
         "the warning is informational"
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timed_out_command_is_killed_with_its_children() {
-    let mut s = setup().await;
+    let s = setup().await;
+    let (mut c, id) = s.typed().await;
     // The main process ignores SIGTERM, so only the SIGKILL two seconds later ends it.
     let command = "echo PGID=$$; sleep 1000 & trap '' TERM; echo partial; sleep 1000";
     s.mock.push_stream(sse::tools(
@@ -532,17 +560,17 @@ async fn a_timed_out_command_is_killed_with_its_children() {
         &[("t", "shell", json!({"command": command, "timeout_ms": 300}))],
     ));
     s.mock.push_stream(sse::text("understood"));
-    let events = s.run("slow").await;
-    let end = of_kind(&events, "tool_call_end")[0];
-    let error = end["data"]["error"].as_str().unwrap();
+    let events = c.run(&id, "slow").await.unwrap();
+    let (error, duration_ms) = each!(events, EventBody::ToolCallEnd { error, duration_ms, .. } =>
+        (error.as_deref().unwrap(), *duration_ms))[0];
     assert!(error.contains("partial\n"), "{error}");
     assert!(
         error.ends_with("[ERROR: Command timed out after 300ms. Partial output is shown above. You can retry with a longer timeout by setting the timeout_ms parameter.]"),
         "{error}"
     );
     assert!(
-        end["data"]["duration_ms"].as_u64().unwrap() >= 2000,
-        "SIGKILL came after the 2 s grace: {end}"
+        duration_ms >= 2000,
+        "SIGKILL came after the 2 s grace: {duration_ms} ms"
     );
     let pgid: i32 = error
         .lines()
@@ -558,7 +586,8 @@ async fn a_timed_out_command_is_killed_with_its_children() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ten_megabyte_single_line_is_truncated_for_the_model_only() {
-    let mut s = setup().await;
+    let s = setup().await;
+    let (mut c, id) = s.typed().await;
     let line = "y".repeat(10 * 1024 * 1024);
     std::fs::write(s.workdir.path().join("huge.csv"), &line).unwrap();
     s.mock.push_stream(sse::tools(
@@ -566,11 +595,8 @@ async fn a_ten_megabyte_single_line_is_truncated_for_the_model_only() {
         &[("h", "read_file", json!({"file_path": "huge.csv"}))],
     ));
     s.mock.push_stream(sse::text("too big to read whole"));
-    let events = s.run("read huge.csv").await;
-    let output = of_kind(&events, "tool_call_end")[0]["data"]["output"]
-        .as_str()
-        .unwrap()
-        .len();
+    let events = c.run(&id, "read huge.csv").await.unwrap();
+    let output = tool_ends(&events)[0].1.unwrap().len();
     assert_eq!(
         output,
         line.len() + "  1 | \n".len(),

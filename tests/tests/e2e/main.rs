@@ -3,6 +3,21 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+/// What `pattern` binds in each typed event that matches it, in order:
+/// `each!(events, EventBody::Warning { message, .. } => message.as_str())` (a guard may
+/// follow the pattern).
+macro_rules! each {
+    ($events:expr, $pattern:pat $(if $guard:expr)? => $out:expr) => {
+        $events
+            .iter()
+            .filter_map(|e| match &e.body {
+                $pattern $(if $guard)? => Some($out),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+}
+
 /// Runs `scenario(family)` as one test per provider family: `scenario::anthropic`, ...
 macro_rules! each_family {
     ($($scenario:ident),* $(,)?) => {$(
@@ -46,6 +61,7 @@ mod keys;
 mod loop_basics;
 mod mcp;
 mod mcp_server;
+mod newcomer;
 mod openai_compat;
 mod persistence;
 mod processes;
@@ -68,6 +84,7 @@ mod trust_rules;
 mod trust_sandbox;
 mod trust_socket;
 
+use agentd_proto::{Event, EventBody, ProcessingEndReason, SessionId};
 use agentd_tests::family::Family;
 use agentd_tests::mock::MockProvider;
 use agentd_tests::{RawClient, TestDaemon};
@@ -169,6 +186,12 @@ pub async fn setup_unprivileged_with(
 }
 
 impl Setup {
+    /// A typed client ([`agentd_tests::Client`]) of this daemon, and this session's id.
+    pub async fn typed(&self) -> (agentd_tests::Client, SessionId) {
+        let client = self.daemon.client().await.expect("client connects");
+        (client.into(), SessionId(self.session.clone()))
+    }
+
     /// Calls `method` on this session: `params` plus `session_id`; returns the result.
     pub async fn call(&mut self, method: &str, params: Value) -> Value {
         let response = self.request(method, params).await;
@@ -255,6 +278,26 @@ pub use agentd_tests::wait::{PATIENCE, eventually};
 /// The events of `kind`.
 pub fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["kind"] == kind).collect()
+}
+
+/// The `processing_end` reasons among typed `events`.
+pub fn end_reasons(events: &[Event]) -> Vec<ProcessingEndReason> {
+    each!(events, EventBody::ProcessingEnd { reason, .. } => *reason)
+}
+
+/// The `warning` messages among typed `events`.
+pub fn warnings(events: &[Event]) -> Vec<&str> {
+    each!(events, EventBody::Warning { message, .. } => message.as_str())
+}
+
+/// The `error` events' (message, fatal) among typed `events`.
+pub fn errors(events: &[Event]) -> Vec<(&str, bool)> {
+    each!(events, EventBody::Error { message, fatal } => (message.as_str(), *fatal))
+}
+
+/// The whole texts (`assistant_text_end`) among typed `events`.
+pub fn texts(events: &[Event]) -> Vec<&str> {
+    each!(events, EventBody::AssistantTextEnd { text, .. } => text.as_str())
 }
 
 /// The string `field` of the data of every event of `kind`.

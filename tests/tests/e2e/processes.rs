@@ -13,13 +13,9 @@ pub(crate) fn live_with_marker(marker: &str) -> Vec<i32> {
     crate::live_processes(|args| args.last().is_some_and(|a| a.starts_with(marker)))
 }
 
-/// Waits (up to the test bound) until `ready` holds.
+/// Waits until `ready` holds: [`eventually`](agentd_tests::eventually) for a synchronous check.
 pub(crate) async fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + agentd_tests::WAIT;
-    while !ready() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    agentd_tests::eventually(what, async || ready()).await;
 }
 
 /// A unique marker for this test's processes: `sleep` accepts a sum of durations, so

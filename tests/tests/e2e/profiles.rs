@@ -1,12 +1,26 @@
 //! Spec 9.12's parity rows that need no real model, for every family with its own profile:
 //! create a file, read and search in parallel, edit in the profile's native format, time out a
-//! command, recover from a failed call, and see the work on disk.
+//! command, recover from a failed call, and see the work on disk. Events are read typed
+//! ([`agentd_tests::Client`]).
 
-use crate::{data_of, of_kind, setup_family};
+use crate::{end_reasons, setup_family, texts};
+use agentd_proto::methods::SessionGet;
+use agentd_proto::{Event, EventBody, ProcessingEndReason, SessionParams};
 use agentd_tests::family::Family;
 use serde_json::{Value, json};
 
 each_family!(parity_matrix);
+
+/// The `tool_call_end` of `call` among `events`: its output, or its error.
+fn end_of<'a>(events: &'a [Event], call: &str) -> Result<&'a str, &'a str> {
+    let ends = each!(events, EventBody::ToolCallEnd { call_id, output, error, .. }
+        if call_id.as_str() == call => (output.as_deref(), error.as_deref()));
+    match ends[..] {
+        [(Some(output), None)] => Ok(output),
+        [(None, Some(error))] => Err(error),
+        _ => panic!("{call}: {ends:?}"),
+    }
+}
 
 /// The profile each family gets by default, and its native way to create and edit a file.
 fn native(family: Family) -> (&'static str, (&'static str, Value), (&'static str, Value)) {
@@ -41,10 +55,17 @@ fn native(family: Family) -> (&'static str, (&'static str, Value), (&'static str
 }
 
 async fn parity_matrix(family: Family) {
-    let mut s = setup_family(family, json!({})).await;
+    let s = setup_family(family, json!({})).await;
+    let (mut c, id) = s.typed().await;
     std::fs::write(s.workdir.path().join("big.txt"), "x".repeat(100_000)).unwrap();
     let (profile, create, edit) = native(family);
-    assert_eq!(s.call("session/get", json!({})).await["profile"], profile);
+    let snapshot = c
+        .call::<SessionGet>(SessionParams {
+            session_id: id.clone(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(snapshot.profile.to_string(), profile);
     let mock = s.mock.clone();
 
     mock.push_stream(family.tools("Creating it.", &[("c1", create.0, create.1)]));
@@ -83,10 +104,13 @@ async fn parity_matrix(family: Family) {
     ));
     mock.push_stream(family.text("Created and edited hello.py."));
 
-    let events = s.run("Create hello.py, then add a goodbye line").await;
+    let events = c
+        .run(&id, "Create hello.py, then add a goodbye line")
+        .await
+        .unwrap();
     assert_eq!(
-        of_kind(&events, "processing_end")[0]["data"]["reason"],
-        "completed",
+        end_reasons(&events),
+        [ProcessingEndReason::Completed],
         "{family:?}"
     );
 
@@ -95,52 +119,35 @@ async fn parity_matrix(family: Family) {
         std::fs::read_to_string(s.workdir.path().join("hello.py")).unwrap(),
         "print('Hello World')\nprint('Goodbye')\n"
     );
-    let ends = |id: &str| {
-        of_kind(&events, "tool_call_end")
-            .into_iter()
-            .find(|e| e["data"]["call_id"] == id)
-            .cloned()
-            .unwrap()
-    };
+    let end = |call: &str| end_of(&events, call);
     assert!(
-        ends("c1")["data"]["output"].is_string(),
-        "{family:?}: creation succeeded: {}",
-        ends("c1")
+        end("c1").is_ok(),
+        "{family:?}: creation succeeded: {:?}",
+        end("c1")
     );
-    assert_eq!(ends("c2")["data"]["output"], "  1 | print('Hello World')\n");
+    assert_eq!(end("c2"), Ok("  1 | print('Hello World')\n"));
+    assert_eq!(end("c3"), Ok("hello.py:1:print('Hello World')"));
+    assert_eq!(end("c4"), Ok("hello.py"));
     assert_eq!(
-        ends("c3")["data"]["output"],
-        "hello.py:1:print('Hello World')"
-    );
-    assert_eq!(ends("c4")["data"]["output"], "hello.py");
-    assert_eq!(
-        ends("c5")["data"]["output"].as_str().unwrap().len(),
+        end("c5").unwrap().len(),
         100_000 + "  1 | \n".len(),
         "the event has the full output"
     );
-    let timeout = ends("c7")["data"]["error"].as_str().unwrap().to_owned();
+    let timeout = end("c7").unwrap_err();
     assert!(
         timeout.contains("print('Hello World')\nprint('Goodbye')\n")
             && timeout.contains("[ERROR: Command timed out after 2000ms."),
         "{timeout}"
     );
     assert!(
-        ends("c8")["data"]["error"]
-            .as_str()
-            .unwrap()
+        end("c8")
+            .unwrap_err()
             .starts_with("Unknown tool: no_such_tool.")
     );
-    assert!(
-        ends("c9")["data"]["output"]
-            .as_str()
-            .unwrap()
-            .starts_with("Hello World\nGoodbye\n")
-    );
+    assert!(end("c9").unwrap().starts_with("Hello World\nGoodbye\n"));
     assert_eq!(
-        data_of(&events, "assistant_text_end", "text")
-            .last()
-            .unwrap(),
-        "Created and edited hello.py."
+        texts(&events).last().unwrap(),
+        &"Created and edited hello.py."
     );
 
     // The model got results in call order, the big file truncated.
@@ -171,7 +178,8 @@ async fn parity_matrix(family: Family) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bash_only_session_for_minimal_models() {
-    let mut s = setup_family(Family::Chat, json!({"profile": "bash"})).await;
+    let s = setup_family(Family::Chat, json!({"profile": "bash"})).await;
+    let (mut c, id) = s.typed().await;
     s.mock.push_stream(Family::Chat.tools(
         "",
         &[(
@@ -181,7 +189,7 @@ async fn a_bash_only_session_for_minimal_models() {
         )],
     ));
     s.mock.push_stream(Family::Chat.text("done"));
-    s.run("write a note").await;
+    c.run(&id, "write a note").await.unwrap();
     assert_eq!(
         std::fs::read_to_string(s.workdir.path().join("note.txt")).unwrap(),
         "hi\n"
@@ -200,7 +208,8 @@ async fn a_bash_only_session_for_minimal_models() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_only_session_refuses_writes() {
-    let mut s = setup_family(Family::Anthropic, json!({"read_only": true})).await;
+    let s = setup_family(Family::Anthropic, json!({"read_only": true})).await;
+    let (mut c, id) = s.typed().await;
     s.mock.push_stream(Family::Anthropic.tools(
         "",
         &[(
@@ -210,12 +219,9 @@ async fn a_read_only_session_refuses_writes() {
         )],
     ));
     s.mock.push_stream(Family::Anthropic.text("ok"));
-    let events = s.run("write").await;
+    let events = c.run(&id, "write").await.unwrap();
     // The session's read_only sandbox refuses it before the read-only environment would.
-    let error = of_kind(&events, "tool_call_end")[0]["data"]["error"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let error = end_of(&events, "w").unwrap_err();
     assert!(
         error.starts_with("Tool error (write_file): refused by the sandbox: ")
             && error.contains("x.txt is outside the writable roots (sandbox read_only: "),

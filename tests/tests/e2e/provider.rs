@@ -1,7 +1,12 @@
 //! The Anthropic provider against the mock: recorded streams replayed over HTTP, retries,
-//! authentication and context errors, broken streams, and a missing key.
+//! authentication and context errors, broken streams, and a missing key. Events are read
+//! typed ([`agentd_tests::Client`]).
 
-use crate::{data_of, of_kind, setup};
+use crate::{end_reasons, errors, setup, texts, warnings};
+use agentd_proto::methods::{DaemonInfoMethod, SessionCreate, SessionGet};
+use agentd_proto::{
+    CreateParams, ErrorKind, EventBody, ProcessingEndReason, SessionParams, SessionState,
+};
 use agentd_tests::mock::{Chunk, Gate, Reply};
 use agentd_tests::{TestDaemon, sse};
 use serde_json::{Value, json};
@@ -51,27 +56,44 @@ async fn recorded_streams_replayed_through_the_mock_drive_a_session() {
     };
     assert_eq!(dedup(event_types(&built)), dedup(event_types(&tool_use)));
 
-    let mut s = setup().await;
+    let s = setup().await;
+    let (mut c, id) = s.typed().await;
     s.mock.push_stream(vec![Chunk::Data(tool_use)]);
     s.mock.push_stream(vec![Chunk::Data(basic)]);
-    let events = s.run("weather?").await;
-    let end = of_kind(&events, "tool_call_end")[0];
-    assert_eq!(end["data"]["call_id"], "toolu_01NRLabsLyVHZPKxbKvkfSMn");
+    let events = c.run(&id, "weather?").await.unwrap();
+    let ends: Vec<_> = events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::ToolCallEnd { call_id, error, .. } => {
+                Some((call_id.as_str(), error.as_deref()))
+            }
+            _ => None,
+        })
+        .collect();
     assert_eq!(
-        end["data"]["error"],
-        "Unknown tool: get_weather. Available tools: read_file, write_file, edit_file, shell, grep, glob, spawn_agent, send_input, wait, close_agent"
+        ends[0],
+        (
+            "toolu_01NRLabsLyVHZPKxbKvkfSMn",
+            Some(
+                "Unknown tool: get_weather. Available tools: read_file, write_file, edit_file, shell, grep, glob, spawn_agent, send_input, wait, close_agent"
+            )
+        )
     );
-    let texts = data_of(&events, "assistant_text_end", "text");
     assert_eq!(
-        texts,
+        texts(&events),
         [
             "I'll check the current weather in Paris for you.",
             "Hello there!"
         ]
     );
-    let usage = of_kind(&events, "usage");
-    assert_eq!(usage[0]["data"]["call"]["input_tokens"], 377);
-    assert_eq!(usage[0]["data"]["call"]["output_tokens"], 65);
+    let usage = events
+        .iter()
+        .find_map(|e| match &e.body {
+            EventBody::Usage { call, .. } => Some(call),
+            _ => None,
+        })
+        .expect("a usage event");
+    assert_eq!((usage.input_tokens, usage.output_tokens), (377, 65));
     // The tool input assembled from fragments went back to the API as an object.
     let second = &s.mock.requests()[1].body;
     assert_eq!(
@@ -82,7 +104,8 @@ async fn recorded_streams_replayed_through_the_mock_drive_a_session() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rate_limits_and_overload_are_retried() {
-    let mut s = setup().await;
+    let s = setup().await;
+    let (mut c, id) = s.typed().await;
     let body = r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#;
     s.mock.push(Reply::Status(
         429,
@@ -100,8 +123,8 @@ async fn rate_limits_and_overload_are_retried() {
         "upstream unavailable".into(),
     ));
     s.mock.push_stream(sse::text("made it"));
-    let events = s.run("hi").await;
-    let warnings = data_of(&events, "warning", "message");
+    let events = c.run(&id, "hi").await.unwrap();
+    let warnings = warnings(&events);
     assert_eq!(warnings.len(), 3, "{warnings:?}");
     assert_eq!(
         warnings[0],
@@ -116,10 +139,7 @@ async fn rate_limits_and_overload_are_retried() {
         "{}",
         warnings[2]
     );
-    assert_eq!(
-        of_kind(&events, "processing_end")[0]["data"]["reason"],
-        "completed"
-    );
+    assert_eq!(end_reasons(&events), [ProcessingEndReason::Completed]);
     assert_eq!(s.mock.requests().len(), 4);
 }
 
@@ -127,7 +147,8 @@ async fn rate_limits_and_overload_are_retried() {
 /// retried like a 529; once text has reached clients it is an error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_overloaded_stream_is_retried_only_before_text() {
-    let mut s = setup().await;
+    let s = setup().await;
+    let (mut c, id) = s.typed().await;
     let overloaded = Chunk::Data(
         "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"
             .into(),
@@ -135,80 +156,72 @@ async fn an_overloaded_stream_is_retried_only_before_text() {
     s.mock
         .push_stream(vec![sse::message_start(), overloaded.clone()]);
     s.mock.push_stream(sse::text("made it"));
-    let events = s.run("one").await;
-    let warnings = data_of(&events, "warning", "message");
+    let events = c.run(&id, "one").await.unwrap();
+    let warnings = warnings(&events);
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(
         warnings[0].starts_with("Anthropic stream error: Overloaded; retrying in"),
         "{warnings:?}"
     );
-    assert_eq!(data_of(&events, "assistant_text_end", "text"), ["made it"]);
+    assert_eq!(texts(&events), ["made it"]);
 
     let mut late = sse::text("half of it");
     late.truncate(4);
     late.push(overloaded);
     s.mock.push_stream(late);
-    let events = s.run("two").await;
-    assert_eq!(
-        data_of(&events, "error", "message"),
-        ["Anthropic stream error: Overloaded"]
-    );
+    let events = c.run(&id, "two").await.unwrap();
+    let messages: Vec<&str> = errors(&events).iter().map(|e| e.0).collect();
+    assert_eq!(messages, ["Anthropic stream error: Overloaded"]);
     assert_eq!(s.mock.requests().len(), 3, "the late one was not replayed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn authentication_failure_closes_the_session() {
-    let mut s = setup().await;
+    let s = setup().await;
+    let (mut c, id) = s.typed().await;
     s.mock.push(Reply::Status(
         401,
         vec![],
         r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#
             .into(),
     ));
-    s.start("hi").await;
-    let events = s.until("session_end").await;
-    let error = of_kind(&events, "error")[0];
-    assert_eq!(error["data"]["fatal"], true);
+    c.start(&id, "hi").await.unwrap();
+    let events = c
+        .until(|e| matches!(e, EventBody::SessionEnd { .. }))
+        .await
+        .unwrap();
+    let (message, fatal) = errors(&events)[0];
+    assert!(fatal);
+    assert!(message.starts_with("Anthropic API error 401 authentication_error: invalid x-api-key"));
     assert!(
-        error["data"]["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("Anthropic API error 401 authentication_error: invalid x-api-key")
-    );
-    assert!(
-        error["data"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("store a valid key with `agentctl login anthropic`"),
-        "{error}"
+        message.contains("store a valid key with `agentctl login anthropic`"),
+        "{message}"
     );
     assert_eq!(s.mock.requests().len(), 1, "401 is not retried");
-    assert_eq!(s.call("session/get", json!({})).await["state"], "closed");
+    let snapshot = c
+        .call::<SessionGet>(SessionParams { session_id: id })
+        .await
+        .unwrap();
+    assert_eq!(snapshot.state, SessionState::Closed);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn context_overflow_is_a_warning_and_the_session_continues() {
-    let mut s = setup().await;
+    let s = setup().await;
+    let (mut c, id) = s.typed().await;
     s.mock.push(Reply::Status(400, vec![], r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 250000 tokens > 200000 maximum"}}"#.into()));
-    let events = s.run("huge").await;
-    assert!(
-        of_kind(&events, "warning")[0]["data"]["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("context window exceeded")
-    );
-    assert!(of_kind(&events, "error").is_empty());
+    let events = c.run(&id, "huge").await.unwrap();
+    assert!(warnings(&events)[0].starts_with("context window exceeded"));
+    assert!(errors(&events).is_empty());
     s.mock.push_stream(sse::text("fine again"));
-    let events = s.run("small").await;
-    assert_eq!(
-        of_kind(&events, "processing_end")[0]["data"]["reason"],
-        "completed"
-    );
+    let events = c.run(&id, "small").await.unwrap();
+    assert_eq!(end_reasons(&events), [ProcessingEndReason::Completed]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_cut_mid_response_is_an_error_and_the_session_stays_usable() {
     let mut s = setup().await;
+    let (mut c, id) = s.typed().await;
     // The cut waits until the text has reached the client, so that it is a cut mid-response.
     let gate = Gate::new();
     let mut cut = sse::text("this will be cut off");
@@ -218,33 +231,32 @@ async fn a_stream_cut_mid_response_is_an_error_and_the_session_stays_usable() {
     let mut early_eof = sse::text("ends early");
     early_eof.pop(); // no message_stop: the server just closes
     s.mock.push_stream(early_eof);
-    s.start("one").await;
-    s.until("assistant_text_delta").await;
+    c.start(&id, "one").await.unwrap();
+    c.until(|e| matches!(e, EventBody::AssistantTextDelta { .. }))
+        .await
+        .unwrap();
     gate.open();
-    let events = s.until("processing_end").await;
-    let error = of_kind(&events, "error")[0];
-    assert_eq!(error["data"]["fatal"], false);
+    let events = c
+        .until(|e| matches!(e, EventBody::ProcessingEnd { .. }))
+        .await
+        .unwrap();
+    let (message, fatal) = errors(&events)[0];
+    assert!(!fatal);
     assert!(
-        error["data"]["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("the response stream broke"),
-        "{error}"
+        message.starts_with("the response stream broke"),
+        "{message}"
     );
+    assert_eq!(end_reasons(&events), [ProcessingEndReason::Error]);
+    let events = c.run(&id, "two").await.unwrap();
     assert_eq!(
-        of_kind(&events, "processing_end")[0]["data"]["reason"],
-        "error"
-    );
-    let events = s.run("two").await;
-    assert_eq!(
-        of_kind(&events, "error")[0]["data"]["message"],
+        errors(&events)[0].0,
         "the response stream ended before message_stop (truncated response)"
     );
     s.mock.push_stream(sse::text("recovered"));
-    let events = s.run("three").await;
+    let events = c.run(&id, "three").await.unwrap();
     assert_eq!(
-        of_kind(&events, "processing_end")[0]["data"]["reason"],
-        "completed",
+        end_reasons(&events),
+        [ProcessingEndReason::Completed],
         "{events:#?}"
     );
     // Text that arrived before the stream broke is kept in the history, marked as cut off.
@@ -264,20 +276,25 @@ async fn a_stream_cut_mid_response_is_an_error_and_the_session_stays_usable() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_key_is_a_clear_error_at_create() {
     let daemon = TestDaemon::start_with(&[]).await.unwrap();
-    let mut c = daemon.client().await.unwrap();
-    let r = c
-        .request("session/create", json!({"cwd": "/"}))
+    let mut c = agentd_tests::Client::from(daemon.client().await.unwrap());
+    let params = serde_json::from_value::<CreateParams>(json!({"cwd": "/"})).unwrap();
+    let error = c
+        .request::<SessionCreate>(params)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(error.code, -32021);
+    assert_eq!(
+        error.data.as_ref().unwrap().kind,
+        ErrorKind::ProviderNotConfigured
+    );
+    assert!(
+        error.message.contains("run `agentctl login anthropic`"),
+        "{error}"
+    );
+    let info = c
+        .call::<DaemonInfoMethod>(Default::default())
         .await
         .unwrap();
-    assert_eq!(r["error"]["code"], -32021);
-    assert_eq!(r["error"]["data"]["kind"], "provider_not_configured");
-    assert!(
-        r["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("run `agentctl login anthropic`"),
-        "{r}"
-    );
-    let info = c.call("daemon/info", json!({})).await.unwrap();
-    assert_eq!(info["providers"][0]["has_key"], false);
+    assert!(!info.providers[0].has_key);
 }

@@ -3,6 +3,7 @@
 //! "the remote machine" is this one reached through `sshd`, so the test can look at the
 //! remote files and processes directly.
 
+use crate::processes::wait_for;
 use crate::{Setup, data_of, of_kind};
 use agentd_tests::mock::MockProvider;
 use agentd_tests::sse;
@@ -61,14 +62,6 @@ fn live_with(marker: &str) -> Vec<i32> {
         let text = args.join(" ");
         text.contains(marker) && !text.contains("bash -c")
     })
-}
-
-async fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + agentd_tests::WAIT;
-    while !ready() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// A marker no other test's process carries: `sleep 600 0.<marker>` sleeps 600 s.
