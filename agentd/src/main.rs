@@ -20,16 +20,17 @@ use tokio_util::sync::CancellationToken;
 
 /// Hosts coding-agent sessions and serves them over JSON-RPC on a Unix socket.
 #[derive(Parser)]
+#[cfg_attr(test, derive(Debug, PartialEq))]
 #[command(version, about)]
 struct Args {
     /// Socket path [default: $XDG_RUNTIME_DIR/agentd/agentd.sock]
-    #[arg(long, env = "AGENTD_SOCKET")]
+    #[arg(long, env = ENV[0])]
     socket: Option<PathBuf>,
     /// Config file [default: ~/.config/agentd/config.toml]
-    #[arg(long, env = "AGENTD_CONFIG")]
+    #[arg(long, env = ENV[1])]
     config: Option<PathBuf>,
     /// Where sessions are stored [default: $XDG_STATE_HOME/agentd]
-    #[arg(long, env = "AGENTD_STATE_DIR")]
+    #[arg(long, env = ENV[2])]
     state_dir: Option<PathBuf>,
     /// Validate the config file and environment, then exit.
     #[arg(long)]
@@ -46,7 +47,40 @@ struct Args {
     command: Option<Command>,
 }
 
+/// The variables standing for `--socket`, `--config` and `--state-dir`.
+const ENV: [&str; 3] = ["AGENTD_SOCKET", "AGENTD_CONFIG", "AGENTD_STATE_DIR"];
+
+impl Args {
+    /// The arguments. A daemon started bare (as systemd and agentctl start it) takes only
+    /// [`ENV`], read here: clap's parser would map about 0.4 MB of its code in for nothing.
+    fn get() -> Self {
+        if std::env::args_os().len() > 1 {
+            return Self::parse();
+        }
+        Self::bare(ENV.map(std::env::var_os)).unwrap_or_else(Self::parse)
+    }
+
+    /// What clap makes of no arguments and `vars` (the values of [`ENV`]); `None` when an
+    /// empty one (which clap refuses) leaves it to clap.
+    fn bare(vars: [Option<std::ffi::OsString>; 3]) -> Option<Self> {
+        if vars.iter().flatten().any(|v| v.is_empty()) {
+            return None;
+        }
+        let [socket, config, state_dir] = vars.map(|v| v.map(PathBuf::from));
+        Some(Self {
+            socket,
+            config,
+            state_dir,
+            check_config: false,
+            check_mcp: false,
+            json: false,
+            command: None,
+        })
+    }
+}
+
 #[derive(Subcommand)]
+#[cfg_attr(test, derive(Debug, PartialEq))]
 enum Command {
     /// Print the protocol's JSON Schema (or, with --markdown, its reference).
     Schema {
@@ -71,7 +105,7 @@ fn main() -> ExitCode {
     let systemd_fd = server::take_systemd_fd();
     let fd_limit = raise_fd_limit();
     fix_mmap_threshold();
-    let args = Args::parse();
+    let args = Args::get();
     if let Some(Command::Schema { markdown: true }) = args.command {
         print!("{}", agentd_proto::schema::protocol_markdown());
         return ExitCode::SUCCESS;
@@ -423,5 +457,41 @@ fn check_mcp(config: &agentd_core::Config, json: bool) -> ExitCode {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, FromArgMatches};
+
+    /// clap's reading of `argv`, the environment left out.
+    fn clap(argv: &[&str]) -> Args {
+        let command = Args::command().mut_args(|a| a.env(None));
+        Args::from_arg_matches(&command.get_matches_from(argv)).unwrap()
+    }
+
+    /// The bare path must make what clap makes: an argument given a default or a new
+    /// variable would part them.
+    #[test]
+    fn a_bare_start_reads_what_clap_would() {
+        assert_eq!(Args::bare([None, None, None]), Some(clap(&["agentd"])));
+        let vars = ["/s", "/c", "/d"].map(|v| Some(v.into()));
+        let flags = [
+            "agentd",
+            "--socket",
+            "/s",
+            "--config",
+            "/c",
+            "--state-dir",
+            "/d",
+        ];
+        assert_eq!(Args::bare(vars), Some(clap(&flags)));
+        assert_eq!(Args::bare([None, Some("".into()), None]), None);
+        let named: Vec<_> = Args::command()
+            .get_arguments()
+            .filter_map(|a| a.get_env().map(|e| e.to_string_lossy().into_owned()))
+            .collect();
+        assert_eq!(named, ENV);
     }
 }

@@ -7,7 +7,7 @@
 
 mod request;
 
-use super::http::{self, Auth, Endpoint, ErrorBody, OnEndpoint};
+use super::http::{self, Auth, Endpoint, ErrorBody, OnEndpoint, SharedHttp};
 use super::{
     ByteStream, Delta, Deltas, Error, ErrorKind, Limits, Provider, Request, Response, StopReason,
 };
@@ -29,7 +29,7 @@ pub(crate) struct Anthropic {
 
 impl Anthropic {
     /// A client for `base_url` (without `/v1`), authenticating with `api_key` if set.
-    pub(crate) fn new(http: reqwest::Client, base_url: &str, api_key: Option<ApiKey>) -> Self {
+    pub(crate) fn new(http: SharedHttp, base_url: &str, api_key: Option<ApiKey>) -> Self {
         Self {
             endpoint: Endpoint::new(http, base_url, api_key, Auth::Header("x-api-key")),
             betas: String::new(),

@@ -84,8 +84,8 @@ pub(super) fn decode(
 }
 
 /// An HTTP client for providers whose decoders are tested (it never sends anything).
-pub(super) fn http() -> reqwest::Client {
-    reqwest::Client::new()
+pub(super) fn http() -> super::http::SharedHttp {
+    super::http::SharedHttp::default()
 }
 
 /// The text deltas joined.

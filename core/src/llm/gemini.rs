@@ -6,7 +6,7 @@
 //! tool turns. `thoughtSignature`s are kept on the part they came with and sent back there.
 //! There is no terminator: EOF after a `finishReason` is the end, EOF before one is truncation.
 
-use super::http::{self, Auth, Endpoint, ErrorBody, OnEndpoint};
+use super::http::{self, Auth, Endpoint, ErrorBody, OnEndpoint, SharedHttp};
 use super::{
     ByteStream, Delta, Deltas, Error, ErrorKind, Limits, Provider, Request, Response, StopReason,
 };
@@ -40,7 +40,7 @@ pub(crate) struct Gemini {
 
 impl Gemini {
     /// A client for `base_url` (without `/v1beta`).
-    pub(crate) fn new(http: reqwest::Client, base_url: &str, api_key: Option<ApiKey>) -> Self {
+    pub(crate) fn new(http: SharedHttp, base_url: &str, api_key: Option<ApiKey>) -> Self {
         Self {
             endpoint: Endpoint::new(http, base_url, api_key, Auth::Header("x-goog-api-key")),
         }

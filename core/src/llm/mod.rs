@@ -361,19 +361,11 @@ impl ProviderSet {
     }
 }
 
-/// Builds a config's providers, every one sharing one HTTP client (one connection pool), as
-/// often as the config or its keys change.
-#[derive(Clone)]
+/// Builds a config's providers, every one sharing one HTTP client (one connection pool, made
+/// by the first request), as often as the config or its keys change.
+#[derive(Clone, Default)]
 pub(crate) struct ProviderFactory {
-    http: reqwest::Client,
-}
-
-impl Default for ProviderFactory {
-    fn default() -> Self {
-        Self {
-            http: http_client(),
-        }
-    }
+    http: http::SharedHttp,
 }
 
 impl ProviderFactory {
@@ -472,7 +464,7 @@ fn data_url(i: &agentd_proto::ImageData) -> String {
 /// The HTTP client every provider shares (one connection pool for the daemon). It has no read
 /// timeout of its own: each provider's [`Limits::idle_timeout`] bounds every wait, headers
 /// included, so that the configured value is the one that applies.
-pub(crate) fn http_client() -> reqwest::Client {
+fn http_client() -> reqwest::Client {
     reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
         .user_agent(concat!("agentd/", env!("CARGO_PKG_VERSION")))
@@ -484,13 +476,13 @@ impl crate::config::ProviderConfig {
     /// A client for this provider, for a host building sessions itself; the daemon's
     /// sessions share one connection pool instead.
     pub fn client(&self) -> Arc<dyn Provider> {
-        client(http_client(), self)
+        client(http::SharedHttp::default(), self)
     }
 }
 
 /// The client of the configured provider `p`, over `http`.
 pub(crate) fn client(
-    http: reqwest::Client,
+    http: http::SharedHttp,
     p: &crate::config::ProviderConfig,
 ) -> Arc<dyn Provider> {
     use self::http::OnEndpoint;

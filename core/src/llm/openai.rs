@@ -6,7 +6,7 @@
 //! items keyed by `call_id`. The response is rebuilt from the completed output items (servers
 //! such as LM Studio skip the argument deltas); deltas only feed the live events.
 
-use super::http::{self, Auth, Endpoint, OnEndpoint};
+use super::http::{self, Auth, Endpoint, OnEndpoint, SharedHttp};
 use super::openai_chat::{arguments_string, parse_error};
 use super::{
     ByteStream, Delta, Deltas, Error, ErrorKind, Limits, Provider, Request, Response, StopReason,
@@ -27,7 +27,7 @@ pub(crate) struct OpenAi {
 
 impl OpenAi {
     /// A client for `base_url` (including `/v1`).
-    pub(crate) fn new(http: reqwest::Client, base_url: &str, api_key: Option<ApiKey>) -> Self {
+    pub(crate) fn new(http: SharedHttp, base_url: &str, api_key: Option<ApiKey>) -> Self {
         Self {
             endpoint: Endpoint::new(http, base_url, api_key, Auth::Bearer),
         }

@@ -7,7 +7,7 @@
 //! fragment, and missing arguments (meaning `{}`). Whether the turn called tools is decided from
 //! the accumulated calls, never from `finish_reason` alone.
 
-use super::http::{self, Auth, Endpoint, ErrorBody, OnEndpoint};
+use super::http::{self, Auth, Endpoint, ErrorBody, OnEndpoint, SharedHttp};
 use super::{
     ByteStream, Delta, Deltas, Error, ErrorKind, Limits, Provider, Request, Response, StopReason,
 };
@@ -26,7 +26,7 @@ pub(crate) struct OpenAiChat {
 
 impl OpenAiChat {
     /// A client for `base_url` (including `/v1`), sending `api_key` as a bearer token if set.
-    pub(crate) fn new(http: reqwest::Client, base_url: &str, api_key: Option<ApiKey>) -> Self {
+    pub(crate) fn new(http: SharedHttp, base_url: &str, api_key: Option<ApiKey>) -> Self {
         let openai =
             reqwest::Url::parse(base_url).is_ok_and(|url| url.host_str() == Some("api.openai.com"));
         Self {
