@@ -4,6 +4,11 @@
 //! the git CLI: gitoxide reads worktrees but cannot add or remove one, and the repository's
 //! administrative files (`.git/worktrees/NAME`, the branch, its locks) must be written exactly
 //! as git writes them.
+//!
+//! A session in a worktree may write what committing from it takes, and no more of the
+//! repository's git directory: the worktree's own administrative directory, the object
+//! store, and the `agentd/` branches with their reflogs. The repository's other branches,
+//! its config and its hooks stay out of its reach.
 
 use crate::exec::git;
 use agentd_proto::Worktree;
@@ -22,13 +27,14 @@ fn valid(name: &str) -> bool {
 }
 
 /// Makes a worktree of `cwd`'s repository named `name` (a random one when `None`) under
-/// `dir`; returns it and the repository's common git directory (which the session must be
-/// able to write to commit).
+/// `dir`, from the HEAD of `cwd`'s working tree (a worktree's own when `cwd` is in one);
+/// returns it and the directories its session must be able to write to commit from it
+/// ([`writable_roots`]).
 pub(crate) async fn add(
     cwd: &Path,
     dir: &Path,
     name: Option<&str>,
-) -> Result<(Worktree, PathBuf), String> {
+) -> Result<(Worktree, Vec<PathBuf>), String> {
     let picked;
     let name = match name {
         Some(name) if valid(name) => name,
@@ -52,11 +58,13 @@ pub(crate) async fn add(
             )
         })?;
     let top = PathBuf::from(top.trim_end_matches('\n'));
-    let common = git(
-        &top,
-        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
-    )
-    .await?;
+    // The main working tree (listed first) outlives any linked one `cwd` may be in.
+    let list = git(&top, &["worktree", "list", "--porcelain", "-z"]).await?;
+    let repository = list
+        .split('\0')
+        .next()
+        .and_then(|l| l.strip_prefix("worktree "))
+        .map_or_else(|| top.clone(), PathBuf::from);
     let base = git(&top, &["rev-parse", "--verify", "HEAD^{commit}"])
         .await
         .map_err(|e| format!("a worktree starts from HEAD, and there is none yet: {e}"))?;
@@ -73,15 +81,46 @@ pub(crate) async fn add(
         ],
     )
     .await?;
+    let roots = writable_roots(&path).await?;
     Ok((
         Worktree {
             path: path_arg,
             branch,
-            repository: top.display().to_string(),
+            repository: repository.display().to_string(),
             base,
         },
-        PathBuf::from(common.trim_end_matches('\n')),
+        roots,
     ))
+}
+
+/// What a session in the worktree at `path` must be able to write, beside the worktree
+/// itself, to commit from it: its administrative directory (HEAD, index), the object store,
+/// and the `agentd/` branches and their reflogs (a ref is written as a lock file beside it,
+/// then renamed). Not the repository's other refs, config or hooks.
+pub(crate) async fn writable_roots(path: &Path) -> Result<Vec<PathBuf>, String> {
+    let dirs = git(
+        path,
+        &[
+            "rev-parse",
+            "--path-format=absolute",
+            "--git-dir",
+            "--git-common-dir",
+        ],
+    )
+    .await?;
+    let mut dirs = dirs.lines().map(PathBuf::from);
+    let (Some(own), Some(common)) = (dirs.next(), dirs.next()) else {
+        return Err(format!(
+            "git rev-parse in {}: no git directories",
+            path.display()
+        ));
+    };
+    Ok(vec![
+        own,
+        common.join("objects"),
+        common.join("refs/heads/agentd"),
+        common.join("logs/refs/heads/agentd"),
+    ])
 }
 
 /// Removes `tree` and its branch when it holds nothing uncommitted or untracked and the
