@@ -81,16 +81,22 @@ pub(crate) async fn add(
         ],
     )
     .await?;
-    let roots = writable_roots(&path).await?;
-    Ok((
-        Worktree {
-            path: path_arg,
-            branch,
-            repository: repository.display().to_string(),
-            base,
-        },
-        roots,
-    ))
+    let tree = Worktree {
+        path: path_arg,
+        branch,
+        repository: repository.display().to_string(),
+        base,
+    };
+    match writable_roots(&path).await {
+        Ok(roots) => Ok((tree, roots)),
+        Err(e) => {
+            // Nobody would own it; it is still clean, so it goes.
+            if let Err(kept) = remove(&tree).await {
+                tracing::warn!("{kept}");
+            }
+            Err(e)
+        }
+    }
 }
 
 /// What a session in the worktree at `path` must be able to write, beside the worktree
