@@ -5,10 +5,15 @@
 //! administrative files (`.git/worktrees/NAME`, the branch, its locks) must be written exactly
 //! as git writes them.
 //!
-//! The repository's configuration is a session's to write (its common `.git` is a writable
-//! root of every worktree session, and `workspace_write` sessions write the main tree's), so
-//! the steps that run filter drivers, the checkout and `status`, run sandboxed: the checkout
-//! as a command of the session would, `status` read-only and without network.
+//! A session in a worktree may write what committing from it takes, and no more of the
+//! repository's git directory: the worktree's own administrative directory, the object
+//! store, and the `agentd/` branches with their reflogs. The repository's other branches,
+//! its config and its hooks stay out of its reach.
+//!
+//! The repository's configuration is still a session's to write where it runs in the main
+//! tree under `workspace_write`, so the steps that run filter drivers, the checkout and
+//! `status`, run sandboxed: the checkout as a command of the worktree's session would, `status`
+//! read-only and without network.
 
 use crate::exec::{LocalExecutionEnvironment, LocalOptions, SandboxPolicy, git, sandboxed_git};
 use agentd_proto::{SandboxMode, SessionConfig, Worktree};
@@ -27,16 +32,17 @@ fn valid(name: &str) -> bool {
 }
 
 /// Makes a worktree of `cwd`'s repository named `name` (a random one when `None`) under
-/// `dir`, checked out in the sandbox a session with `config` would have there (its
-/// network setting; `options` say how local commands start); returns it and the
-/// repository's common git directory (which the session must be able to write to commit).
+/// `dir`, from the HEAD of `cwd`'s working tree (a worktree's own when `cwd` is in one),
+/// checked out in the sandbox a session with `config` would have there (its network
+/// setting; `options` say how local commands start); returns it and the directories its
+/// session must be able to write to commit from it ([`writable_roots`]).
 pub(crate) async fn add(
     cwd: &Path,
     dir: &Path,
     name: Option<&str>,
     config: &SessionConfig,
     options: LocalOptions,
-) -> Result<(Worktree, PathBuf), String> {
+) -> Result<(Worktree, Vec<PathBuf>), String> {
     let picked;
     let name = match name {
         Some(name) if valid(name) => name,
@@ -60,11 +66,13 @@ pub(crate) async fn add(
             )
         })?;
     let top = PathBuf::from(top.trim_end_matches('\n'));
-    let common = git(
-        &top,
-        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
-    )
-    .await?;
+    // The main working tree (listed first) outlives any linked one `cwd` may be in.
+    let list = git(&top, &["worktree", "list", "--porcelain", "-z"]).await?;
+    let repository = list
+        .split('\0')
+        .next()
+        .and_then(|l| l.strip_prefix("worktree "))
+        .map_or_else(|| top.clone(), PathBuf::from);
     let base = git(&top, &["rev-parse", "--verify", "HEAD^{commit}"])
         .await
         .map_err(|e| format!("a worktree starts from HEAD, and there is none yet: {e}"))?;
@@ -73,7 +81,6 @@ pub(crate) async fn add(
     let path = dir.join(format!("{name}-{suffix}"));
     let base = base.trim().to_owned();
     let path_arg = path.to_string_lossy().into_owned();
-    let common = PathBuf::from(common.trim_end_matches('\n'));
     // git makes the directories leading to it. Without its checkout, which runs smudge
     // filters: that comes next, sandboxed.
     git(
@@ -93,31 +100,41 @@ pub(crate) async fn add(
     let tree = Worktree {
         path: path_arg,
         branch,
-        repository: top.display().to_string(),
+        repository: repository.display().to_string(),
         base,
     };
-    if let Err(e) = checkout(&tree, &common, config, options).await {
-        let _ = git(&top, &["worktree", "remove", "--force", &tree.path]).await;
-        let _ = git(&top, &["branch", "-D", "--quiet", &tree.branch]).await;
-        return Err(format!("the worktree's checkout failed: {e}"));
+    let made = async {
+        let roots = writable_roots(&path).await?;
+        checkout(&tree, &roots, config, options)
+            .await
+            .map_err(|e| format!("the worktree's checkout failed: {e}"))?;
+        Ok(roots)
+    };
+    match made.await {
+        Ok(roots) => Ok((tree, roots)),
+        Err(e) => {
+            // Nobody would own it, and nothing in it is anyone's yet.
+            let _ = git(&top, &["worktree", "remove", "--force", &tree.path]).await;
+            let _ = git(&top, &["branch", "-D", "--quiet", &tree.branch]).await;
+            Err(e)
+        }
     }
-    Ok((tree, common))
 }
 
 /// What `git worktree add` would have run to check `tree` out, in the sandbox of a
-/// `workspace_write` session there: the worktree, the repository's common directory (where
-/// the worktree's index lives) and the commands' temp dir writable; the network as
-/// `config` has it (a smudge filter such as git-lfs's may fetch).
+/// `workspace_write` session there: the worktree, `roots` (where its index lives) and the
+/// commands' temp dir writable; the network as `config` has it (a smudge filter such as
+/// git-lfs's may fetch).
 async fn checkout(
     tree: &Worktree,
-    common: &Path,
+    roots: &[PathBuf],
     config: &SessionConfig,
     options: LocalOptions,
 ) -> Result<(), String> {
     let env = LocalExecutionEnvironment::with_options(PathBuf::from(&tree.path), options);
     let mut config = config.clone();
     config.sandbox = SandboxMode::WorkspaceWrite;
-    config.sandbox_writable_roots.push(common.to_owned());
+    config.sandbox_writable_roots.extend_from_slice(roots);
     let policy = SandboxPolicy::new(&config, &env)
         .map_err(|e| e.to_string())?
         .ok_or("no sandbox")?;
@@ -128,6 +145,36 @@ async fn checkout(
     )
     .await
     .map(drop)
+}
+
+/// What a session in the worktree at `path` must be able to write, beside the worktree
+/// itself, to commit from it: its administrative directory (HEAD, index), the object store,
+/// and the `agentd/` branches and their reflogs (a ref is written as a lock file beside it,
+/// then renamed). Not the repository's other refs, config or hooks.
+pub(crate) async fn writable_roots(path: &Path) -> Result<Vec<PathBuf>, String> {
+    let dirs = git(
+        path,
+        &[
+            "rev-parse",
+            "--path-format=absolute",
+            "--git-dir",
+            "--git-common-dir",
+        ],
+    )
+    .await?;
+    let mut dirs = dirs.lines().map(PathBuf::from);
+    let (Some(own), Some(common)) = (dirs.next(), dirs.next()) else {
+        return Err(format!(
+            "git rev-parse in {}: no git directories",
+            path.display()
+        ));
+    };
+    Ok(vec![
+        own,
+        common.join("objects"),
+        common.join("refs/heads/agentd"),
+        common.join("logs/refs/heads/agentd"),
+    ])
 }
 
 /// Removes `tree` and its branch when it holds nothing uncommitted or untracked and the

@@ -429,12 +429,12 @@ is an error too).  Signal `agentd-error' if the connection is closed."
         (kind (alist-get 'kind (alist-get 'data err))))
     (if kind (format "%s (%s)" text kind) text)))
 
-(defun agentd--call (method &optional params)
-  "Call METHOD with PARAMS (a plist) and return its result.
-Signal `agentd-error' with the daemon's message when it fails.
-This waits by polling rather than with `jsonrpc-request', whose answer
-leaves the process filter by a throw, so the messages read with it
-would wait for the next output."
+(defun agentd--response (method &optional params)
+  "Send METHOD with PARAMS (a plist) and return the daemon's response.
+Signal `agentd-error' when no answer comes in time.  This waits by
+polling rather than with `jsonrpc-request', whose answer leaves the
+process filter by a throw, so the messages read with it would wait for
+the next output."
   (when agentd--in-handler
     (error "Cannot wait for %s inside a handler of agentd messages" method))
   (let* ((conn (agentd--connection))
@@ -444,12 +444,19 @@ would wait for the next output."
     (agentd--send conn method params (lambda (msg) (setq response msg)))
     (while (and (not response) (< (float-time) deadline))
       (accept-process-output proc 0.05 nil t))
-    (cond
-     ((not response)
-      (agentd--fail "agentd did not answer %s within %s s" method agentd-request-timeout))
-     ((alist-get 'error response)
-      (agentd--fail "%s: %s" method (agentd--error-text (alist-get 'error response))))
-     (t (alist-get 'result response)))))
+    (or response
+        (agentd--fail "agentd did not answer %s within %s s" method agentd-request-timeout))))
+
+(defun agentd--result (method response)
+  "The result of METHOD's RESPONSE; signal `agentd-error' if it is an error."
+  (if (alist-get 'error response)
+      (agentd--fail "%s: %s" method (agentd--error-text (alist-get 'error response)))
+    (alist-get 'result response)))
+
+(defun agentd--call (method &optional params)
+  "Call METHOD with PARAMS (a plist) and return its result.
+Signal `agentd-error' with the daemon's message when it fails."
+  (agentd--result method (agentd--response method params)))
 
 ;;;; Sessions and their views
 
@@ -1445,31 +1452,33 @@ Nothing is deleted: `agentd-fork' still reaches the entries taken off."
           (with-current-buffer buffer
             (revert-buffer t t t)))))))
 
-(defun agentd--changed-files (message)
-  "The files the refusal MESSAGE names as changed by the user, or nil.
+(defun agentd--changed-files (err)
+  "The files the JSON-RPC error ERR names as changed by the user, or nil.
 The daemon refuses an undo or a redo that would overwrite them unless
-it is forced."
-  (and (string-match "nothing was restored): \\(.*?\\); pass force" message)
-       (match-string 1 message)))
+it is forced, with a `files_changed' error listing them in its data."
+  (let ((data (alist-get 'data err)))
+    (when (equal (alist-get 'kind data) "files_changed")
+      (let ((files (mapconcat #'identity (alist-get 'files data) ", "))
+            (more (alist-get 'more_files data)))
+        (if (and (numberp more) (> more 0))
+            (format "%s and %d more" files more)
+          files)))))
 
 (defun agentd--forcible (method params ask)
   "Call METHOD with PARAMS; if it would overwrite files the user changed, ASK.
 The daemon refuses such a call, naming the files.  When ASK is non-nil,
 offer to force it (the user's versions are kept for a redo); otherwise,
 or when the user declines, signal the refusal."
-  (condition-case err
-      (agentd--call method params)
-    (agentd-error
-     (let* ((text (error-message-string err))
-            (files (agentd--changed-files text)))
-       (cond
-        ((not files) (signal (car err) (cdr err)))
-        ((and ask (yes-or-no-p
-                   (format "You changed %s since the agent did; restore anyway (your versions are kept for `agentd-redo')? "
-                           files)))
-         (agentd--call method (append params (list :force t))))
-        (t (agentd--fail "You changed %s since the agent did, so nothing was restored%s"
-                         files (if ask "" "; pass FORCE to restore anyway"))))))))
+  (let* ((response (agentd--response method params))
+         (files (agentd--changed-files (alist-get 'error response))))
+    (cond
+     ((not files) (agentd--result method response))
+     ((and ask (yes-or-no-p
+                (format "You changed %s since the agent did; restore anyway (your versions are kept for `agentd-redo')? "
+                        files)))
+      (agentd--call method (append params (list :force t))))
+     (t (agentd--fail "You changed %s since the agent did, so nothing was restored%s"
+                      files (if ask "" "; pass FORCE to restore anyway"))))))
 
 ;;;###autoload
 (defun agentd-undo (session &optional turns force)

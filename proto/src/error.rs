@@ -45,7 +45,15 @@ pub enum ErrorKind {
     /// connection, fails host key verification, or lacks the working directory); the message
     /// carries the reason.
     EnvironmentUnavailable,
+    /// An undo (`session/rollback {files: true}`) or a redo (`session/redo`) was refused as a
+    /// whole because it would overwrite files the user changed since; nothing was restored.
+    /// `data.files` names them (at most [`MAX_LISTED_FILES`], `data.more_files` counts the
+    /// rest); `force: true` restores them anyway.
+    FilesChanged,
 }
+
+/// The most files an error's `data.files` lists.
+pub const MAX_LISTED_FILES: usize = 100;
 
 impl ErrorKind {
     /// The JSON-RPC error code for this kind.
@@ -65,6 +73,7 @@ impl ErrorKind {
             Self::RequestNotFound => -32013,
             Self::Internal => -32040,
             Self::EnvironmentUnavailable => -32024,
+            Self::FilesChanged => -32016,
         }
     }
 
@@ -85,6 +94,7 @@ impl ErrorKind {
             Self::RequestNotFound => "request_not_found",
             Self::Internal => "internal",
             Self::EnvironmentUnavailable => "environment_unavailable",
+            Self::FilesChanged => "files_changed",
         }
     }
 
@@ -94,7 +104,7 @@ impl ErrorKind {
     }
 
     /// Every kind, for documentation and schema export.
-    pub const ALL: [ErrorKind; 14] = [
+    pub const ALL: [ErrorKind; 15] = [
         Self::Overloaded,
         Self::Unauthorized,
         Self::ShuttingDown,
@@ -109,6 +119,7 @@ impl ErrorKind {
         Self::ProviderFailed,
         Self::Internal,
         Self::EnvironmentUnavailable,
+        Self::FilesChanged,
     ];
 
     /// Every kind's `data.kind` string, in [`ALL`](Self::ALL)'s order.
@@ -152,6 +163,13 @@ pub struct ErrorData {
     /// For `session_damaged`: what is wrong with the session's record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub damaged: Option<crate::DamagedSession>,
+    /// For `files_changed`: the files the user changed since, at most
+    /// [`MAX_LISTED_FILES`] of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<Vec<String>>,
+    /// For `files_changed`: how many more files there are than `files` lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub more_files: Option<usize>,
 }
 
 #[cfg(test)]

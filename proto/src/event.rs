@@ -252,6 +252,11 @@ pub enum EventBody {
         agent_id: SessionId,
         /// What it was asked to do.
         task: String,
+        /// The git worktree it works in, when it was spawned with `worktree`; it stays when
+        /// the child ends (and goes with the child's `session/delete` only if nothing there
+        /// would be lost).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worktree: Option<crate::Worktree>,
     },
     /// A subagent finished working on its input (it stays open for `send_input`).
     SubagentFinished {

@@ -37,7 +37,7 @@ pub mod socket;
 mod tools;
 
 pub use config::{ConfigPatch, ProfileId, ReasoningEffort, SandboxMode, SessionConfig};
-pub use error::{ErrorData, ErrorKind};
+pub use error::{ErrorData, ErrorKind, MAX_LISTED_FILES};
 pub use event::{
     DaemonEvent, EscapedProcesses, Event, EventBody, LimitKind, OutputStream, ProcessInfo,
     ProcessingEndReason, SessionEndReason, StreamEnd, StreamEndReason, StreamItem,

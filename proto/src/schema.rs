@@ -355,6 +355,6 @@ mod tests {
             schema["subscriptions"]["session/subscribe"]["notification"],
             "session/event"
         );
-        assert_eq!(schema["errors"]["codes"].as_array().unwrap().len(), 14);
+        assert_eq!(schema["errors"]["codes"].as_array().unwrap().len(), 15);
     }
 }

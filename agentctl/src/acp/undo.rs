@@ -11,7 +11,9 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::{Client, Error};
 use agentd_proto::methods as m;
-use agentd_proto::{DiffParams, FilesRestored, RedoParams, RollbackParams, SessionId};
+use agentd_proto::{
+    DiffParams, ErrorData, ErrorKind, FilesRestored, RedoParams, RollbackParams, SessionId,
+};
 use std::fmt::Write;
 
 /// The most of a diff shown in the editor; `agentctl diff` has the whole of it.
@@ -81,13 +83,19 @@ impl Bridge {
         let session_id = SessionId(id.0.to_string());
         let text = match command {
             Err(usage) => usage,
-            Ok(command) => match self.local(session_id, command).await {
-                Ok(text) => text,
-                Err(jsonrpsee::core::ClientError::Call(e)) => {
-                    format!("Refused: {}", e.message())
+            Ok(command) => {
+                let forced = match &command {
+                    Local::Undo { .. } => "/undo force",
+                    Local::Redo { .. } | Local::Diff => "/redo force",
+                };
+                match self.local(session_id, command).await {
+                    Ok(text) => text,
+                    Err(jsonrpsee::core::ClientError::Call(e)) => {
+                        refusal(e.message(), e.data(), forced)
+                    }
+                    Err(e) => return Err(super::daemon_error(e)),
                 }
-                Err(e) => return Err(super::daemon_error(e)),
-            },
+            }
         };
         let chunk = acp::ContentChunk::new(acp::ContentBlock::Text(acp::TextContent::new(text)));
         cx.send_notification(acp::SessionNotification::new(
@@ -144,6 +152,31 @@ impl Bridge {
             }
         }
     }
+}
+
+/// Why the daemon refused: over files the user changed, those files (from the error's data)
+/// one a line and how to go on with `forced`; otherwise its message.
+fn refusal(message: &str, data: Option<&serde_json::value::RawValue>, forced: &str) -> String {
+    let data = data
+        .and_then(|d| serde_json::from_str::<ErrorData>(d.get()).ok())
+        .filter(|d| d.kind == ErrorKind::FilesChanged);
+    let Some(data) = data else {
+        return format!("Refused: {message}");
+    };
+    let mut text = "Refused: you changed these files since the agent did, so nothing was \
+                    restored:\n"
+        .to_owned();
+    for file in data.files.unwrap_or_default() {
+        let _ = writeln!(text, "- `{file}`");
+    }
+    if let Some(more) = data.more_files {
+        let _ = writeln!(text, "- and {more} more");
+    }
+    let _ = writeln!(
+        text,
+        "`{forced}` restores them anyway (your versions are kept for a redo)."
+    );
+    text
 }
 
 /// What happened to the files, one line each.

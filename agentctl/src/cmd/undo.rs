@@ -4,7 +4,11 @@
 use super::{Context, print, resolve};
 use crate::error::{Failure, Result};
 use agentd_proto::methods as m;
-use agentd_proto::{FilesRestored, ListParams, RedoParams, RollbackParams, SessionId};
+use agentd_proto::{
+    ErrorData, ErrorKind, FilesRestored, ListParams, RedoParams, RollbackParams, SessionId,
+};
+use jsonrpsee::core::ClientError;
+use std::fmt::Write;
 
 #[derive(clap::Args)]
 pub(crate) struct Undo {
@@ -62,6 +66,42 @@ fn print_files(files: Option<&FilesRestored>) {
     }
 }
 
+/// The failure of a refused undo or redo: over files the user changed, the files from the
+/// error's `data`, one a line (`what` is "undo" or "redo"); otherwise the daemon's message with
+/// the CLI's flag names.
+fn refusal(e: ClientError, what: &str) -> Failure {
+    let changed = match &e {
+        ClientError::Call(call) => call
+            .data()
+            .and_then(|d| serde_json::from_str::<ErrorData>(d.get()).ok())
+            .filter(|d| d.kind == ErrorKind::FilesChanged),
+        _ => None,
+    };
+    let mut f = Failure::from(e);
+    match changed {
+        Some(data) => {
+            let mut message = format!(
+                "{what} refused: these files changed since the agent changed them (kept as they \
+                 are; nothing was restored):"
+            );
+            for file in data.files.unwrap_or_default() {
+                let _ = write!(message, "\n  {file}");
+            }
+            if let Some(more) = data.more_files {
+                let _ = write!(message, "\n  ... and {more} more");
+            }
+            let _ = write!(
+                message,
+                "\n`agentctl {what} --force` restores them anyway (their current versions are \
+                 kept for a redo)"
+            );
+            f.message = message;
+        }
+        None => f.message = f.message.replace("(turns must", "(--turns must"),
+    }
+    f
+}
+
 impl Undo {
     pub(crate) async fn run(self, ctx: &Context) -> Result<u8> {
         let session_id = session_or_here(ctx, self.session.as_deref()).await?;
@@ -74,14 +114,7 @@ impl Undo {
                 force: self.force,
             })
             .await
-            .map_err(|e| {
-                let mut f = Failure::from(e);
-                f.message = f
-                    .message
-                    .replace("(turns must", "(--turns must")
-                    .replace("pass force", "pass --force");
-                f
-            })?;
+            .map_err(|e| refusal(e, "undo"))?;
         print(ctx.json, &r, |r| {
             print_files(r.files.as_ref());
             println!("{} entries off the branch; {} left", r.removed, r.entries);
@@ -100,11 +133,7 @@ impl Redo {
                 force: self.force,
             })
             .await
-            .map_err(|e| {
-                let mut f = Failure::from(e);
-                f.message = f.message.replace("pass force", "pass --force");
-                f
-            })?;
+            .map_err(|e| refusal(e, "redo"))?;
         print(ctx.json, &r, |r| {
             print_files(r.files.as_ref());
             println!("{} entries on the branch", r.entries);

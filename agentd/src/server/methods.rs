@@ -36,6 +36,8 @@ fn app_error(
         retryable: kind.is_retryable(),
         session_id,
         damaged: None,
+        files: None,
+        more_files: None,
     };
     ErrorObjectOwned::owned(kind.code(), message, Some(data))
 }
@@ -56,6 +58,8 @@ fn error_object(e: agentd_core::Error) -> ErrorObjectOwned {
                 retryable: kind.is_retryable(),
                 session_id: Some(damaged.session_id.clone()),
                 damaged: Some(*damaged),
+                files: None,
+                more_files: None,
             };
             ErrorObjectOwned::owned(kind.code(), message, Some(data))
         }
@@ -75,6 +79,18 @@ fn error_object(e: agentd_core::Error) -> ErrorObjectOwned {
         agentd_core::Error::Internal(_) => app_error(ErrorKind::Internal, message, None),
         agentd_core::Error::EnvironmentUnavailable(_) => {
             app_error(ErrorKind::EnvironmentUnavailable, message, None)
+        }
+        agentd_core::Error::FilesChanged { files, more } => {
+            let kind = ErrorKind::FilesChanged;
+            let data = ErrorData {
+                kind,
+                retryable: kind.is_retryable(),
+                session_id: None,
+                damaged: None,
+                files: Some(files),
+                more_files: (more > 0).then_some(more),
+            };
+            ErrorObjectOwned::owned(kind.code(), message, Some(data))
         }
     }
 }

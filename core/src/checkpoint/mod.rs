@@ -384,21 +384,6 @@ pub(crate) enum Refused {
     Failed(String),
 }
 
-impl std::fmt::Display for Refused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Changed(files) => write!(
-                f,
-                "files changed since the agent changed them (kept as they are; nothing was \
-                 restored): {}; pass force to restore anyway (their current versions are kept \
-                 for a redo)",
-                files.join(", ")
-            ),
-            Self::Failed(why) => f.write_str(why),
-        }
-    }
-}
-
 impl Checkpoints {
     /// The checkpoints of session `id` in the workspace `root`, stored under the budget's
     /// sessions directory; `exclude` lists directories never recorded.

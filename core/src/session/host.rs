@@ -9,7 +9,9 @@ use super::{Family, Session, Template};
 use crate::agent::Host;
 use crate::profile::EnvironmentContext;
 use crate::store::Backlog;
-use crate::tools::{Requests, Settled, SpawnRequest, SubagentResult, Subagents, ToolRegistry};
+use crate::tools::{
+    Requests, Settled, SpawnRequest, Spawned, SubagentResult, Subagents, ToolRegistry,
+};
 use agentd_proto::{
     ApprovalRule, EventBody, HistoryEntry, HookEvent, RequestBody, ResolvedBy, SessionConfig,
     SessionEndReason, SessionId, ToolCallId, Turn, Usage, WhenBusy,
@@ -219,7 +221,7 @@ impl Task {
 
 #[async_trait]
 impl Subagents for Task {
-    async fn spawn(&self, request: SpawnRequest) -> Result<String, String> {
+    async fn spawn(&self, request: SpawnRequest) -> Result<Spawned, String> {
         let family = self.family()?;
         let task = request.task.clone();
         // A subagent's calls of client tools would reach no client: the client watches the
@@ -239,15 +241,20 @@ impl Subagents for Task {
             .spawn(template, request)
             .await
             .map_err(|e| e.to_string())?;
+        let worktree = child.worktree().cloned();
         self.core().emit(EventBody::SubagentSpawned {
             agent_id: child.id().clone(),
             task: task.clone(),
+            worktree: worktree.clone(),
         });
         child
             .submit(task, Vec::new(), None, WhenBusy::Queue)
             .await
             .map_err(|e| e.to_string())?;
-        Ok(child.id().to_string())
+        Ok(Spawned {
+            agent_id: child.id().to_string(),
+            worktree,
+        })
     }
 
     async fn send_input(&self, agent_id: &str, message: String) -> Result<(), String> {

@@ -95,6 +95,29 @@ pub enum Error {
     /// The execution environment cannot be reached.
     #[error("{0}")]
     EnvironmentUnavailable(String),
+    /// An undo or a redo would overwrite files the user changed since: `files` (at most
+    /// [`agentd_proto::MAX_LISTED_FILES`]) and `more` others. Nothing was restored.
+    #[error(
+        "files changed since the agent changed them (kept as they are; nothing was restored): \
+         {}{}; pass force to restore anyway (their current versions are kept for a redo)",
+        files.join(", "),
+        if *more > 0 { format!(" and {more} more") } else { String::new() }
+    )]
+    FilesChanged {
+        /// The files, as many as are listed.
+        files: Vec<String>,
+        /// How many more there are.
+        more: usize,
+    },
+}
+
+impl Error {
+    /// The refusal naming `files`, the list cut to [`agentd_proto::MAX_LISTED_FILES`].
+    pub(crate) fn files_changed(mut files: Vec<String>) -> Self {
+        let more = files.len().saturating_sub(agentd_proto::MAX_LISTED_FILES);
+        files.truncate(agentd_proto::MAX_LISTED_FILES);
+        Self::FilesChanged { files, more }
+    }
 }
 
 /// How long `abort` waits for the session to stop before saying it did not.

@@ -37,7 +37,7 @@ pub(crate) use schema::parameters;
 pub(crate) use search::{Glob, Grep};
 pub(crate) use shell::Shell;
 pub(crate) use subagents::{
-    CloseAgent, SendInput, SpawnAgent, SpawnRequest, SubagentResult, Subagents, Wait,
+    CloseAgent, SendInput, SpawnAgent, SpawnRequest, Spawned, SubagentResult, Subagents, Wait,
 };
 pub(crate) use truncate::truncate_tool_output;
 pub use truncate::{Keep, OutputLimits};

@@ -4,7 +4,7 @@
 
 use super::schema::parameters;
 use super::{OutputLimits, Tool, ToolContext, ToolDefinition, ToolError, parse_args};
-use agentd_proto::BuiltinTool;
+use agentd_proto::{BuiltinTool, Worktree};
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -33,13 +33,40 @@ pub(crate) struct SpawnRequest {
     pub(crate) model: Option<String>,
     /// Turn limit (default 0, unlimited).
     pub(crate) max_turns: Option<u32>,
+    /// Have it work in a git worktree of its own, on a new branch `agentd/NAME` from your
+    /// current HEAD, so that your files stay as they are; its worktree and branch stay when
+    /// it ends, for you to look at or merge. Not with `working_dir`.
+    pub(crate) worktree: Option<bool>,
+    /// The worktree's NAME (letters, digits, '.', '_', '-'; implies `worktree`; default: one
+    /// agentd picks).
+    pub(crate) worktree_name: Option<String>,
+}
+
+impl SpawnRequest {
+    /// The worktree asked for: `None` for none, `Some(None)` for one agentd names.
+    pub(crate) fn worktree(&self) -> Option<Option<&str>> {
+        match (&self.worktree_name, self.worktree) {
+            (Some(name), _) => Some(Some(name.as_str())),
+            (None, Some(true)) => Some(None),
+            (None, _) => None,
+        }
+    }
+}
+
+/// A child just spawned: its id, and its worktree if it has one.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Spawned {
+    /// Its session id.
+    pub(crate) agent_id: String,
+    /// The worktree it works in (`spawn_agent {worktree}`).
+    pub(crate) worktree: Option<Worktree>,
 }
 
 /// Child sessions of the calling session. Errors are messages for the model.
 #[async_trait]
 pub(crate) trait Subagents: Send + Sync {
-    /// Starts a child on `request.task`; returns its id.
-    async fn spawn(&self, request: SpawnRequest) -> Result<String, String>;
+    /// Starts a child on `request.task`.
+    async fn spawn(&self, request: SpawnRequest) -> Result<Spawned, String>;
     /// Gives a child more input: steering while it works, a new input when it is idle.
     async fn send_input(&self, agent_id: &str, message: String) -> Result<(), String>;
     /// Waits until the child is not working (or `cancel` fires) and returns its result.
@@ -98,9 +125,9 @@ impl Tool for SpawnAgent {
         ToolDefinition {
             name: BuiltinTool::SpawnAgent.as_str().into(),
             description: "Spawn a subagent to handle a scoped task autonomously. It works in \
-                parallel with you, in the same files, with its own conversation; give it \
-                everything it needs in the task. Returns its id: collect its result with \
-                `wait`."
+                parallel with you, in the same files (or in a git worktree of its own with \
+                `worktree`), with its own conversation; give it everything it needs in the \
+                task. Returns its id: collect its result with `wait`."
                 .into(),
             parameters: parameters::<SpawnRequest>(),
         }
@@ -116,8 +143,16 @@ impl Tool for SpawnAgent {
         ctx: &ToolContext<'_>,
     ) -> Result<String, ToolError> {
         let request: SpawnRequest = parse_args(args)?;
-        let id = subagents(ctx)?.spawn(request).await.map_err(ToolError)?;
-        Ok(format!("spawned agent {id}; status: running"))
+        let spawned = subagents(ctx)?.spawn(request).await.map_err(ToolError)?;
+        let mut text = format!("spawned agent {}; status: running", spawned.agent_id);
+        if let Some(tree) = &spawned.worktree {
+            text.push_str(&format!(
+                "; it works in the worktree {} on branch {} (from {}), which stays when it \
+                 ends: look at it there, or merge the branch",
+                tree.path, tree.branch, tree.base
+            ));
+        }
+        Ok(text)
     }
 }
 

@@ -118,14 +118,19 @@ export function contentBefore(change: FileChange, after: string): string | undef
 }
 
 /**
- * The files an undo or a redo refused to overwrite because the user changed them since, or
- * undefined for any other error. The daemon refuses the whole operation (invalid params),
- * naming them; `force` overrides.
+ * The files an undo or a redo refused to overwrite because the user changed them since (with
+ * "and N more" last when the daemon listed only some), or undefined for any other error. The
+ * daemon refuses the whole operation with a `files_changed` error naming them in its data;
+ * `force` overrides.
  */
 export function refusedFiles(error: unknown): string[] | undefined {
-  if (!(error instanceof RpcError) || error.code !== -32602) {
+  if (!(error instanceof RpcError) || error.kind !== "files_changed") {
     return undefined;
   }
-  const named = /^files changed since the agent changed them \([^)]*\): (.*); pass force/s.exec(error.message);
-  return named?.[1]?.split(", ").filter((f) => f !== "");
+  const files = [...(error.data?.files ?? [])];
+  const more = error.data?.more_files ?? 0;
+  if (more > 0) {
+    files.push(`and ${more} more`);
+  }
+  return files;
 }

@@ -383,4 +383,8 @@ export interface ErrorData {
   kind: string;
   retryable: boolean;
   session_id?: SessionId | null;
+  /** For `files_changed`: the files the user changed since (at most 100 of them). */
+  files?: string[];
+  /** For `files_changed`: how many more there are than `files` lists. */
+  more_files?: number;
 }

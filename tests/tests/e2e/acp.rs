@@ -1441,7 +1441,7 @@ async fn resume_close_and_delete_follow_the_stable_protocol() {
 
 /// `/undo`, `/redo` and `/diff` are the bridge's own commands: the files the agent wrote go
 /// back and forward, the diff is shown as the agent's text, and a refusal is a clear message
-/// with the turn ended normally. None of them reaches the model.
+/// (naming the files the user changed, from the error's data) with the turn ended normally. None of them reaches the model.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undo_redo_and_diff_commands_answer_in_the_conversation() {
     let mock = MockProvider::start().await.unwrap();
@@ -1465,7 +1465,14 @@ async fn undo_redo_and_diff_commands_answer_in_the_conversation() {
             .block_task()
             .await?;
         let mut said = Vec::new();
-        for command in ["/diff", "/undo", "/undo 5", "/redo", "/redo", "/undo x"] {
+        let commands = [
+            "/diff", "/undo", "/undo 5", "/redo", "/redo", "/undo x", "/undo",
+        ];
+        for (i, command) in commands.into_iter().enumerate() {
+            // Before the last, the user edits the agent's file: that undo is refused.
+            if i == 6 {
+                std::fs::write(&file, "mine\n").unwrap();
+            }
             updates.drain();
             let stop = cx
                 .send_request(prompt(&session, command))
@@ -1495,6 +1502,12 @@ async fn undo_redo_and_diff_commands_answer_in_the_conversation() {
     assert_eq!(disk, "new line\n");
     assert!(said[4].0.starts_with("Refused: "), "{:?}", said[4]);
     assert!(said[5].0.contains("not \"x\""), "{:?}", said[5]);
+    let (refused, disk) = &said[6];
+    assert!(
+        refused.contains("\n- `notes.txt`\n") && refused.contains("`/undo force` restores them"),
+        "{refused}"
+    );
+    assert_eq!(disk, "mine\n");
     assert_eq!(mock.requests().len(), 2, "no command reached the model");
 }
 

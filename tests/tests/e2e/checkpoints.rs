@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-fn git(dir: &Path, args: &[&str]) {
+/// Runs git in `dir` as a user with a name and no signing; fails the test if it fails.
+pub(crate) fn git(dir: &Path, args: &[&str]) {
     let out = std::process::Command::new("git")
         .args([
             "-c",
@@ -210,6 +211,14 @@ async fn a_file_the_user_changed_since_is_reported_and_kept_unless_forced() {
         message.contains("a.txt") && !message.contains("b.txt"),
         "{refused}"
     );
+    // Typed: clients read the files from the data, not the message.
+    assert_eq!(refused["error"]["code"], -32016, "{refused}");
+    assert_eq!(refused["error"]["data"]["kind"], "files_changed");
+    assert_eq!(refused["error"]["data"]["files"], json!(["a.txt"]));
+    assert!(
+        refused["error"]["data"]["more_files"].is_null(),
+        "{refused}"
+    );
     assert_eq!(std::fs::read_to_string(w.join("a.txt")).unwrap(), "mine\n");
     assert_eq!(std::fs::read_to_string(w.join("b.txt")).unwrap(), "agent\n");
     assert_eq!(s.call("session/history", json!({})).await["total"], 4);
@@ -247,6 +256,26 @@ async fn a_file_the_user_changed_since_is_reported_and_kept_unless_forced() {
         "my new file\n"
     );
 
+    // A redo over a file the user changed after the undo is refused the same way.
+    std::fs::write(w.join("b.txt"), "mine too\n").unwrap();
+    let refused = s.request("session/redo", json!({})).await;
+    assert_eq!(
+        refused["error"]["data"]["kind"], "files_changed",
+        "{refused}"
+    );
+    assert_eq!(refused["error"]["data"]["files"], json!(["b.txt"]));
+    let out = s
+        .daemon
+        .agentctl(&["redo", &s.session], None)
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("\n  b.txt\n") && stderr.contains("redo --force"),
+        "{stderr}"
+    );
+    std::fs::write(w.join("b.txt"), "b\n").unwrap();
+
     // The user's version was kept: the redo brings it back.
     let out = s
         .daemon
@@ -268,6 +297,36 @@ async fn a_file_the_user_changed_since_is_reported_and_kept_unless_forced() {
             .contains("nothing to redo"),
         "{again}"
     );
+}
+
+/// A refusal over many files lists a bounded number of them and counts the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_over_many_files_lists_some_and_counts_the_rest() {
+    let mut s = setup_with(json!({})).await;
+    let w = s.workdir.path().to_owned();
+    agent_runs(&mut s, "for i in $(seq 150); do echo agent > f$i.txt; done").await;
+    for i in 1..=150 {
+        std::fs::write(w.join(format!("f{i}.txt")), "mine\n").unwrap();
+    }
+    let refused = s.request("session/rollback", json!({"files": true})).await;
+    let data = &refused["error"]["data"];
+    assert_eq!(data["kind"], "files_changed", "{refused}");
+    assert_eq!(
+        data["files"].as_array().map(Vec::len),
+        Some(100),
+        "{refused}"
+    );
+    assert_eq!(data["more_files"], 50);
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains(" and 50 more; pass force"), "{message}");
+    let out = s
+        .daemon
+        .agentctl(&["undo", &s.session], None)
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("... and 50 more"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(w.join("f1.txt")).unwrap(), "mine\n");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -384,7 +443,7 @@ fn walk_sizes(dir: &Path) -> u64 {
 }
 
 /// Whether `branch` exists in `repo`.
-fn has_branch(repo: &Path, branch: &str) -> bool {
+pub(crate) fn has_branch(repo: &Path, branch: &str) -> bool {
     std::process::Command::new("git")
         .args([
             "rev-parse",

@@ -76,6 +76,7 @@ mod session_core;
 mod skills;
 mod ssh;
 mod streams;
+mod subagent_worktrees;
 mod subagents;
 mod tidy;
 mod trust_files;

@@ -676,13 +676,21 @@ async fn a_subagent_of_a_remote_session_works_on_the_same_remote() {
             (true, _) => sse::text("child done"),
             (false, 0) => sse::tools(
                 "",
-                &[(
-                    "p1",
-                    "spawn_agent",
-                    json!({"task": "child-task: look around"}),
-                )],
+                &[
+                    (
+                        "p1",
+                        "spawn_agent",
+                        json!({"task": "child-task: look around"}),
+                    ),
+                    // A worktree is made on this machine, not the remote one: refused.
+                    (
+                        "p0",
+                        "spawn_agent",
+                        json!({"task": "child-task: in a worktree", "worktree": true}),
+                    ),
+                ],
             ),
-            (false, 1) => {
+            (false, 2) => {
                 let start = text.find("spawned agent ").expect("spawned") + "spawned agent ".len();
                 let id = &text[start..start + 36];
                 sse::tools("", &[("p2", "wait", json!({"agent_id": id}))])
@@ -691,11 +699,18 @@ async fn a_subagent_of_a_remote_session_works_on_the_same_remote() {
         })
     });
     let events = s.run("delegate").await;
-    let waited = crate::tool_outputs(&events);
+    let outputs = crate::tool_outputs(&events);
     assert!(
-        waited[1].contains("child done"),
-        "the parent gets the child's answer: {waited:?}"
+        outputs.iter().any(|o| o.contains("child done")),
+        "the parent gets the child's answer: {outputs:?}"
     );
+    assert!(
+        outputs
+            .iter()
+            .any(|o| o.contains("an ssh session cannot have a worktree")),
+        "{outputs:?}"
+    );
+    assert_eq!(of_kind(&events, "subagent_spawned").len(), 1);
     let spawned = of_kind(&events, "subagent_spawned")[0]["data"]["agent_id"]
         .as_str()
         .unwrap()

@@ -102,11 +102,11 @@ impl Registry {
                     WorktreeRequest::Flag(_) => None,
                 };
                 let options = self.local_options(&current.config);
-                let (tree, common) = self
+                let (tree, roots) = self
                     .add_worktree(&params.environment, &cwd, name, &config, options)
                     .await?;
-                // Committing from the worktree writes the repository's objects and refs.
-                config.sandbox_writable_roots.push(common);
+                // Committing from the worktree writes some of the repository's git directory.
+                config.sandbox_writable_roots.extend(roots);
                 (PathBuf::from(&tree.path), Some(tree))
             }
         };
@@ -174,15 +174,16 @@ impl Registry {
         .await
     }
 
-    /// A new worktree of `cwd`'s repository for a session, under the state directory.
-    async fn add_worktree(
+    /// A new worktree of `cwd`'s repository for a session, under the state directory, and
+    /// what the session must be able to write to commit from it.
+    pub(super) async fn add_worktree(
         &self,
         environment: &Environment,
         cwd: &std::path::Path,
         name: Option<&str>,
         config: &SessionConfig,
         options: LocalOptions,
-    ) -> Result<(Worktree, PathBuf), Error> {
+    ) -> Result<(Worktree, Vec<PathBuf>), Error> {
         if !environment.is_local() {
             return Err(Error::InvalidParams(
                 "worktree: an ssh session cannot have a worktree yet (they are made on this \

@@ -169,7 +169,10 @@ impl Registry {
                 config.max_concurrent_subagents
             )));
         }
-        if let Some(dir) = &request.working_dir {
+        if let Some(name) = request.worktree() {
+            self.child_worktree(parent, &mut template, &request, name)
+                .await?;
+        } else if let Some(dir) = &request.working_dir {
             let path = std::path::Path::new(dir);
             let inside = path.components().all(|c| {
                 matches!(
@@ -209,22 +212,92 @@ impl Registry {
         }
         template.config.max_turns = request.max_turns.unwrap_or(0);
         let title: String = request.task.chars().take(60).collect();
-        let current = self.current_with_credentials().await?;
-        self.start(
-            &current,
-            NewSession {
-                prepared: None,
-                template,
-                title: Some(format!("subagent: {title}")),
-                history: History::default(),
-                forked_from: None,
-                parent: Some(ParentLink {
-                    session_id: parent.clone(),
-                    depth: depth + 1,
-                }),
-            },
-        )
-        .await
+        let tree = template.worktree.clone();
+        let started = async {
+            let current = self.current_with_credentials().await?;
+            self.start(
+                &current,
+                NewSession {
+                    prepared: None,
+                    template,
+                    title: Some(format!("subagent: {title}")),
+                    history: History::default(),
+                    forked_from: None,
+                    parent: Some(ParentLink {
+                        session_id: parent.clone(),
+                        depth: depth + 1,
+                    }),
+                },
+            )
+            .await
+        }
+        .await;
+        // A worktree no session owns would stay forever; it is still clean.
+        if let (Err(_), Some(tree)) = (&started, &tree)
+            && let Err(e) =
+                crate::worktree::remove(tree, self.local_options(&self.current.load().config)).await
+        {
+            tracing::warn!("the worktree of a subagent that did not start: {e}");
+        }
+        started
+    }
+
+    /// Gives the child `template` of `parent` a new worktree named `name` (agentd picks one
+    /// when `None`) from the HEAD of the parent's directory, and makes it its directory. The
+    /// child may write what a worktree session may, and not the parent's own worktree's
+    /// administrative files. Refused for a read-only parent (adding a worktree writes a
+    /// branch into the repository), beside a `working_dir`, and where `session/create`
+    /// refuses a worktree.
+    async fn child_worktree(
+        &self,
+        parent: &SessionId,
+        template: &mut Template,
+        request: &SpawnRequest,
+        name: Option<&str>,
+    ) -> Result<(), Error> {
+        if request.working_dir.is_some() {
+            return Err(Error::InvalidParams(
+                "worktree: give either worktree or working_dir, not both: a worktree holds \
+                 the whole repository"
+                    .into(),
+            ));
+        }
+        if template.read_only || template.config.sandbox == SandboxMode::ReadOnly {
+            return Err(Error::InvalidParams(
+                "worktree: a read-only session's subagents cannot have worktrees (adding one \
+                 writes a branch into the repository)"
+                    .into(),
+            ));
+        }
+        let options = self.local_options(&self.current.load().config);
+        let (tree, roots) = self
+            .add_worktree(
+                &template.environment,
+                &template.cwd,
+                name,
+                &template.config,
+                options,
+            )
+            .await?;
+        let parents_tree = match self.sessions.get(parent).as_deref() {
+            Some(Slot::Live(s)) => s.worktree().cloned(),
+            _ => None,
+        };
+        let writable = &mut template.config.sandbox_writable_roots;
+        if let Some(theirs) = parents_tree {
+            let theirs = crate::worktree::writable_roots(Path::new(&theirs.path))
+                .await
+                .unwrap_or_default();
+            writable.retain(|r| !theirs.contains(r));
+        }
+        for root in roots {
+            if !writable.contains(&root) {
+                writable.push(root);
+            }
+        }
+        template.cwd = PathBuf::from(&tree.path);
+        template.worktree = Some(tree);
+        Ok(())
     }
 
     /// The loaded children of `parent`.
@@ -262,6 +335,8 @@ mod tests {
             working_dir: None,
             model: None,
             max_turns: None,
+            worktree: None,
+            worktree_name: None,
         };
         family(parent)
             .spawn(parent.template(), request)

@@ -122,10 +122,7 @@ impl Task {
             .clone()
             .map_err(Error::InvalidParams)?;
         let inputs = self.core().rollback_inputs(turns)?;
-        let files = checkpoints
-            .undo(inputs, force)
-            .await
-            .map_err(|e| refused(&e))?;
+        let files = checkpoints.undo(inputs, force).await.map_err(refused)?;
         let mut response = self.core().roll_back(turns, true)?;
         response.files = Some(files);
         Ok(response)
@@ -135,9 +132,7 @@ impl Task {
     async fn redo(&self, force: bool) -> Result<RedoResponse, Error> {
         let point = self.core().redo_point()?;
         let files = match (&self.info.checkpoints, point.files) {
-            (Ok(checkpoints), true) => {
-                Some(checkpoints.redo(force).await.map_err(|e| refused(&e))?)
-            }
+            (Ok(checkpoints), true) => Some(checkpoints.redo(force).await.map_err(refused)?),
             _ => None,
         };
         let mut response = self.core().redo(point);
@@ -261,9 +256,9 @@ impl Task {
 }
 
 /// The error of a refused undo or redo: the client's to resolve when files changed.
-fn refused(e: &crate::checkpoint::Refused) -> Error {
+fn refused(e: crate::checkpoint::Refused) -> Error {
     match e {
-        crate::checkpoint::Refused::Changed(_) => Error::InvalidParams(e.to_string()),
-        crate::checkpoint::Refused::Failed(_) => Error::Internal(e.to_string()),
+        crate::checkpoint::Refused::Changed(files) => Error::files_changed(files),
+        crate::checkpoint::Refused::Failed(why) => Error::Internal(why),
     }
 }

@@ -32,11 +32,20 @@ local function files_text(files)
   return "; " .. table.concat(parts, "; ")
 end
 
---- The files a refusal names as changed by the user since the agent changed them, or nil.
+--- The files a `files_changed` refusal names (from its data) as changed by the user since the
+--- agent changed them, or nil for any other error.
 ---@param err agentd.RpcError|string
 ---@return string?
 local function changed_files(err)
-  return conn.describe(err):match("nothing was restored%): (.-); pass force")
+  local data = type(err) == "table" and err.data
+  if type(data) ~= "table" or data.kind ~= "files_changed" or type(data.files) ~= "table" then
+    return nil
+  end
+  local files = table.concat(data.files, ", ")
+  if type(data.more_files) == "number" and data.more_files > 0 then
+    files = ("%s and %d more"):format(files, data.more_files)
+  end
+  return files
 end
 
 --- Calls `method`; when the daemon refuses because the user changed files, asks whether to

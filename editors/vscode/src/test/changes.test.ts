@@ -65,14 +65,14 @@ test("a file changed since the agent's change is not worked back", () => {
   assert.equal(contentBefore(a!, "one\n"), undefined);
 });
 
-test("an undo refused over the user's changes names the files; other errors name none", () => {
-  const refusal = new RpcError(
-    "session/rollback",
-    -32602,
-    "files changed since the agent changed them (kept as they are; nothing was restored): src/a.txt, b c.txt; pass force to restore anyway (their current versions are kept for a redo)",
-    undefined,
-  );
-  assert.deepEqual(refusedFiles(refusal), ["src/a.txt", "b c.txt"]);
+test("an undo refused over the user's changes names the files from its data; other errors name none", () => {
+  const message = "files changed since the agent changed them (kept as they are; nothing was restored): src/a.txt, b, c.txt; pass force";
+  const refusal = new RpcError("session/rollback", -32016, message, { kind: "files_changed", retryable: false, files: ["src/a.txt", "b, c.txt"] });
+  assert.deepEqual(refusedFiles(refusal), ["src/a.txt", "b, c.txt"]);
+  const many = new RpcError("session/redo", -32016, message, { kind: "files_changed", retryable: false, files: ["a"], more_files: 7 });
+  assert.deepEqual(refusedFiles(many), ["a", "and 7 more"]);
   assert.equal(refusedFiles(new RpcError("session/rollback", -32011, "session busy", { kind: "session_busy", retryable: false })), undefined);
-  assert.equal(refusedFiles(new Error("files changed since the agent changed them (x): a; pass force")), undefined);
+  // The message alone is not enough: a daemon error without the kind names no files.
+  assert.equal(refusedFiles(new RpcError("session/rollback", -32602, message, undefined)), undefined);
+  assert.equal(refusedFiles(new Error(message)), undefined);
 });
