@@ -12,6 +12,7 @@ pub mod mock;
 pub mod sse;
 pub mod sshd;
 pub mod strace;
+pub mod tls_engine;
 pub mod wait;
 
 pub use client::Client;

@@ -29,7 +29,9 @@ mod utf8;
 
 pub use env_filter::EnvPolicy;
 
-pub(crate) use container::{ContainerExecutionEnvironment, ContainerHost, ContainerSpec};
+pub(crate) use container::{
+    ContainerExecutionEnvironment, ContainerHost, ContainerSpec, EngineAddress,
+};
 
 pub(crate) use env_filter::EnvFilter;
 pub(crate) use files::{open_dirs, opened_real_path, read_small};

@@ -42,6 +42,7 @@ mod cli;
 mod compaction;
 mod connections;
 mod container;
+mod container_remote;
 mod control;
 mod conversation;
 mod daemon;

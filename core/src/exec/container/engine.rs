@@ -13,8 +13,9 @@ use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
 };
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Which daemon made a container: its state directory.
@@ -28,6 +29,11 @@ pub(super) const CONTROL_MOUNT: &str = "/.agentd";
 /// How long one API request may take (a create, a removal); an exec's stream is not bound by
 /// it.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long an engine may take to answer the first request (the version): one that hangs is
+/// given up on at session/create.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The engine docker reaches without `DOCKER_HOST`.
+const DEFAULT_HOST: &str = "unix:///var/run/docker.sock";
 /// PID 2 of the container (under the engine's init): waits for commands, forever.
 const KEEP_ALIVE: &str = "while :; do sleep 86400; done";
 
@@ -35,9 +41,7 @@ const KEEP_ALIVE: &str = "while :; do sleep 86400; done";
 #[derive(Clone)]
 pub(crate) struct Engine {
     docker: Docker,
-    /// Its address as the user gave it (`DOCKER_HOST` or the default when absent), for
-    /// messages.
-    address: String,
+    address: EngineAddress,
 }
 
 /// What a session's container is made from and may use.
@@ -68,35 +72,112 @@ pub(crate) struct Labels<'a> {
     pub(crate) session: &'a str,
 }
 
+/// Where an engine is and how it is reached, as docker resolves it: the configured address,
+/// else `DOCKER_HOST`, else the local socket; TLS for `https://`, or for `tcp://` when
+/// `DOCKER_TLS_VERIFY` is set, with `ca.pem`, `cert.pem` and `key.pem` from `DOCKER_CERT_PATH`
+/// (default `~/.docker`). Recorded with each container (`record.rs`), so the next start reaches
+/// the same engine the same way whatever its environment says.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub(crate) struct EngineAddress {
+    /// `unix://…`, `tcp://…` or `https://…`.
+    pub(crate) host: String,
+    /// The TLS certificate directory, when the connection is TLS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) certs: Option<PathBuf>,
+}
+
+impl EngineAddress {
+    /// `configured` (a session's or a `[containers.NAME]` entry's `engine`) resolved against
+    /// the environment.
+    pub(crate) fn resolve(configured: Option<&str>) -> Self {
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let host = match configured {
+            Some(a) if a.starts_with('/') => format!("unix://{a}"),
+            Some(a) => a.to_owned(),
+            None => env("DOCKER_HOST").unwrap_or_else(|| DEFAULT_HOST.to_owned()),
+        };
+        let tls = host.starts_with("https://")
+            || (host.starts_with("tcp://") && env("DOCKER_TLS_VERIFY").is_some());
+        let certs = tls.then(|| {
+            env("DOCKER_CERT_PATH").map_or_else(
+                || {
+                    directories::BaseDirs::new()
+                        .map(|d| d.home_dir().join(".docker"))
+                        .unwrap_or_else(|| PathBuf::from(".docker"))
+                },
+                PathBuf::from,
+            )
+        });
+        Self { host, certs }
+    }
+
+    /// Whether the engine shares this machine's file system: a local socket. Every other
+    /// engine is spoken to through its API alone (no bind mount of the daemon's paths, no
+    /// FIFOs, file tools through the archive endpoints).
+    pub(crate) fn is_local(&self) -> bool {
+        self.host.starts_with("unix://")
+    }
+}
+
+impl std::fmt::Display for EngineAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.host)?;
+        if let Some(certs) = &self.certs {
+            write!(f, " (TLS, certificates in {})", certs.display())?;
+        }
+        Ok(())
+    }
+}
+
 impl Engine {
-    /// Connects to the engine at `address` (`None`: `DOCKER_HOST`, else the local socket) and
-    /// agrees on the API version. Fails with a message saying where it looked.
-    pub(crate) async fn connect(address: Option<&str>) -> Result<Self, Error> {
-        let shown = address
-            .map(str::to_owned)
-            .or_else(|| std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty()))
-            .unwrap_or_else(|| "unix:///var/run/docker.sock".to_owned());
+    /// Connects to the engine at `address` and agrees on the API version. Fails with a
+    /// message saying where it looked.
+    pub(crate) async fn connect(address: &EngineAddress) -> Result<Self, Error> {
         let unreachable = |e: &dyn std::fmt::Display| {
             Error::Unavailable(format!(
-                "cannot reach the container engine at {shown}: {e} (is dockerd, or `podman \
+                "cannot reach the container engine at {address}: {e} (is dockerd, or `podman \
                  system service`, running there? set DOCKER_HOST or the container's engine)"
             ))
         };
-        let docker = match address {
-            Some(a) if a.starts_with('/') => {
-                Docker::connect_with_host(&format!("unix://{a}")).map_err(|e| unreachable(&e))?
-            }
-            Some(a) => Docker::connect_with_host(a).map_err(|e| unreachable(&e))?,
-            None => Docker::connect_with_defaults().map_err(|e| unreachable(&e))?,
-        };
-        let docker = docker
-            .with_timeout(REQUEST_TIMEOUT)
-            .negotiate_version()
+        let timeout = REQUEST_TIMEOUT.as_secs();
+        let version = bollard::API_DEFAULT_VERSION;
+        let host = address.host.as_str();
+        let docker = if let Some(certs) = &address.certs {
+            // bollard's `ssl` feature is rustls on ring, the provider the workspace's rustls
+            // already uses: no second crypto provider.
+            Docker::connect_with_ssl(
+                host,
+                &certs.join("key.pem"),
+                &certs.join("cert.pem"),
+                &certs.join("ca.pem"),
+                timeout,
+                version,
+            )
+        } else if host.starts_with("unix://") {
+            Docker::connect_with_unix(host, timeout, version)
+        } else if host.starts_with("tcp://") || host.starts_with("http://") {
+            Docker::connect_with_http(host, timeout, version)
+        } else if host.starts_with("ssh://") {
+            // bollard's ssh transport accepts unknown host keys (and writes them to
+            // ~/.ssh/known_hosts) and cannot use a `[hosts.NAME]` entry: not offered until
+            // it runs over the SSH environment's verified connection (ARCHITECTURE.md).
+            return Err(unreachable(
+                &"ssh:// engines are not supported yet: use tcp:// with TLS \
+                  (DOCKER_TLS_VERIFY, DOCKER_CERT_PATH)",
+            ));
+        } else {
+            return Err(unreachable(
+                &"not an engine address (unix://, tcp://, https:// or ssh://)",
+            ));
+        }
+        .map_err(|e| unreachable(&e))?;
+        let docker = tokio::time::timeout(CONNECT_TIMEOUT, docker.negotiate_version())
             .await
+            .map_err(|_| unreachable(&"no answer"))?
             .map_err(|e| unreachable(&e))?;
         Ok(Self {
             docker,
-            address: shown,
+            address: address.clone(),
         })
     }
 
@@ -104,19 +185,20 @@ impl Engine {
         &self.docker
     }
 
-    pub(crate) fn address(&self) -> &str {
+    pub(crate) fn address(&self) -> &EngineAddress {
         &self.address
     }
 
-    /// Makes and starts a session's container from `spec`: the workspace `cwd` mounted at the
-    /// same path, `control` read-only at [`CONTROL_MOUNT`], the engine's init as PID 1,
+    /// Makes and starts a session's container from `spec`: the workspace `cwd` (a path on the
+    /// engine's machine) mounted at the same path, `control` read-only at [`CONTROL_MOUNT`]
+    /// (a local engine's), the engine's init as PID 1,
     /// `name` as its name. Returns its id; a container that could not start is removed.
     pub(crate) async fn create(
         &self,
         spec: &ContainerSpec,
         name: &str,
         cwd: &Path,
-        control: &Path,
+        control: Option<&Path>,
         labels: Labels<'_>,
     ) -> Result<String, Error> {
         if let Err(e) = self.docker.inspect_image(&spec.image).await {
@@ -124,7 +206,7 @@ impl Engine {
                 Some(404) => Error::Unavailable(format!(
                     "the image {:?} is not on the container engine at {}: build or pull it there \
                      first (agentd never pulls images)",
-                    spec.image, self.address
+                    spec.image, self.address.host
                 )),
                 _ => self.failed("cannot look up the image", &e),
             });
@@ -138,10 +220,11 @@ impl Engine {
         };
         let mib = |mb: u64| i64::try_from(mb.saturating_mul(1 << 20)).unwrap_or(i64::MAX);
         let host = HostConfig {
-            mounts: Some(vec![
-                bind(cwd, &cwd.display().to_string(), false),
-                bind(control, CONTROL_MOUNT, true),
-            ]),
+            mounts: Some(
+                std::iter::once(bind(cwd, &cwd.display().to_string(), false))
+                    .chain(control.map(|c| bind(c, CONTROL_MOUNT, true)))
+                    .collect(),
+            ),
             init: Some(true),
             memory: spec.memory_mb.map(mib),
             // Swap counts against the same cap: a command cannot page its way past it.
@@ -192,14 +275,16 @@ impl Engine {
     }
 
     /// Removes a container and whatever runs in it; a container already gone is fine.
-    pub(crate) async fn remove(&self, id: &str) {
+    /// Returns whether it is gone.
+    pub(crate) async fn remove(&self, id: &str) -> bool {
         let options = RemoveContainerOptionsBuilder::default().force(true).build();
         match self.docker.remove_container(id, Some(options)).await {
-            Ok(()) => {}
+            Ok(()) => true,
             // Gone, or going (the engine's auto-remove of a stopped container).
-            Err(e) if matches!(status(&e), Some(404 | 409)) => {}
+            Err(e) if matches!(status(&e), Some(404 | 409)) => true,
             Err(e) => {
-                tracing::warn!(container = id, engine = %self.address, "cannot remove a session container: {e}")
+                tracing::warn!(container = id, engine = %self.address, "cannot remove a session container: {e}");
+                false
             }
         }
     }
@@ -258,7 +343,7 @@ impl Engine {
 }
 
 /// The HTTP status the engine answered with, if it answered.
-fn status(e: &bollard::errors::Error) -> Option<u16> {
+pub(super) fn status(e: &bollard::errors::Error) -> Option<u16> {
     match e {
         bollard::errors::Error::DockerResponseServerError { status_code, .. } => Some(*status_code),
         _ => None,

@@ -11,11 +11,20 @@
 //! the worker). The file tools work on the workspace from this side of the mount, held
 //! beneath it as a sandbox's writes are: the rest of the container's file system is the
 //! shell's.
+//!
+//! An engine that is not a local socket (`tcp://`, `https://`, `ssh://`) shares no file
+//! system with the daemon: the workspace is a path on the engine's machine, each command is
+//! exec'd with its output on the exec's stream (`remote.rs`), and the file tools go through
+//! the engine's archive endpoints (`archive.rs`). Every container is in the daemon's record
+//! (`record.rs`) from before its creation to its removal, for the next start's sweep.
 
+mod archive;
 mod engine;
+mod record;
+mod remote;
 mod worker;
 
-pub(crate) use engine::{ContainerSpec, Engine, Labels};
+pub(crate) use engine::{ContainerSpec, Engine, EngineAddress, Labels};
 
 use super::child::{self, Child};
 use super::process::{self, MARKER_VAR};
@@ -33,36 +42,65 @@ use tokio::net::unix::pipe;
 use tokio_util::sync::CancellationToken;
 use worker::Worker;
 
-/// What every container environment of one daemon shares: the label naming the daemon, and
-/// the directory the control directories are made in.
+/// What every container environment of one daemon shares: the label naming the daemon, the
+/// directory the control directories are made in, and the record of its containers.
 pub(crate) struct ContainerHost {
     /// The [`engine::DAEMON_LABEL`] value: the daemon's state directory.
     daemon: String,
     /// Where each container's control directory is made (private to the daemon's user).
     control: PathBuf,
+    record: record::Record,
+    /// What the record held at start: earlier runs' containers, for [`sweep`](Self::sweep).
+    leftover: Vec<record::Entry>,
 }
 
 impl ContainerHost {
-    /// The host of daemon `daemon`, with control directories in `control`; those an earlier
-    /// run left there are removed first (no container of this run has one yet).
-    pub(crate) fn new(daemon: String, control: PathBuf) -> Self {
+    /// The host of daemon `daemon`, with control directories in `control` and its record in
+    /// `state` (`None`: none kept); the control directories an earlier run left are removed
+    /// first (no container of this run has one yet).
+    pub(crate) fn new(daemon: String, control: PathBuf, state: Option<PathBuf>) -> Self {
         if let Ok(entries) = std::fs::read_dir(&control) {
             for entry in entries.flatten() {
                 let _ = std::fs::remove_dir_all(entry.path());
             }
         }
-        Self { daemon, control }
+        let record = record::Record::open(state);
+        let leftover = record.entries();
+        Self {
+            daemon,
+            control,
+            record,
+            leftover,
+        }
     }
 
-    /// Removes the containers earlier runs of this daemon left on the engines at
-    /// `engines` (`None`: the default engine). Returns how many.
-    pub(crate) async fn sweep(&self, engines: &[Option<String>]) -> usize {
+    /// Removes the containers earlier runs of this daemon left on the engines its record
+    /// names, and no other: a start with nothing recorded connects to no engine. What an
+    /// unreachable engine holds stays recorded for the next start. Returns how many.
+    pub(crate) async fn sweep(&self) -> usize {
+        let mut engines: Vec<&EngineAddress> = self.leftover.iter().map(|e| &e.engine).collect();
+        engines.sort_by(|a, b| a.host.cmp(&b.host).then(a.certs.cmp(&b.certs)));
+        engines.dedup();
         let mut removed = 0;
         for address in engines {
-            match Engine::connect(address.as_deref()).await {
-                Ok(engine) => removed += engine.sweep(&self.daemon, process::run_id()).await,
-                Err(e) => tracing::debug!("no sweep of session containers: {e}"),
+            let engine = match Engine::connect(address).await {
+                Ok(engine) => engine,
+                Err(e) => {
+                    tracing::warn!("cannot sweep the session containers an earlier run left: {e}");
+                    continue;
+                }
+            };
+            // By label (whatever the record missed), then by name (one whose labels were
+            // never set: created while the daemon died).
+            removed += engine.sweep(&self.daemon, process::run_id()).await;
+            let mut swept = Vec::new();
+            for entry in self.leftover.iter().filter(|e| &e.engine == address) {
+                if engine.remove(&entry.name).await {
+                    swept.push(entry.name.clone());
+                }
             }
+            self.record
+                .remove(|e| &e.engine == address && swept.contains(&e.name));
         }
         removed
     }
@@ -72,17 +110,21 @@ impl ContainerHost {
 struct Live {
     engine: Engine,
     id: String,
+    /// Its name, as recorded.
+    name: String,
     worker: Worker,
-    /// The control directory: command scripts and output FIFOs.
-    control: tempfile::TempDir,
+    /// The control directory (command scripts and output FIFOs); `None`: a remote engine.
+    control: Option<tempfile::TempDir>,
 }
 
 /// Runs a session's tools in a container.
 pub(crate) struct ContainerExecutionEnvironment {
     cwd: PathBuf,
-    /// The workspace: the mount, and the root the file tools are held beneath (a real path).
+    /// The workspace: the mount, and the root the file tools are held beneath (a real path
+    /// on a local engine; as given on a remote one, where it is the engine machine's).
     root: PathBuf,
     spec: ContainerSpec,
+    address: EngineAddress,
     host: Arc<ContainerHost>,
     session: String,
     /// The file tools' grep, glob and listing, on this side of the mount.
@@ -107,9 +149,15 @@ impl ContainerExecutionEnvironment {
     ) -> Self {
         static ENVIRONMENTS: AtomicU64 = AtomicU64::new(0);
         let n = ENVIRONMENTS.fetch_add(1, Ordering::Relaxed);
-        let root = std::fs::canonicalize(&cwd).unwrap_or_else(|_| cwd.clone());
+        let address = EngineAddress::resolve(spec.engine.as_deref());
+        let root = if address.is_local() {
+            std::fs::canonicalize(&cwd).unwrap_or_else(|_| cwd.clone())
+        } else {
+            cwd.clone()
+        };
         let protected = options.protected.clone();
         Self {
+            address,
             files: LocalExecutionEnvironment::with_options(cwd.clone(), options),
             cwd,
             root,
@@ -140,40 +188,124 @@ impl ContainerExecutionEnvironment {
     }
 
     async fn make(&self) -> Result<Live, Error> {
-        let engine = Engine::connect(self.spec.engine.as_deref()).await?;
-        std::fs::create_dir_all(&self.host.control)
-            .map_err(|e| Error::io(&self.host.control, e))?;
-        let control = tempfile::Builder::new()
-            .prefix("c-")
-            .tempdir_in(&self.host.control)
-            .map_err(|e| Error::io(&self.host.control, e))?;
-        // The container's user opens the FIFOs and reads the scripts; the directory above,
-        // the daemon's own, keeps everyone else out.
-        std::fs::set_permissions(control.path(), std::fs::Permissions::from_mode(0o755))
-            .map_err(|e| Error::io(control.path(), e))?;
+        let engine = Engine::connect(&self.address).await?;
+        let local = self.address.is_local();
+        let control = if local {
+            std::fs::create_dir_all(&self.host.control)
+                .map_err(|e| Error::io(&self.host.control, e))?;
+            let control = tempfile::Builder::new()
+                .prefix("c-")
+                .tempdir_in(&self.host.control)
+                .map_err(|e| Error::io(&self.host.control, e))?;
+            // The container's user opens the FIFOs and reads the scripts; the directory
+            // above, the daemon's own, keeps everyone else out.
+            std::fs::set_permissions(control.path(), std::fs::Permissions::from_mode(0o755))
+                .map_err(|e| Error::io(control.path(), e))?;
+            Some(control)
+        } else {
+            None
+        };
         let short: String = self.session.chars().take(8).collect();
-        let name = format!(
-            "agentd-{short}-{}",
-            control.path().file_name().map_or_else(String::new, |n| n
-                .to_string_lossy()
-                .trim_start_matches("c-")
-                .to_ascii_lowercase())
-        );
+        let unique = uuid::Uuid::new_v4().simple().to_string();
+        let name = format!("agentd-{short}-{}", &unique[..12]);
+        let entry = record::Entry {
+            engine: self.address.clone(),
+            name: name.clone(),
+        };
+        self.host.record.add(entry).map_err(|e| {
+            Error::Unavailable(format!(
+                "cannot record the session's container before making it: {e}"
+            ))
+        })?;
         let labels = Labels {
             daemon: &self.host.daemon,
             run: process::run_id(),
             session: &self.session,
         };
-        let id = engine
-            .create(&self.spec, &name, &self.root, control.path(), labels)
-            .await?;
-        tracing::info!(session = %self.session, container = %name, engine = engine.address(), "session container started");
+        let created = engine
+            .create(
+                &self.spec,
+                &name,
+                &self.root,
+                control.as_ref().map(tempfile::TempDir::path),
+                labels,
+            )
+            .await;
+        let id = match created {
+            Ok(id) => id,
+            Err(e) => {
+                self.forget(&engine, &name).await;
+                return Err(e);
+            }
+        };
+        tracing::info!(session = %self.session, container = %name, engine = %engine.address(), "session container started");
         Ok(Live {
-            worker: Worker::new(engine.clone(), id.clone()),
+            worker: Worker::new(engine.clone(), id.clone(), local),
             engine,
             id,
+            name,
             control,
         })
+    }
+
+    /// Removes container `name` and, once it is gone, its record.
+    async fn forget(&self, engine: &Engine, name: &str) {
+        if engine.remove(name).await {
+            self.host
+                .record
+                .remove(|e| e.name == name && e.engine == self.address);
+        }
+    }
+
+    /// The file tools of a remote engine's container, when the container is one.
+    async fn remote_files(&self) -> Result<Option<archive::Files<'_>>, Error> {
+        if self.address.is_local() {
+            return Ok(None);
+        }
+        let live = self.live().await?;
+        Ok(Some(archive::Files {
+            engine: &live.engine,
+            container: &live.id,
+            root: &self.root,
+        }))
+    }
+
+    /// `path` beneath the workspace, by its components alone (a remote engine's workspace
+    /// is not on this machine): its path relative to the workspace.
+    fn lexical(&self, path: &Path) -> Result<(PathBuf, PathBuf), Error> {
+        let shown = self.resolve(path);
+        let mut rel = PathBuf::new();
+        let outside = || {
+            Error::NotAllowed(format!(
+                "{}: in a container session the file tools reach the workspace ({}) only; use \
+                 the shell for the container's other files",
+                shown.display(),
+                self.root.display()
+            ))
+        };
+        let below = shown.strip_prefix(&self.root).map_err(|_| outside())?;
+        for part in below.components() {
+            match part {
+                std::path::Component::Normal(p) => rel.push(p),
+                std::path::Component::CurDir => {}
+                std::path::Component::ParentDir if rel.pop() => {}
+                _ => return Err(outside()),
+            }
+        }
+        Ok((shown.clone(), rel))
+    }
+
+    /// A remote engine's file tools can neither list, search nor glob (each would be a
+    /// walk through the archive endpoints); the shell can.
+    fn remote_only_shell(&self, what: &str) -> Result<(), Error> {
+        if self.address.is_local() {
+            return Ok(());
+        }
+        Err(Error::NotAllowed(format!(
+            "{what} is not available on a remote container engine ({}): use the shell (ls, \
+             find, grep) in the container",
+            self.address
+        )))
     }
 
     /// `path` resolved, with symlinks, when it leads into the workspace: the file tools reach
@@ -190,6 +322,57 @@ impl ContainerExecutionEnvironment {
                 self.root.display()
             ))),
         }
+    }
+
+    /// Runs a started command to its end (the shared loop) and reports how it ended.
+    #[allow(clippy::too_many_arguments)]
+    async fn finish<O, E>(
+        &self,
+        live: &Live,
+        mut child: Child<worker::ContainerProcess, O, E>,
+        mut control: worker::Stopper,
+        request: ExecRequest<'_>,
+        cancel: &CancellationToken,
+        output: OutputSink<'_>,
+        started: Instant,
+    ) -> Result<ExecResult, Error>
+    where
+        O: tokio::io::AsyncRead + Unpin,
+        E: tokio::io::AsyncRead + Unpin,
+    {
+        let finished =
+            child::run(&mut child, &mut control, request.timeout, cancel, output).await?;
+        let (process, _, _) = child.into_parts();
+        let stopped = finished.stopped.is_some();
+        let lost = process.lost && !stopped;
+        control.settle(finished.status.is_some() && !process.lost);
+        let mut stderr = finished.stderr;
+        if lost {
+            if !stderr.is_empty() && !stderr.ends_with('\n') {
+                stderr.push('\n');
+            }
+            let why = if live.engine.running(&live.id).await {
+                "its worker ended"
+            } else {
+                "the container stopped"
+            };
+            stderr.push_str(&format!(
+                "[the command's end was not seen: {why}; the command was ended]\n"
+            ));
+        }
+        Ok(ExecResult {
+            stdout: finished.stdout,
+            stderr,
+            exit_code: if stopped || lost {
+                None
+            } else {
+                finished.status.and_then(|s| s.code())
+            },
+            timed_out: finished.timed_out,
+            cancelled: finished.cancelled,
+            duration: started.elapsed(),
+            escaped: Vec::new(),
+        })
     }
 
     /// The script the worker runs for a command: its directory, the marker, then bash where
@@ -232,12 +415,22 @@ impl ExecutionEnvironment for ContainerExecutionEnvironment {
     }
 
     async fn read_file(&self, path: &Path) -> Result<Vec<u8>, Error> {
+        if let Some(files) = self.remote_files().await? {
+            let (shown, rel) = self.lexical(path)?;
+            let (path, kind) = files.resolve(&shown, &rel).await?;
+            return files.read(&shown, &path, kind).await;
+        }
         let (shown, rel) = self.beneath(path).await?;
         let (root, protected) = (self.root.clone(), self.protected.clone());
         local::blocking(move |_| files::read_beneath(&shown, &root, &rel, &protected)).await
     }
 
     async fn write_file(&self, path: &Path, content: &[u8]) -> Result<(), Error> {
+        if let Some(files) = self.remote_files().await? {
+            let (shown, rel) = self.lexical(path)?;
+            let (path, kind) = files.resolve(&shown, &rel).await?;
+            return files.write(&shown, &path, kind, content).await;
+        }
         let (shown, rel) = self.beneath(path).await?;
         let (root, protected, content) =
             (self.root.clone(), self.protected.clone(), content.to_vec());
@@ -246,12 +439,24 @@ impl ExecutionEnvironment for ContainerExecutionEnvironment {
     }
 
     async fn remove_file(&self, path: &Path) -> Result<(), Error> {
+        if self.remote_files().await?.is_some() {
+            self.remote_only_shell("removing a file")?;
+        }
         let (shown, rel) = self.beneath(path).await?;
         let (root, protected) = (self.root.clone(), self.protected.clone());
         local::blocking(move |_| files::remove_beneath(&shown, &root, &rel, &protected)).await
     }
 
     async fn file_exists(&self, path: &Path) -> bool {
+        if let Ok(Some(files)) = self.remote_files().await {
+            let Ok((shown, rel)) = self.lexical(path) else {
+                return false;
+            };
+            return matches!(
+                files.resolve(&shown, &rel).await,
+                Ok((_, kind)) if kind != archive::Kind::Missing
+            );
+        }
         match self.beneath(path).await {
             Ok((shown, _)) => self.files.file_exists(&shown).await,
             Err(_) => false,
@@ -259,17 +464,26 @@ impl ExecutionEnvironment for ContainerExecutionEnvironment {
     }
 
     async fn real_path(&self, path: &Path) -> Result<PathBuf, Error> {
+        if let Some(files) = self.remote_files().await? {
+            let (shown, rel) = self.lexical(path)?;
+            let (path, kind) = files.resolve(&shown, &rel).await?;
+            return match kind {
+                archive::Kind::Missing => Err(Error::NotFound(shown)),
+                _ => Ok(path),
+            };
+        }
         let (_, rel) = self.beneath(path).await?;
         Ok(self.root.join(rel))
     }
 
     async fn list_directory(&self, path: &Path, depth: usize) -> Result<Vec<DirEntry>, Error> {
+        self.remote_only_shell("listing a directory")?;
         let (shown, _) = self.beneath(path).await?;
         self.files.list_directory(&shown, depth).await
     }
 
     async fn git_repository_possible(&self) -> bool {
-        self.files.git_repository_possible().await
+        self.address.is_local() && self.files.git_repository_possible().await
     }
 
     async fn exec_command(
@@ -297,7 +511,25 @@ impl ExecutionEnvironment for ContainerExecutionEnvironment {
             .working_dir
             .map(|d| self.resolve(d))
             .unwrap_or_else(|| self.cwd.clone());
-        let dir = live.control.path();
+        let marker = format!("{}{n}", self.marker);
+        let Some(control) = &live.control else {
+            let script = self.script(&cwd, request.command, &marker);
+            let spawn = |why: String| {
+                Error::Spawn(std::io::Error::other(format!(
+                    "cannot start the command in the session's container: {why}"
+                )))
+            };
+            let (fifo, pending) = live.worker.follow(n).await.map_err(spawn)?;
+            let (stdout, stderr) = remote::start(&live.engine, &live.id, &fifo, n, &script)
+                .await
+                .map_err(spawn)?;
+            let (_group, process, control) = pending.started().await.map_err(spawn)?;
+            let child = Child::new(process, Some(stdout), Some(stderr));
+            return self
+                .finish(live, child, control, request, cancel, output, started)
+                .await;
+        };
+        let dir = control.path();
         let files = CommandFiles {
             paths: [
                 dir.join(format!("{n}.sh")),
@@ -306,7 +538,6 @@ impl ExecutionEnvironment for ContainerExecutionEnvironment {
             ],
         };
         let [script, out, err] = &files.paths;
-        let marker = format!("{}{n}", self.marker);
         std::fs::write(script, self.script(&cwd, request.command, &marker)).map_err(|e| {
             Error::Spawn(std::io::Error::new(
                 e.kind(),
@@ -324,45 +555,17 @@ impl ExecutionEnvironment for ContainerExecutionEnvironment {
                 .map_err(Error::Spawn)
         };
         let (stdout, stderr) = (fifo(out)?, fifo(err)?);
-        let (_group, process, mut control) = live.worker.start(n).await.map_err(|why| {
+        let (_group, process, control) = live.worker.start(n).await.map_err(|why| {
             Error::Spawn(std::io::Error::other(format!(
                 "cannot start the command in the session's container: {why}"
             )))
         })?;
-        let mut child = Child::new(process, Some(stdout), Some(stderr));
-        let finished =
-            child::run(&mut child, &mut control, request.timeout, cancel, output).await?;
-        let (process, _, _) = child.into_parts();
-        let stopped = finished.stopped.is_some();
-        let lost = process.lost && !stopped;
-        control.settle(finished.status.is_some() && !process.lost);
-        let mut stderr = finished.stderr;
-        if lost {
-            if !stderr.is_empty() && !stderr.ends_with('\n') {
-                stderr.push('\n');
-            }
-            let why = if live.engine.running(&live.id).await {
-                "its worker ended"
-            } else {
-                "the container stopped"
-            };
-            stderr.push_str(&format!(
-                "[the command's end was not seen: {why}; the command was ended]\n"
-            ));
-        }
-        Ok(ExecResult {
-            stdout: finished.stdout,
-            stderr,
-            exit_code: if stopped || lost {
-                None
-            } else {
-                finished.status.and_then(|s| s.code())
-            },
-            timed_out: finished.timed_out,
-            cancelled: finished.cancelled,
-            duration: started.elapsed(),
-            escaped: Vec::new(),
-        })
+        let child = Child::new(process, Some(stdout), Some(stderr));
+        let result = self
+            .finish(live, child, control, request, cancel, output, started)
+            .await;
+        drop(files);
+        result
     }
 
     /// Each command's group is ended by its own stop (or, once it exited, by the worker), so
@@ -375,18 +578,20 @@ impl ExecutionEnvironment for ContainerExecutionEnvironment {
             return;
         }
         if let Some(live) = self.live.get() {
-            live.engine.remove(&live.id).await;
+            self.forget(&live.engine, &live.name).await;
             tracing::info!(session = %self.session, "session container removed");
         }
     }
 
     async fn grep(&self, mut options: GrepOptions) -> Result<String, Error> {
+        self.remote_only_shell("the grep tool")?;
         let (shown, _) = self.beneath(&options.path).await?;
         options.path = shown;
         self.files.grep(options).await
     }
 
     async fn glob(&self, pattern: &str, base: &Path) -> Result<Vec<String>, Error> {
+        self.remote_only_shell("the glob tool")?;
         let (shown, _) = self.beneath(base).await?;
         self.files.glob(pattern, &shown).await
     }
@@ -401,7 +606,13 @@ impl Drop for ContainerExecutionEnvironment {
         }
         if let (Some(live), Ok(runtime)) = (self.live.take(), tokio::runtime::Handle::try_current())
         {
-            runtime.spawn(async move { live.engine.remove(&live.id).await });
+            let (host, address) = (self.host.clone(), self.address.clone());
+            runtime.spawn(async move {
+                if live.engine.remove(&live.name).await {
+                    host.record
+                        .remove(|e| e.name == live.name && e.engine == address);
+                }
+            });
         }
     }
 }

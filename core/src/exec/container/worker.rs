@@ -4,6 +4,10 @@
 //! (TERM, KILL after the grace period) when asked. An engine exec costs tens of
 //! milliseconds; a line to the worker costs one write. The commands' output does not pass
 //! through it: they write to FIFOs in the control directory, which the daemon reads itself.
+//! On a remote engine (no control directory) each command is exec'd by the daemon with its
+//! output on the exec's attach stream (`remote.rs`); the worker then only relays what those
+//! commands report (their group and exit status, written to a FIFO it made in the container)
+//! and stops groups, so timeouts, aborts and a dropped link work the same on both.
 //!
 //! A task owns the exec (started for the first command, again after it died) and routes the
 //! worker's answers to the commands. The container is not trusted: an answer longer than
@@ -40,6 +44,9 @@ enum Request {
         id: u64,
         started: oneshot::Sender<Result<i32, String>>,
         exit: oneshot::Sender<ExitStatus>,
+        /// `Some`: the daemon starts the command itself (a remote engine); the worker only
+        /// follows it, and this gets the FIFO its reports go to.
+        follow: Option<oneshot::Sender<String>>,
     },
     Stop {
         id: u64,
@@ -61,27 +68,83 @@ struct Route {
 impl Worker {
     /// The handle; its task execs the worker in container `container` on `engine` at once
     /// (and again for a command after it died), and ends it when the handle is dropped.
-    pub(super) fn new(engine: Engine, container: String) -> Self {
+    /// `local`: the control directory is mounted (a local engine); else the worker makes
+    /// the FIFO the daemon's own execs report to.
+    pub(super) fn new(engine: Engine, container: String, local: bool) -> Self {
         let (requests, receiver) = mpsc::channel(64);
-        tokio::spawn(serve(engine, container, receiver));
+        tokio::spawn(serve(engine, container, local, receiver));
         Self { requests }
     }
 
     /// Starts command `id` (its script and FIFOs are in the control directory); returns its
     /// process group, its exit status to come and what stops it.
     pub(super) async fn start(&self, id: u64) -> Result<(i32, ContainerProcess, Stopper), String> {
+        self.request(id, None).await?.started().await
+    }
+
+    /// Follows command `id`, which the daemon starts itself: returns the FIFO in the
+    /// container its runner reports its group and status to, and what awaits them.
+    pub(super) async fn follow(&self, id: u64) -> Result<(String, Pending), String> {
+        let (follow, fifo) = oneshot::channel();
+        let pending = self.request(id, Some(follow)).await?;
+        match fifo.await {
+            Ok(path) => Ok((path, pending)),
+            Err(_) => Err(pending
+                .started()
+                .await
+                .err()
+                .unwrap_or_else(|| "the container's command worker ended".to_owned())),
+        }
+    }
+
+    async fn request(
+        &self,
+        id: u64,
+        follow: Option<oneshot::Sender<String>>,
+    ) -> Result<Pending, String> {
         let (started, answer) = oneshot::channel();
         let (exit, status) = oneshot::channel();
-        let gone = || "the container's command worker is gone".to_owned();
         self.requests
-            .send(Request::Start { id, started, exit })
+            .send(Request::Start {
+                id,
+                started,
+                exit,
+                follow,
+            })
             .await
-            .map_err(|_| gone())?;
+            .map_err(|_| "the container's command worker is gone".to_owned())?;
+        Ok(Pending {
+            id,
+            answer,
+            status,
+            requests: self.requests.clone(),
+        })
+    }
+}
+
+/// A command the worker was asked about, until it reports the command's group.
+pub(super) struct Pending {
+    id: u64,
+    answer: oneshot::Receiver<Result<i32, String>>,
+    status: oneshot::Receiver<ExitStatus>,
+    requests: mpsc::Sender<Request>,
+}
+
+impl Pending {
+    /// Waits for the command's group; returns it, its exit status to come and what stops
+    /// it.
+    pub(super) async fn started(self) -> Result<(i32, ContainerProcess, Stopper), String> {
+        let Self {
+            id,
+            answer,
+            status,
+            requests,
+        } = self;
         let group = match tokio::time::timeout(START_TIMEOUT * 2, answer).await {
             Ok(Ok(answer)) => answer?,
             Ok(Err(_)) => return Err("the container's command worker ended".to_owned()),
             Err(_) => {
-                let _ = self.requests.try_send(Request::Forget { id, stop: None });
+                let _ = requests.try_send(Request::Forget { id, stop: None });
                 return Err(format!(
                     "the command did not start within {} s",
                     (START_TIMEOUT * 2).as_secs()
@@ -91,7 +154,7 @@ impl Worker {
         let stopper = Stopper {
             id,
             group,
-            requests: self.requests.clone(),
+            requests,
             settled: false,
         };
         Ok((
@@ -188,10 +251,12 @@ struct Exec {
     input: Input,
     output: Output,
     buffer: Vec<u8>,
+    /// The FIFO the daemon's own execs report to (a remote engine's worker).
+    fifo: Option<String>,
 }
 
 impl Exec {
-    async fn start(engine: &Engine, container: &str) -> Result<Self, String> {
+    async fn start(engine: &Engine, container: &str, local: bool) -> Result<Self, String> {
         let grace = (KILL_GRACE.as_millis() / 100).to_string();
         let options = CreateExecOptions {
             cmd: Some(vec![
@@ -199,7 +264,7 @@ impl Exec {
                 "-c",
                 PROGRAM,
                 "agentd-worker",
-                CONTROL_MOUNT,
+                if local { CONTROL_MOUNT } else { "-" },
                 &grace,
             ]),
             attach_stdin: Some(true),
@@ -221,9 +286,14 @@ impl Exec {
             input,
             output,
             buffer: Vec::new(),
+            fifo: None,
         };
         match tokio::time::timeout(START_TIMEOUT, exec.next()).await {
-            Ok(Ok(line)) if line == "H" => Ok(exec),
+            Ok(Ok(line)) if line == "H" && local => Ok(exec),
+            Ok(Ok(line)) if !local && line.starts_with("H /") => {
+                exec.fifo = Some(line[2..].to_owned());
+                Ok(exec)
+            }
             Ok(Ok(line)) => Err(format!("the worker said {line:?} first")),
             Ok(Err(why)) => Err(why),
             Err(_) => Err(format!(
@@ -263,9 +333,14 @@ impl Exec {
 
 /// The task that owns the worker exec: starts it for a command when none runs, writes the
 /// requests to it and routes its answers.
-async fn serve(engine: Engine, container: String, mut requests: mpsc::Receiver<Request>) {
+async fn serve(
+    engine: Engine,
+    container: String,
+    local: bool,
+    mut requests: mpsc::Receiver<Request>,
+) {
     // Started at once, so the first command does not wait for the exec.
-    let mut exec: Option<Exec> = match Exec::start(&engine, &container).await {
+    let mut exec: Option<Exec> = match Exec::start(&engine, &container, local).await {
         Ok(e) => Some(e),
         Err(why) => {
             tracing::info!(container, "no command worker yet: {why}");
@@ -284,9 +359,9 @@ async fn serve(engine: Engine, container: String, mut requests: mpsc::Receiver<R
             request = requests.recv() => {
                 let Some(request) = request else { return };
                 let sent = match request {
-                    Request::Start { id, started, exit } => {
+                    Request::Start { id, started, exit, follow } => {
                         if exec.is_none() {
-                            match Exec::start(&engine, &container).await {
+                            match Exec::start(&engine, &container, local).await {
                                 Ok(e) => exec = Some(e),
                                 Err(why) => {
                                     let _ = started.send(Err(why));
@@ -295,7 +370,14 @@ async fn serve(engine: Engine, container: String, mut requests: mpsc::Receiver<R
                             }
                         }
                         routes.insert(id, Route { started: Some(started), exit: Some(exit), stops: Vec::new() });
-                        send(&mut exec, &format!("S {id}\n")).await
+                        match (follow, exec.as_ref().and_then(|e| e.fifo.clone())) {
+                            (None, _) => send(&mut exec, &format!("S {id}\n")).await,
+                            (Some(follow), Some(fifo)) => {
+                                let _ = follow.send(fifo);
+                                Ok(())
+                            }
+                            (Some(_), None) => Err(std::io::Error::other("no report FIFO")),
+                        }
                     }
                     Request::Stop { id, group, done } => match routes.get_mut(&id) {
                         Some(route) => {

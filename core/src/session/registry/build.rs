@@ -129,7 +129,10 @@ impl Registry {
 
     /// What a container session's container is made from: the client's values over the
     /// `[containers.NAME]` entry its `image` names, over the defaults.
-    fn container_spec(config: &Config, container: &ContainerEnvironment) -> ContainerSpec {
+    pub(super) fn container_spec(
+        config: &Config,
+        container: &ContainerEnvironment,
+    ) -> ContainerSpec {
         let entry = config.containers.get(&container.image);
         ContainerSpec {
             engine: container
@@ -284,6 +287,18 @@ impl Registry {
                  host (use git there to undo changes)"
                     .into(),
             ),
+            (_, _, Environment::Container(c))
+                if !crate::exec::EngineAddress::resolve(
+                    Self::container_spec(config, c).engine.as_deref(),
+                )
+                .is_local() =>
+            {
+                Err(
+                    "checkpoints are not kept for sessions on a remote container engine: the \
+                     files are on the engine's machine"
+                        .into(),
+                )
+            }
             (Some(budget), Some(_), Environment::Local | Environment::Container(_)) => {
                 budget.set_max(limits.max_total_bytes);
                 // agentd's own state is never recorded, should the workspace hold it.

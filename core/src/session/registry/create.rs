@@ -49,7 +49,15 @@ impl Registry {
                         params.cwd
                     )));
                 }
-                if !cwd.is_dir() {
+                // A remote engine's workspace is a path on the engine's machine.
+                let remote = match &params.environment {
+                    Environment::Container(c) => !crate::exec::EngineAddress::resolve(
+                        Self::container_spec(config, c).engine.as_deref(),
+                    )
+                    .is_local(),
+                    _ => false,
+                };
+                if !remote && !cwd.is_dir() {
                     return Err(Error::InvalidConfig(format!(
                         "cwd {:?} is not a directory",
                         params.cwd

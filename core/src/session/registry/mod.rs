@@ -88,16 +88,15 @@ impl Registry {
         let checkpoints = store.as_ref().map(|s| {
             crate::checkpoint::Budget::new(s.dir().to_owned(), config.checkpoints.max_total_bytes)
         });
-        // Engines whose containers of earlier runs are swept: the default and the configured.
-        let engines: Vec<Option<String>> = std::iter::once(None)
-            .chain(config.containers.values().map(|c| c.engine.clone()))
-            .collect();
         let containers = Arc::new(ContainerHost::new(
             store.as_ref().map_or_else(
                 || format!("embedded-{}", crate::exec::run_id()),
                 |s| s.dir().parent().unwrap_or(s.dir()).display().to_string(),
             ),
             agentd_proto::socket::runtime_dir(nix::unistd::geteuid().as_raw()).join("containers"),
+            store
+                .as_ref()
+                .map(|s| s.dir().parent().unwrap_or(s.dir()).to_owned()),
         ));
         let current = CurrentCell::new(config);
         let ledger = store.as_ref().and_then(|s| {
@@ -136,7 +135,7 @@ impl Registry {
         });
         if registry.store.is_some() {
             registry.tasks.spawn(async move {
-                let removed = containers.sweep(&engines).await;
+                let removed = containers.sweep().await;
                 if removed > 0 {
                     tracing::warn!(removed, "removed session containers a previous agentd left");
                 }

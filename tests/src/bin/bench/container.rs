@@ -2,11 +2,15 @@
 //! task by turns in a local session (sandbox off, as a container session's own sandbox is)
 //! and in a container session of the busybox test image: the time per shell round after the
 //! first; and `session/create` of a container session (the engine's create and start, and the
-//! worker's exec), beside a local one's.
+//! worker's exec), beside a local one's. The same container session on the same engine
+//! reached as a remote one (`https://127.0.0.1:PORT`, a TLS endpoint in front of its socket,
+//! `agentd_tests::tls_engine`) measures the remote path: an exec per command, output on its
+//! attach stream.
 
 use super::{timed_task, tool_results};
 use agentd_tests::engine::{Engine, IMAGE};
 use agentd_tests::mock::{MockProvider, Reply};
+use agentd_tests::tls_engine::TlsEngine;
 use agentd_tests::{TestDaemon, sse};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -15,10 +19,10 @@ const ROUNDS: usize = 10;
 const RUNS: usize = 15;
 
 pub(crate) struct Figures {
-    /// Per shell round after the first: local, container.
-    per_round: [Vec<Duration>; 2],
-    /// `session/create`: local, container.
-    create: [Vec<Duration>; 2],
+    /// Per shell round after the first: local, container, container on the TLS engine.
+    per_round: [Vec<Duration>; 3],
+    /// `session/create`: local, container, container on the TLS engine.
+    create: [Vec<Duration>; 3],
 }
 
 fn rounds(body: &Value) -> Reply {
@@ -37,10 +41,13 @@ pub(crate) async fn bench() -> Option<Figures> {
     let engine = Engine::get()?;
     let mock = MockProvider::start().await.unwrap();
     mock.respond_with(rounds);
+    let tls = TlsEngine::start(&engine.host).await.unwrap();
+    let remote = tls.host.replacen("tcp://", "https://", 1);
     let daemon = TestDaemon::builder()
         .env("ANTHROPIC_BASE_URL", &mock.url)
         .env("ANTHROPIC_API_KEY", "bench-key")
         .env("DOCKER_HOST", &engine.host)
+        .env("DOCKER_CERT_PATH", &tls.certs.path().display().to_string())
         .start()
         .await
         .unwrap();
@@ -56,6 +63,7 @@ pub(crate) async fn bench() -> Option<Figures> {
         for (place, environment) in [
             json!({"kind": "local"}),
             json!({"kind": "container", "image": IMAGE}),
+            json!({"kind": "container", "image": IMAGE, "engine": remote}),
         ]
         .into_iter()
         .enumerate()
@@ -102,9 +110,15 @@ pub(crate) fn print(figures: Option<&Figures>) {
         "container: per shell round, {ROUNDS}-round echo task, busybox image on the local engine: local median {local:.2} ms, container median {container:.2} ms (+{:.2} ms) ({RUNS} runs each, by turns)",
         container - local
     );
+    let tls = ms(&f.per_round[2]);
     println!(
-        "  session/create: local median {:.1} ms, container median {:.1} ms (engine create + start; the worker's exec comes with the first command)",
+        "  the same engine reached over TLS (https://127.0.0.1, the remote path: an exec per command): container median {tls:.2} ms (+{:.2} ms over local)",
+        tls - local
+    );
+    println!(
+        "  session/create: local median {:.1} ms, container median {:.1} ms, over TLS {:.1} ms (engine create + start; the worker's exec comes with the first command)",
         ms(&f.create[0]),
-        ms(&f.create[1])
+        ms(&f.create[1]),
+        ms(&f.create[2])
     );
 }

@@ -1,0 +1,297 @@
+//! Container sessions on an engine that is not a local socket: the real test engine behind a
+//! TLS endpoint (`agentd_tests::tls_engine`) reached as `tcp://127.0.0.1:PORT` with
+//! `DOCKER_TLS_VERIFY` and `DOCKER_CERT_PATH`, as a dockerd on another machine would be. The
+//! daemon takes the remote path: no control directory mounted, output on the exec's stream,
+//! file tools through the archive endpoints. Hostile engines (garbage, silence) and the record
+//! of containers the next start sweeps are here too.
+
+use crate::Setup;
+use agentd_tests::engine::{Engine, IMAGE};
+use agentd_tests::mock::MockProvider;
+use agentd_tests::tls_engine::TlsEngine;
+use agentd_tests::{TestDaemon, sse};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+async fn daemon(tls: &TlsEngine, mock: &MockProvider) -> TestDaemon {
+    TestDaemon::builder()
+        .env("ANTHROPIC_BASE_URL", &mock.url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("DOCKER_HOST", &tls.host)
+        .env("DOCKER_TLS_VERIFY", "1")
+        .env("DOCKER_CERT_PATH", &tls.certs.path().display().to_string())
+        .start()
+        .await
+        .expect("daemon starts")
+}
+
+async fn remote_setup(tls: &TlsEngine) -> Setup {
+    let mock = MockProvider::start().await.expect("mock starts");
+    let daemon = daemon(tls, &mock).await;
+    let mut client = daemon.client().await.expect("client connects");
+    let workdir = tempfile::tempdir().expect("tempdir");
+    let snapshot = client
+        .call(
+            "session/create",
+            json!({"cwd": workdir.path().display().to_string(),
+                "environment": {"kind": "container", "image": IMAGE}}),
+        )
+        .await
+        .expect("the container session is created on the TLS engine");
+    Setup {
+        mock,
+        daemon,
+        session: snapshot["session_id"].as_str().unwrap().to_owned(),
+        client,
+        workdir,
+    }
+}
+
+async fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + agentd_tests::WAIT;
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_engine_runs_shell_rounds_file_tools_abort_and_timeout() {
+    let Some(engine) = Engine::get() else { return };
+    let tls = TlsEngine::start(&engine.host).await.unwrap();
+    let mut s = remote_setup(&tls).await;
+    let dir = s.workdir.path().to_owned();
+    let container = &engine.session_containers(&s.session).unwrap()[0];
+    let mounts = engine
+        .docker(&[
+            "inspect",
+            "--format",
+            "{{range .Mounts}}{{.Destination}} {{end}}",
+            container,
+        ])
+        .unwrap();
+    assert_eq!(
+        mounts.trim(),
+        dir.display().to_string(),
+        "the workspace only: no control directory of the daemon's is mounted"
+    );
+    std::fs::write(dir.join("notes.txt"), "old notes\n").unwrap();
+    for n in 0..10 {
+        s.mock.push_stream(sse::shell(
+            &format!("s{n}"),
+            &format!("echo round-{n}; echo err-{n} >&2"),
+        ));
+    }
+    s.mock.push_stream(sse::shell(
+        "x",
+        "echo made > shell.txt; ln -s /etc/passwd leak; exit 3",
+    ));
+    let tool = |id: &str, name: &str, args: Value| sse::tools("", &[(id, name, args)]);
+    s.mock
+        .push_stream(tool("r", "read_file", json!({"file_path": "shell.txt"})));
+    s.mock.push_stream(tool(
+        "e",
+        "edit_file",
+        json!({"file_path": "notes.txt", "old_string": "old", "new_string": "new"}),
+    ));
+    s.mock.push_stream(tool(
+        "w",
+        "write_file",
+        json!({"file_path": "written.txt", "content": "written\n"}),
+    ));
+    s.mock
+        .push_stream(tool("l", "read_file", json!({"file_path": "leak"})));
+    s.mock.push_stream(tool(
+        "o",
+        "read_file",
+        json!({"file_path": "../../etc/passwd"}),
+    ));
+    s.mock
+        .push_stream(sse::shell("c", "cat written.txt; ls -ln written.txt"));
+    s.mock.push_stream(sse::text("done"));
+    let outputs = crate::tool_outputs(&s.run("work on the remote engine").await);
+    assert_eq!(outputs.len(), 17, "{outputs:?}");
+    for (n, output) in outputs[..10].iter().enumerate() {
+        assert!(
+            output.contains(&format!("round-{n}")) && output.contains(&format!("err-{n}")),
+            "{output}"
+        );
+    }
+    assert!(outputs[10].contains("[exit code: 3"), "{}", outputs[10]);
+    assert!(outputs[11].contains("made"), "{}", outputs[11]);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("notes.txt")).unwrap(),
+        "new notes\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("written.txt")).unwrap(),
+        "written\n"
+    );
+    assert!(
+        outputs[14].contains("symbolic link") && !outputs[14].contains("root:"),
+        "{}",
+        outputs[14]
+    );
+    assert!(
+        outputs[15].contains("reach the workspace") && !outputs[15].contains("root:"),
+        "{}",
+        outputs[15]
+    );
+    assert!(outputs[16].contains("written"), "{}", outputs[16]);
+
+    // A process tree aborted, then a timeout, through the remote path.
+    let m = "0.4242424243";
+    s.mock.push_stream(sse::shell(
+        "t",
+        &format!("sleep 600 {m} & (trap '' TERM; sleep 600 {m}) & echo ready; wait"),
+    ));
+    s.start("tree").await;
+    let live = || {
+        crate::live_processes(|args| {
+            let text = args.join(" ");
+            text.starts_with("sleep") && text.contains(m)
+        })
+    };
+    wait_for("the tree in the container", || live().len() == 2).await;
+    let aborted = s.call("session/abort", json!({})).await;
+    assert_eq!(aborted["state"], "idle", "{aborted}");
+    assert_eq!(live(), Vec::<i32>::new(), "the whole group is gone");
+    s.until("processing_end").await;
+    s.mock.push_stream(sse::tools(
+        "",
+        &[(
+            "t2",
+            "shell",
+            json!({"command": "echo started; sleep 600", "timeout_ms": 500}),
+        )],
+    ));
+    s.mock.push_stream(sse::text("done"));
+    let events = s.run("slow").await;
+    let end = crate::of_kind(&events, "tool_call_end")[0]["data"].to_string();
+    assert!(
+        end.contains("started") && end.contains("timed out"),
+        "{end}"
+    );
+}
+
+/// An engine that answers garbage, and one that never answers: a clear error at
+/// `session/create`, in bounded time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_garbage_or_silent_engine_is_a_clear_error() {
+    let mock = MockProvider::start().await.unwrap();
+    let daemon = TestDaemon::builder()
+        .env("ANTHROPIC_BASE_URL", &mock.url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .start()
+        .await
+        .unwrap();
+    let mut client = daemon.client().await.unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    let garbage = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addresses = [
+        format!("tcp://{}", garbage.local_addr().unwrap()),
+        format!("tcp://{}", silent.local_addr().unwrap()),
+    ];
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        while let Ok((mut c, _)) = garbage.accept().await {
+            let _ = c.write_all(&[0xff; 70_000]).await;
+        }
+    });
+    let held = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((c, _)) = silent.accept().await {
+            held.push(c);
+        }
+    });
+    for address in &addresses {
+        let err = client
+            .call(
+                "session/create",
+                json!({"cwd": workdir.path().display().to_string(),
+                    "environment": {"kind": "container", "image": IMAGE, "engine": address}}),
+            )
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("cannot reach the container engine") && err.contains(address),
+            "{err}"
+        );
+    }
+    held.abort();
+}
+
+/// The record of containers drives the next start's sweep: a container it names on the TLS
+/// engine (made by hand, without the daemon's labels, as a daemon killed between recording
+/// and labelling would leave) is removed at the next start, and a start with nothing recorded
+/// connects to no engine at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_record_drives_the_sweep_and_an_empty_one_connects_nowhere() {
+    let Some(engine) = Engine::get() else { return };
+    let tls = TlsEngine::start(&engine.host).await.unwrap();
+    // An engine address that counts the connections made to it.
+    let counter = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let counted = format!("tcp://{}", counter.local_addr().unwrap());
+    let connections = Arc::new(AtomicUsize::new(0));
+    let seen = connections.clone();
+    let counting = tokio::spawn(async move {
+        while counter.accept().await.is_ok() {
+            seen.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    let mock = MockProvider::start().await.unwrap();
+    let mut daemon = TestDaemon::builder()
+        .env("ANTHROPIC_BASE_URL", &mock.url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("DOCKER_HOST", &counted)
+        .start()
+        .await
+        .unwrap();
+    let mut client = daemon.client().await.unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    client
+        .call(
+            "session/create",
+            json!({"cwd": workdir.path().display().to_string()}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        0,
+        "nothing recorded: no engine is reached at start"
+    );
+    counting.abort();
+
+    let name = format!("agentd-orphan-{}", std::process::id());
+    engine
+        .docker(&["run", "-d", "--name", &name, IMAGE, "sleep", "600"])
+        .unwrap();
+    let state = daemon.root.path().join("state/agentd");
+    let record = json!({"containers": [{
+        "engine": {"host": tls.host, "certs": tls.certs.path()},
+        "name": name,
+    }]});
+    daemon
+        .stop_with(nix::sys::signal::Signal::SIGKILL)
+        .await
+        .unwrap();
+    std::fs::write(state.join("containers.json"), record.to_string()).unwrap();
+    daemon.restart().await.unwrap();
+    wait_for("the next start to remove the recorded container", || {
+        engine
+            .docker(&["ps", "-aq", "--filter", &format!("name=^{name}$")])
+            .unwrap()
+            .trim()
+            .is_empty()
+    })
+    .await;
+    wait_for("the record to be cleared", || {
+        std::fs::read_to_string(state.join("containers.json")).is_ok_and(|r| !r.contains(&name))
+    })
+    .await;
+}
