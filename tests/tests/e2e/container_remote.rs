@@ -123,7 +123,9 @@ async fn a_tls_engine_runs_shell_rounds_file_tools_abort_and_timeout() {
     assert!(outputs[11].contains("made"), "{}", outputs[11]);
     assert_eq!(
         std::fs::read_to_string(dir.join("notes.txt")).unwrap(),
-        "new notes\n"
+        "new notes\n",
+        "{}",
+        outputs[12]
     );
     assert_eq!(
         std::fs::read_to_string(dir.join("written.txt")).unwrap(),
@@ -173,6 +175,21 @@ async fn a_tls_engine_runs_shell_rounds_file_tools_abort_and_timeout() {
     assert!(
         end.contains("started") && end.contains("timed out"),
         "{end}"
+    );
+
+    // A file past the read cap is refused from its stat, before any of it is downloaded.
+    s.mock
+        .push_stream(sse::shell("b", "yes | head -c 70000000 > big"));
+    s.mock.push_stream(sse::tools(
+        "",
+        &[("h", "read_file", json!({"file_path": "big"}))],
+    ));
+    s.mock.push_stream(sse::text("done"));
+    let outputs = crate::tool_outputs(&s.run("huge").await);
+    assert!(
+        outputs[1].contains("70000000 bytes") && outputs[1].contains("at most"),
+        "{}",
+        outputs[1]
     );
 }
 

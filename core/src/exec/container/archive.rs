@@ -41,6 +41,8 @@ pub(super) struct Files<'a> {
     pub(super) container: &'a str,
     /// The workspace, a path on the engine's machine.
     pub(super) root: &'a Path,
+    /// The container's user as `UID[:GID]` or a name the image knows.
+    pub(super) user: &'a str,
 }
 
 impl Files<'_> {
@@ -171,6 +173,13 @@ impl Files<'_> {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
         );
+        // A numeric user owns the file through the archive's header; a name only the image
+        // can resolve (`copyUIDGID`, which needs it in the image's passwd).
+        let numeric = numeric_owner(self.user);
+        if let Some((uid, gid)) = numeric {
+            header.set_uid(uid);
+            header.set_gid(gid);
+        }
         let mut builder = tar::Builder::new(Vec::with_capacity(content.len() + 2048));
         builder
             .append_data(&mut header, name, content)
@@ -180,7 +189,7 @@ impl Files<'_> {
         let options = UploadToContainerOptionsBuilder::default()
             .path(&dir.display().to_string())
             .no_overwrite_dir_non_dir("1")
-            .copy_uidgid("1")
+            .copy_uidgid(if numeric.is_some() { "0" } else { "1" })
             .build();
         self.engine
             .docker()
@@ -203,6 +212,12 @@ impl Files<'_> {
             )),
         }
     }
+}
+
+/// `UID[:GID]` as numbers (the GID the UID's when absent); `None` for a name.
+fn numeric_owner(user: &str) -> Option<(u64, u64)> {
+    let (uid, gid) = user.split_once(':').unwrap_or((user, user));
+    Some((uid.parse().ok()?, gid.parse().ok()?))
 }
 
 fn too_big(shown: &Path, len: u64) -> Error {

@@ -242,10 +242,7 @@ impl Engine {
             auto_remove: Some(true),
             ..HostConfig::default()
         };
-        let user = spec
-            .user
-            .clone()
-            .unwrap_or_else(|| format!("{}:{}", nix::unistd::geteuid(), nix::unistd::getegid()));
+        let user = user(spec);
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),
             entrypoint: Some(vec!["/bin/sh".into(), "-c".into(), KEEP_ALIVE.into()]),
@@ -340,6 +337,13 @@ impl Engine {
             self.address
         ))
     }
+}
+
+/// The user a container's commands run as: the spec's, else the daemon's uid and gid.
+pub(super) fn user(spec: &ContainerSpec) -> String {
+    spec.user
+        .clone()
+        .unwrap_or_else(|| format!("{}:{}", nix::unistd::geteuid(), nix::unistd::getegid()))
 }
 
 /// The HTTP status the engine answered with, if it answered.

@@ -112,6 +112,8 @@ struct Live {
     id: String,
     /// Its name, as recorded.
     name: String,
+    /// The user its commands run as (`UID[:GID]` or a name).
+    user: String,
     worker: Worker,
     /// The control directory (command scripts and output FIFOs); `None`: a remote engine.
     control: Option<tempfile::TempDir>,
@@ -240,6 +242,7 @@ impl ContainerExecutionEnvironment {
         };
         tracing::info!(session = %self.session, container = %name, engine = %engine.address(), "session container started");
         Ok(Live {
+            user: engine::user(&self.spec),
             worker: Worker::new(engine.clone(), id.clone(), local),
             engine,
             id,
@@ -267,6 +270,7 @@ impl ContainerExecutionEnvironment {
             engine: &live.engine,
             container: &live.id,
             root: &self.root,
+            user: &live.user,
         }))
     }
 
