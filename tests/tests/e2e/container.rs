@@ -85,12 +85,7 @@ async fn ten_shell_rounds_and_the_file_tools_run_in_the_container() {
         "one container per session: {containers:?}"
     );
     std::fs::write(dir.join("notes.txt"), "old notes\n").unwrap();
-    for n in 0..10 {
-        s.mock.push_stream(sse::shell(
-            &format!("s{n}"),
-            &format!("echo round-{n}; echo err-{n} >&2"),
-        ));
-    }
+    push_ten_rounds(&mut s);
     s.mock.push_stream(sse::shell(
         "env",
         "pwd; test -e /.dockerenv && echo in-a-container; command -v bash || echo no-bash; \
@@ -127,10 +122,7 @@ async fn ten_shell_rounds_and_the_file_tools_run_in_the_container() {
     let events = s.run("work in the container").await;
     let outputs = crate::tool_outputs(&events);
     assert_eq!(outputs.len(), 16, "{outputs:?}");
-    for (n, output) in outputs[..10].iter().enumerate() {
-        assert!(output.contains(&format!("round-{n}")), "{output}");
-        assert!(output.contains(&format!("err-{n}")), "{output}");
-    }
+    check_ten_rounds(&outputs);
     let env = &outputs[10];
     assert!(
         env.contains(&dir.display().to_string()),
@@ -493,4 +485,22 @@ async fn a_missing_image_and_a_stopped_engine_are_clear_errors() {
         .docker(&["inspect", "--format", "{{.HostConfig.Memory}}", container])
         .unwrap();
     assert_eq!(memory.trim(), (128u64 << 20).to_string());
+}
+
+/// Scripts ten shell rounds, each writing its number to stdout and to stderr.
+pub(crate) fn push_ten_rounds(s: &mut Setup) {
+    for n in 0..10 {
+        s.mock.push_stream(sse::shell(
+            &format!("s{n}"),
+            &format!("echo round-{n}; echo err-{n} >&2"),
+        ));
+    }
+}
+
+/// The first ten `outputs` are [`push_ten_rounds`]'s, both streams of each.
+pub(crate) fn check_ten_rounds(outputs: &[String]) {
+    for (n, output) in outputs[..10].iter().enumerate() {
+        assert!(output.contains(&format!("round-{n}")), "{output}");
+        assert!(output.contains(&format!("err-{n}")), "{output}");
+    }
 }

@@ -78,12 +78,7 @@ async fn a_tls_engine_runs_shell_rounds_file_tools_abort_and_timeout() {
         "the workspace only: no control directory of the daemon's is mounted"
     );
     std::fs::write(dir.join("notes.txt"), "old notes\n").unwrap();
-    for n in 0..10 {
-        s.mock.push_stream(sse::shell(
-            &format!("s{n}"),
-            &format!("echo round-{n}; echo err-{n} >&2"),
-        ));
-    }
+    crate::container::push_ten_rounds(&mut s);
     s.mock.push_stream(sse::shell(
         "x",
         "echo made > shell.txt; ln -s /etc/passwd leak; exit 3",
@@ -113,12 +108,7 @@ async fn a_tls_engine_runs_shell_rounds_file_tools_abort_and_timeout() {
     s.mock.push_stream(sse::text("done"));
     let outputs = crate::tool_outputs(&s.run("work on the remote engine").await);
     assert_eq!(outputs.len(), 17, "{outputs:?}");
-    for (n, output) in outputs[..10].iter().enumerate() {
-        assert!(
-            output.contains(&format!("round-{n}")) && output.contains(&format!("err-{n}")),
-            "{output}"
-        );
-    }
+    crate::container::check_ten_rounds(&outputs);
     assert!(outputs[10].contains("[exit code: 3"), "{}", outputs[10]);
     assert!(outputs[11].contains("made"), "{}", outputs[11]);
     assert_eq!(
