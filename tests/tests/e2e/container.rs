@@ -171,38 +171,7 @@ async fn ten_shell_rounds_and_the_file_tools_run_in_the_container() {
 async fn output_streams_as_it_comes_and_the_exit_status_follows() {
     let Some(engine) = Engine::get() else { return };
     let mut s = container_setup(engine, json!({})).await;
-    let flag = s.workdir.path().join("go");
-    s.mock.push_stream(sse::shell(
-        "t1",
-        &format!(
-            "echo first; while [ ! -f {} ]; do sleep 0.02; done; echo second >&2; exit 3",
-            flag.display()
-        ),
-    ));
-    s.mock.push_stream(sse::text("done"));
-    s.start("stream").await;
-    // The command is still waiting for the flag: "first" came while it ran.
-    s.client
-        .events_until("tool_call_output_delta", |e| {
-            e["data"]["delta"]
-                .as_str()
-                .unwrap_or_default()
-                .contains("first")
-        })
-        .await
-        .unwrap();
-    assert!(!flag.exists());
-    std::fs::write(&flag, "").unwrap();
-    let events = s.until("processing_end").await;
-    let deltas = crate::data_of(&events, "tool_call_output_delta", "delta");
-    assert!(deltas.iter().any(|d| d.contains("second")), "{deltas:?}");
-    let outputs = crate::tool_outputs(&events);
-    assert!(
-        outputs[0].contains("first\n")
-            && outputs[0].contains("second\n")
-            && outputs[0].contains("[exit code: 3"),
-        "{outputs:?}"
-    );
+    crate::output_streams_then_the_exit_status_follows(&mut s).await;
 }
 
 /// A symlink the container's shell makes to a host file does not let the file tools read or

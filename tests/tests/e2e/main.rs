@@ -360,3 +360,40 @@ pub(crate) fn live_processes(keep: impl Fn(&[String]) -> bool) -> Vec<i32> {
     }
     pids
 }
+
+/// A command in `s`'s session prints, waits for a flag file, prints to stderr and exits 3:
+/// its first line arrives while it still runs, and its whole output and status after.
+pub(crate) async fn output_streams_then_the_exit_status_follows(s: &mut Setup) {
+    let flag = s.workdir.path().join("go");
+    s.mock.push_stream(agentd_tests::sse::shell(
+        "t1",
+        &format!(
+            "echo first; while [ ! -f {} ]; do sleep 0.02; done; echo second >&2; exit 3",
+            flag.display()
+        ),
+    ));
+    s.mock.push_stream(agentd_tests::sse::text("done"));
+    s.start("stream").await;
+    // The command is still waiting for the flag: "first" came while it ran.
+    s.client
+        .events_until("tool_call_output_delta", |e| {
+            e["data"]["delta"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("first")
+        })
+        .await
+        .unwrap();
+    assert!(!flag.exists());
+    std::fs::write(&flag, "").unwrap();
+    let events = s.until("processing_end").await;
+    let deltas = data_of(&events, "tool_call_output_delta", "delta");
+    assert!(deltas.iter().any(|d| d.contains("second")), "{deltas:?}");
+    let outputs = tool_outputs(&events);
+    assert!(
+        outputs[0].contains("first\n")
+            && outputs[0].contains("second\n")
+            && outputs[0].contains("[exit code: 3"),
+        "{outputs:?}"
+    );
+}

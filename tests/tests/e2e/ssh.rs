@@ -296,38 +296,7 @@ async fn an_abort_ends_the_remote_process_tree() {
 async fn remote_output_streams_as_it_comes_and_the_exit_status_follows() {
     let Some(server) = server() else { return };
     let mut s = remote_setup(&server).await;
-    let flag = s.workdir.path().join("go");
-    s.mock.push_stream(sse::shell(
-        "t1",
-        &format!(
-            "echo first; while [ ! -f {} ]; do sleep 0.02; done; echo second >&2; exit 3",
-            flag.display()
-        ),
-    ));
-    s.mock.push_stream(sse::text("done"));
-    s.start("stream").await;
-    // The command is still waiting for the flag: "first" came while it ran.
-    s.client
-        .events_until("tool_call_output_delta", |e| {
-            e["data"]["delta"]
-                .as_str()
-                .unwrap_or_default()
-                .contains("first")
-        })
-        .await
-        .unwrap();
-    assert!(!flag.exists());
-    std::fs::write(&flag, "").unwrap();
-    let events = s.until("processing_end").await;
-    let deltas = data_of(&events, "tool_call_output_delta", "delta");
-    assert!(deltas.iter().any(|d| d.contains("second")), "{deltas:?}");
-    let outputs = crate::tool_outputs(&events);
-    assert!(
-        outputs[0].contains("first\n")
-            && outputs[0].contains("second\n")
-            && outputs[0].contains("[exit code: 3"),
-        "{outputs:?}"
-    );
+    crate::output_streams_then_the_exit_status_follows(&mut s).await;
 }
 
 /// Where a command ran: its parent's name on the remote, and what it printed.
