@@ -7,12 +7,12 @@
 //! what its stdout carries besides the command's output) is the environment's [`Control`].
 
 use super::utf8::Utf8Decoder;
-use super::{Error, OutputSink};
+use super::{Error, ExecResult, OutputSink};
 use agentd_proto::OutputStream;
 use futures::future::BoxFuture;
 use std::future::Future;
 use std::process::ExitStatus;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
@@ -115,6 +115,24 @@ pub(super) struct Finished<S> {
     pub(super) cancelled: bool,
     /// What the stop reported, if one ran.
     pub(super) stopped: Option<S>,
+}
+
+impl<S> Finished<S> {
+    /// The command's result for an environment that names no escaped processes, with
+    /// `stderr` as the caller completed it (taken from `self.stderr`). No exit code when it
+    /// was stopped or `lost` (its end was not seen, so no status there is the command's).
+    pub(super) fn result(self, stderr: String, lost: bool, started: Instant) -> ExecResult {
+        let seen = self.stopped.is_none() && !lost;
+        ExecResult {
+            stdout: self.stdout,
+            stderr,
+            exit_code: self.status.filter(|_| seen).and_then(|s| s.code()),
+            timed_out: self.timed_out,
+            cancelled: self.cancelled,
+            duration: started.elapsed(),
+            escaped: Vec::new(),
+        }
+    }
 }
 
 /// Runs `child` to its end, streaming its output to `output`; stops it through `control`

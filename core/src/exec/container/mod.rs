@@ -344,13 +344,12 @@ impl ContainerExecutionEnvironment {
         O: tokio::io::AsyncRead + Unpin,
         E: tokio::io::AsyncRead + Unpin,
     {
-        let finished =
+        let mut finished =
             child::run(&mut child, &mut control, request.timeout, cancel, output).await?;
         let (process, _, _) = child.into_parts();
-        let stopped = finished.stopped.is_some();
-        let lost = process.lost && !stopped;
+        let lost = process.lost && finished.stopped.is_none();
         control.settle(finished.status.is_some() && !process.lost);
-        let mut stderr = finished.stderr;
+        let mut stderr = std::mem::take(&mut finished.stderr);
         if lost {
             if !stderr.is_empty() && !stderr.ends_with('\n') {
                 stderr.push('\n');
@@ -364,19 +363,7 @@ impl ContainerExecutionEnvironment {
                 "[the command's end was not seen: {why}; the command was ended]\n"
             ));
         }
-        Ok(ExecResult {
-            stdout: finished.stdout,
-            stderr,
-            exit_code: if stopped || lost {
-                None
-            } else {
-                finished.status.and_then(|s| s.code())
-            },
-            timed_out: finished.timed_out,
-            cancelled: finished.cancelled,
-            duration: started.elapsed(),
-            escaped: Vec::new(),
-        })
+        Ok(finished.result(stderr, lost, started))
     }
 
     /// The script the worker runs for a command: its directory, the marker, then bash where

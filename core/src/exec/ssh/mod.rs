@@ -249,29 +249,16 @@ impl SshExecutionEnvironment {
         let mut child = Child::new(process, Some(stdout), Some(stderr));
         let finished = child::run(&mut child, &mut control, request.timeout, cancel, output).await;
         self.track(group, false);
-        let finished = finished?;
+        let mut finished = finished?;
         let (process, _, _) = child.into_parts();
-        let stopped = finished.stopped.is_some();
         // Ended on the remote by the worker when its channel closed.
-        let dropped = process.lost && !stopped;
+        let dropped = process.lost && finished.stopped.is_none();
         control.settle(finished.status.is_some() && !process.lost);
-        let mut stderr = finished.stderr;
+        let mut stderr = std::mem::take(&mut finished.stderr);
         if dropped {
             self.note_dropped(&mut stderr);
         }
-        Ok(ExecResult {
-            stdout: finished.stdout,
-            stderr,
-            exit_code: if stopped || dropped {
-                None
-            } else {
-                finished.status.and_then(|s| s.code())
-            },
-            timed_out: finished.timed_out,
-            cancelled: finished.cancelled,
-            duration: started.elapsed(),
-            escaped: Vec::new(),
-        })
+        Ok(finished.result(stderr, dropped, started))
     }
 
     /// Runs a command on a channel of its own (a remote without Perl, or no worker), under
@@ -295,11 +282,12 @@ impl SshExecutionEnvironment {
             head: Vec::new(),
             group: None,
         };
-        let finished = child::run(&mut child, &mut remote, request.timeout, cancel, output).await?;
+        let mut finished =
+            child::run(&mut child, &mut remote, request.timeout, cancel, output).await?;
         let code = finished.status.and_then(|s| s.code());
         drop(child);
         let stopped = finished.stopped.is_some();
-        let mut stderr = finished.stderr;
+        let mut stderr = std::mem::take(&mut finished.stderr);
         let Some(group) = remote.group else {
             if stopped {
                 // Stopped before the command started: there is nothing remote to report.
@@ -329,15 +317,7 @@ impl SshExecutionEnvironment {
         if dropped {
             self.note_dropped(&mut stderr);
         }
-        Ok(ExecResult {
-            stdout: finished.stdout,
-            stderr,
-            exit_code: if stopped || dropped { None } else { code },
-            timed_out: finished.timed_out,
-            cancelled: finished.cancelled,
-            duration: started.elapsed(),
-            escaped: Vec::new(),
-        })
+        Ok(finished.result(stderr, dropped, started))
     }
 
     /// Says at the end of a command's stderr that the connection dropped under it.
