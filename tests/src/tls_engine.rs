@@ -70,6 +70,9 @@ impl TlsEngine {
         let socket = socket.trim_start_matches("unix://").to_owned();
         let task = tokio::spawn(async move {
             while let Ok((tcp, _)) = listener.accept().await {
+                // As dockerd does (Go sets TCP_NODELAY on every connection): without it the
+                // relay's small writes meet delayed ACKs.
+                let _ = tcp.set_nodelay(true);
                 let (acceptor, socket) = (acceptor.clone(), socket.clone());
                 tokio::spawn(async move {
                     let Ok(mut tls) = acceptor.accept(tcp).await else {

@@ -302,3 +302,67 @@ async fn the_record_drives_the_sweep_and_an_empty_one_connects_nowhere() {
     })
     .await;
 }
+
+/// A TLS engine is known by `ca.pem` alone, as docker's client knows it: an endpoint whose
+/// certificate another CA signed (a machine in the middle, or one holding a public
+/// certificate for the host) is refused, saying why, and so is a certificate directory
+/// without the client's key. The genuine endpoint, asked the same way, is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_another_ca_certified_or_a_missing_key_is_refused() {
+    let Some(engine) = Engine::get() else { return };
+    let genuine = TlsEngine::start(&engine.host).await.unwrap();
+    let impostor = TlsEngine::start(&engine.host).await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
+    let daemon = daemon(&genuine, &mock).await;
+    let mut client = daemon.client().await.unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    let create = |engine: &str| {
+        json!({"cwd": workdir.path().display().to_string(),
+            "environment": {"kind": "container", "image": IMAGE, "engine": engine}})
+    };
+    let err = client
+        .call("session/create", create(&impostor.host))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("cannot reach the container engine")
+            && err.contains(&impostor.host)
+            && err.contains("certificate"),
+        "{err}"
+    );
+    let served = client
+        .call("session/create", create(&genuine.host))
+        .await
+        .expect("the genuine engine is served");
+    client
+        .call("session/close", json!({"session_id": served["session_id"]}))
+        .await
+        .unwrap();
+
+    let keyless = tempfile::tempdir().unwrap();
+    for file in ["ca.pem", "cert.pem"] {
+        std::fs::copy(genuine.certs.path().join(file), keyless.path().join(file)).unwrap();
+    }
+    let daemon = TestDaemon::builder()
+        .env("ANTHROPIC_BASE_URL", &mock.url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("DOCKER_HOST", &genuine.host)
+        .env("DOCKER_TLS_VERIFY", "1")
+        .env("DOCKER_CERT_PATH", &keyless.path().display().to_string())
+        .start()
+        .await
+        .unwrap();
+    let err = daemon
+        .client()
+        .await
+        .unwrap()
+        .call("session/create", create(&genuine.host))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("cannot reach the container engine") && err.contains("key.pem"),
+        "{err}"
+    );
+}

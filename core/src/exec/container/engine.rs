@@ -143,16 +143,7 @@ impl Engine {
         let version = bollard::API_DEFAULT_VERSION;
         let host = address.host.as_str();
         let docker = if let Some(certs) = &address.certs {
-            // bollard's `ssl` feature is rustls on ring, the provider the workspace's rustls
-            // already uses: no second crypto provider.
-            Docker::connect_with_ssl(
-                host,
-                &certs.join("key.pem"),
-                &certs.join("cert.pem"),
-                &certs.join("ca.pem"),
-                timeout,
-                version,
-            )
+            Ok(super::tls::connect(host, certs, timeout, version).map_err(|e| unreachable(&e))?)
         } else if host.starts_with("unix://") {
             Docker::connect_with_unix(host, timeout, version)
         } else if host.starts_with("tcp://") || host.starts_with("http://") {

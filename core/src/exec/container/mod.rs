@@ -22,6 +22,7 @@ mod archive;
 mod engine;
 mod record;
 mod remote;
+mod tls;
 mod worker;
 
 pub(crate) use engine::{ContainerSpec, Engine, EngineAddress, Labels};
