@@ -782,7 +782,8 @@ impl Config {
             hosts: file.hosts,
             containers: file.containers,
             mcp_servers: file.mcp_servers,
-            hooks: crate::hooks::check(&file.hooks, "").map_err(Error::Invalid)?,
+            hooks: crate::hooks::check(&file.hooks, crate::hooks::Origin::Config)
+                .map_err(Error::Invalid)?,
             trusted_workspaces: crate::hooks::check_trusted(&file.trusted_workspaces)
                 .map_err(Error::Invalid)?,
             checkpoints: file.checkpoints,

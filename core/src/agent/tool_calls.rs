@@ -201,23 +201,30 @@ impl Agent<'_> {
             ));
         }
         if let Some(hooks) = self.host.hooks() {
-            let fields = crate::hooks::tool_fields(
+            let emit = |body| self.host.emit(body);
+            // One run per file the call names (see `tool_fields`); the first block stops it.
+            let mut blocked = None;
+            for fields in crate::hooks::tool_fields(
                 &call.name,
                 &call.arguments,
                 &call.id.0,
                 self.env.working_directory(),
-            );
-            let emit = |body| self.host.emit(body);
-            let verdict = hooks
-                .fire(
-                    HookEvent::PreToolUse,
-                    Some((&call.name, &call.id)),
-                    fields,
-                    &emit,
-                    round.cancel,
-                )
-                .await;
-            if let Some(reason) = verdict.block_reason() {
+            ) {
+                let verdict = hooks
+                    .fire(
+                        HookEvent::PreToolUse,
+                        Some((&call.name, &call.id)),
+                        fields,
+                        &emit,
+                        round.cancel,
+                    )
+                    .await;
+                blocked = verdict.block_reason();
+                if blocked.is_some() {
+                    break;
+                }
+            }
+            if let Some(reason) = blocked {
                 return Err(format!(
                     "Blocked by the user's pre_tool_use hook, so it was not run: {reason}"
                 ));
@@ -300,29 +307,28 @@ impl Agent<'_> {
         let Some(hooks) = self.host.hooks() else {
             return output;
         };
-        let mut fields = crate::hooks::tool_fields(
+        let emit = |body| self.host.emit(body);
+        let response = crate::hooks::tool_response(&output);
+        for mut fields in crate::hooks::tool_fields(
             &call.name,
             &call.arguments,
             &call.id.0,
             self.env.working_directory(),
-        );
-        fields.insert(
-            "tool_response".to_owned(),
-            crate::hooks::tool_response(&output),
-        );
-        let emit = |body| self.host.emit(body);
-        let verdict = hooks
-            .fire(
-                HookEvent::PostToolUse,
-                Some((&call.name, &call.id)),
-                fields,
-                &emit,
-                round.cancel,
-            )
-            .await;
-        for text in verdict.blocked.iter().chain(&verdict.context) {
-            output.push_str("\n\n[The user's post_tool_use hook says]\n");
-            output.push_str(text);
+        ) {
+            fields.insert("tool_response".to_owned(), response.clone());
+            let verdict = hooks
+                .fire(
+                    HookEvent::PostToolUse,
+                    Some((&call.name, &call.id)),
+                    fields,
+                    &emit,
+                    round.cancel,
+                )
+                .await;
+            for text in verdict.blocked.iter().chain(&verdict.context) {
+                output.push_str("\n\n[The user's post_tool_use hook says]\n");
+                output.push_str(text);
+            }
         }
         output
     }

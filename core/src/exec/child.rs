@@ -150,12 +150,31 @@ where
     E: AsyncRead + Unpin,
     C: Control,
 {
+    run_keeping(child, control, timeout, cancel, output, MAX_RETAINED).await
+}
+
+/// [`run`], keeping at most `keep` bytes of each stream (a hook's answer needs less than a
+/// command's output).
+pub(super) async fn run_keeping<P, O, E, C>(
+    child: &mut Child<P, O, E>,
+    control: &mut C,
+    timeout: Duration,
+    cancel: &CancellationToken,
+    output: OutputSink<'_>,
+    keep: usize,
+) -> Result<Finished<C::Stopped>, Error>
+where
+    P: Process,
+    O: AsyncRead + Unpin,
+    E: AsyncRead + Unpin,
+    C: Control,
+{
     let Child {
         process,
         stdout,
         stderr,
     } = child;
-    let (mut out, mut err) = (Captured::default(), Captured::default());
+    let (mut out, mut err) = (Captured::new(keep), Captured::new(keep));
     let (mut out_buf, mut err_buf) = (vec![0u8; READ_CHUNK], vec![0u8; READ_CHUNK]);
     let mut status = None;
     let (mut timed_out, mut cancelled) = (false, false);
@@ -225,15 +244,24 @@ where
     })
 }
 
-/// Collected output of one stream, capped at [`MAX_RETAINED`].
-#[derive(Default)]
+/// Collected output of one stream, capped at `keep` bytes.
 struct Captured {
     text: String,
     dropped: usize,
     decoder: Utf8Decoder,
+    keep: usize,
 }
 
 impl Captured {
+    fn new(keep: usize) -> Self {
+        Self {
+            text: String::new(),
+            dropped: 0,
+            decoder: Utf8Decoder::default(),
+            keep,
+        }
+    }
+
     /// Decodes `bytes` (a character split across reads waits for its end), hands the text to
     /// `output` and keeps what fits.
     fn take(&mut self, bytes: &[u8], stream: OutputStream, output: OutputSink<'_>) {
@@ -245,7 +273,7 @@ impl Captured {
     }
 
     fn push(&mut self, text: &str) {
-        let room = MAX_RETAINED.saturating_sub(self.text.len());
+        let room = self.keep.saturating_sub(self.text.len());
         if text.len() <= room {
             self.text.push_str(text);
         } else {
@@ -262,8 +290,12 @@ impl Captured {
         let tail = self.decoder.finish();
         self.push(&tail);
         if self.dropped > 0 {
+            let kept = match self.keep {
+                k if k % (1 << 20) == 0 => format!("{} MiB", k >> 20),
+                k => format!("{} KiB", k >> 10),
+            };
             self.text.push_str(&format!(
-                "\n[{} bytes of output beyond 16 MiB were discarded]",
+                "\n[{} bytes of output beyond {kept} were discarded]",
                 self.dropped
             ));
         }

@@ -37,7 +37,8 @@ pub(crate) use env_filter::EnvFilter;
 pub(crate) use files::{open_dirs, opened_real_path, read_small};
 pub(crate) use git::{git, sandboxed as sandboxed_git};
 pub(crate) use local::{
-    HookCommand, LocalOptions, ServerCommand, ServerGroup, describe_escaped, run_hook, start_server,
+    HookCommand, LocalOptions, ServerCommand, ServerGroup, TRANSCRIPT_IN_SANDBOX, describe_escaped,
+    start_server,
 };
 pub use local::{LocalExecutionEnvironment, end_leftovers};
 pub(crate) use process::run_id;

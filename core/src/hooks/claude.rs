@@ -32,27 +32,59 @@ pub(crate) fn stdin(common: &Common<'_>, event: HookEvent, fields: Map<String, V
     serde_json::to_vec(&Value::Object(doc)).unwrap_or_default()
 }
 
-/// A tool call's fields: `tool_name` as Claude Code names its tool where agentd's is the
-/// same tool (`agentd_tool_name` always holds agentd's), `tool_input` with `file_path`
-/// made absolute against `cwd`, and `tool_use_id`.
+/// A tool call's fields, once for each file it names where Claude Code's tool takes one file
+/// and agentd's several (`apply_patch` as `Edit` of each file the patch changes with the
+/// whole `patch`, `read_many_files` as `Read` of each path), so that a guard reading
+/// `tool_input.file_path` sees every file: `tool_name` as Claude Code names its tool
+/// (`agentd_tool_name` always holds agentd's), `tool_input` with `file_path` made absolute
+/// against `cwd`, and `tool_use_id`.
 pub(crate) fn tool_fields(
     tool: &str,
     arguments: &Value,
     call_id: &str,
     cwd: &std::path::Path,
-) -> Map<String, Value> {
-    let same_tool = !matches!(tool, "read_many_files" | "apply_patch");
-    let name = claude_alias(tool).filter(|_| same_tool).unwrap_or(tool);
+) -> Vec<Map<String, Value>> {
+    let absolute = |path: &str| Value::from(cwd.join(path).display().to_string());
+    let fields = |name: &str, input: Value| {
+        let mut fields = Map::new();
+        fields.insert("tool_name".into(), name.into());
+        fields.insert("tool_input".into(), input);
+        fields.insert("tool_use_id".into(), call_id.into());
+        fields.insert("agentd_tool_name".into(), tool.into());
+        fields
+    };
+    let text = |key: &str| arguments.get(key).and_then(Value::as_str);
+    let per_file: Vec<_> = match tool {
+        "apply_patch" => crate::tools::touched_paths(text("patch").unwrap_or_default())
+            .iter()
+            .map(|path| {
+                fields(
+                    "Edit",
+                    json!({"file_path": absolute(path), "patch": arguments["patch"]}),
+                )
+            })
+            .collect(),
+        "read_many_files" => arguments["paths"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(|path| fields("Read", json!({"file_path": absolute(path)})))
+            .collect(),
+        _ => Vec::new(),
+    };
+    if !per_file.is_empty() {
+        return per_file;
+    }
     let mut input = arguments.clone();
     if let Some(Value::String(path)) = input.get_mut("file_path") {
         *path = cwd.join(&*path).display().to_string();
     }
-    let mut fields = Map::new();
-    fields.insert("tool_name".into(), name.into());
-    fields.insert("tool_input".into(), input);
-    fields.insert("tool_use_id".into(), call_id.into());
-    fields.insert("agentd_tool_name".into(), tool.into());
-    fields
+    let same_tool = !matches!(tool, "read_many_files" | "apply_patch");
+    vec![fields(
+        claude_alias(tool).filter(|_| same_tool).unwrap_or(tool),
+        input,
+    )]
 }
 
 /// `tool_response` of a call that ran: its output as the model reads it.
@@ -230,24 +262,42 @@ mod tests {
 
     #[test]
     fn tool_calls_look_like_claude_codes() {
+        let w = std::path::Path::new("/w");
         let f = tool_fields(
             "edit_file",
             &json!({"file_path": "src/a.rs", "old_string": "a", "new_string": "b"}),
             "call_1",
-            std::path::Path::new("/w"),
+            w,
         );
-        assert_eq!(f["tool_name"], "Edit");
-        assert_eq!(f["tool_input"]["file_path"], "/w/src/a.rs");
-        assert_eq!(f["agentd_tool_name"], "edit_file");
-        let f = tool_fields(
-            "apply_patch",
-            &json!({"patch": "x"}),
-            "c",
-            std::path::Path::new("/w"),
+        assert_eq!(f[0]["tool_name"], "Edit");
+        assert_eq!(f[0]["tool_input"]["file_path"], "/w/src/a.rs");
+        assert_eq!(f[0]["agentd_tool_name"], "edit_file");
+        assert_eq!(f.len(), 1);
+        // A guard of `.env` reading `file_path` sees each file a patch changes.
+        let patch = "*** Begin Patch\n*** Add File: a.txt\n+x\n*** Update File: b.txt\n*** Move to: .env\n@@\n-y\n+z\n*** End Patch";
+        let f = tool_fields("apply_patch", &json!({"patch": patch}), "c", w);
+        let files: Vec<_> = f
+            .iter()
+            .map(|f| f["tool_input"]["file_path"].clone())
+            .collect();
+        assert_eq!(files, ["/w/a.txt", "/w/b.txt", "/w/.env"]);
+        assert!(
+            f.iter()
+                .all(|f| f["tool_name"] == "Edit" && f["tool_input"]["patch"] == patch)
         );
-        assert_eq!(f["tool_name"], "apply_patch");
+        assert_eq!(f[0]["agentd_tool_name"], "apply_patch");
+        let f = tool_fields("apply_patch", &json!({"patch": "x"}), "c", w);
+        assert_eq!(f[0]["tool_name"], "apply_patch");
+        let f = tool_fields("read_many_files", &json!({"paths": ["a", ".env"]}), "c", w);
         assert_eq!(
-            tool_fields("shell", &json!({}), "c", std::path::Path::new("/"))["tool_name"],
+            (
+                f[1]["tool_name"].clone(),
+                f[1]["tool_input"]["file_path"].clone()
+            ),
+            (json!("Read"), json!("/w/.env"))
+        );
+        assert_eq!(
+            tool_fields("shell", &json!({}), "c", std::path::Path::new("/"))[0]["tool_name"],
             "Bash"
         );
     }

@@ -28,6 +28,8 @@ pub(crate) struct HookTable {
     matcher: Option<String>,
     command: String,
     timeout_secs: Option<u64>,
+    /// `false`: run outside the session's sandbox (the config file's hooks only).
+    sandbox: Option<bool>,
 }
 
 /// The `hooks` table of a file: tables by event name.
@@ -50,6 +52,10 @@ pub struct Hook {
     pub(crate) command: String,
     matcher: Option<Vec<GlobMatcher>>,
     pub(crate) timeout: Duration,
+    /// Whether it runs in the session's sandbox (the default: a hook that runs a tool of the
+    /// workspace, a formatter reading its config, would otherwise run what the model wrote
+    /// with the user's full rights).
+    pub(crate) sandboxed: bool,
 }
 
 impl Hook {
@@ -89,27 +95,54 @@ pub(crate) fn claude_alias(tool: &str) -> Option<&'static str> {
     })
 }
 
-/// Checks a `hooks` table; `origin` prefixes every label and error (`""` for the config file).
-pub(crate) fn check(table: &HooksTable, origin: &str) -> Result<Vec<Hook>, String> {
+/// Where a `hooks` table was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// The user's config file.
+    Config,
+    /// A trusted workspace's `.agents/hooks.toml`, which cannot take a hook out of the
+    /// sandbox: a model in a `workspace_write` session can write the scripts it names.
+    Workspace,
+}
+
+/// Checks a `hooks` table written in `origin`; its file's name prefixes every label and error
+/// of a workspace's.
+pub(crate) fn check(table: &HooksTable, origin: Origin) -> Result<Vec<Hook>, String> {
+    let origin_name = match origin {
+        Origin::Config => String::new(),
+        Origin::Workspace => format!("{PROJECT_HOOKS_FILE} "),
+    };
+    let origin_name = origin_name.as_str();
     let mut hooks = Vec::new();
     for (name, tables) in table {
         let event: HookEvent = name
             .parse()
-            .map_err(|e: agentd_proto::UnknownName| format!("{origin}hooks.{name}: {e}"))?;
+            .map_err(|e: agentd_proto::UnknownName| format!("{origin_name}hooks.{name}: {e}"))?;
         if tables.len() > MAX_HOOKS_PER_EVENT {
             return Err(format!(
-                "{origin}hooks.{name}: at most {MAX_HOOKS_PER_EVENT} hooks per event"
+                "{origin_name}hooks.{name}: at most {MAX_HOOKS_PER_EVENT} hooks per event"
             ));
         }
         for (i, t) in tables.iter().enumerate() {
-            let label = format!("{origin}hooks.{name}[{i}]");
-            hooks.push(check_one(event, label, t)?);
+            let label = format!("{origin_name}hooks.{name}[{i}]");
+            hooks.push(check_one(event, label, t, origin)?);
         }
     }
     Ok(hooks)
 }
 
-fn check_one(event: HookEvent, label: String, t: &HookTable) -> Result<Hook, String> {
+fn check_one(
+    event: HookEvent,
+    label: String,
+    t: &HookTable,
+    origin: Origin,
+) -> Result<Hook, String> {
+    if t.sandbox == Some(false) && origin == Origin::Workspace {
+        return Err(format!(
+            "{label}.sandbox: a workspace's hooks run in the session's sandbox; only your \
+             config file's may set sandbox = false"
+        ));
+    }
     if t.command.trim().is_empty() {
         return Err(format!("{label}.command must not be empty"));
     }
@@ -152,6 +185,7 @@ fn check_one(event: HookEvent, label: String, t: &HookTable) -> Result<Hook, Str
         command: t.command.clone(),
         matcher,
         timeout: Duration::from_secs(secs),
+        sandboxed: t.sandbox != Some(false),
     })
 }
 
@@ -261,11 +295,10 @@ pub(crate) fn project_hooks(
         }
         Some(_) => {}
     }
-    let origin = format!("{PROJECT_HOOKS_FILE} ");
     let parsed = std::str::from_utf8(&bytes)
         .map_err(|_| "it is not UTF-8".to_owned())
         .and_then(|text| crate::config::parse_toml::<ProjectFile>(text).map_err(|e| e.to_string()))
-        .and_then(|f| check(&f.hooks, &origin));
+        .and_then(|f| check(&f.hooks, Origin::Workspace));
     match parsed {
         Ok(hooks) => (hooks, Vec::new()),
         Err(why) => (
@@ -282,7 +315,7 @@ mod tests {
 
     fn hooks(text: &str) -> Result<Vec<Hook>, String> {
         let f: ProjectFile = crate::config::parse_toml(text).map_err(|e| e.to_string())?;
-        check(&f.hooks, "")
+        check(&f.hooks, Origin::Config)
     }
 
     #[test]
@@ -333,6 +366,19 @@ mod tests {
                 .starts_with("hooks.pre_tool_use[0].matcher: ")
         );
         assert!(e("[[hooks.stop]]\ncommand = \"x\"\ntimeout = 5\n").contains("unknown field"));
+    }
+
+    #[test]
+    fn only_the_users_config_takes_a_hook_out_of_the_sandbox() {
+        let text = "[[hooks.notification]]\ncommand = \"notify-send hi\"\nsandbox = false\n";
+        let f: ProjectFile = crate::config::parse_toml(text).unwrap();
+        assert!(!check(&f.hooks, Origin::Config).unwrap()[0].sandboxed);
+        assert_eq!(
+            check(&f.hooks, Origin::Workspace).unwrap_err(),
+            ".agents/hooks.toml hooks.notification[0].sandbox: a workspace's hooks run in the \
+             session's sandbox; only your config file's may set sandbox = false"
+        );
+        assert!(hooks("[[hooks.stop]]\ncommand = \"x\"\n").unwrap()[0].sandboxed);
     }
 
     #[test]

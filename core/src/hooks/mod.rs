@@ -12,14 +12,18 @@ mod config;
 
 pub(crate) use claude::{Common, cut, tool_fields, tool_response};
 pub use config::{Hook, Trusted};
-pub(crate) use config::{HooksTable, TrustTable, check, check_trusted, project_hooks};
+pub(crate) use config::{HooksTable, Origin, TrustTable, check, check_trusted, project_hooks};
 
-use crate::exec::{HookCommand, LocalOptions, run_hook};
-use agentd_proto::{EventBody, HookEvent, HookOutcome, ToolCallId};
+use crate::exec::{
+    ExecutionEnvironment, HookCommand, LocalExecutionEnvironment, LocalOptions, SandboxPolicy,
+    TRANSCRIPT_IN_SANDBOX,
+};
+use agentd_proto::{EventBody, HookEvent, HookOutcome, SandboxMode, SessionConfig, ToolCallId};
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -29,14 +33,17 @@ pub(crate) struct Hooks {
     hooks: Vec<Hook>,
     /// What to tell the user once (a workspace's hooks file that is not run, and why).
     warnings: Vec<String>,
-    options: LocalOptions,
-    /// Where hooks run: the session's directory when it is on this machine.
-    cwd: PathBuf,
+    /// Runs them: in the session's directory when it is on this machine, else the home.
+    runner: LocalExecutionEnvironment,
+    /// The session's environment when it is this machine's, whose sandbox hooks share.
+    session_env: Option<Arc<dyn ExecutionEnvironment>>,
+    /// The sandbox of the hooks that have one, as the session's config now says.
+    policy: Mutex<Result<Option<SandboxPolicy>, String>>,
     /// The session's directory (`cwd` on stdin, `CLAUDE_PROJECT_DIR`).
     project_dir: String,
     session_id: String,
     /// The session's journal.
-    transcript: String,
+    transcript: Option<PathBuf>,
     /// Whether the session is a subagent (its `stop` is `subagent_stop`).
     subagent: bool,
     /// Whether the session was stored by an earlier run (`session_start`'s `source`).
@@ -69,6 +76,10 @@ pub(crate) struct HooksSpec {
     pub(crate) warnings: Vec<String>,
     pub(crate) options: LocalOptions,
     pub(crate) cwd: PathBuf,
+    /// The session's environment, when it runs on this machine.
+    pub(crate) session_env: Option<Arc<dyn ExecutionEnvironment>>,
+    /// The session's config as it starts.
+    pub(crate) config: SessionConfig,
     pub(crate) project_dir: PathBuf,
     pub(crate) session_id: String,
     pub(crate) transcript: Option<PathBuf>,
@@ -78,22 +89,39 @@ pub(crate) struct HooksSpec {
 
 impl Hooks {
     pub(crate) fn new(spec: HooksSpec) -> Self {
-        Self {
+        let hooks = Self {
             hooks: spec.hooks,
             warnings: spec.warnings,
-            options: spec.options,
-            cwd: spec.cwd,
+            runner: LocalExecutionEnvironment::with_options(spec.cwd, spec.options),
+            session_env: spec.session_env,
+            policy: Mutex::new(Ok(None)),
             project_dir: spec.project_dir.display().to_string(),
             session_id: spec.session_id,
-            transcript: spec
-                .transcript
-                .map(|p| p.display().to_string())
-                .unwrap_or_default(),
+            transcript: spec.transcript,
             subagent: spec.subagent,
             resumed: spec.resumed,
             started: AtomicBool::new(false),
             runs: AtomicU64::new(0),
-        }
+        };
+        hooks.reconfigure(&spec.config);
+        hooks
+    }
+
+    /// Takes the session's new config: its sandbox is the hooks' too. Hooks of a session on
+    /// this machine get the session's policy; those of a session whose tools run elsewhere
+    /// run in the home, read-only (the model's files are not there to format).
+    pub(crate) fn reconfigure(&self, config: &SessionConfig) {
+        let policy = match &self.session_env {
+            Some(env) => SandboxPolicy::new(config, env.as_ref()),
+            None => {
+                let mut config = config.clone();
+                if config.sandbox != SandboxMode::Off {
+                    config.sandbox = SandboxMode::ReadOnly;
+                }
+                SandboxPolicy::new(&config, &self.runner)
+            }
+        };
+        *self.policy.lock().unwrap_or_else(|e| e.into_inner()) = policy.map_err(|e| e.to_string());
     }
 
     /// Whether the session is a subagent.
@@ -140,18 +168,42 @@ impl Hooks {
         if chosen.is_empty() {
             return Verdict::default();
         }
-        let common = Common {
-            session_id: &self.session_id,
-            transcript_path: &self.transcript,
-            cwd: &self.project_dir,
+        // A sandboxed hook cannot see agentd's state: it reads the journal from a descriptor.
+        let stdin_with = |transcript_path: &str| {
+            let common = Common {
+                session_id: &self.session_id,
+                transcript_path,
+                cwd: &self.project_dir,
+            };
+            claude::stdin(&common, event, fields.clone())
         };
-        let stdin = claude::stdin(&common, event, fields);
+        let journal = self
+            .transcript
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let plain = chosen
+            .iter()
+            .any(|h| !h.sandboxed)
+            .then(|| stdin_with(&journal));
+        let boxed = chosen.iter().any(|h| h.sandboxed).then(|| {
+            stdin_with(if self.transcript.is_some() {
+                TRANSCRIPT_IN_SANDBOX
+            } else {
+                ""
+            })
+        });
         let call_id = call.map(|(_, id)| id);
-        let answers = futures::future::join_all(
-            chosen
-                .into_iter()
-                .map(|h| self.run_one(h, &stdin, call_id, emit, cancel)),
-        )
+        let answers = futures::future::join_all(chosen.into_iter().map(|h| {
+            let stdin = if h.sandboxed { &boxed } else { &plain };
+            self.run_one(
+                h,
+                stdin.as_deref().unwrap_or_default(),
+                call_id,
+                emit,
+                cancel,
+            )
+        }))
         .await;
         let mut verdict = Verdict::default();
         for a in answers {
@@ -188,14 +240,31 @@ impl Hooks {
             ("AGENTD_SESSION_ID", self.session_id.as_str()),
             ("AGENTD_HOOK_EVENT", hook.event.as_str()),
         ];
-        let command = HookCommand {
-            command: &hook.command,
-            cwd: &self.cwd,
-            env: &env,
-            stdin,
-            timeout: hook.timeout,
+        let policy = if hook.sandboxed {
+            self.policy
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+        } else {
+            Ok(None)
         };
-        let (answer, exit_code) = match run_hook(&self.options, &command, cancel).await {
+        let ran = match &policy {
+            Ok(sandbox) => {
+                let command = HookCommand {
+                    command: &hook.command,
+                    env: &env,
+                    stdin,
+                    timeout: hook.timeout,
+                    sandbox: sandbox.as_ref(),
+                    transcript: self.transcript.as_deref(),
+                };
+                self.runner.run_hook(&command, cancel).await
+            }
+            Err(e) => Err(crate::exec::Error::NotAllowed(format!(
+                "its sandbox could not be made ({e})"
+            ))),
+        };
+        let (answer, exit_code) = match ran {
             Err(e) => (
                 claude::Answer {
                     outcome: Some(HookOutcome::Failed),

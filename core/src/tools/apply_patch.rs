@@ -47,6 +47,19 @@ enum Op {
     },
 }
 
+/// The files a v4a patch would change (a moved file's both names); none when it does not
+/// parse, as the tool then changes nothing.
+pub(crate) fn touched_paths(patch: &str) -> Vec<String> {
+    parse(patch)
+        .unwrap_or_default()
+        .into_iter()
+        .flat_map(|op| match op {
+            Op::Add { path, .. } | Op::Delete { path } => vec![path],
+            Op::Update { path, move_to, .. } => std::iter::once(path).chain(move_to).collect(),
+        })
+        .collect()
+}
+
 /// Parses a v4a patch.
 fn parse(patch: &str) -> Result<Vec<Op>, String> {
     let lines: Vec<&str> = patch.lines().map(|l| l.trim_end_matches('\r')).collect();

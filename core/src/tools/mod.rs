@@ -23,7 +23,7 @@ mod tests;
 mod truncate;
 mod write_file;
 
-pub(crate) use apply_patch::ApplyPatch;
+pub(crate) use apply_patch::{ApplyPatch, touched_paths};
 pub(crate) use ask_user::AskUser;
 pub(crate) use client_tools::session_tools;
 pub(crate) use edit_file::EditFile;

@@ -15,6 +15,11 @@ use std::path::Path;
 
 /// A session on a daemon whose config file is `config`, in a fresh directory.
 async fn with_config(config: &str, create: Value) -> Setup {
+    with_config_in(config, create, tempfile::tempdir().expect("tempdir")).await
+}
+
+/// [`with_config`] with the session in `workdir`.
+async fn with_config_in(config: &str, create: Value, workdir: tempfile::TempDir) -> Setup {
     let mock = MockProvider::start().await.expect("mock starts");
     let daemon = TestDaemon::builder()
         .env("ANTHROPIC_BASE_URL", &mock.url)
@@ -23,7 +28,7 @@ async fn with_config(config: &str, create: Value) -> Setup {
         .start()
         .await
         .expect("daemon starts");
-    setup_on(mock, daemon, tempfile::tempdir().expect("tempdir"), create).await
+    setup_on(mock, daemon, workdir, create).await
 }
 
 /// Writes an executable script.
@@ -60,12 +65,13 @@ fn outcomes(events: &[Value]) -> Vec<String> {
 }
 
 /// Claude Code's documented Bash validator, in its own words: the JSON on stdin, exit 2 with
-/// the reason on stderr. It also keeps what it was given.
+/// the reason on stderr. It also keeps what it was given, and the first line of the
+/// transcript it was pointed at.
 const CLAUDE_BASH_VALIDATOR: &str = r#"#!/usr/bin/env python3
 import json, sys, os
 input_data = json.load(sys.stdin)
-with open(os.environ["SEEN"], "a") as f:
-    f.write(json.dumps(input_data) + "\n")
+with open(os.environ["SEEN"], "a") as f, open(input_data["transcript_path"]) as t:
+    f.write(json.dumps(dict(input_data, transcript_head=t.readline())) + "\n")
 tool_name = input_data.get("tool_name", "")
 if tool_name != "Bash":
     sys.exit(0)
@@ -79,7 +85,9 @@ sys.exit(0)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claude_code_pre_tool_use_hook_blocks_rm_and_the_model_reads_why() {
     let bin = tempfile::tempdir().unwrap();
-    let seen = bin.path().join("seen.jsonl");
+    // The hook runs in the session's sandbox: it may write the workspace.
+    let workdir = tempfile::tempdir().unwrap();
+    let seen = workdir.path().join("seen.jsonl");
     let validator = script(
         bin.path(),
         "validator.py",
@@ -89,7 +97,7 @@ async fn a_claude_code_pre_tool_use_hook_blocks_rm_and_the_model_reads_why() {
         ),
     );
     let config = format!("[[hooks.pre_tool_use]]\nmatcher = \"Bash\"\ncommand = {validator:?}\n");
-    let mut s = with_config(&config, json!({})).await;
+    let mut s = with_config_in(&config, json!({}), workdir).await;
     std::fs::write(s.workdir.path().join("keep.txt"), "x").unwrap();
     s.mock.push_stream(sse::tools(
         "",
@@ -143,8 +151,10 @@ async fn a_claude_code_pre_tool_use_hook_blocks_rm_and_the_model_reads_why() {
     assert_eq!(first["tool_input"]["command"], "rm -f keep.txt");
     assert_eq!(first["tool_use_id"], "c1");
     assert_eq!(first["cwd"], s.workdir.path().display().to_string());
-    let transcript = first["transcript_path"].as_str().unwrap();
-    assert!(Path::new(transcript).is_file(), "{transcript}");
+    // The journal, which the sandbox hides, is read through a descriptor agentd gives.
+    assert_eq!(first["transcript_path"], "/proc/self/fd/3");
+    let head: Value = serde_json::from_str(first["transcript_head"].as_str().unwrap()).unwrap();
+    assert!(head["seq"].is_u64(), "the journal's first record: {head}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -347,7 +357,7 @@ async fn a_notification_hook_runs_when_an_approval_waits_for_a_person() {
     let bin = tempfile::tempdir().unwrap();
     let seen = bin.path().join("notified.json");
     let config = format!(
-        "[[hooks.notification]]\ncommand = \"cat > {}\"\n",
+        "[[hooks.notification]]\ncommand = \"cat > {}\"\nsandbox = false\n",
         seen.display()
     );
     let mut s = with_config(&config, json!({"config": {"approval": {"mode": "ask"}}})).await;
@@ -618,7 +628,7 @@ async fn a_pre_compact_hook_runs_before_the_summary_is_asked_for() {
     let bin = tempfile::tempdir().unwrap();
     let seen = bin.path().join("seen.jsonl");
     let hook = recorder(bin.path(), &seen);
-    let config = format!("[[hooks.pre_compact]]\ncommand = {hook:?}\n");
+    let config = format!("[[hooks.pre_compact]]\ncommand = {hook:?}\nsandbox = false\n");
     let mut s = with_config(&config, json!({"config": {"context_window_tokens": 1000}})).await;
     let summaries_asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let asked = summaries_asked.clone();
@@ -667,7 +677,7 @@ async fn a_subagent_stop_hook_keeps_the_child_working_and_stop_is_the_parents() 
     let seen = bin.path().join("seen.jsonl");
     let hook = recorder(bin.path(), &seen);
     let config = format!(
-        "[[hooks.subagent_stop]]\ncommand = {hook:?}\n\n[[hooks.stop]]\ncommand = {hook:?}\n"
+        "[[hooks.subagent_stop]]\ncommand = {hook:?}\nsandbox = false\n\n[[hooks.stop]]\ncommand = {hook:?}\nsandbox = false\n"
     );
     let mut s = with_config(&config, json!({})).await;
     s.mock.respond_with(|body| {
@@ -802,4 +812,92 @@ fn a_bad_hook_table_stops_the_daemon_naming_its_key() {
         err.contains("hooks.pre_tool_use[0].timeout_secs must be 1 to 3600, got 0"),
         "{err}"
     );
+}
+
+/// A hook of the user's config that runs a script of the workspace (Claude Code's
+/// `$CLAUDE_PROJECT_DIR/.claude/hooks/NAME.sh` layout) runs it in the session's sandbox: a
+/// model that rewrote the script writes the workspace through it, and nothing outside. Taken
+/// out of the sandbox by the user's config (`sandbox = false`), the same hook does write
+/// outside, which shows the plant works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_running_a_script_the_model_rewrote_stays_in_the_sandbox() {
+    let outside = tempfile::tempdir().unwrap();
+    let planted = format!(
+        "#!/bin/sh\ntouch \"$CLAUDE_PROJECT_DIR/hook-ran\"\ntouch {}/escaped\n",
+        outside.path().display()
+    );
+    for sandboxed in [true, false] {
+        let config = format!(
+            "[[hooks.post_tool_use]]\nmatcher = \"Write\"\ncommand = 'sh \"$CLAUDE_PROJECT_DIR/fmt.sh\"'\n{}",
+            if sandboxed { "" } else { "sandbox = false\n" }
+        );
+        let mut s = with_config(&config, json!({})).await;
+        std::fs::write(s.workdir.path().join("fmt.sh"), "#!/bin/sh\ntrue\n").unwrap();
+        s.mock.push_stream(sse::tools(
+            "",
+            &[(
+                "c1",
+                "write_file",
+                json!({"file_path": "fmt.sh", "content": planted}),
+            )],
+        ));
+        s.mock.push_stream(sse::text("done"));
+        s.run("format").await;
+        assert!(
+            s.workdir.path().join("hook-ran").exists(),
+            "the planted script ran (sandboxed: {sandboxed})"
+        );
+        assert_eq!(
+            outside.path().join("escaped").exists(),
+            !sandboxed,
+            "sandboxed: {sandboxed}"
+        );
+    }
+}
+
+/// Claude Code's documented guard of `.env` (`matcher = "Edit|Write"`, reading
+/// `tool_input.file_path`) holds against agentd's tools that take several files: a patch
+/// that writes `.env` beside another file is blocked, and so is reading it among others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claude_code_file_guard_sees_each_file_of_a_patch_or_a_many_files_read() {
+    let bin = tempfile::tempdir().unwrap();
+    let guard = script(
+        bin.path(),
+        "guard.py",
+        r#"#!/usr/bin/env python3
+import json, sys
+path = json.load(sys.stdin).get("tool_input", {}).get("file_path", "")
+if path.endswith(".env"):
+    print("do not touch .env files", file=sys.stderr)
+    sys.exit(2)
+"#,
+    );
+    let config =
+        format!("[[hooks.pre_tool_use]]\nmatcher = \"Edit|Write|Read\"\ncommand = {guard:?}\n");
+    let patch = "*** Begin Patch\n*** Add File: fine.txt\n+ok\n*** Add File: .env\n+KEY=stolen\n*** End Patch";
+    let calls = [
+        ("openai", "apply_patch", json!({"patch": patch})),
+        (
+            "gemini",
+            "read_many_files",
+            json!({"paths": ["notes.txt", ".env"]}),
+        ),
+    ];
+    for (profile, tool, arguments) in calls {
+        let mut s = with_config(&config, json!({"profile": profile})).await;
+        std::fs::write(s.workdir.path().join("notes.txt"), "notes\n").unwrap();
+        s.mock
+            .push_stream(sse::tools("", &[("c1", tool, arguments)]));
+        s.mock.push_stream(sse::text("ok"));
+        s.run("set it up").await;
+        let results = results_sent(&s);
+        assert!(
+            results[0].contains("Blocked by the user's pre_tool_use hook")
+                && results[0].contains("do not touch .env files"),
+            "{tool}: {results:?}"
+        );
+        assert!(
+            !s.workdir.path().join(".env").exists() && !s.workdir.path().join("fine.txt").exists()
+        );
+    }
 }

@@ -229,7 +229,7 @@ pub(super) fn detach() -> Result<(), Errno> {
 /// could be built) joined in `cwd`, then the Landlock ruleset, built here and applied in the
 /// child before `exec`.
 #[cfg(target_os = "linux")]
-fn sandbox(
+pub(super) fn sandbox(
     command: &mut Command,
     policy: &SandboxPolicy,
     namespaces: Option<Arc<Namespaces>>,
@@ -259,7 +259,7 @@ fn sandbox(
 
 /// Without Landlock nothing can enforce a policy, so a sandboxed command is refused.
 #[cfg(not(target_os = "linux"))]
-fn sandbox(
+pub(super) fn sandbox(
     _command: &mut Command,
     _policy: &SandboxPolicy,
     _namespaces: Option<Arc<Namespaces>>,

@@ -7,7 +7,7 @@ mod hook;
 mod server;
 mod stop;
 
-pub(crate) use hook::{HookCommand, run_hook};
+pub(crate) use hook::{HookCommand, TRANSCRIPT_IN_SANDBOX};
 pub(crate) use server::{ServerCommand, ServerGroup, start_server};
 
 pub(crate) use stop::describe_escaped;

@@ -210,11 +210,13 @@ impl Registry {
     /// The hooks of a new session: the config file's, and those of its workspace when the
     /// user trusted it as it is (a workspace over ssh has none that run here). `None` when
     /// there are none and nothing to say about a workspace's.
+    #[allow(clippy::too_many_arguments)] // what a session is made from, each part used once
     fn hooks(
         &self,
         current: &Current,
         id: &SessionId,
         template: &Template,
+        env: &Arc<dyn ExecutionEnvironment>,
         files: &Option<SessionFiles>,
         subagent: bool,
         resumed: bool,
@@ -239,6 +241,8 @@ impl Registry {
                 directories::BaseDirs::new()
                     .map_or_else(|| PathBuf::from("/"), |d| d.home_dir().to_owned())
             },
+            session_env: local.then(|| env.clone()),
+            config: template.config.clone(),
             project_dir: template.cwd.clone(),
             session_id: id.0.clone(),
             transcript: files.as_ref().map(SessionFiles::log),
@@ -340,7 +344,15 @@ impl Registry {
             Some((_, env)) => env,
             None => self.environment(&current.config, &template, &id)?,
         };
-        let hooks = self.hooks(current, &id, &template, &files, parent.is_some(), resumed);
+        let hooks = self.hooks(
+            current,
+            &id,
+            &template,
+            &env,
+            &files,
+            parent.is_some(),
+            resumed,
+        );
         // An ssh environment's directory is the session's (a subagent's may be deeper).
         let environment = match template.environment {
             Environment::Local => Environment::Local,

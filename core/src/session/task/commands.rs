@@ -53,6 +53,9 @@ impl Task {
                     let read_only = config.sandbox == agentd_proto::SandboxMode::ReadOnly;
                     mcp.reconfigure(config.mcp_servers.clone(), read_only);
                 }
+                if let (Ok(config), Some(hooks)) = (&result, &self.hooks) {
+                    hooks.reconfigure(config);
+                }
                 if let (Ok(_), Some((name, client))) = (&result, provider) {
                     self.providers.insert(&name, client);
                 }
