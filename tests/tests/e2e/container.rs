@@ -88,7 +88,8 @@ async fn ten_shell_rounds_and_the_file_tools_run_in_the_container(engine: &Engin
     s.mock.push_stream(sse::shell(
         "env",
         "pwd; { test -e /.dockerenv || test -e /run/.containerenv; } && echo in-a-container; \
-         echo \"pid1=$(cat /proc/1/comm)\"; command -v bash || echo no-bash; \
+         echo \"pid1=$(cat /proc/1/comm)\"; grep NoNewPrivs /proc/self/status; \
+         command -v bash || echo no-bash; \
          echo \"secret=${AGENTD_TEST_SECRET_TOKEN:-absent} key=${ANTHROPIC_API_KEY:-absent}\"; \
          echo made-in-the-container > shell.txt; exit 3",
     ));
@@ -131,6 +132,10 @@ async fn ten_shell_rounds_and_the_file_tools_run_in_the_container(engine: &Engin
     assert!(
         env.contains("in-a-container") && env.contains("no-bash"),
         "{env}"
+    );
+    assert!(
+        env.contains("NoNewPrivs:\t1"),
+        "commands cannot gain privileges: {env}"
     );
     // dockerd's docker-init, Podman's catatonit (as podman-init): orphans are reaped.
     assert!(

@@ -135,7 +135,7 @@ pub(crate) fn print(figures: Option<&Figures>) {
     } else {
         let podman = ms(&f.per_round[3]);
         println!(
-            "  Podman's API service (local socket): container median {podman:.2} ms per round (+{:.2} ms over local), session/create median {:.1} ms",
+            "  Podman's API service (local socket): container median {podman:.2} ms per round ({:+.2} ms over local), session/create median {:.1} ms",
             podman - local,
             ms(&f.create[3])
         );
