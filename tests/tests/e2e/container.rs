@@ -453,6 +453,80 @@ async fn a_missing_image_and_a_stopped_engine_are_clear_errors(engine: &Engine) 
     assert_eq!(memory.trim(), (128u64 << 20).to_string());
 }
 
+/// The engine's API version is asked once per engine (`/version`: about 350 ms on Podman, which
+/// runs its OCI runtime and conmon to answer); later sessions there only ping it. The requests
+/// are counted on a socket in front of the engine's.
+async fn the_api_version_is_asked_once_per_engine(engine: &Engine) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("engine.sock");
+    let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+    let behind = engine.host.trim_start_matches("unix://").to_owned();
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counted = asked.clone();
+    let proxy = tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let (behind, counted) = (behind.clone(), counted.clone());
+            tokio::spawn(async move {
+                let Ok(engine) = tokio::net::UnixStream::connect(&behind).await else {
+                    return;
+                };
+                let (mut from_client, mut to_client) = client.into_split();
+                let (mut from_engine, mut to_engine) = engine.into_split();
+                let back =
+                    tokio::spawn(
+                        async move { tokio::io::copy(&mut from_engine, &mut to_client).await },
+                    );
+                const ASK: &[u8] = b"/version HTTP/";
+                let (mut seen, mut chunk) = (Vec::new(), vec![0; 64 * 1024]);
+                while let Ok(n @ 1..) = from_client.read(&mut chunk).await {
+                    seen.extend_from_slice(&chunk[..n]);
+                    let asks = seen.windows(ASK.len()).filter(|w| *w == ASK).count();
+                    counted.fetch_add(asks, Ordering::SeqCst);
+                    seen.drain(..seen.len().saturating_sub(ASK.len() - 1));
+                    if to_engine.write_all(&chunk[..n]).await.is_err() {
+                        break;
+                    }
+                }
+                let _ = to_engine.shutdown().await;
+                let _ = back.await;
+            });
+        }
+    });
+    let mock = MockProvider::start().await.unwrap();
+    let daemon = daemon(engine, &mock, "").await;
+    let mut client = daemon.client().await.unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    let address = format!("unix://{}", socket.display());
+    for _ in 0..3 {
+        let created = client
+            .call(
+                "session/create",
+                json!({"cwd": workdir.path().display().to_string(),
+                    "environment": {"kind": "container", "image": IMAGE, "engine": address}}),
+            )
+            .await
+            .expect("a container session through the counting socket");
+        let session = created["session_id"].as_str().unwrap().to_owned();
+        client
+            .call("session/close", json!({"session_id": session}))
+            .await
+            .unwrap();
+        assert_eq!(
+            engine.session_containers(&session).unwrap(),
+            Vec::<String>::new()
+        );
+    }
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        1,
+        "three sessions on one engine, one version negotiation"
+    );
+    proxy.abort();
+}
+
 /// Scripts ten shell rounds, each writing its number to stdout and to stderr.
 pub(crate) fn push_ten_rounds(s: &mut Setup) {
     for n in 0..10 {
@@ -506,4 +580,5 @@ on_each_engine!(
     the_pids_limit_holds,
     the_container_goes_with_close_shutdown_and_a_restart_after_kill_9,
     a_missing_image_and_a_stopped_engine_are_clear_errors,
+    the_api_version_is_asked_once_per_engine,
 );
