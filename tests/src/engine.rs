@@ -1,7 +1,10 @@
-//! The container engine the container tests and benchmark use: the one at
+//! The container engines the container tests and benchmark use: dockerd at
 //! `AGENTD_TEST_DOCKER_HOST`, else `DOCKER_HOST`, else `unix:///var/run/docker.sock` (`.ci/run`
-//! starts Debian's dockerd there), with the test image imported from a busybox rootfs when the
-//! engine does not have it yet (no image registry is reachable). The `docker` CLI drives it.
+//! starts Debian's dockerd there), and Podman's Docker API service at
+//! `AGENTD_TEST_PODMAN_HOST`, else `target/podman/podman.sock` (`.ci/run` starts `podman system
+//! service` there), each with the test image imported from a busybox rootfs when the engine
+//! does not have it yet (no image registry is reachable). The `docker` CLI drives both: Podman
+//! serves the same API.
 
 use anyhow::{Context, Result, bail};
 use std::path::Path;
@@ -21,19 +24,53 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// The engine, or `None` when none answers (the caller skips; under CI=true the
+    /// dockerd, or `None` when it does not answer (the caller skips; under CI=true the
     /// [`prerequisite`](crate::prerequisite) fails instead).
     pub fn get() -> Option<&'static Engine> {
-        static ENGINE: OnceLock<Option<Engine>> = OnceLock::new();
-        let found = ENGINE.get_or_init(|| match Self::find() {
+        static DOCKERD: OnceLock<Option<Engine>> = OnceLock::new();
+        let host = || {
+            std::env::var("AGENTD_TEST_DOCKER_HOST")
+                .or_else(|_| std::env::var("DOCKER_HOST"))
+                .unwrap_or_else(|_| "unix:///var/run/docker.sock".to_owned())
+        };
+        Self::found(
+            &DOCKERD,
+            host,
+            "a container engine (dockerd on DOCKER_HOST or /var/run/docker.sock) with \
+             busybox-static for the test image",
+        )
+    }
+
+    /// Podman's API service, or `None` as for [`get`](Self::get).
+    pub fn podman() -> Option<&'static Engine> {
+        static PODMAN: OnceLock<Option<Engine>> = OnceLock::new();
+        let host = || {
+            std::env::var("AGENTD_TEST_PODMAN_HOST").unwrap_or_else(|_| {
+                let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
+                let target = std::fs::canonicalize(&target).unwrap_or(target);
+                format!("unix://{}/podman/podman.sock", target.display())
+            })
+        };
+        Self::found(
+            &PODMAN,
+            host,
+            "Podman (`podman system service` on AGENTD_TEST_PODMAN_HOST or \
+             target/podman/podman.sock, started by .ci/run) with busybox-static for the test image",
+        )
+    }
+
+    fn found(
+        cell: &'static OnceLock<Option<Engine>>,
+        host: impl FnOnce() -> String,
+        what: &str,
+    ) -> Option<&'static Engine> {
+        let found = cell.get_or_init(|| match Self::find(host()) {
             Ok(engine) => Some(engine),
             Err(e) => {
                 eprintln!("no container engine: {e:#}");
                 None
             }
         });
-        let what = "a container engine (dockerd on DOCKER_HOST or /var/run/docker.sock) with \
-                    busybox-static for the test image";
         if crate::prerequisite(what, found.is_some()) {
             found.as_ref()
         } else {
@@ -41,10 +78,7 @@ impl Engine {
         }
     }
 
-    fn find() -> Result<Self> {
-        let host = std::env::var("AGENTD_TEST_DOCKER_HOST")
-            .or_else(|_| std::env::var("DOCKER_HOST"))
-            .unwrap_or_else(|_| "unix:///var/run/docker.sock".to_owned());
+    fn find(host: String) -> Result<Self> {
         let engine = Self { host };
         engine.docker(&["version", "--format", "{{.Server.APIVersion}}"])?;
         if engine.docker(&["image", "inspect", IMAGE]).is_err() {

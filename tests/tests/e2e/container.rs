@@ -1,7 +1,8 @@
-//! Sessions whose commands run in a container of their own, on the real engine
-//! (`agentd_tests::engine`: dockerd started by `.ci/run`) with a busybox image: the daemon,
-//! the mock provider, the engine and the tools are real. The container's processes are this
-//! kernel's, so the test finds them in `/proc` as it does local ones.
+//! Sessions whose commands run in a container of their own, on the real engines
+//! (`agentd_tests::engine`: dockerd and Podman's API service, both started by `.ci/run`) with
+//! a busybox image: the daemon, the mock provider, the engine and the tools are real. Each
+//! test runs on both (`docker::NAME`, `podman::NAME`: [`on_each_engine`]). The container's
+//! processes are this kernel's, so the test finds them in `/proc` as it does local ones.
 
 use crate::Setup;
 use agentd_tests::engine::{Engine, IMAGE};
@@ -73,9 +74,7 @@ fn marker() -> String {
     format!("0.{:07}{n:03}3", std::process::id())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ten_shell_rounds_and_the_file_tools_run_in_the_container() {
-    let Some(engine) = Engine::get() else { return };
+async fn ten_shell_rounds_and_the_file_tools_run_in_the_container(engine: &Engine) {
     let mut s = container_setup(engine, json!({})).await;
     let dir = s.workdir.path().to_owned();
     let containers = engine.session_containers(&s.session).unwrap();
@@ -88,7 +87,9 @@ async fn ten_shell_rounds_and_the_file_tools_run_in_the_container() {
     push_ten_rounds(&mut s);
     s.mock.push_stream(sse::shell(
         "env",
-        "pwd; test -e /.dockerenv && echo in-a-container; command -v bash || echo no-bash; \
+        "pwd; { test -e /.dockerenv || test -e /run/.containerenv; } && echo in-a-container; \
+         echo \"pid1=$(cat /proc/1/comm)\"; grep NoNewPrivs /proc/self/status; \
+         command -v bash || echo no-bash; \
          echo \"secret=${AGENTD_TEST_SECRET_TOKEN:-absent} key=${ANTHROPIC_API_KEY:-absent}\"; \
          echo made-in-the-container > shell.txt; exit 3",
     ));
@@ -133,6 +134,16 @@ async fn ten_shell_rounds_and_the_file_tools_run_in_the_container() {
         "{env}"
     );
     assert!(
+        env.contains("NoNewPrivs:\t1"),
+        "commands cannot gain privileges: {env}"
+    );
+    // dockerd's docker-init, Podman's catatonit (as podman-init): orphans are reaped.
+    assert!(
+        env.lines()
+            .any(|l| l.starts_with("pid1=") && l.ends_with("-init")),
+        "the engine's init is PID 1: {env}"
+    );
+    assert!(
         env.contains("secret=absent key=absent"),
         "nothing of the daemon's environment reaches the container: {env}"
     );
@@ -167,18 +178,14 @@ async fn ten_shell_rounds_and_the_file_tools_run_in_the_container() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn output_streams_as_it_comes_and_the_exit_status_follows() {
-    let Some(engine) = Engine::get() else { return };
+async fn output_streams_as_it_comes_and_the_exit_status_follows(engine: &Engine) {
     let mut s = container_setup(engine, json!({})).await;
     crate::output_streams_then_the_exit_status_follows(&mut s).await;
 }
 
 /// A symlink the container's shell makes to a host file does not let the file tools read or
 /// write the host's file: they resolve it on this side and stay beneath the workspace.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_symlink_out_of_the_workspace_reaches_no_host_file() {
-    let Some(engine) = Engine::get() else { return };
+async fn a_symlink_out_of_the_workspace_reaches_no_host_file(engine: &Engine) {
     let mut s = container_setup(engine, json!({})).await;
     let secret = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(secret.path(), "host secret\n").unwrap();
@@ -206,9 +213,7 @@ async fn a_symlink_out_of_the_workspace_reaches_no_host_file() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_abort_ends_the_process_tree_and_a_timeout_stops_a_command() {
-    let Some(engine) = Engine::get() else { return };
+async fn an_abort_ends_the_process_tree_and_a_timeout_stops_a_command(engine: &Engine) {
     let mut s = container_setup(engine, json!({})).await;
     let m = marker();
     let command = format!(
@@ -245,9 +250,7 @@ async fn an_abort_ends_the_process_tree_and_a_timeout_stops_a_command() {
     assert_eq!(live_with(&t), Vec::<i32>::new());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn network_is_off_and_memory_is_capped() {
-    let Some(engine) = Engine::get() else { return };
+async fn network_is_off_and_memory_is_capped(engine: &Engine) {
     let mut s = container_setup(engine, json!({"memory_mb": 64})).await;
     s.mock.push_stream(sse::shell(
         "n",
@@ -295,9 +298,7 @@ async fn network_is_off_and_memory_is_capped() {
 
 /// A throwaway session: on this kernel a container that hit its pids limit may start nothing
 /// after, so no other test's container is used.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_pids_limit_holds() {
-    let Some(engine) = Engine::get() else { return };
+async fn the_pids_limit_holds(engine: &Engine) {
     let mut s = container_setup(engine, json!({"pids_limit": 24})).await;
     s.mock.push_stream(sse::tools(
         "",
@@ -317,9 +318,7 @@ async fn the_pids_limit_holds() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_container_goes_with_close_shutdown_and_a_restart_after_kill_9() {
-    let Some(engine) = Engine::get() else { return };
+async fn the_container_goes_with_close_shutdown_and_a_restart_after_kill_9(engine: &Engine) {
     let mut s = container_setup(engine, json!({})).await;
     let first = s.session.clone();
     assert_eq!(engine.session_containers(&first).unwrap().len(), 1);
@@ -398,9 +397,7 @@ async fn the_container_goes_with_close_shutdown_and_a_restart_after_kill_9() {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_missing_image_and_a_stopped_engine_are_clear_errors() {
-    let Some(engine) = Engine::get() else { return };
+async fn a_missing_image_and_a_stopped_engine_are_clear_errors(engine: &Engine) {
     let mock = MockProvider::start().await.expect("mock starts");
     let daemon = daemon(
         engine,
@@ -456,6 +453,80 @@ async fn a_missing_image_and_a_stopped_engine_are_clear_errors() {
     assert_eq!(memory.trim(), (128u64 << 20).to_string());
 }
 
+/// The engine's API version is asked once per engine (`/version`: about 350 ms on Podman, which
+/// runs its OCI runtime and conmon to answer); later sessions there only ping it. The requests
+/// are counted on a socket in front of the engine's.
+async fn the_api_version_is_asked_once_per_engine(engine: &Engine) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("engine.sock");
+    let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+    let behind = engine.host.trim_start_matches("unix://").to_owned();
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counted = asked.clone();
+    let proxy = tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let (behind, counted) = (behind.clone(), counted.clone());
+            tokio::spawn(async move {
+                let Ok(engine) = tokio::net::UnixStream::connect(&behind).await else {
+                    return;
+                };
+                let (mut from_client, mut to_client) = client.into_split();
+                let (mut from_engine, mut to_engine) = engine.into_split();
+                let back =
+                    tokio::spawn(
+                        async move { tokio::io::copy(&mut from_engine, &mut to_client).await },
+                    );
+                const ASK: &[u8] = b"/version HTTP/";
+                let (mut seen, mut chunk) = (Vec::new(), vec![0; 64 * 1024]);
+                while let Ok(n @ 1..) = from_client.read(&mut chunk).await {
+                    seen.extend_from_slice(&chunk[..n]);
+                    let asks = seen.windows(ASK.len()).filter(|w| *w == ASK).count();
+                    counted.fetch_add(asks, Ordering::SeqCst);
+                    seen.drain(..seen.len().saturating_sub(ASK.len() - 1));
+                    if to_engine.write_all(&chunk[..n]).await.is_err() {
+                        break;
+                    }
+                }
+                let _ = to_engine.shutdown().await;
+                let _ = back.await;
+            });
+        }
+    });
+    let mock = MockProvider::start().await.unwrap();
+    let daemon = daemon(engine, &mock, "").await;
+    let mut client = daemon.client().await.unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    let address = format!("unix://{}", socket.display());
+    for _ in 0..3 {
+        let created = client
+            .call(
+                "session/create",
+                json!({"cwd": workdir.path().display().to_string(),
+                    "environment": {"kind": "container", "image": IMAGE, "engine": address}}),
+            )
+            .await
+            .expect("a container session through the counting socket");
+        let session = created["session_id"].as_str().unwrap().to_owned();
+        client
+            .call("session/close", json!({"session_id": session}))
+            .await
+            .unwrap();
+        assert_eq!(
+            engine.session_containers(&session).unwrap(),
+            Vec::<String>::new()
+        );
+    }
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        1,
+        "three sessions on one engine, one version negotiation"
+    );
+    proxy.abort();
+}
+
 /// Scripts ten shell rounds, each writing its number to stdout and to stderr.
 pub(crate) fn push_ten_rounds(s: &mut Setup) {
     for n in 0..10 {
@@ -473,3 +544,41 @@ pub(crate) fn check_ten_rounds(outputs: &[String]) {
         assert!(output.contains(&format!("err-{n}")), "{output}");
     }
 }
+
+/// Runs each named test once per engine: `docker::NAME` on dockerd, `podman::NAME` on
+/// Podman's API service (`agentd_tests::engine`), so both pass the same bodies.
+macro_rules! on_each_engine {
+    ($($test:ident),* $(,)?) => {
+        mod docker {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    let Some(engine) = agentd_tests::engine::Engine::get() else { return };
+                    super::$test(engine).await;
+                }
+            )*
+        }
+        mod podman {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    let Some(engine) = agentd_tests::engine::Engine::podman() else { return };
+                    super::$test(engine).await;
+                }
+            )*
+        }
+    };
+}
+pub(crate) use on_each_engine;
+
+on_each_engine!(
+    ten_shell_rounds_and_the_file_tools_run_in_the_container,
+    output_streams_as_it_comes_and_the_exit_status_follows,
+    a_symlink_out_of_the_workspace_reaches_no_host_file,
+    an_abort_ends_the_process_tree_and_a_timeout_stops_a_command,
+    network_is_off_and_memory_is_capped,
+    the_pids_limit_holds,
+    the_container_goes_with_close_shutdown_and_a_restart_after_kill_9,
+    a_missing_image_and_a_stopped_engine_are_clear_errors,
+    the_api_version_is_asked_once_per_engine,
+);

@@ -3,7 +3,8 @@
 //! `DOCKER_TLS_VERIFY` and `DOCKER_CERT_PATH`, as a dockerd on another machine would be. The
 //! daemon takes the remote path: no control directory mounted, output on the exec's stream,
 //! file tools through the archive endpoints. Hostile engines (garbage, silence) and the record
-//! of containers the next start sweeps are here too.
+//! of containers the next start sweeps are here too. The tests with an engine behind the
+//! endpoint run on dockerd and on Podman (`crate::container::on_each_engine`).
 
 use crate::Setup;
 use agentd_tests::engine::{Engine, IMAGE};
@@ -57,9 +58,7 @@ async fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_tls_engine_runs_shell_rounds_file_tools_abort_and_timeout() {
-    let Some(engine) = Engine::get() else { return };
+async fn a_tls_engine_runs_shell_rounds_file_tools_abort_and_timeout(engine: &Engine) {
     let tls = TlsEngine::start(&engine.host).await.unwrap();
     let mut s = remote_setup(&tls).await;
     let dir = s.workdir.path().to_owned();
@@ -236,9 +235,7 @@ async fn a_garbage_or_silent_engine_is_a_clear_error() {
 /// engine (made by hand, without the daemon's labels, as a daemon killed between recording
 /// and labelling would leave) is removed at the next start, and a start with nothing recorded
 /// connects to no engine at all.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_record_drives_the_sweep_and_an_empty_one_connects_nowhere() {
-    let Some(engine) = Engine::get() else { return };
+async fn the_record_drives_the_sweep_and_an_empty_one_connects_nowhere(engine: &Engine) {
     let tls = TlsEngine::start(&engine.host).await.unwrap();
     // An engine address that counts the connections made to it.
     let counter = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -366,3 +363,8 @@ async fn an_engine_another_ca_certified_or_a_missing_key_is_refused() {
         "{err}"
     );
 }
+
+crate::container::on_each_engine!(
+    a_tls_engine_runs_shell_rounds_file_tools_abort_and_timeout,
+    the_record_drives_the_sweep_and_an_empty_one_connects_nowhere,
+);

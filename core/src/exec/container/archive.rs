@@ -59,20 +59,23 @@ impl Files<'_> {
         {
             Ok(stat) => {
                 let mode = stat.file_mode;
-                Ok(
-                    if mode & MODE_SYMLINK != 0 || !stat.link_target.is_empty() {
-                        Kind::Link
-                    } else if mode & MODE_DIR != 0 {
-                        Kind::Directory
-                    } else if mode & MODE_TYPE == 0 {
-                        Kind::Regular {
-                            size: u64::try_from(stat.size).unwrap_or(u64::MAX),
-                            mode: mode & 0o7777,
-                        }
-                    } else {
-                        Kind::Other
-                    },
-                )
+                // Docker names a link's target in `linkTarget`, and nothing for other files;
+                // Podman names the path it resolved for every file (a file's own path when
+                // no link was on the way), so only a target other than the path is a link.
+                let elsewhere =
+                    !stat.link_target.is_empty() && Path::new(&stat.link_target) != path;
+                Ok(if mode & MODE_SYMLINK != 0 || elsewhere {
+                    Kind::Link
+                } else if mode & MODE_DIR != 0 {
+                    Kind::Directory
+                } else if mode & MODE_TYPE == 0 {
+                    Kind::Regular {
+                        size: u64::try_from(stat.size).unwrap_or(u64::MAX),
+                        mode: mode & 0o7777,
+                    }
+                } else {
+                    Kind::Other
+                })
             }
             Err(e) if super::engine::status(&e) == Some(404) => Ok(Kind::Missing),
             Err(e) => Err(self.failed(path, &e)),

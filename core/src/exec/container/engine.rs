@@ -8,14 +8,15 @@
 //! local processes.
 
 use super::super::Error;
-use bollard::Docker;
 use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
 };
+use bollard::{ClientVersion, Docker};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// Which daemon made a container: its state directory.
@@ -140,7 +141,8 @@ impl Engine {
             ))
         };
         let timeout = REQUEST_TIMEOUT.as_secs();
-        let version = bollard::API_DEFAULT_VERSION;
+        let agreed = agreed_versions().get(address).copied();
+        let version = agreed.as_ref().unwrap_or(bollard::API_DEFAULT_VERSION);
         let host = address.host.as_str();
         let docker = if let Some(certs) = &address.certs {
             Ok(super::tls::connect(host, certs, timeout, version).map_err(|e| unreachable(&e))?)
@@ -162,10 +164,19 @@ impl Engine {
             ));
         }
         .map_err(|e| unreachable(&e))?;
-        let docker = tokio::time::timeout(CONNECT_TIMEOUT, docker.negotiate_version())
+        let answered = async {
+            match agreed {
+                Some(_) => docker.ping().await.map(|_| docker),
+                None => docker.negotiate_version().await,
+            }
+        };
+        let docker = tokio::time::timeout(CONNECT_TIMEOUT, answered)
             .await
             .map_err(|_| unreachable(&"no answer"))?
             .map_err(|e| unreachable(&e))?;
+        if agreed.is_none() {
+            agreed_versions().insert(address.clone(), docker.client_version());
+        }
         Ok(Self {
             docker,
             address: address.clone(),
@@ -328,6 +339,19 @@ impl Engine {
             self.address
         ))
     }
+}
+
+/// The API version agreed with each engine, by address: Podman answers `/version` in about
+/// a third of a second (it runs its OCI runtime and conmon for their versions), so later
+/// sessions on the same engine check it with `/_ping` (under a millisecond) and reuse the
+/// version. (An engine replaced meanwhile by an older one refuses the first request, naming
+/// the version.)
+fn agreed_versions() -> std::sync::MutexGuard<'static, HashMap<EngineAddress, ClientVersion>> {
+    static AGREED: std::sync::LazyLock<Mutex<HashMap<EngineAddress, ClientVersion>>> =
+        std::sync::LazyLock::new(Mutex::default);
+    AGREED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The user a container's commands run as: the spec's, else the daemon's uid and gid.

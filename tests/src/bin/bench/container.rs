@@ -5,7 +5,8 @@
 //! worker's exec), beside a local one's. The same container session on the same engine
 //! reached as a remote one (`https://127.0.0.1:PORT`, a TLS endpoint in front of its socket,
 //! `agentd_tests::tls_engine`) measures the remote path: an exec per command, output on its
-//! attach stream.
+//! attach stream. Podman's API service (`target/podman/podman.sock`, started by `.ci/run`),
+//! when it answers, is measured beside dockerd on the same terms.
 
 use super::{timed_task, tool_results};
 use agentd_tests::engine::{Engine, IMAGE};
@@ -19,10 +20,11 @@ const ROUNDS: usize = 10;
 const RUNS: usize = 15;
 
 pub(crate) struct Figures {
-    /// Per shell round after the first: local, container, container on the TLS engine.
-    per_round: [Vec<Duration>; 3],
-    /// `session/create`: local, container, container on the TLS engine.
-    create: [Vec<Duration>; 3],
+    /// Per shell round after the first: local, container, container on the TLS engine,
+    /// container on Podman (empty without it).
+    per_round: [Vec<Duration>; 4],
+    /// `session/create`, in the same places.
+    create: [Vec<Duration>; 4],
 }
 
 fn rounds(body: &Value) -> Reply {
@@ -39,6 +41,7 @@ fn rounds(body: &Value) -> Reply {
 /// `None` without an engine.
 pub(crate) async fn bench() -> Option<Figures> {
     let engine = Engine::get()?;
+    let podman = Engine::podman();
     let mock = MockProvider::start().await.unwrap();
     mock.respond_with(rounds);
     let tls = TlsEngine::start(&engine.host).await.unwrap();
@@ -64,10 +67,14 @@ pub(crate) async fn bench() -> Option<Figures> {
             json!({"kind": "local"}),
             json!({"kind": "container", "image": IMAGE}),
             json!({"kind": "container", "image": IMAGE, "engine": remote}),
+            json!({"kind": "container", "image": IMAGE, "engine": podman.map(|p| &p.host)}),
         ]
         .into_iter()
         .enumerate()
         {
+            if place == 3 && podman.is_none() {
+                continue;
+            }
             let started = Instant::now();
             let created = client
                 .call(
@@ -121,4 +128,16 @@ pub(crate) fn print(figures: Option<&Figures>) {
         ms(&f.create[1]),
         ms(&f.create[2])
     );
+    if f.per_round[3].is_empty() {
+        println!(
+            "  Podman: no `podman system service` answers (target/podman/podman.sock); not measured"
+        );
+    } else {
+        let podman = ms(&f.per_round[3]);
+        println!(
+            "  Podman's API service (local socket): container median {podman:.2} ms per round ({:+.2} ms over local), session/create median {:.1} ms",
+            podman - local,
+            ms(&f.create[3])
+        );
+    }
 }
