@@ -309,3 +309,51 @@ async fn the_sweep_after_kill_9_reaches_the_ssh_engine() {
     })
     .await;
 }
+
+/// The link to the engine's host dropping under a session (its sshd gone): the next command
+/// fails with a clear error in bounded time instead of hanging, and so does a new session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_link_to_the_engine_is_a_clear_error_not_a_hang() {
+    let Some(engine) = Engine::get() else { return };
+    let bin = real_docker(engine);
+    let Some(server) = server_with(bin.path()) else {
+        return;
+    };
+    let mock = MockProvider::start().await.unwrap();
+    let daemon = ssh_daemon(&server, &mock, "unix:///nonexistent").await;
+    let workdir = tempfile::tempdir().unwrap();
+    let answer = create(&daemon, workdir.path(), "ssh://box").await;
+    let mut s = Setup {
+        mock,
+        client: daemon.client().await.unwrap(),
+        daemon,
+        session: answer["result"]["session_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{answer}"))
+            .to_owned(),
+        workdir,
+    };
+    s.mock.push_stream(sse::shell("a", "echo alive"));
+    s.mock.push_stream(sse::text("done"));
+    let outputs = crate::tool_outputs(&s.run("before").await);
+    assert!(outputs[0].contains("alive"), "{outputs:?}");
+
+    // The server and its connections gone, its keys and configuration kept.
+    let mut server = server;
+    let _files = std::mem::replace(&mut server.dir, tempfile::tempdir().unwrap());
+    drop(server);
+    s.mock.push_stream(sse::shell("b", "echo unreachable"));
+    s.mock.push_stream(sse::text("done"));
+    let outputs = crate::tool_outputs(&s.run("after").await);
+    assert!(
+        outputs[0].contains("cannot connect to ssh host box")
+            && outputs[0].contains("Connection refused"),
+        "{outputs:?}"
+    );
+    let message = error_message(&create(&s.daemon, s.workdir.path(), "ssh://box").await);
+    assert!(
+        message.contains("cannot reach the container engine at ssh://box")
+            && message.contains("Connection refused"),
+        "{message}"
+    );
+}
