@@ -6,45 +6,11 @@
 use crate::Setup;
 use agentd_tests::engine::{Engine, IMAGE};
 use agentd_tests::mock::MockProvider;
-use agentd_tests::sshd::{SshServer, path_without};
+use agentd_tests::sshd::{SshServer, docker_stand_in, path_without};
 use agentd_tests::{TestDaemon, sse};
 use serde_json::{Value, json};
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// A directory holding an executable `docker` made of `script`, for the front of the
-/// remote's `PATH`.
-fn remote_docker(script: &str) -> tempfile::TempDir {
-    let dir = tempfile::Builder::new()
-        .prefix("sshengine-bin")
-        .tempdir_in("/tmp")
-        .unwrap();
-    let docker = dir.path().join("docker");
-    std::fs::write(&docker, format!("#!/bin/sh\n{script}\n")).unwrap();
-    std::fs::set_permissions(&docker, std::fs::Permissions::from_mode(0o755)).unwrap();
-    dir
-}
-
-/// An sshd whose sessions find `bin` first on their `PATH`.
-fn server_with(bin: &Path) -> Option<SshServer> {
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    SshServer::start_with_path(Some(&path)).expect("sshd starts")
-}
-
-/// The remote's `docker`: the real CLI, on the test engine.
-fn real_docker(engine: &Engine) -> tempfile::TempDir {
-    let cli = agentd_tests::program("docker").expect("the docker CLI");
-    remote_docker(&format!(
-        "DOCKER_HOST='{}' exec '{}' \"$@\"",
-        engine.host,
-        cli.display()
-    ))
-}
 
 async fn ssh_daemon(server: &SshServer, mock: &MockProvider, docker_host: &str) -> TestDaemon {
     TestDaemon::builder()
@@ -89,8 +55,8 @@ async fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ssh_engine_runs_shell_rounds_and_file_tools_and_its_container_goes_with_the_session() {
     let Some(engine) = Engine::get() else { return };
-    let bin = real_docker(engine);
-    let Some(server) = server_with(bin.path()) else {
+    let bin = engine.remote_cli().unwrap();
+    let Some(server) = SshServer::start_with_first(bin.path()).expect("sshd starts") else {
         return;
     };
     let mock = MockProvider::start().await.unwrap();
@@ -177,12 +143,12 @@ async fn an_ssh_engine_runs_shell_rounds_and_file_tools_and_its_container_goes_w
 /// and one whose `docker` never answers are clear errors there too, in bounded time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_host_key_a_missing_docker_and_a_hostile_dial_stdio_are_clear_errors() {
-    let garbage = remote_docker("head -c 70000 /dev/urandom; cat >/dev/null");
-    let silent = remote_docker("exec cat >/dev/null");
+    let garbage = docker_stand_in("head -c 70000 /dev/urandom; cat >/dev/null").unwrap();
+    let silent = docker_stand_in("exec cat >/dev/null").unwrap();
     let workdir = tempfile::tempdir().unwrap();
     let mock = MockProvider::start().await.unwrap();
 
-    let Some(server) = server_with(garbage.path()) else {
+    let Some(server) = SshServer::start_with_first(garbage.path()).expect("sshd starts") else {
         return;
     };
     let unknown = server.dir.path().join("empty_known_hosts");
@@ -217,7 +183,7 @@ async fn an_unknown_host_key_a_missing_docker_and_a_hostile_dial_stdio_are_clear
     drop(daemon);
     drop(server);
 
-    let Some(server) = server_with(silent.path()) else {
+    let Some(server) = SshServer::start_with_first(silent.path()).expect("sshd starts") else {
         return;
     };
     let daemon = ssh_daemon(&server, &mock, "unix:///nonexistent").await;
@@ -256,8 +222,8 @@ async fn an_unknown_host_key_a_missing_docker_and_a_hostile_dial_stdio_are_clear
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sweep_after_kill_9_reaches_the_ssh_engine() {
     let Some(engine) = Engine::get() else { return };
-    let bin = real_docker(engine);
-    let Some(server) = server_with(bin.path()) else {
+    let bin = engine.remote_cli().unwrap();
+    let Some(server) = SshServer::start_with_first(bin.path()).expect("sshd starts") else {
         return;
     };
     let mock = MockProvider::start().await.unwrap();
@@ -315,8 +281,8 @@ async fn the_sweep_after_kill_9_reaches_the_ssh_engine() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_link_to_the_engine_is_a_clear_error_not_a_hang() {
     let Some(engine) = Engine::get() else { return };
-    let bin = real_docker(engine);
-    let Some(server) = server_with(bin.path()) else {
+    let bin = engine.remote_cli().unwrap();
+    let Some(server) = SshServer::start_with_first(bin.path()).expect("sshd starts") else {
         return;
     };
     let mock = MockProvider::start().await.unwrap();

@@ -8,7 +8,10 @@
 //!
 //! Each HTTP connection of the engine client is one `dial-stdio` on a channel of the master;
 //! hyper keeps a few idle ones for the next requests, and an exec's attach stream holds its
-//! own for as long as the command runs. A master that died is started again by the next
+//! own for as long as the command runs, so each command takes one new connection. A channel
+//! costs the remote user's shell startup (sshd runs the command through it, and bash reads
+//! `~/.bashrc` for ssh commands): so one spare is always dialled ahead, and a command after
+//! the model's turn finds it ready. A master that died is started again by the next
 //! connection, as for the SSH environment.
 
 use super::super::Error;
@@ -20,7 +23,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::{Connected, Connection};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -167,7 +170,11 @@ pub(super) async fn docker(
     let client = Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(MAX_IDLE)
         .pool_idle_timeout(IDLE)
-        .build(Dialer { link, program });
+        .build(Dialer {
+            link,
+            program,
+            spare: Arc::default(),
+        });
     let transport = move |request: BollardRequest| {
         let client = client.clone();
         async move {
@@ -198,11 +205,13 @@ fn chain(e: &dyn std::error::Error) -> String {
 }
 
 /// hyper's connector: each connection a `dial-stdio` on a channel of the master, which it
-/// starts again if it died.
+/// starts again if it died; the next one is dialled as one is handed out.
 #[derive(Clone)]
 struct Dialer {
     link: Arc<super::super::ssh::Connection>,
     program: &'static str,
+    /// The connection dialled ahead (its remote side starting while unused).
+    spare: Arc<Mutex<Option<Dialed>>>,
 }
 
 impl tower_service::Service<hyper::Uri> for Dialer {
@@ -215,10 +224,19 @@ impl tower_service::Service<hyper::Uri> for Dialer {
     }
 
     fn call(&mut self, _: hyper::Uri) -> Self::Future {
-        let (link, program) = (self.link.clone(), self.program);
+        let (link, program, spare) = (self.link.clone(), self.program, self.spare.clone());
         Box::pin(async move {
             link.open().await?;
-            let dialed = link.dial(DIAL, &[program])?;
+            let next = link.dial(DIAL, &[program])?;
+            let ready = spare
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .replace(next)
+                .and_then(|mut ready| ready.alive().then_some(ready));
+            let dialed = match ready {
+                Some(ready) => ready,
+                None => link.dial(DIAL, &[program])?,
+            };
             Ok(Stream::new(dialed))
         })
     }

@@ -19,8 +19,15 @@ pub(crate) struct Dialed {
 /// The `ssh` mux client of a [`Dialed`] program. Dropping it kills the client, which closes
 /// the channel: the remote program's stdin ends.
 pub(crate) struct MuxClient {
-    _child: Child,
+    child: Child,
     _spawned: SpawnedChild,
+}
+
+impl Dialed {
+    /// Whether its mux client still runs (its channel is open).
+    pub(crate) fn alive(&mut self) -> bool {
+        matches!(self.client.child.try_wait(), Ok(None))
+    }
 }
 
 impl Connection {
@@ -36,7 +43,7 @@ impl Connection {
             stdin: child.stdin.take().ok_or_else(pipe)?,
             stdout: child.stdout.take().ok_or_else(pipe)?,
             client: MuxClient {
-                _child: child,
+                child,
                 _spawned: spawned,
             },
         })

@@ -5,11 +5,13 @@
 //! worker's exec), beside a local one's. The same container session on the same engine
 //! reached as a remote one (`https://127.0.0.1:PORT`, a TLS endpoint in front of its socket,
 //! `agentd_tests::tls_engine`) measures the remote path: an exec per command, output on its
-//! attach stream.
+//! attach stream. So does the engine reached as `ssh://box` through the test sshd on
+//! 127.0.0.1 (`docker system dial-stdio` over the daemon's ssh master), where sshd is found.
 
 use super::{timed_task, tool_results};
 use agentd_tests::engine::{Engine, IMAGE};
 use agentd_tests::mock::{MockProvider, Reply};
+use agentd_tests::sshd::SshServer;
 use agentd_tests::tls_engine::TlsEngine;
 use agentd_tests::{TestDaemon, sse};
 use serde_json::{Value, json};
@@ -19,10 +21,11 @@ const ROUNDS: usize = 10;
 const RUNS: usize = 15;
 
 pub(crate) struct Figures {
-    /// Per shell round after the first: local, container, container on the TLS engine.
-    per_round: [Vec<Duration>; 3],
-    /// `session/create`: local, container, container on the TLS engine.
-    create: [Vec<Duration>; 3],
+    /// Per shell round after the first: local, container, container on the TLS engine, on
+    /// the ssh engine (empty without sshd).
+    per_round: [Vec<Duration>; 4],
+    /// `session/create`: the same four.
+    create: [Vec<Duration>; 4],
 }
 
 fn rounds(body: &Value) -> Reply {
@@ -43,7 +46,13 @@ pub(crate) async fn bench() -> Option<Figures> {
     mock.respond_with(rounds);
     let tls = TlsEngine::start(&engine.host).await.unwrap();
     let remote = tls.host.replacen("tcp://", "https://", 1);
-    let daemon = TestDaemon::builder()
+    let cli = engine.remote_cli().unwrap();
+    let server = SshServer::start_with_first(cli.path()).unwrap();
+    let mut builder = TestDaemon::builder();
+    if let Some(server) = &server {
+        builder = builder.config(&server.host_entry("box"));
+    }
+    let daemon = builder
         .env("ANTHROPIC_BASE_URL", &mock.url)
         .env("ANTHROPIC_API_KEY", "bench-key")
         .env("DOCKER_HOST", &engine.host)
@@ -64,10 +73,14 @@ pub(crate) async fn bench() -> Option<Figures> {
             json!({"kind": "local"}),
             json!({"kind": "container", "image": IMAGE}),
             json!({"kind": "container", "image": IMAGE, "engine": remote}),
+            json!({"kind": "container", "image": IMAGE, "engine": "ssh://box"}),
         ]
         .into_iter()
         .enumerate()
         {
+            if place == 3 && server.is_none() {
+                continue;
+            }
             let started = Instant::now();
             let created = client
                 .call(
@@ -120,5 +133,15 @@ pub(crate) fn print(figures: Option<&Figures>) {
         ms(&f.create[0]),
         ms(&f.create[1]),
         ms(&f.create[2])
+    );
+    if f.per_round[3].is_empty() {
+        println!("  over ssh://: no sshd; not measured");
+        return;
+    }
+    println!(
+        "  the same engine as ssh://box (sshd on 127.0.0.1, `docker system dial-stdio` over the ssh master): per shell round median {:.2} ms (+{:.2} ms over local), session/create median {:.1} ms",
+        ms(&f.per_round[3]),
+        ms(&f.per_round[3]) - local,
+        ms(&f.create[3])
     );
 }
