@@ -314,7 +314,8 @@ pub struct HostConfig {
 pub struct ContainerConfig {
     /// The image (which the engine must have: agentd never pulls).
     pub image: String,
-    /// The engine's address (`unix:///PATH`, `tcp://HOST:PORT`, or a socket's path); default
+    /// The engine's address (`unix:///PATH`, `tcp://HOST:PORT`, `ssh://[USER@]HOST[:PORT]`
+    /// with HOST a `[hosts.NAME]` entry or a host ssh knows, or a socket's path); default
     /// `DOCKER_HOST`, else `unix:///var/run/docker.sock`.
     pub engine: Option<String>,
     /// Whether commands may reach the network (default false).

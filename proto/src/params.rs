@@ -442,8 +442,9 @@ pub struct ContainerEnvironment {
     /// A container named in the daemon's config (`[containers.NAME]`), else an image the
     /// engine has (agentd never pulls one).
     pub image: String,
-    /// The engine's address (`unix:///run/docker.sock`, `tcp://HOST:2375`, or a socket's
-    /// path); the entry's, else `DOCKER_HOST`, else `unix:///var/run/docker.sock`.
+    /// The engine's address (`unix:///run/docker.sock`, `tcp://HOST:2375`,
+    /// `ssh://[USER@]HOST[:PORT]` with HOST a `[hosts.NAME]` entry or a host ssh knows, or a
+    /// socket's path); the entry's, else `DOCKER_HOST`, else `unix:///var/run/docker.sock`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<String>,
     /// Whether commands may reach the network.

@@ -87,6 +87,17 @@ impl Engine {
         Ok(engine)
     }
 
+    /// A directory holding `docker`, the CLI pointed at this engine, for the front of an
+    /// ssh server's `PATH`: what an `ssh://` engine's host runs.
+    pub fn remote_cli(&self) -> Result<tempfile::TempDir> {
+        let cli = crate::program("docker").context("the docker CLI")?;
+        crate::sshd::docker_stand_in(&format!(
+            "DOCKER_HOST='{}' exec '{}' \"$@\"",
+            self.host,
+            cli.display()
+        ))
+    }
+
     /// Runs `docker ARGS` against the engine; its stdout, or an error with its stderr.
     pub fn docker(&self, args: &[&str]) -> Result<String> {
         let out = Command::new("docker")

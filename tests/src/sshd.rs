@@ -58,6 +58,18 @@ pub fn path_without(missing: &[&str]) -> Result<tempfile::TempDir> {
     Ok(dir)
 }
 
+/// A directory holding an executable `docker` made of `script` (sh), for the front of a
+/// server's `PATH` ([`SshServer::start_with_first`]): an `ssh://` engine's remote CLI, or a
+/// hostile stand-in for it.
+pub fn docker_stand_in(script: &str) -> Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new().prefix("bin").tempdir_in("/tmp")?;
+    let docker = dir.path().join("docker");
+    std::fs::write(&docker, format!("#!/bin/sh\n{script}\n"))?;
+    std::fs::set_permissions(&docker, std::fs::Permissions::from_mode(0o755))?;
+    Ok(dir)
+}
+
 fn keygen(path: &Path) -> Result<()> {
     let status = Command::new("ssh-keygen")
         .args(["-q", "-t", "ed25519", "-N", "", "-C", "agentd-test", "-f"])
@@ -165,6 +177,16 @@ impl SshServer {
             }
         }
         bail!("no free port for sshd after 5 tries")
+    }
+
+    /// Like [`Self::start`], with `bin` first on the sessions' `PATH`.
+    pub fn start_with_first(bin: &Path) -> Result<Option<Self>> {
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        Self::start_with_path(Some(&path))
     }
 
     /// A `[hosts.NAME]` table reaching this server as its user, with its keys.

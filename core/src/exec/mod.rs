@@ -30,7 +30,7 @@ mod utf8;
 pub use env_filter::EnvPolicy;
 
 pub(crate) use container::{
-    ContainerExecutionEnvironment, ContainerHost, ContainerSpec, EngineAddress,
+    ContainerExecutionEnvironment, ContainerHost, ContainerSpec, EngineAddress, parse_ssh_engine,
 };
 
 pub(crate) use env_filter::EnvFilter;

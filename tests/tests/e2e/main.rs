@@ -43,6 +43,7 @@ mod compaction;
 mod connections;
 mod container;
 mod container_remote;
+mod container_ssh;
 mod control;
 mod conversation;
 mod daemon;

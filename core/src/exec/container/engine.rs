@@ -8,6 +8,8 @@
 //! local processes.
 
 use super::super::Error;
+use super::super::ssh::{SshConnections, SshTarget};
+use super::ssh_engine;
 use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
@@ -48,9 +50,12 @@ pub(crate) struct Engine {
 /// What a session's container is made from and may use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ContainerSpec {
-    /// The engine's address (`unix:///run/docker.sock`, `tcp://HOST:2375`); `None`:
-    /// `DOCKER_HOST`, else the local socket.
+    /// The engine's address (`unix:///run/docker.sock`, `tcp://HOST:2375`,
+    /// `ssh://USER@HOST`); `None`: `DOCKER_HOST`, else the local socket.
     pub(crate) engine: Option<String>,
+    /// For an `ssh://` engine, how its host is reached: the address's user, host and port
+    /// over the `[hosts.NAME]` entry its host names (resolved by the registry).
+    pub(crate) ssh: Option<SshTarget>,
     /// The image, which the engine must have (agentd never pulls).
     pub(crate) image: String,
     /// Whether commands may reach the network.
@@ -80,11 +85,14 @@ pub(crate) struct Labels<'a> {
 /// the same engine the same way whatever its environment says.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub(crate) struct EngineAddress {
-    /// `unix://…`, `tcp://…` or `https://…`.
+    /// `unix://…`, `tcp://…`, `https://…` or `ssh://…`.
     pub(crate) host: String,
     /// The TLS certificate directory, when the connection is TLS.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) certs: Option<PathBuf>,
+    /// How an `ssh://` engine's host is reached (`ssh_engine.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) ssh: Option<SshTarget>,
 }
 
 impl EngineAddress {
@@ -109,7 +117,11 @@ impl EngineAddress {
                 PathBuf::from,
             )
         });
-        Self { host, certs }
+        Self {
+            host,
+            certs,
+            ssh: None,
+        }
     }
 
     /// Whether the engine shares this machine's file system: a local socket. Every other
@@ -122,7 +134,7 @@ impl EngineAddress {
 
 impl std::fmt::Display for EngineAddress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.host)?;
+        f.write_str(&ssh_engine::shown(&self.host))?;
         if let Some(certs) = &self.certs {
             write!(f, " (TLS, certificates in {})", certs.display())?;
         }
@@ -133,7 +145,11 @@ impl std::fmt::Display for EngineAddress {
 impl Engine {
     /// Connects to the engine at `address` and agrees on the API version. Fails with a
     /// message saying where it looked.
-    pub(crate) async fn connect(address: &EngineAddress) -> Result<Self, Error> {
+    /// An `ssh://` engine is reached over the connection `ssh` holds to its host.
+    pub(crate) async fn connect(
+        address: &EngineAddress,
+        ssh: &SshConnections,
+    ) -> Result<Self, Error> {
         let unreachable = |e: &dyn std::fmt::Display| {
             Error::Unavailable(format!(
                 "cannot reach the container engine at {address}: {e} (is dockerd, or `podman \
@@ -151,13 +167,15 @@ impl Engine {
         } else if host.starts_with("tcp://") || host.starts_with("http://") {
             Docker::connect_with_http(host, timeout, version)
         } else if host.starts_with("ssh://") {
-            // bollard's ssh transport accepts unknown host keys (and writes them to
-            // ~/.ssh/known_hosts) and cannot use a `[hosts.NAME]` entry: not offered until
-            // it runs over the SSH environment's verified connection (ARCHITECTURE.md).
-            return Err(unreachable(
-                &"ssh:// engines are not supported yet: use tcp:// with TLS \
-                  (DOCKER_TLS_VERIFY, DOCKER_CERT_PATH)",
-            ));
+            // Not bollard's ssh transport, which adds unknown host keys to known_hosts.
+            let docker = ssh_engine::docker(address, ssh, timeout, version)
+                .await
+                .map_err(|e| {
+                    Error::Unavailable(format!(
+                        "cannot reach the container engine at {address}: {e}"
+                    ))
+                })?;
+            Ok(docker)
         } else {
             return Err(unreachable(
                 &"not an engine address (unix://, tcp://, https:// or ssh://)",
@@ -208,7 +226,7 @@ impl Engine {
                 Some(404) => Error::Unavailable(format!(
                     "the image {:?} is not on the container engine at {}: build or pull it there \
                      first (agentd never pulls images)",
-                    spec.image, self.address.host
+                    spec.image, self.address
                 )),
                 _ => self.failed("cannot look up the image", &e),
             });

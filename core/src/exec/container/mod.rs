@@ -22,13 +22,16 @@ mod archive;
 mod engine;
 mod record;
 mod remote;
+mod ssh_engine;
 mod tls;
 mod worker;
 
 pub(crate) use engine::{ContainerSpec, Engine, EngineAddress, Labels};
+pub(crate) use ssh_engine::parse as parse_ssh_engine;
 
 use super::child::{self, Child};
 use super::process::{self, MARKER_VAR};
+use super::ssh::SshConnections;
 use super::{
     DirEntry, Error, ExecRequest, ExecResult, ExecutionEnvironment, GrepOptions,
     LocalExecutionEnvironment, LocalOptions, OutputSink, ProtectedPaths, files, local, sh_quote,
@@ -53,13 +56,21 @@ pub(crate) struct ContainerHost {
     record: record::Record,
     /// What the record held at start: earlier runs' containers, for [`sweep`](Self::sweep).
     leftover: Vec<record::Entry>,
+    /// The daemon's SSH connections, which `ssh://` engines are reached over.
+    ssh: Arc<SshConnections>,
 }
 
 impl ContainerHost {
     /// The host of daemon `daemon`, with control directories in `control` and its record in
-    /// `state` (`None`: none kept); the control directories an earlier run left are removed
-    /// first (no container of this run has one yet).
-    pub(crate) fn new(daemon: String, control: PathBuf, state: Option<PathBuf>) -> Self {
+    /// `state` (`None`: none kept), reaching `ssh://` engines over `ssh`; the control
+    /// directories an earlier run left are removed first (no container of this run has one
+    /// yet).
+    pub(crate) fn new(
+        daemon: String,
+        control: PathBuf,
+        state: Option<PathBuf>,
+        ssh: Arc<SshConnections>,
+    ) -> Self {
         if let Ok(entries) = std::fs::read_dir(&control) {
             for entry in entries.flatten() {
                 let _ = std::fs::remove_dir_all(entry.path());
@@ -72,6 +83,7 @@ impl ContainerHost {
             control,
             record,
             leftover,
+            ssh,
         }
     }
 
@@ -84,7 +96,7 @@ impl ContainerHost {
         engines.dedup();
         let mut removed = 0;
         for address in engines {
-            let engine = match Engine::connect(address).await {
+            let engine = match Engine::connect(address, &self.ssh).await {
                 Ok(engine) => engine,
                 Err(e) => {
                     tracing::warn!("cannot sweep the session containers an earlier run left: {e}");
@@ -152,7 +164,10 @@ impl ContainerExecutionEnvironment {
     ) -> Self {
         static ENVIRONMENTS: AtomicU64 = AtomicU64::new(0);
         let n = ENVIRONMENTS.fetch_add(1, Ordering::Relaxed);
-        let address = EngineAddress::resolve(spec.engine.as_deref());
+        let mut address = EngineAddress::resolve(spec.engine.as_deref());
+        if address.host.starts_with("ssh://") {
+            address.ssh.clone_from(&spec.ssh);
+        }
         let root = if address.is_local() {
             std::fs::canonicalize(&cwd).unwrap_or_else(|_| cwd.clone())
         } else {
@@ -191,7 +206,7 @@ impl ContainerExecutionEnvironment {
     }
 
     async fn make(&self) -> Result<Live, Error> {
-        let engine = Engine::connect(&self.address).await?;
+        let engine = Engine::connect(&self.address, &self.host.ssh).await?;
         let local = self.address.is_local();
         let control = if local {
             std::fs::create_dir_all(&self.host.control)

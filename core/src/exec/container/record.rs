@@ -147,6 +147,7 @@ mod tests {
             engine: EngineAddress {
                 host: "tcp://example:2376".into(),
                 certs: Some("/certs".into()),
+                ssh: None,
             },
             name: name.into(),
         }

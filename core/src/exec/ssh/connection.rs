@@ -28,7 +28,7 @@ const MAX_MASTER_STDERR: usize = 8 * 1024;
 /// Where and as whom to connect: everything that makes two connections different. Host keys
 /// are always checked (`StrictHostKeyChecking=yes`) and no prompt is ever shown
 /// (`BatchMode=yes`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub(crate) struct SshTarget {
     /// What the client called the host (a `[hosts.NAME]` name or the host itself), for
     /// messages.
@@ -221,9 +221,9 @@ impl Connection {
         self.facts.get()
     }
 
-    /// Starts the master if it is not running (the first use, or after it died) and learns
-    /// the remote's facts the first time.
-    pub(super) async fn connect(&self) -> Result<&Facts, Error> {
+    /// Starts the master if it is not running (the first use, or after it died): the host
+    /// authenticated against its known key, nothing run on it yet.
+    pub(crate) async fn open(&self) -> Result<(), Error> {
         let (reply, answer) = oneshot::channel();
         let gone = || {
             Error::Unavailable(format!(
@@ -237,7 +237,13 @@ impl Connection {
                 "cannot connect to ssh host {}: {reason}",
                 self.target.label
             ))
-        })?;
+        })
+    }
+
+    /// Starts the master if it is not running (the first use, or after it died) and learns
+    /// the remote's facts the first time.
+    pub(super) async fn connect(&self) -> Result<&Facts, Error> {
+        self.open().await?;
         if let Some(facts) = self.facts.get() {
             return Ok(facts);
         }
@@ -361,7 +367,7 @@ pub(super) fn mux_command(
 
 impl Connection {
     /// Like [`Connection::run`], over a channel of its own.
-    async fn run_alone(
+    pub(super) async fn run_alone(
         &self,
         script: &str,
         args: &[&str],
@@ -675,11 +681,11 @@ fn no_pipe() -> Error {
 }
 
 /// What a remote script produced.
-pub(super) struct Output {
+pub(crate) struct Output {
     /// Its exit code (`None`: killed by a signal).
-    pub(super) code: Option<i32>,
-    pub(super) stdout: Vec<u8>,
-    pub(super) stderr: String,
+    pub(crate) code: Option<i32>,
+    pub(crate) stdout: Vec<u8>,
+    pub(crate) stderr: String,
 }
 
 fn parse_facts(stdout: &[u8]) -> Option<Facts> {

@@ -13,9 +13,11 @@
 
 mod commands;
 mod connection;
+mod dial;
 mod search;
 
-pub(crate) use connection::{SshConnections, SshTarget};
+pub(crate) use connection::{Connection, SshConnections, SshTarget};
+pub(crate) use dial::{Dialed, MuxClient};
 
 use super::child::{self, Child, Control, KILL_GRACE};
 use super::process::{self, MARKER_VAR};
@@ -25,7 +27,7 @@ use super::{
 };
 use async_trait::async_trait;
 use commands::{Started, Unstarted};
-use connection::{Connection, KILL};
+use connection::KILL;
 use futures::future::BoxFuture;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

@@ -134,11 +134,13 @@ impl Registry {
         container: &ContainerEnvironment,
     ) -> ContainerSpec {
         let entry = config.containers.get(&container.image);
+        let engine = container
+            .engine
+            .clone()
+            .or_else(|| entry.and_then(|e| e.engine.clone()));
         ContainerSpec {
-            engine: container
-                .engine
-                .clone()
-                .or_else(|| entry.and_then(|e| e.engine.clone())),
+            ssh: Self::ssh_engine(config, engine.as_deref()),
+            engine,
             image: entry.map_or_else(|| container.image.clone(), |e| e.image.clone()),
             network: container
                 .network
@@ -157,6 +159,21 @@ impl Registry {
                 .or_else(|| entry.and_then(|e| e.millicpus)),
             user: entry.and_then(|e| e.user.clone()),
         }
+    }
+
+    /// For an `ssh://` engine (the session's, the entry's or `DOCKER_HOST`), how its host
+    /// is reached: as an ssh environment naming the same host, user and port would be.
+    fn ssh_engine(config: &Config, engine: Option<&str>) -> Option<SshTarget> {
+        let address = crate::exec::EngineAddress::resolve(engine);
+        let parsed = crate::exec::parse_ssh_engine(&address.host).ok()?;
+        let as_environment = SshEnvironment {
+            host: parsed.host,
+            user: parsed.user,
+            port: parsed.port,
+            identity_file: None,
+            cwd: String::new(),
+        };
+        Some(Self::ssh_target(config, &as_environment))
     }
 
     /// A container session's environment; its container is made on first use (or by

@@ -55,7 +55,7 @@ pub struct Registry {
     /// the next start ends what a crash left; `None` without a store.
     ledger: Option<Arc<dyn ProcessLedger>>,
     /// The SSH connections of remote sessions, one per host, shared by the sessions on it.
-    ssh: SshConnections,
+    ssh: Arc<SshConnections>,
     /// What container sessions share: the label naming this daemon, where their control
     /// directories go.
     containers: Arc<ContainerHost>,
@@ -88,6 +88,9 @@ impl Registry {
         let checkpoints = store.as_ref().map(|s| {
             crate::checkpoint::Budget::new(s.dir().to_owned(), config.checkpoints.max_total_bytes)
         });
+        let ssh = Arc::new(SshConnections::new(
+            agentd_proto::socket::runtime_dir(nix::unistd::geteuid().as_raw()).join("ssh"),
+        ));
         let containers = Arc::new(ContainerHost::new(
             store.as_ref().map_or_else(
                 || format!("embedded-{}", crate::exec::run_id()),
@@ -97,6 +100,7 @@ impl Registry {
             store
                 .as_ref()
                 .map(|s| s.dir().parent().unwrap_or(s.dir()).to_owned()),
+            ssh.clone(),
         ));
         let current = CurrentCell::new(config);
         let ledger = store.as_ref().and_then(|s| {
@@ -115,9 +119,7 @@ impl Registry {
             cancel: CancellationToken::new(),
             retry: RetryPolicy::default(),
             me: me.clone(),
-            ssh: SshConnections::new(
-                agentd_proto::socket::runtime_dir(nix::unistd::geteuid().as_raw()).join("ssh"),
-            ),
+            ssh,
             containers: containers.clone(),
             protected: Arc::new(protected),
             hidden,

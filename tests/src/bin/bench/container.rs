@@ -6,11 +6,14 @@
 //! reached as a remote one (`https://127.0.0.1:PORT`, a TLS endpoint in front of its socket,
 //! `agentd_tests::tls_engine`) measures the remote path: an exec per command, output on its
 //! attach stream. Podman's API service (`target/podman/podman.sock`, started by `.ci/run`),
-//! when it answers, is measured beside dockerd on the same terms.
+//! when it answers, is measured beside dockerd on the same terms, and so is the engine
+//! reached as `ssh://box` through the test sshd on 127.0.0.1 (`docker system dial-stdio`
+//! over the daemon's ssh master), where sshd is found.
 
 use super::{timed_task, tool_results};
 use agentd_tests::engine::{Engine, IMAGE};
 use agentd_tests::mock::{MockProvider, Reply};
+use agentd_tests::sshd::SshServer;
 use agentd_tests::tls_engine::TlsEngine;
 use agentd_tests::{TestDaemon, sse};
 use serde_json::{Value, json};
@@ -20,11 +23,11 @@ const ROUNDS: usize = 10;
 const RUNS: usize = 15;
 
 pub(crate) struct Figures {
-    /// Per shell round after the first: local, container, container on the TLS engine,
-    /// container on Podman (empty without it).
-    per_round: [Vec<Duration>; 4],
-    /// `session/create`, in the same places.
-    create: [Vec<Duration>; 4],
+    /// Per shell round after the first: local, container, container on the TLS engine, on
+    /// Podman (empty without it), on the ssh engine (empty without sshd).
+    per_round: [Vec<Duration>; 5],
+    /// `session/create`: the same five.
+    create: [Vec<Duration>; 5],
 }
 
 fn rounds(body: &Value) -> Reply {
@@ -46,7 +49,13 @@ pub(crate) async fn bench() -> Option<Figures> {
     mock.respond_with(rounds);
     let tls = TlsEngine::start(&engine.host).await.unwrap();
     let remote = tls.host.replacen("tcp://", "https://", 1);
-    let daemon = TestDaemon::builder()
+    let cli = engine.remote_cli().unwrap();
+    let server = SshServer::start_with_first(cli.path()).unwrap();
+    let mut builder = TestDaemon::builder();
+    if let Some(server) = &server {
+        builder = builder.config(&server.host_entry("box"));
+    }
+    let daemon = builder
         .env("ANTHROPIC_BASE_URL", &mock.url)
         .env("ANTHROPIC_API_KEY", "bench-key")
         .env("DOCKER_HOST", &engine.host)
@@ -68,11 +77,12 @@ pub(crate) async fn bench() -> Option<Figures> {
             json!({"kind": "container", "image": IMAGE}),
             json!({"kind": "container", "image": IMAGE, "engine": remote}),
             json!({"kind": "container", "image": IMAGE, "engine": podman.map(|p| &p.host)}),
+            json!({"kind": "container", "image": IMAGE, "engine": "ssh://box"}),
         ]
         .into_iter()
         .enumerate()
         {
-            if place == 3 && podman.is_none() {
+            if (place == 3 && podman.is_none()) || (place == 4 && server.is_none()) {
                 continue;
             }
             let started = Instant::now();
@@ -140,4 +150,14 @@ pub(crate) fn print(figures: Option<&Figures>) {
             ms(&f.create[3])
         );
     }
+    if f.per_round[4].is_empty() {
+        println!("  over ssh://: no sshd; not measured");
+        return;
+    }
+    println!(
+        "  the same engine as ssh://box (sshd on 127.0.0.1, `docker system dial-stdio` over the ssh master): per shell round median {:.2} ms (+{:.2} ms over local), session/create median {:.1} ms",
+        ms(&f.per_round[4]),
+        ms(&f.per_round[4]) - local,
+        ms(&f.create[4])
+    );
 }
