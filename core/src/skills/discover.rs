@@ -49,9 +49,14 @@ fn is_usable_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
 }
 
-/// `text` on one line, cut at `max` characters.
+/// `text` on one line, cut at `max` characters; control characters (a terminal's escapes,
+/// which a hostile repository's description may hold) become spaces.
 pub(super) fn one_line(text: &str, max: usize) -> String {
-    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let joined = text
+        .split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
     match joined.char_indices().nth(max) {
         Some((cut, _)) => joined[..cut].to_owned(),
         None => joined,
@@ -127,7 +132,15 @@ fn entries(dir: &Path, found: &mut Found) -> Vec<(String, PathBuf)> {
             break;
         }
         let name = entry.file_name().to_string_lossy().into_owned();
-        if !name.starts_with('.') {
+        // A name with a control character (a newline forging the system prompt's structure,
+        // a terminal escape for whoever reads the warnings) is not looked at.
+        if name.chars().any(char::is_control) {
+            found.warn(format!(
+                "{}: {:?} was left out: its name holds control characters",
+                dir.display(),
+                name
+            ));
+        } else if !name.starts_with('.') {
             out.push((name, entry.path()));
         }
     }

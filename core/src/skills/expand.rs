@@ -47,9 +47,14 @@ fn split_args(args: &str) -> Vec<String> {
     out
 }
 
+/// The longest expansion of a command: a template naming `$1` thousands of times with a
+/// long argument would otherwise make gigabytes (a subagent's task may be such an input).
+const MAX_EXPANDED: usize = 1 << 20;
+
 /// `template` with `$ARGUMENTS` and `$1`..`$9` replaced (a missing argument is empty); the
-/// arguments are appended when the template names none of them.
-pub(super) fn substitute(template: &str, args: &str) -> String {
+/// arguments are appended when the template names none of them. `None` past
+/// [`MAX_EXPANDED`] bytes.
+pub(super) fn substitute(template: &str, args: &str) -> Option<String> {
     let words = split_args(args);
     let mut out = String::with_capacity(template.len() + args.len());
     let mut used = false;
@@ -71,13 +76,16 @@ pub(super) fn substitute(template: &str, args: &str) -> String {
             out.push('$');
             rest = after;
         }
+        if out.len() > MAX_EXPANDED {
+            return None;
+        }
     }
     out.push_str(rest);
     if !used && !args.is_empty() {
         out.push_str("\n\nARGUMENTS: ");
         out.push_str(args);
     }
-    out
+    (out.len() <= MAX_EXPANDED).then_some(out)
 }
 
 /// The skill names an input calls for: a leading `/name`, and each `$name` word.
@@ -105,7 +113,13 @@ fn expand_blocking(catalog: &Catalog, active: &[String], text: &str) -> Expansio
         let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
         if let Some(command) = catalog.command(name) {
             match catalog.template(command) {
-                Ok(template) => expansion.expanded = Some(substitute(&template, args.trim())),
+                Ok(template) => match substitute(&template, args.trim()) {
+                    Some(expanded) => expansion.expanded = Some(expanded),
+                    None => expansion.warnings.push(format!(
+                        "the command /{name} would expand past {} MiB; the input went as typed",
+                        MAX_EXPANDED >> 20
+                    )),
+                },
                 Err(e) => expansion.warnings.push(format!(
                     "the command /{name} could not be read ({e}); the input went as typed"
                 )),
