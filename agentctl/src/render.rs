@@ -465,6 +465,8 @@ impl Renderer {
             }
             EventBody::Warning { message, .. } => {
                 self.close_line();
+                // A warning may quote a workspace's file names and texts.
+                let message = without_controls(message);
                 eprintln!("{}", style.paint("33", &format!("⚠ {message}")));
             }
             EventBody::McpServerState {

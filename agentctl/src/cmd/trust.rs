@@ -122,16 +122,21 @@ fn hooks_file(dir: &Path) -> Result<Option<Vec<u8>>> {
     Ok(Some(bytes))
 }
 
-/// The file's text for a terminal: control characters (escape sequences) shown as `?`.
+/// The file's text for a terminal: control characters (escape sequences) shown as `?`, and
+/// the characters that reorder or hide text (bidirectional overrides and isolates, zero-width
+/// marks) named, so what is shown for review is what the bytes say.
 fn printable(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes)
         .chars()
-        .map(|c| {
-            if c.is_control() && c != '\n' && c != '\t' {
-                '?'
-            } else {
-                c
-            }
+        .map(|c| match c {
+            '\n' | '\t' => c.to_string(),
+            c if c.is_control() => "?".to_owned(),
+            '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{061c}'
+            | '\u{feff}' => format!("<U+{:04X}>", u32::from(c)),
+            c => c.to_string(),
         })
         .collect()
 }
@@ -251,5 +256,19 @@ impl Trust {
             ))),
             _ => Ok(0),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    #[test]
+    fn what_is_shown_for_review_is_what_the_bytes_say() {
+        let text = "command = \"fmt\" # \u{202e}\u{2066}safe\u{2069}\n\u{1b}[2Jx\u{200b}";
+        assert_eq!(
+            printable(text.as_bytes()),
+            "command = \"fmt\" # <U+202E><U+2066>safe<U+2069>\n?[2Jx<U+200B>"
+        );
     }
 }
