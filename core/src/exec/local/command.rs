@@ -5,7 +5,7 @@
 use super::super::child;
 use super::super::process::{self, MARKER_VAR, group_alive};
 use super::super::sandbox::{Namespaces, SandboxPolicy};
-use super::super::spawn::Command;
+use super::super::spawn::{Command, Spawned};
 use super::super::{Error, ExecRequest, ExecResult, ExecutionEnvironment, OutputSink};
 use super::stop::Targets;
 use super::{LocalExecutionEnvironment, NamespaceCell, describe_escaped};
@@ -52,13 +52,7 @@ impl LocalExecutionEnvironment {
             let namespaces = self.namespaces(policy).await?;
             sandbox(&mut command, policy, namespaces, &cwd)?;
         }
-        let (pgid, mut child) = command.spawn().map_err(|e| match request.sandbox {
-            Some(_) => Error::Spawn(std::io::Error::new(
-                e.kind(),
-                format!("in its sandbox: {e}"),
-            )),
-            None => Error::Spawn(e),
-        })?;
+        let (pgid, mut child) = spawn(command, request.sandbox.is_some())?;
         // A leader that already exited has nothing to record: its group is being reaped.
         let group = process::identify(pgid);
         if let Some(group) = group {
@@ -223,6 +217,20 @@ pub(super) fn detach() -> Result<(), Errno> {
         }
     }
     Ok(())
+}
+
+/// Starts `command`; a failure says whether it was in its sandbox.
+pub(super) fn spawn(command: Command, sandboxed: bool) -> Result<Spawned, Error> {
+    command.spawn().map_err(|e| {
+        if sandboxed {
+            Error::Spawn(std::io::Error::new(
+                e.kind(),
+                format!("in its sandbox: {e}"),
+            ))
+        } else {
+            Error::Spawn(e)
+        }
+    })
 }
 
 /// Makes `command` run under `policy`: its temp dir as `TMPDIR`, the `namespaces` (when they

@@ -12,7 +12,7 @@ use super::super::sandbox::SandboxPolicy;
 use super::super::spawn::Command;
 use super::super::{Error, OutputSink};
 use super::LocalExecutionEnvironment;
-use super::command::{detach, sandbox};
+use super::command::{detach, sandbox, spawn};
 use super::stop::Targets;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
@@ -103,13 +103,7 @@ impl LocalExecutionEnvironment {
         // Made before the spawn: once the hook runs, nothing may fail before its loop does.
         let mut stdin =
             tokio::net::unix::pipe::Sender::from_owned_fd(stdin_write).map_err(Error::Spawn)?;
-        let (pgid, mut child) = command.spawn().map_err(|e| match hook.sandbox {
-            Some(_) => Error::Spawn(std::io::Error::new(
-                e.kind(),
-                format!("in its sandbox: {e}"),
-            )),
-            None => Error::Spawn(e),
-        })?;
+        let (pgid, mut child) = spawn(command, hook.sandbox.is_some())?;
         let group = process::identify(pgid);
         if let Some(group) = group {
             self.track(group, true);
