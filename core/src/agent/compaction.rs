@@ -241,7 +241,8 @@ impl Agent<'_> {
         // The skills active before the cut stay active (their text, not a summary of it).
         let skills = crate::skills::carried_over(&context[..cut], &context[cut..]);
         let summary = Turn::Compaction {
-            summary: format!("{PREAMBLE}\n\n{text}{skills}"),
+            // The model's words cannot mark a skill active; the carried-over texts do.
+            summary: format!("{PREAMBLE}\n\n{}{skills}", crate::skills::defang(text)),
             first_kept: context[cut].id.clone(),
             tokens_before,
         };

@@ -114,7 +114,7 @@ fn expand_blocking(catalog: &Catalog, active: &[String], text: &str) -> Expansio
         if let Some(command) = catalog.command(name) {
             match catalog.template(command) {
                 Ok(template) => match substitute(&template, args.trim()) {
-                    Some(expanded) => expansion.expanded = Some(expanded),
+                    Some(expanded) => expansion.expanded = Some(super::defang(&expanded)),
                     None => expansion.warnings.push(format!(
                         "the command /{name} would expand past {} MiB; the input went as typed",
                         MAX_EXPANDED >> 20
@@ -143,7 +143,7 @@ fn expand_blocking(catalog: &Catalog, active: &[String], text: &str) -> Expansio
         }
     }
     if !blocks.is_empty() {
-        blocks.push(text.to_owned());
+        blocks.push(super::defang(text));
         expansion.expanded = Some(blocks.join("\n\n"));
     }
     expansion

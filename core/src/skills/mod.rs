@@ -21,7 +21,7 @@ mod tool;
 pub(crate) use active::{active, carried_over};
 pub(crate) use cache::Cache;
 pub(crate) use expand::{Expansion, expand};
-pub(crate) use tool::{ActivateSkill, Skills};
+pub(crate) use tool::{ActivateSkill, Skills, defang};
 
 use crate::exec::ProtectedPaths;
 use agentd_proto::{CommandInfo, CommandKind, CommandsResponse, ExtensionScope, SkillInfo};

@@ -18,6 +18,14 @@ pub(super) const OPEN: &str = "<skill_content name=\"";
 /// Its closing.
 pub(super) const CLOSE: &str = "</skill_content>";
 
+/// `text` with any skill tags in it made inert: only agentd writes them, so a skill is active
+/// only when agentd loaded it (`active.rs`), not because a summary the model wrote, a typed
+/// input, a command's template or a skill's own file spells one out.
+pub(crate) fn defang(text: &str) -> String {
+    text.replace("<skill_content", "<skill-content")
+        .replace("</skill_content", "</skill-content")
+}
+
 /// Most files a skill's text lists, and how deep below its directory they are looked for.
 const MAX_RESOURCES: usize = 50;
 const RESOURCE_DEPTH: usize = 3;
@@ -102,8 +110,7 @@ pub(super) fn content(skill: &Skill, readable: &Readable) -> Result<String, Stri
     let body = frontmatter::split(&text).body.trim();
     let dir = skill.dir.display();
     let mut out = format!(
-        "{OPEN}{}\">\n{body}\n\nSkill directory: {dir}\nRelative paths in this skill are relative to that directory.\n",
-        skill.name
+        "{body}\n\nSkill directory: {dir}\nRelative paths in this skill are relative to that directory.\n"
     );
     let (files, more) = resources(&skill.dir);
     if !files.is_empty() {
@@ -117,8 +124,7 @@ pub(super) fn content(skill: &Skill, readable: &Readable) -> Result<String, Stri
         }
         out.push_str("</skill_resources>\n");
     }
-    out.push_str(CLOSE);
-    Ok(out)
+    Ok(format!("{OPEN}{}\">\n{}{CLOSE}", skill.name, defang(&out)))
 }
 
 /// What activating `name` gives the model: the skill's text, or a note that it is already
