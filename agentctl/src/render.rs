@@ -191,7 +191,7 @@ fn printable(text: &str, max: usize) -> String {
 }
 
 /// `text` with its control characters as spaces.
-fn without_controls(text: &str) -> String {
+pub(crate) fn without_controls(text: &str) -> String {
     text.replace(|c: char| c.is_control(), " ")
 }
 
