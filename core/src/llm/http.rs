@@ -260,7 +260,7 @@ pub(super) fn classify(
 }
 
 /// The full chain of an error's sources, for messages that say what actually failed.
-pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut source = e.source();
     while let Some(inner) = source {

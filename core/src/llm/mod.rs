@@ -18,6 +18,7 @@ pub(crate) mod anthropic;
 mod fixtures;
 pub(crate) mod gemini;
 mod http;
+pub(crate) use http::error_chain;
 pub(crate) mod openai;
 pub(crate) mod openai_chat;
 mod retry;

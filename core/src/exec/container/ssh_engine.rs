@@ -182,26 +182,13 @@ pub(super) async fn docker(
                 .request(request)
                 .await
                 .map_err(|e| bollard::errors::Error::IOError {
-                    err: std::io::Error::other(chain(&e)),
+                    err: std::io::Error::other(crate::llm::error_chain(&e)),
                 })
         }
     };
     // "docker" as the host, as the docker CLI names an engine it dials.
     Docker::connect_with_custom_transport(transport, Some("http://docker"), timeout, version)
         .map_err(|e| Error::Unavailable(e.to_string()))
-}
-
-/// An error and its sources, as one line: hyper's own words ("client error (Connect)") say
-/// little without them.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 /// hyper's connector: each connection a `dial-stdio` on a channel of the master, which it

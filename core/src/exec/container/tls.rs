@@ -53,16 +53,10 @@ pub(super) fn connect(
         move |request: BollardRequest| {
             let client = client.clone();
             Box::pin(async move {
+                // hyper's own message is "client error (Connect)": the cause (a certificate
+                // refused, a connection reset) is further down.
                 client.request(request).await.map_err(|e| {
-                    // hyper's own message is "client error (Connect)": the cause (a
-                    // certificate refused, a connection reset) is further down.
-                    let mut message = e.to_string();
-                    let mut source = std::error::Error::source(&e);
-                    while let Some(cause) = source {
-                        message = format!("{message}: {cause}");
-                        source = cause.source();
-                    }
-                    bollard::errors::Error::from(std::io::Error::other(message))
+                    bollard::errors::Error::from(std::io::Error::other(crate::llm::error_chain(&e)))
                 })
             })
         },
