@@ -8,8 +8,8 @@
 //! never holds more of one line than a file tool may read.
 
 use super::{Error, MAX_READ_BYTES, ProtectedPaths, files};
-use grep_regex::RegexMatcherBuilder;
-use grep_searcher::{BinaryDetection, SearcherBuilder, sinks::UTF8};
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, sinks::UTF8};
 use ignore::{WalkBuilder, WalkState, overrides::OverrideBuilder};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -45,7 +45,11 @@ pub struct GrepOptions {
     pub mode: GrepMode,
 }
 
-fn overrides(root: &Path, glob: Option<&str>) -> Result<ignore::overrides::Override, Error> {
+/// The `glob` of a grep as ripgrep matches it, relative to `root`.
+pub(super) fn overrides(
+    root: &Path,
+    glob: Option<&str>,
+) -> Result<ignore::overrides::Override, Error> {
     let mut builder = OverrideBuilder::new(root);
     if let Some(g) = glob {
         builder
@@ -57,7 +61,8 @@ fn overrides(root: &Path, glob: Option<&str>) -> Result<ignore::overrides::Overr
         .map_err(|e| Error::NotAllowed(format!("invalid glob: {e}")))
 }
 
-fn display(root: &Path, path: &Path) -> String {
+/// `path` as shown: relative to `root` when below it.
+pub(super) fn display(root: &Path, path: &Path) -> String {
     path.strip_prefix(root)
         .unwrap_or(path)
         .display()
@@ -72,6 +77,69 @@ fn walk(root: &Path, protected: &ProtectedPaths) -> WalkBuilder {
     builder
 }
 
+/// The matcher of `options`' pattern.
+pub(super) fn matcher(options: &GrepOptions) -> Result<RegexMatcher, Error> {
+    RegexMatcherBuilder::new()
+        .case_insensitive(options.case_insensitive)
+        .build(&options.pattern)
+        .map_err(|e| Error::NotAllowed(format!("invalid regex {:?}: {e}", options.pattern)))
+}
+
+/// A searcher as every grep uses it: a file with a NUL byte is binary and left, and no line
+/// is held past what a file tool may read.
+pub(super) fn searcher() -> Searcher {
+    SearcherBuilder::new()
+        .binary_detection(BinaryDetection::quit(0))
+        .line_number(true)
+        .heap_limit(Some(MAX_READ_BYTES as usize))
+        .build()
+}
+
+/// What one grep searches: an opened file, or a file's bytes fetched from elsewhere.
+pub(super) enum Source<'a> {
+    File(&'a std::fs::File),
+    Bytes(&'a [u8]),
+}
+
+/// The matches of one file shown as `shown`, as [`report`] takes them; `taken` counts the
+/// results of the whole search, which stops adding lines at `limit`.
+pub(super) fn search_one(
+    searcher: &mut Searcher,
+    matcher: &RegexMatcher,
+    source: Source<'_>,
+    mode: GrepMode,
+    shown: &str,
+    taken: &AtomicUsize,
+    limit: usize,
+) -> Vec<(String, u64, String)> {
+    let mut found: Vec<(String, u64, String)> = Vec::new();
+    let mut count = 0u64;
+    let sink = UTF8(|line_number, line| {
+        count += 1;
+        match mode {
+            GrepMode::Content => {
+                found.push((
+                    shown.to_owned(),
+                    line_number,
+                    line.trim_end_matches(['\n', '\r']).to_owned(),
+                ));
+                Ok(taken.fetch_add(1, Ordering::Relaxed) + 1 < limit)
+            }
+            GrepMode::FilesWithMatches => Ok(false),
+            GrepMode::Count => Ok(true),
+        }
+    });
+    let _ = match source {
+        Source::File(file) => searcher.search_file(matcher, file, sink),
+        Source::Bytes(bytes) => searcher.search_slice(matcher, bytes, sink),
+    };
+    if count > 0 && mode != GrepMode::Content {
+        taken.fetch_add(1, Ordering::Relaxed);
+        found.push((shown.to_owned(), count, String::new()));
+    }
+    found
+}
+
 /// Searches `options.path`; returns the formatted report. `root` is what paths are shown
 /// relative to. Stops early when `stop` is set.
 pub(super) fn grep(
@@ -80,10 +148,7 @@ pub(super) fn grep(
     protected: &ProtectedPaths,
     stop: &AtomicBool,
 ) -> Result<String, Error> {
-    let matcher = RegexMatcherBuilder::new()
-        .case_insensitive(options.case_insensitive)
-        .build(&options.pattern)
-        .map_err(|e| Error::NotAllowed(format!("invalid regex {:?}: {e}", options.pattern)))?;
+    let matcher = matcher(options)?;
     // The walk starts from the root's real path, which must not be agentd's own.
     let real = files::opened_real_path(&options.path, false, protected)?;
     // Paths are shown as the model named them.
@@ -100,11 +165,7 @@ pub(super) fn grep(
     let limit = options.max_results.max(1);
     walker.run(|| {
         let matcher = matcher.clone();
-        let mut searcher = SearcherBuilder::new()
-            .binary_detection(BinaryDetection::quit(0))
-            .line_number(true)
-            .heap_limit(Some(MAX_READ_BYTES as usize))
-            .build();
+        let mut searcher = searcher();
         let (found, taken, shown_base) = (&found, &taken, &shown_base);
         Box::new(move |entry| {
             if taken.load(Ordering::Relaxed) >= limit || stop.load(Ordering::Relaxed) {
@@ -122,31 +183,15 @@ pub(super) fn grep(
                 return WalkState::Continue;
             };
             let shown = display(root, &shown_base(entry.path()));
-            let mut local: Vec<(String, u64, String)> = Vec::new();
-            let mut count = 0u64;
-            let _ = searcher.search_file(
+            let local = search_one(
+                &mut searcher,
                 &matcher,
-                &file,
-                UTF8(|line_number, line| {
-                    count += 1;
-                    match options.mode {
-                        GrepMode::Content => {
-                            local.push((
-                                shown.clone(),
-                                line_number,
-                                line.trim_end_matches(['\n', '\r']).to_owned(),
-                            ));
-                            Ok(taken.fetch_add(1, Ordering::Relaxed) + 1 < limit)
-                        }
-                        GrepMode::FilesWithMatches => Ok(false),
-                        GrepMode::Count => Ok(true),
-                    }
-                }),
+                Source::File(&file),
+                options.mode,
+                &shown,
+                taken,
+                limit,
             );
-            if count > 0 && options.mode != GrepMode::Content {
-                taken.fetch_add(1, Ordering::Relaxed);
-                local.push((shown, count, String::new()));
-            }
             if !local.is_empty() {
                 found
                     .lock()
@@ -201,11 +246,7 @@ pub(super) fn glob(
     if !base.is_dir() {
         return Err(Error::NotFound(base.to_owned()));
     }
-    let glob = globset::GlobBuilder::new(pattern)
-        .literal_separator(true)
-        .build()
-        .map_err(|e| Error::NotAllowed(format!("invalid glob {pattern:?}: {e}")))?
-        .compile_matcher();
+    let glob = glob_matcher(pattern)?;
     let real = files::opened_real_path(base, true, protected)?;
     let found: Mutex<Vec<(SystemTime, String)>> = Mutex::new(Vec::new());
     walk(&real, protected).build_parallel().run(|| {
@@ -235,7 +276,22 @@ pub(super) fn glob(
             WalkState::Continue
         })
     });
-    let mut found = found.into_inner().unwrap_or_else(|e| e.into_inner());
+    Ok(newest_first(
+        found.into_inner().unwrap_or_else(|e| e.into_inner()),
+    ))
+}
+
+/// The glob tool's `pattern`, matched against paths relative to its base.
+pub(super) fn glob_matcher(pattern: &str) -> Result<globset::GlobMatcher, Error> {
+    Ok(globset::GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .build()
+        .map_err(|e| Error::NotAllowed(format!("invalid glob {pattern:?}: {e}")))?
+        .compile_matcher())
+}
+
+/// The glob tool's answer: the paths found, newest first (by name when as new).
+pub(super) fn newest_first(mut found: Vec<(SystemTime, String)>) -> Vec<String> {
     found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-    Ok(found.into_iter().map(|(_, p)| p).collect())
+    found.into_iter().map(|(_, p)| p).collect()
 }

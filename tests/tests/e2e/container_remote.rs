@@ -182,6 +182,194 @@ async fn a_tls_engine_runs_shell_rounds_file_tools_abort_and_timeout(engine: &En
     );
 }
 
+/// The workspace the search parity test walks: ignore rules of both kinds and at two
+/// levels, hidden files and directories, links out of it, a binary file, names a shell
+/// would split, each file a second newer than the one before.
+fn search_workspace(dir: &std::path::Path) {
+    let files: &[(&str, &[u8])] = &[
+        (".git/HEAD", b"ref: refs/heads/main\n"),
+        (".gitignore", b"target/\n*.log\n"),
+        (".ignore", b"!keep.log\n"),
+        ("src/main.rs", b"fn main() {\n    // TODO: more\n}\n"),
+        ("src/lib.rs", b"pub fn lib() {}\n// todo later\n"),
+        ("src/deep/mod.rs", b"fn deep() {}\n"),
+        ("target/debug/x.rs", b"fn ignored() {}\n"),
+        ("a.log", b"fn in a log\n"),
+        ("keep.log", b"fn kept\n"),
+        (".hidden.rs", b"fn hidden() {}\n"),
+        (".config/x.rs", b"fn config() {}\n"),
+        ("name with space.rs", b"fn spaced() {}\n"),
+        ("quote'd $(x).rs", b"fn quoted() {}\n"),
+        ("sub/.gitignore", b"gen.rs\n"),
+        ("sub/gen.rs", b"fn generated() {}\n"),
+        ("sub/ok.rs", b"fn ok() {}\n"),
+        ("bin.dat", b"fn \0 binary\n"),
+    ];
+    for (n, (name, content)) in files.iter().enumerate() {
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, content).unwrap();
+        let mtime = std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + n as u64 * 10);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+    }
+    std::os::unix::fs::symlink("/etc/passwd", dir.join("link.rs")).unwrap();
+    std::os::unix::fs::symlink("/etc", dir.join("linkdir")).unwrap();
+}
+
+/// The searches the parity test runs, each a tool call.
+fn searches() -> Vec<(&'static str, Value)> {
+    vec![
+        ("list_dir", json!({})),
+        ("list_dir", json!({"path": "src", "depth": 3})),
+        ("list_dir", json!({"path": ".", "depth": 2})),
+        ("glob", json!({"pattern": "**/*.rs"})),
+        ("glob", json!({"pattern": "*.log"})),
+        ("glob", json!({"pattern": "*.rs", "path": "src"})),
+        ("grep", json!({"pattern": "fn \\w+"})),
+        (
+            "grep",
+            json!({"pattern": "todo", "case_insensitive": true, "output_mode": "count"}),
+        ),
+        (
+            "grep",
+            json!({"pattern": "fn", "glob_filter": "*.rs", "output_mode": "files_with_matches"}),
+        ),
+        ("grep", json!({"pattern": "main", "path": "src/main.rs"})),
+        ("grep", json!({"pattern": "fn", "path": "src/../sub"})),
+        ("grep", json!({"pattern": "("})),
+        ("glob", json!({"pattern": "a[b"})),
+        // What follows is checked on the container's side alone.
+        ("grep", json!({"pattern": "fn", "max_results": 2})),
+        ("list_dir", json!({"path": "missing"})),
+        (
+            "grep",
+            json!({"pattern": "$(touch pwned)'; touch pwned2; '", "path": "src"}),
+        ),
+        ("glob", json!({"pattern": "*$(touch pwned3)*"})),
+        ("grep", json!({"pattern": "root:", "path": "linkdir"})),
+        ("list_dir", json!({"path": "linkdir"})),
+    ]
+}
+
+/// list_dir, glob and grep on a remote engine answer as they do in a local session of the
+/// same workspace: the same ignore rules, hidden files, links left, order and report; a
+/// hostile pattern stays a pattern, a link out of the workspace is not followed, and
+/// `apply_patch` deletes and moves files there.
+async fn a_tls_engine_lists_globs_and_greps_as_a_local_session_does(engine: &Engine) {
+    let tls = TlsEngine::start(&engine.host).await.unwrap();
+    let mut s = remote_setup(&tls).await;
+    let dir = s.workdir.path().to_owned();
+    search_workspace(&dir);
+    // The gemini profile has list_dir; the openai one, apply_patch.
+    let mut create = async |profile: &str, container: bool| {
+        let mut params = json!({"cwd": dir.display().to_string(), "profile": profile});
+        if container {
+            params["environment"] = json!({"kind": "container", "image": IMAGE});
+        }
+        s.client.call("session/create", params).await.unwrap()["session_id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let sessions = [create("gemini", false).await, create("gemini", true).await];
+    let patching = create("openai", true).await;
+    let mut answers = Vec::new();
+    for session in sessions {
+        s.session = session;
+        for (n, (tool, args)) in searches().into_iter().enumerate() {
+            s.mock
+                .push_stream(sse::tools("", &[(&format!("q{n}"), tool, args)]));
+        }
+        s.mock.push_stream(sse::text("done"));
+        let outputs = crate::tool_outputs(&s.run("search").await);
+        assert_eq!(outputs.len(), searches().len(), "{outputs:?}");
+        answers.push(outputs);
+    }
+    let (local, remote) = (&answers[0], &answers[1]);
+    for n in 0..13 {
+        assert_eq!(
+            remote[n],
+            local[n],
+            "{:?} differs in the container from the local session",
+            searches()[n]
+        );
+    }
+    assert!(
+        remote[3].contains("src/main.rs") && !remote[3].contains("target/"),
+        "{}",
+        remote[3]
+    );
+    assert!(
+        remote[6].contains("sub/ok.rs:1:fn ok") && !remote[6].contains("bin.dat"),
+        "{}",
+        remote[6]
+    );
+    assert!(remote[11].contains("invalid regex"), "{}", remote[11]);
+    let cut: Vec<&str> = remote[13].lines().collect();
+    assert_eq!(cut.len(), 3, "{}", remote[13]);
+    assert!(cut[2].contains("max_results = 2"), "{}", remote[13]);
+    assert!(remote[14].contains("not found"), "{}", remote[14]);
+    assert!(remote[15].contains("No matches"), "{}", remote[15]);
+    assert!(remote[16].contains("No files match"), "{}", remote[16]);
+    for planted in ["pwned", "pwned2", "pwned3", "src/pwned", "src/pwned2"] {
+        assert!(!dir.join(planted).exists(), "{planted} was made");
+    }
+    assert!(
+        remote[17].contains("symbolic link") && !remote[17].contains("root:"),
+        "{}",
+        remote[17]
+    );
+    assert!(remote[18].contains("symbolic link"), "{}", remote[18]);
+
+    // A walk that prints more than it may is stopped, with what it started, and said so:
+    // Nine levels of 250-byte names, then 7,500 files, each record over 2 KB.
+    let mut deep = dir.join("deep");
+    for level in 0..9 {
+        deep.push(format!("{level:x}").repeat(250));
+    }
+    std::fs::create_dir_all(&deep).unwrap();
+    for n in 0..7_500 {
+        std::fs::write(deep.join(format!("{n}")), "").unwrap();
+    }
+    s.mock.push_stream(sse::tools(
+        "",
+        &[("d", "list_dir", json!({"path": "deep", "depth": 10}))],
+    ));
+    s.mock.push_stream(sse::text("done"));
+    let outputs = crate::tool_outputs(&s.run("huge listing").await);
+    assert!(outputs[0].contains("more than 16 MiB"), "{}", outputs[0]);
+    let walking = || {
+        crate::live_processes(|args| {
+            args.first().is_some_and(|a| a == "find" || a == "stat")
+                && args.iter().any(|a| a.contains("/deep"))
+        })
+    };
+    wait_for("the walk to be stopped", || walking().is_empty()).await;
+
+    s.session = patching;
+    s.mock.push_stream(sse::tools(
+        "",
+        &[(
+            "p",
+            "apply_patch",
+            json!({"patch": "*** Begin Patch\n*** Delete File: sub/ok.rs\n*** Update File: keep.log\n*** Move to: moved/kept.log\n@@\n-fn kept\n+fn moved\n*** End Patch\n"}),
+        )],
+    ));
+    s.mock.push_stream(sse::text("done"));
+    let outputs = crate::tool_outputs(&s.run("patch").await);
+    assert!(!dir.join("sub/ok.rs").exists(), "{}", outputs[0]);
+    assert!(!dir.join("keep.log").exists(), "{}", outputs[0]);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("moved/kept.log")).unwrap(),
+        "fn moved\n"
+    );
+}
+
 /// An engine that answers garbage, and one that never answers: a clear error at
 /// `session/create`, in bounded time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -366,5 +554,6 @@ async fn an_engine_another_ca_certified_or_a_missing_key_is_refused() {
 
 crate::container::on_each_engine!(
     a_tls_engine_runs_shell_rounds_file_tools_abort_and_timeout,
+    a_tls_engine_lists_globs_and_greps_as_a_local_session_does,
     the_record_drives_the_sweep_and_an_empty_one_connects_nowhere,
 );

@@ -47,7 +47,7 @@ pub(super) struct Files<'a> {
 
 impl Files<'_> {
     /// What `path` is, its last component not followed.
-    async fn stat(&self, path: &Path) -> Result<Kind, Error> {
+    pub(super) async fn kind(&self, path: &Path) -> Result<Kind, Error> {
         let options = ContainerArchiveInfoOptionsBuilder::default()
             .path(&path.display().to_string())
             .build();
@@ -90,11 +90,7 @@ impl Files<'_> {
         let mut kind = Kind::Directory;
         for part in rel.components() {
             let Component::Normal(name) = part else {
-                return Err(Error::NotAllowed(format!(
-                    "{}: the file tools reach the workspace ({}) only",
-                    shown.display(),
-                    self.root.display()
-                )));
+                return Err(self.outside(shown));
             };
             match kind {
                 Kind::Directory => {}
@@ -102,17 +98,55 @@ impl Files<'_> {
                 _ => return Err(Error::NotFound(shown.to_owned())),
             }
             path.push(name);
-            kind = self.stat(&path).await?;
+            kind = self.kind(&path).await?;
             if kind == Kind::Link {
-                return Err(Error::NotAllowed(format!(
-                    "{}: {} is a symbolic link; on a remote engine the file tools follow none \
-                     (use the shell)",
-                    shown.display(),
-                    path.display()
-                )));
+                return Err(link(shown, &path));
             }
         }
         Ok((path, kind))
+    }
+
+    /// `rel` as a write takes it, checked as [`resolve`](Self::resolve) checks: the deepest
+    /// directory on its way that exists, what lies below it (to be made), and what that is
+    /// (missing when a directory on the way is).
+    pub(super) async fn resolve_for_write(
+        &self,
+        shown: &Path,
+        rel: &Path,
+    ) -> Result<(PathBuf, PathBuf, Kind), Error> {
+        let parts = rel
+            .components()
+            .map(|part| match part {
+                Component::Normal(name) => Ok(name),
+                _ => Err(self.outside(shown)),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let Some((name, parents)) = parts.split_last() else {
+            return Err(not_regular(shown));
+        };
+        let mut dir = self.root.to_owned();
+        for (i, part) in parents.iter().enumerate() {
+            let next = dir.join(part);
+            match self.kind(&next).await? {
+                Kind::Directory => dir = next,
+                Kind::Missing => return Ok((dir, parts[i..].iter().collect(), Kind::Missing)),
+                Kind::Link => return Err(link(shown, &next)),
+                _ => return Err(Error::NotFound(shown.to_owned())),
+            }
+        }
+        let path = dir.join(name);
+        match self.kind(&path).await? {
+            Kind::Link => Err(link(shown, &path)),
+            kind => Ok((dir, PathBuf::from(name), kind)),
+        }
+    }
+
+    fn outside(&self, shown: &Path) -> Error {
+        Error::NotAllowed(format!(
+            "{}: the file tools reach the workspace ({}) only",
+            shown.display(),
+            self.root.display()
+        ))
     }
 
     /// The whole of regular file `path` (resolved), at most [`MAX_READ_BYTES`].
@@ -150,12 +184,16 @@ impl Files<'_> {
         super::super::local::blocking(move |_| single_file(&tar, Path::new(&name), &shown)).await
     }
 
-    /// Writes `content` to `path` (resolved, `kind` what it was), keeping an existing file's
-    /// mode; the file is the container user's, as a command's would be.
+    /// Writes `content` to `rest` below directory `dir` (as [`resolve_for_write`] found
+    /// them, `kind` what `rest` was), making the directories on its way and keeping an
+    /// existing file's mode; all of it is the container user's, as a command's would be.
+    ///
+    /// [`resolve_for_write`]: Self::resolve_for_write
     pub(super) async fn write(
         &self,
         shown: &Path,
-        path: &Path,
+        dir: &Path,
+        rest: &Path,
         kind: Kind,
         content: &[u8],
     ) -> Result<(), Error> {
@@ -164,9 +202,23 @@ impl Files<'_> {
             Kind::Missing => 0o644,
             _ => return Err(not_regular(shown)),
         };
-        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-            return Err(not_regular(shown));
-        };
+        let numeric = numeric_owner(self.user);
+        let mut builder = tar::Builder::new(Vec::with_capacity(content.len() + 4096));
+        let mut made = PathBuf::new();
+        for part in rest.parent().into_iter().flat_map(Path::components) {
+            made.push(part);
+            let mut header = tar::Header::new_gnu();
+            header.set_entry_type(tar::EntryType::Directory);
+            header.set_mode(0o755);
+            header.set_size(0);
+            if let Some((uid, gid)) = numeric {
+                header.set_uid(uid);
+                header.set_gid(gid);
+            }
+            builder
+                .append_data(&mut header, &made, std::io::empty())
+                .map_err(|e| Error::io(shown, e))?;
+        }
         let mut header = tar::Header::new_gnu();
         header.set_size(content.len() as u64);
         header.set_mode(mode);
@@ -178,14 +230,12 @@ impl Files<'_> {
         );
         // A numeric user owns the file through the archive's header; a name only the image
         // can resolve (`copyUIDGID`, which needs it in the image's passwd).
-        let numeric = numeric_owner(self.user);
         if let Some((uid, gid)) = numeric {
             header.set_uid(uid);
             header.set_gid(gid);
         }
-        let mut builder = tar::Builder::new(Vec::with_capacity(content.len() + 2048));
         builder
-            .append_data(&mut header, name, content)
+            .append_data(&mut header, rest, content)
             .and_then(|()| builder.finish())
             .map_err(|e| Error::io(shown, e))?;
         let tar = builder.into_inner().map_err(|e| Error::io(shown, e))?;
@@ -202,7 +252,7 @@ impl Files<'_> {
                 bollard::body_full(tar.into()),
             )
             .await
-            .map_err(|e| self.failed(path, &e))
+            .map_err(|e| self.failed(&dir.join(rest), &e))
     }
 
     fn failed(&self, path: &Path, e: &bollard::errors::Error) -> Error {
@@ -221,6 +271,15 @@ impl Files<'_> {
 fn numeric_owner(user: &str) -> Option<(u64, u64)> {
     let (uid, gid) = user.split_once(':').unwrap_or((user, user));
     Some((uid.parse().ok()?, gid.parse().ok()?))
+}
+
+fn link(shown: &Path, path: &Path) -> Error {
+    Error::NotAllowed(format!(
+        "{}: {} is a symbolic link; on a remote engine the file tools follow none (use the \
+         shell)",
+        shown.display(),
+        path.display()
+    ))
 }
 
 fn too_big(shown: &Path, len: u64) -> Error {

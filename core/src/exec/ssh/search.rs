@@ -129,11 +129,7 @@ pub(super) async fn glob(
     base: &Path,
     pattern: &str,
 ) -> Result<Vec<String>, Error> {
-    let matcher = globset::GlobBuilder::new(pattern)
-        .literal_separator(true)
-        .build()
-        .map_err(|e| Error::NotAllowed(format!("invalid glob {pattern:?}: {e}")))?
-        .compile_matcher();
+    let matcher = crate::exec::search::glob_matcher(pattern)?;
     let rg = link.facts().is_some_and(|f| f.ripgrep);
     let shown = base.display().to_string();
     let out = link
@@ -149,7 +145,7 @@ pub(super) async fn glob(
     if out.code == Some(NOT_FOUND) {
         return Err(Error::NotFound(base.to_owned()));
     }
-    let mut found: Vec<(SystemTime, String)> = out
+    let found: Vec<(SystemTime, String)> = out
         .stdout
         .split(|&b| b == 0)
         .filter_map(|record| {
@@ -170,6 +166,5 @@ pub(super) async fn glob(
             Some((mtime, display))
         })
         .collect();
-    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-    Ok(found.into_iter().map(|(_, p)| p).collect())
+    Ok(crate::exec::search::newest_first(found))
 }

@@ -1,0 +1,576 @@
+//! `list_dir`, `glob` and `grep` in a remote engine's container, whose workspace is not on
+//! this machine. The engine's archive endpoint would send a whole tree, `.git` and build
+//! output included, for a listing of its top; so the walk is a `find` in the container
+//! (busybox's is enough), run as the container's user through the worker like a command,
+//! printing each entry's type, size, modification time and path, and a grep fetches the
+//! files it searches as a `tar` archive in batches. Everything else happens here with the
+//! local search's crates: `.gitignore` and `.ignore` rules, the glob, the regex, the report,
+//! so that a remote search answers as a local one would.
+//!
+//! What the container prints is the model's to shape (it owns the workspace): every path
+//! must lie beneath the directory walked, an archive entry counts only when it is a regular
+//! file that was asked for, and the output, the files fetched and the time are capped.
+
+use super::super::search::{self, GrepMode, GrepOptions, Source};
+use super::super::{DirEntry, Error, MAX_READ_BYTES, sh_quote};
+use ignore::Match;
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::io::Read;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime};
+
+/// Most time one walk or fetch may take.
+pub(super) const TIMEOUT: Duration = Duration::from_secs(60);
+/// Most bytes a walk may print (about 200,000 entries).
+pub(super) const MAX_WALK: usize = 16 * 1024 * 1024;
+/// Most bytes of files one grep fetches; past them it reports what it found and says so.
+const MAX_GREP_BYTES: u64 = 256 * 1024 * 1024;
+/// Most bytes of files one fetch asks for (a single bigger file goes alone).
+const BATCH_BYTES: u64 = 32 * 1024 * 1024;
+/// Most bytes of quoted names in one fetch's script, which the kernel takes as one
+/// argument of at most 128 KiB.
+const BATCH_NAMES: usize = 96 * 1024;
+/// Biggest ignore file read.
+const MAX_IGNORE_FILE: u64 = 1024 * 1024;
+
+/// `$1` the base; `$2` `list` or `tree`; `$3` a listing's depth; then the directories
+/// above the base whose ignore files count. The first line is the record separator (`0`:
+/// NUL, from GNU stat; `n`: newline, from busybox's, which has no `--printf`), with `g`
+/// after it when a `.git` is in the base or above; then a record per entry, `mode size
+/// mtime path` (stat's raw mode in hex). A tree prunes hidden directories (`.git`).
+const WALK: &str = r#"b=$1 m=$2 n=$3
+shift 3
+[ -d "$b" ] || exit 3
+if stat --printf '' / >/dev/null 2>&1; then o=--printf f='%f %s %Y %n\0' h=0
+else o=-c f='%f %s %Y %n' h=n
+fi
+d=$b
+while :; do
+  [ -e "$d/.git" ] && { h=${h}g; break; }
+  [ -z "$d" ] && break
+  d=${d%/*}
+done
+echo "$h"
+if [ "$m" = list ]; then
+  exec find "$b" -mindepth 1 -maxdepth "$n" -exec stat "$o" "$f" -- {} +
+fi
+for d; do
+  for i in .gitignore .ignore; do
+    [ -f "$d/$i" ] && [ ! -L "$d/$i" ] && stat "$o" "$f" -- "$d/$i"
+  done
+done
+exec find "$b" -mindepth 1 \( -type d -name '.*' -prune \) -o -exec stat "$o" "$f" -- {} +"#;
+
+/// `$1` the directory the other arguments, `./`-led paths, are relative to: an archive of
+/// them on stdout.
+const FETCH: &str = r#"cd -- "$1" || exit 3
+shift
+command -v tar >/dev/null 2>&1 || { echo "the container's image has no tar" >&2; exit 4; }
+exec tar -cf - "$@""#;
+
+/// What a walked entry is (symbolic links are never followed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Type {
+    Dir,
+    File,
+    Link,
+    Other,
+}
+
+/// One walked entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Record {
+    /// Absolute, beneath the base (or an ignore file of a directory above it).
+    pub(super) path: PathBuf,
+    pub(super) kind: Type,
+    pub(super) size: u64,
+    /// Seconds since the epoch.
+    pub(super) mtime: u64,
+}
+
+/// A walk's answer.
+pub(super) struct Walk {
+    /// Below the base, in the order printed.
+    pub(super) entries: Vec<Record>,
+    /// Ignore files of the directories above the base.
+    pub(super) above: Vec<Record>,
+    /// Whether the base is in a git repository (its `.gitignore` files count).
+    pub(super) git: bool,
+}
+
+/// The command that lists `base` to `depth` levels.
+pub(super) fn list_command(base: &Path, depth: usize) -> String {
+    command(
+        WALK,
+        &[
+            base.as_os_str(),
+            "list".as_ref(),
+            depth.to_string().as_ref(),
+        ],
+    )
+}
+
+/// The command that walks all of `base`, and reads the ignore files of the directories
+/// above it.
+pub(super) fn tree_command(base: &Path) -> String {
+    let mut args = vec![base.as_os_str(), "tree".as_ref(), "".as_ref()];
+    args.extend(base.ancestors().skip(1).map(Path::as_os_str));
+    command(WALK, &args)
+}
+
+/// `script` with `args` as its positional parameters.
+pub(super) fn command(script: &str, args: &[&OsStr]) -> String {
+    let quoted: Vec<String> = args
+        .iter()
+        .map(|a| sh_quote(&String::from_utf8_lossy(a.as_bytes())))
+        .collect();
+    format!("set -- {}\n{script}", quoted.join(" "))
+}
+
+/// A walk's output, each path checked: beneath `base`, or one of the ignore files of the
+/// directories above it. A record that fails to parse is left out.
+pub(super) fn parse_walk(out: &[u8], base: &Path) -> Result<Walk, Error> {
+    let (header, body) = out
+        .iter()
+        .position(|&b| b == b'\n')
+        .map(|i| (&out[..i], &out[i + 1..]))
+        .ok_or_else(|| {
+            Error::Unavailable(
+                "the listing of the container's files printed nothing (is there a shell, find \
+                 and stat in its image?)"
+                    .into(),
+            )
+        })?;
+    let separator = match header.first() {
+        Some(b'0') => b'\0',
+        Some(b'n') => b'\n',
+        _ => {
+            return Err(Error::Unavailable(format!(
+                "the listing of the container's files began with {:?}",
+                String::from_utf8_lossy(&header[..header.len().min(64)])
+            )));
+        }
+    };
+    let mut walk = Walk {
+        entries: Vec::new(),
+        above: Vec::new(),
+        git: header.get(1) == Some(&b'g'),
+    };
+    let mut records: Vec<Record> = Vec::new();
+    for line in body.split(|&b| b == separator) {
+        match parse_record(line) {
+            Some(record) if record.path.is_absolute() => records.push(record),
+            // Busybox's stat ends a record with a newline, which a name may hold too: a line
+            // that starts no record of an absolute path continues the last one's name.
+            _ if separator == b'\n' && !line.is_empty() => {
+                if let Some(last) = records.last_mut() {
+                    let mut name = std::mem::take(&mut last.path).into_os_string().into_vec();
+                    name.push(b'\n');
+                    name.extend_from_slice(line);
+                    last.path = PathBuf::from(std::ffi::OsString::from_vec(name));
+                }
+            }
+            _ => {}
+        }
+    }
+    for record in records {
+        if below(&record.path, base).is_some_and(|rel| !rel.as_os_str().is_empty()) {
+            walk.entries.push(record);
+        } else if record.kind == Type::File
+            && record
+                .path
+                .parent()
+                .is_some_and(|dir| base.starts_with(dir))
+            && is_ignore_file(&record.path)
+            && below(&record.path, Path::new("/")).is_some()
+        {
+            walk.above.push(record);
+        }
+    }
+    Ok(walk)
+}
+
+/// `mode size mtime path`.
+fn parse_record(record: &[u8]) -> Option<Record> {
+    let mut fields = record.splitn(4, |&b| b == b' ');
+    let mode = u32::from_str_radix(std::str::from_utf8(fields.next()?).ok()?, 16).ok()?;
+    let size = std::str::from_utf8(fields.next()?).ok()?.parse().ok()?;
+    // Before 1970 counts as 1970.
+    let mtime = std::str::from_utf8(fields.next()?)
+        .ok()?
+        .parse::<i128>()
+        .ok()?
+        .clamp(0, u64::MAX.into());
+    let mtime = u64::try_from(mtime).ok()?;
+    let path = PathBuf::from(OsStr::from_bytes(fields.next()?));
+    let kind = match mode & 0o170_000 {
+        0o040_000 => Type::Dir,
+        0o100_000 => Type::File,
+        0o120_000 => Type::Link,
+        _ => Type::Other,
+    };
+    Some(Record {
+        path,
+        kind,
+        size,
+        mtime,
+    })
+}
+
+/// `path` relative to `base` when it lies beneath it by plain names alone (no `..`, no
+/// `.`, nothing that would lead elsewhere).
+fn below<'a>(path: &'a Path, base: &Path) -> Option<&'a Path> {
+    let rel = path.strip_prefix(base).ok()?;
+    rel.components()
+        .all(|c| matches!(c, Component::Normal(_)))
+        .then_some(rel)
+}
+
+fn is_ignore_file(path: &Path) -> bool {
+    matches!(
+        path.file_name().and_then(OsStr::to_str),
+        Some(".gitignore" | ".ignore")
+    )
+}
+
+fn is_hidden(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|name| name.as_bytes().starts_with(b"."))
+}
+
+/// A listing's entries, as the local listing names them: relative to `base`, sorted, with
+/// the sizes of regular files.
+pub(super) fn listing(walk: Walk, base: &Path) -> Vec<DirEntry> {
+    let mut entries: Vec<DirEntry> = walk
+        .entries
+        .into_iter()
+        .filter_map(|r| {
+            let name = below(&r.path, base)?.to_string_lossy().into_owned();
+            Some(DirEntry {
+                name,
+                is_dir: r.kind == Type::Dir,
+                size: (r.kind == Type::File).then_some(r.size),
+            })
+        })
+        .collect();
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    entries
+}
+
+/// The ignore files a walk found (its own and those above its base) that the fetch must
+/// bring, when they are small enough to be ignore files.
+pub(super) fn ignore_files(walk: &Walk) -> Vec<&Record> {
+    walk.above
+        .iter()
+        .chain(walk.entries.iter())
+        .filter(|r| r.kind == Type::File && is_ignore_file(&r.path) && r.size <= MAX_IGNORE_FILE)
+        .collect()
+}
+
+/// The `.ignore` and (in a git repository) `.gitignore` rules of each directory, matched
+/// as ripgrep's walk matches them: the nearest directory's rules first, and any `.ignore`
+/// rule before any `.gitignore` one.
+pub(super) struct Ignores {
+    ignore: HashMap<PathBuf, Gitignore>,
+    gitignore: HashMap<PathBuf, Gitignore>,
+}
+
+impl Ignores {
+    /// The rules of `files` (an ignore file's path and content).
+    pub(super) fn new(git: bool, files: &[(PathBuf, Vec<u8>)]) -> Self {
+        let mut ignores = Self {
+            ignore: HashMap::new(),
+            gitignore: HashMap::new(),
+        };
+        for (path, content) in files {
+            let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+                continue;
+            };
+            let rules = match name.to_str() {
+                Some(".ignore") => &mut ignores.ignore,
+                Some(".gitignore") if git => &mut ignores.gitignore,
+                _ => continue,
+            };
+            let mut builder = GitignoreBuilder::new(dir);
+            for line in String::from_utf8_lossy(content).lines() {
+                // A line ripgrep cannot read is one it skips too.
+                let _ = builder.add_line(Some(path.clone()), line);
+            }
+            if let Ok(built) = builder.build() {
+                rules.insert(dir.to_owned(), built);
+            }
+        }
+        ignores
+    }
+
+    fn matched(&self, path: &Path, is_dir: bool) -> Match<()> {
+        for rules in [&self.ignore, &self.gitignore] {
+            for dir in path.ancestors().skip(1) {
+                if let Some(rules) = rules.get(dir) {
+                    match rules.matched(path, is_dir) {
+                        Match::None => {}
+                        Match::Ignore(_) => return Match::Ignore(()),
+                        Match::Whitelist(_) => return Match::Whitelist(()),
+                    }
+                }
+            }
+        }
+        Match::None
+    }
+}
+
+/// The regular files of a tree walk that a local search of `base` would visit, in path
+/// order: ripgrep's precedence (the grep's `glob` first, then ignore rules, then hidden
+/// names), a directory's exclusion taking all below it.
+pub(super) fn visited<'a>(
+    walk: &'a Walk,
+    base: &Path,
+    ignores: &Ignores,
+    glob: Option<&ignore::overrides::Override>,
+) -> Vec<&'a Record> {
+    let mut entries: Vec<&Record> = walk.entries.iter().collect();
+    // A directory sorts before what is below it.
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut left: HashSet<&Path> = HashSet::new();
+    let mut visited = Vec::new();
+    for record in entries {
+        let Some(parent) = record.path.parent() else {
+            continue;
+        };
+        if parent != base && left.contains(parent) {
+            if record.kind == Type::Dir {
+                left.insert(&record.path);
+            }
+            continue;
+        }
+        let is_dir = record.kind == Type::Dir;
+        let included = match glob.map_or(Match::None, |g| g.matched(&record.path, is_dir)) {
+            Match::Whitelist(_) => true,
+            Match::Ignore(_) => false,
+            Match::None => match ignores.matched(&record.path, is_dir) {
+                Match::Ignore(_) => false,
+                Match::Whitelist(_) => true,
+                Match::None => !is_hidden(&record.path),
+            },
+        };
+        if !included {
+            if is_dir {
+                left.insert(&record.path);
+            }
+        } else if record.kind == Type::File {
+            visited.push(record);
+        }
+    }
+    visited
+}
+
+/// The glob tool's answer from the files visited: those whose path relative to `base`
+/// matches, newest first, shown below `shown` (the base as the model named it) relative to
+/// `root`.
+pub(super) fn glob(
+    visited: &[&Record],
+    base: &Path,
+    shown: &Path,
+    root: &Path,
+    matcher: &globset::GlobMatcher,
+) -> Vec<String> {
+    let found = visited
+        .iter()
+        .filter_map(|r| {
+            let rel = below(&r.path, base)?;
+            matcher.is_match(rel).then(|| {
+                let mtime = SystemTime::UNIX_EPOCH
+                    .checked_add(Duration::from_secs(r.mtime))
+                    .unwrap_or(SystemTime::UNIX_EPOCH);
+                (mtime, search::display(root, &shown.join(rel)))
+            })
+        })
+        .collect();
+    search::newest_first(found)
+}
+
+/// The files to fetch, in batches of commands: each at most [`BATCH_BYTES`] of files (or one
+/// bigger file) and [`BATCH_NAMES`] of names, relative to `dir`.
+pub(super) fn fetch_commands<'a>(
+    files: &[&'a Record],
+    dir: &Path,
+) -> Vec<(String, Vec<&'a Record>)> {
+    let mut batches: Vec<(String, Vec<&Record>)> = Vec::new();
+    let (mut bytes, mut names) = (0u64, 0usize);
+    let mut batch: Vec<&Record> = Vec::new();
+    let mut args: Vec<String> = Vec::new();
+    let finish = |batch: &mut Vec<&'a Record>, args: &mut Vec<String>| {
+        let mut all = vec![sh_quote(&dir.display().to_string())];
+        all.append(args);
+        (
+            format!("set -- {}\n{FETCH}", all.join(" ")),
+            std::mem::take(batch),
+        )
+    };
+    for &file in files {
+        let Some(rel) = below(&file.path, dir) else {
+            continue;
+        };
+        let arg = sh_quote(&format!(
+            "./{}",
+            String::from_utf8_lossy(rel.as_os_str().as_bytes())
+        ));
+        // Quoted once more in the command's script.
+        let cost = sh_quote(&arg).len() + 1;
+        if !batch.is_empty() && (bytes + file.size > BATCH_BYTES || names + cost > BATCH_NAMES) {
+            batches.push(finish(&mut batch, &mut args));
+            (bytes, names) = (0, 0);
+        }
+        bytes += file.size;
+        names += cost;
+        batch.push(file);
+        args.push(arg);
+    }
+    if !batch.is_empty() {
+        batches.push(finish(&mut batch, &mut args));
+    }
+    batches
+}
+
+/// How much a fetch of `batch` may print: its files and room for the archive's headers.
+pub(super) fn fetch_cap(batch: &[&Record]) -> usize {
+    let files: u64 = batch.iter().map(|r| r.size.min(MAX_READ_BYTES)).sum();
+    usize::try_from(files + 2048 * batch.len() as u64 + 64 * 1024).unwrap_or(usize::MAX)
+}
+
+/// The files of `wanted` (absolute) an archive of paths relative to `dir` holds, each a
+/// regular file no bigger than a file tool reads; anything else in it is left.
+pub(super) fn unpack(tar: &[u8], dir: &Path, wanted: &[PathBuf]) -> Vec<(PathBuf, Vec<u8>)> {
+    let wanted: HashSet<&Path> = wanted.iter().map(PathBuf::as_path).collect();
+    let mut files = Vec::new();
+    let mut archive = tar::Archive::new(tar);
+    let Ok(entries) = archive.entries() else {
+        return files;
+    };
+    for entry in entries {
+        let Ok(mut entry) = entry else {
+            break;
+        };
+        let Ok(name) = entry.path() else {
+            continue;
+        };
+        let name: PathBuf = name
+            .components()
+            .filter(|c| *c != Component::CurDir)
+            .collect();
+        let path = dir.join(name);
+        if !wanted.contains(path.as_path())
+            || below(&path, dir).is_none()
+            || entry.header().entry_type() != tar::EntryType::Regular
+            || entry.size() > MAX_READ_BYTES
+        {
+            continue;
+        }
+        let mut content = Vec::with_capacity(usize::try_from(entry.size()).unwrap_or(0));
+        if entry
+            .by_ref()
+            .take(MAX_READ_BYTES)
+            .read_to_end(&mut content)
+            .is_ok()
+        {
+            files.push((path, content));
+        }
+    }
+    files
+}
+
+/// One grep over fetched files, in the order they come, up to its `max_results`.
+pub(super) struct Grep {
+    /// The path searched, as walked and as the model named it, and what paths are shown
+    /// relative to.
+    base: PathBuf,
+    shown: PathBuf,
+    root: PathBuf,
+    matcher: grep_regex::RegexMatcher,
+    mode: GrepMode,
+    limit: usize,
+    taken: AtomicUsize,
+    found: Vec<(String, u64, String)>,
+    fetched: u64,
+    /// Why it stopped before the last file, for its report.
+    cut: Option<String>,
+}
+
+impl Grep {
+    pub(super) fn new(
+        options: &GrepOptions,
+        base: PathBuf,
+        shown: PathBuf,
+        root: PathBuf,
+    ) -> Result<Self, Error> {
+        Ok(Self {
+            base,
+            shown,
+            root,
+            matcher: search::matcher(options)?,
+            mode: options.mode,
+            limit: options.max_results.max(1),
+            taken: AtomicUsize::new(0),
+            found: Vec::new(),
+            fetched: 0,
+            cut: None,
+        })
+    }
+
+    /// Whether it has what it needs, or may fetch no more.
+    pub(super) fn done(&self) -> bool {
+        self.taken.load(Ordering::Relaxed) >= self.limit || self.cut.is_some()
+    }
+
+    /// Counts `bytes` more to fetch; `false` (and the report says so) past the grep's budget.
+    pub(super) fn budget(&mut self, bytes: u64) -> bool {
+        if self.fetched > 0 && self.fetched + bytes > MAX_GREP_BYTES {
+            self.cut = Some(format!(
+                "[search stopped after {} MiB of files; narrow the path or glob for the rest]",
+                self.fetched / (1024 * 1024)
+            ));
+            return false;
+        }
+        self.fetched += bytes;
+        true
+    }
+
+    /// Searches `files`, fetched.
+    pub(super) fn search(&mut self, files: &[(PathBuf, Vec<u8>)]) {
+        let mut searcher = search::searcher();
+        for (path, content) in files {
+            if self.taken.load(Ordering::Relaxed) >= self.limit {
+                return;
+            }
+            let shown = match path.strip_prefix(&self.base) {
+                Ok(rel) if !rel.as_os_str().is_empty() => self.shown.join(rel),
+                _ => self.shown.clone(),
+            };
+            let found = search::search_one(
+                &mut searcher,
+                &self.matcher,
+                Source::Bytes(content),
+                self.mode,
+                &search::display(&self.root, &shown),
+                &self.taken,
+                self.limit,
+            );
+            self.found.extend(found);
+        }
+    }
+
+    pub(super) fn report(self) -> String {
+        let report = search::report(self.found, self.limit, self.mode);
+        match self.cut {
+            Some(cut) => format!("{report}\n{cut}"),
+            None => report,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
