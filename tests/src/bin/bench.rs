@@ -42,6 +42,8 @@
 mod checkpoints;
 #[path = "bench/container.rs"]
 mod container;
+#[path = "bench/remote_search.rs"]
+mod remote_search;
 
 use agentd_tests::mock::{Chunk, Gate, MockProvider, Reply};
 use agentd_tests::strace::SessionSyncs;
@@ -103,6 +105,10 @@ async fn main() {
     }
     if only.as_deref() == Some("container") {
         container::print(container::bench().await.as_ref());
+        return;
+    }
+    if only.as_deref() == Some("remote-search") {
+        remote_search::print(remote_search::bench().await.as_ref());
         return;
     }
     if only.as_deref() == Some("checkpoints") {
