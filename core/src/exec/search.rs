@@ -131,7 +131,9 @@ pub(super) fn search_one(
     });
     let _ = match source {
         Source::File(file) => searcher.search_file(matcher, file, sink),
-        Source::Bytes(bytes) => searcher.search_slice(matcher, bytes, sink),
+        // As a reader, not a slice: a slice is checked for NUL only at its start and in
+        // matching lines, a file in every buffer read.
+        Source::Bytes(bytes) => searcher.search_reader(matcher, bytes, sink),
     };
     if count > 0 && mode != GrepMode::Content {
         taken.fetch_add(1, Ordering::Relaxed);

@@ -342,8 +342,10 @@ impl ContainerExecutionEnvironment {
                 tree::MAX_WALK,
             )
             .await?;
-        if out.code == Some(3) {
-            return Err(Error::NotFound(base.to_owned()));
+        match out.code {
+            Some(3) => return Err(Error::NotFound(base.to_owned())),
+            Some(126..) | None => return Err(failed("listing the container's files", &out)),
+            _ => {}
         }
         tree::parse_walk(&out.stdout, base).map_err(|e| match out.stderr.is_empty() {
             true => e,
@@ -362,8 +364,14 @@ impl ContainerExecutionEnvironment {
         let out = self
             .capture(live, "fetching files", command, tree::fetch_cap(batch))
             .await?;
-        if out.code == Some(4) {
-            return Err(Error::Unavailable(out.stderr));
+        // tar goes on past a file that went since the walk (and exits 1 or 2).
+        match out.code {
+            // The directory went.
+            Some(3) => return Err(Error::NotFound(dir.to_owned())),
+            Some(4 | 126..) | None => {
+                return Err(failed("fetching files from the container", &out));
+            }
+            _ => {}
         }
         let (dir, wanted) = (
             dir.to_owned(),
@@ -379,7 +387,8 @@ impl ContainerExecutionEnvironment {
         for (command, batch) in tree::fetch_commands(&tree::ignore_files(walk), root) {
             files.extend(self.fetch(&command, root, &batch).await?);
         }
-        Ok(tree::Ignores::new(walk.git, &files))
+        let git = walk.git;
+        local::blocking(move |_| Ok(tree::Ignores::new(git, &files))).await
     }
 
     /// Removes file `path` (a symbolic link itself) in a remote engine's container.
@@ -634,6 +643,15 @@ impl ContainerExecutionEnvironment {
         }
         Ok(grep.report())
     }
+}
+
+/// The error of one of the file tools' own commands that failed.
+fn failed(what: &str, out: &Captured) -> Error {
+    let how = match out.code {
+        Some(code) => format!("exit code {code}"),
+        None => "no exit status".to_owned(),
+    };
+    Error::Unavailable(format!("{what} failed ({how}): {}", out.stderr))
 }
 
 /// What one of the file tools' own commands printed, and how it exited.

@@ -36,14 +36,16 @@ const BATCH_BYTES: u64 = 32 * 1024 * 1024;
 const BATCH_NAMES: usize = 96 * 1024;
 /// Biggest ignore file read.
 const MAX_IGNORE_FILE: u64 = 1024 * 1024;
+/// Most ignore files one search reads, and most bytes of them.
+const MAX_IGNORE_FILES: usize = 10_000;
+const MAX_IGNORE_BYTES: u64 = 16 * 1024 * 1024;
 
-/// `$1` the base; `$2` `list` or `tree`; `$3` a listing's depth; then the directories
-/// above the base whose ignore files count. The first line is the record separator (`0`:
+/// `$1` the base; `$2` `list` or `tree`; `$3` a listing's depth. The first line is the record separator (`0`:
 /// NUL, from GNU stat; `n`: newline, from busybox's, which has no `--printf`), with `g`
 /// after it when a `.git` is in the base or above; then a record per entry, `mode size
-/// mtime path` (stat's raw mode in hex). A tree prunes hidden directories (`.git`).
+/// mtime path` (stat's raw mode in hex). A tree prunes hidden directories (`.git`) and
+/// starts with the ignore files of the directories above the base.
 const WALK: &str = r#"b=$1 m=$2 n=$3
-shift 3
 [ -d "$b" ] || exit 3
 if stat --printf '' / >/dev/null 2>&1; then o=--printf f='%f %s %Y %n\0' h=0
 else o=-c f='%f %s %Y %n' h=n
@@ -58,7 +60,9 @@ echo "$h"
 if [ "$m" = list ]; then
   exec find "$b" -mindepth 1 -maxdepth "$n" -exec stat "$o" "$f" -- {} +
 fi
-for d; do
+d=$b
+while [ -n "$d" ]; do
+  d=${d%/*}
   for i in .gitignore .ignore; do
     [ -f "$d/$i" ] && [ ! -L "$d/$i" ] && stat "$o" "$f" -- "$d/$i"
   done
@@ -117,9 +121,7 @@ pub(super) fn list_command(base: &Path, depth: usize) -> String {
 /// The command that walks all of `base`, and reads the ignore files of the directories
 /// above it.
 pub(super) fn tree_command(base: &Path) -> String {
-    let mut args = vec![base.as_os_str(), "tree".as_ref(), "".as_ref()];
-    args.extend(base.ancestors().skip(1).map(Path::as_os_str));
-    command(WALK, &args)
+    command(WALK, &[base.as_os_str(), "tree".as_ref(), "".as_ref()])
 }
 
 /// `script` with `args` as its positional parameters.
@@ -262,12 +264,24 @@ pub(super) fn listing(walk: Walk, base: &Path) -> Vec<DirEntry> {
 }
 
 /// The ignore files a walk found (its own and those above its base) that the fetch must
-/// bring, when they are small enough to be ignore files.
+/// bring: those small enough to be ignore files, shallowest first, up to
+/// [`MAX_IGNORE_FILES`] of them and [`MAX_IGNORE_BYTES`] in all (deeper ones are left).
 pub(super) fn ignore_files(walk: &Walk) -> Vec<&Record> {
-    walk.above
+    let mut files: Vec<&Record> = walk
+        .above
         .iter()
         .chain(walk.entries.iter())
         .filter(|r| r.kind == Type::File && is_ignore_file(&r.path) && r.size <= MAX_IGNORE_FILE)
+        .collect();
+    files.sort_by_key(|r| r.path.components().count());
+    files.truncate(MAX_IGNORE_FILES);
+    let mut total = 0;
+    files
+        .into_iter()
+        .take_while(|r| {
+            total += r.size;
+            total <= MAX_IGNORE_BYTES
+        })
         .collect()
 }
 
@@ -394,13 +408,16 @@ pub(super) fn glob(
 }
 
 /// The files to fetch, in batches of commands: each at most [`BATCH_BYTES`] of files (or one
-/// bigger file) and [`BATCH_NAMES`] of names, relative to `dir`.
+/// bigger file) and [`BATCH_NAMES`] of script, relative to `dir`. Files bigger than a file
+/// tool reads are left.
 pub(super) fn fetch_commands<'a>(
     files: &[&'a Record],
     dir: &Path,
 ) -> Vec<(String, Vec<&'a Record>)> {
     let mut batches: Vec<(String, Vec<&Record>)> = Vec::new();
-    let (mut bytes, mut names) = (0u64, 0usize);
+    // What every batch's script holds besides the names, quoted once more.
+    let fixed = sh_quote(&sh_quote(&dir.display().to_string())).len() + 2 * FETCH.len() + 16;
+    let (mut bytes, mut names) = (0u64, fixed);
     let mut batch: Vec<&Record> = Vec::new();
     let mut args: Vec<String> = Vec::new();
     let finish = |batch: &mut Vec<&'a Record>, args: &mut Vec<String>| {
@@ -412,7 +429,7 @@ pub(super) fn fetch_commands<'a>(
         )
     };
     for &file in files {
-        let Some(rel) = below(&file.path, dir) else {
+        let Some(rel) = below(&file.path, dir).filter(|_| file.size <= MAX_READ_BYTES) else {
             continue;
         };
         let arg = sh_quote(&format!(
@@ -423,7 +440,7 @@ pub(super) fn fetch_commands<'a>(
         let cost = sh_quote(&arg).len() + 1;
         if !batch.is_empty() && (bytes + file.size > BATCH_BYTES || names + cost > BATCH_NAMES) {
             batches.push(finish(&mut batch, &mut args));
-            (bytes, names) = (0, 0);
+            (bytes, names) = (0, fixed);
         }
         bytes += file.size;
         names += cost;
@@ -438,7 +455,7 @@ pub(super) fn fetch_commands<'a>(
 
 /// How much a fetch of `batch` may print: its files and room for the archive's headers.
 pub(super) fn fetch_cap(batch: &[&Record]) -> usize {
-    let files: u64 = batch.iter().map(|r| r.size.min(MAX_READ_BYTES)).sum();
+    let files: u64 = batch.iter().map(|r| r.size).sum();
     usize::try_from(files + 2048 * batch.len() as u64 + 64 * 1024).unwrap_or(usize::MAX)
 }
 
@@ -446,7 +463,14 @@ pub(super) fn fetch_cap(batch: &[&Record]) -> usize {
 /// regular file no bigger than a file tool reads; anything else in it is left.
 pub(super) fn unpack(tar: &[u8], dir: &Path, wanted: &[PathBuf]) -> Vec<(PathBuf, Vec<u8>)> {
     let wanted: HashSet<&Path> = wanted.iter().map(PathBuf::as_path).collect();
-    let mut files = Vec::new();
+    let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    let name = |path: &Path| {
+        dir.join(
+            path.components()
+                .filter(|c| *c != Component::CurDir)
+                .collect::<PathBuf>(),
+        )
+    };
     let mut archive = tar::Archive::new(tar);
     let Ok(entries) = archive.entries() else {
         return files;
@@ -455,19 +479,22 @@ pub(super) fn unpack(tar: &[u8], dir: &Path, wanted: &[PathBuf]) -> Vec<(PathBuf
         let Ok(mut entry) = entry else {
             break;
         };
-        let Ok(name) = entry.path() else {
+        let Ok(path) = entry.path().map(|p| name(&p)) else {
             continue;
         };
-        let name: PathBuf = name
-            .components()
-            .filter(|c| *c != Component::CurDir)
-            .collect();
-        let path = dir.join(name);
-        if !wanted.contains(path.as_path())
-            || below(&path, dir).is_none()
-            || entry.header().entry_type() != tar::EntryType::Regular
-            || entry.size() > MAX_READ_BYTES
-        {
+        if !wanted.contains(path.as_path()) || below(&path, dir).is_none() {
+            continue;
+        }
+        // tar sends a file's second hard link as a link to the first.
+        if entry.header().entry_type() == tar::EntryType::Link {
+            let first = entry.link_name().ok().flatten().map(|p| name(&p));
+            if let Some((_, content)) = first.and_then(|f| files.iter().find(|(p, _)| *p == f)) {
+                let content = content.clone();
+                files.push((path, content));
+            }
+            continue;
+        }
+        if entry.header().entry_type() != tar::EntryType::Regular || entry.size() > MAX_READ_BYTES {
             continue;
         }
         let mut content = Vec::with_capacity(usize::try_from(entry.size()).unwrap_or(0));

@@ -63,7 +63,10 @@ pub(crate) async fn bench() -> Option<Figures> {
     mock.respond_with(move |body| {
         // Each task is one search: the answer to its result ends it.
         let last = &body["messages"].as_array().and_then(|m| m.last()).cloned();
-        if last.as_ref().is_some_and(|m| tool_results(&json!({"messages": [m]})) > 0) {
+        if last
+            .as_ref()
+            .is_some_and(|m| tool_results(&json!({"messages": [m]})) > 0)
+        {
             return Reply::Stream(sse::text("done"));
         }
         let (tool, args) = asked.lock().unwrap().clone();

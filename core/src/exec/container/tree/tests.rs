@@ -208,6 +208,7 @@ fn fetches_are_batched_by_bytes_and_by_the_length_of_their_names() {
         file("/w/b", 20, 0),
         file("/w/c", 1, 0),
         file("/w/huge", BATCH_BYTES * 2, 0),
+        file("/w/too-big", MAX_READ_BYTES + 1, 0),
     ];
     let refs: Vec<&Record> = big.iter().collect();
     let batches = fetch_commands(&refs, Path::new("/w"));
@@ -257,17 +258,23 @@ fn only_the_regular_files_asked_for_are_taken_from_an_archive() {
     add("./../x.rs", tar::EntryType::Regular, b"fn x", None);
     add("./not-asked.rs", tar::EntryType::Regular, b"fn n", None);
     add("./d", tar::EntryType::Directory, b"", None);
+    // A second hard link of a.rs, as tar sends it.
+    add("./e.rs", tar::EntryType::Link, b"", Some("./a.rs"));
+    add("./f.rs", tar::EntryType::Link, b"", Some("./nowhere.rs"));
     let tar = builder.into_inner().unwrap();
-    let wanted: Vec<PathBuf> = ["/w/a.rs", "/w/b.rs", "/w/c.rs", "/x.rs", "/w/d"]
-        .iter()
-        .map(PathBuf::from)
-        .collect();
+    let wanted: Vec<PathBuf> = [
+        "/w/a.rs", "/w/b.rs", "/w/c.rs", "/x.rs", "/w/d", "/w/e.rs", "/w/f.rs",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
     let files = unpack(&tar, Path::new("/w"), &wanted);
     assert_eq!(
         files,
         [
             (PathBuf::from("/w/a.rs"), b"fn a".to_vec()),
-            (PathBuf::from("/w/b.rs"), b"fn b".to_vec())
+            (PathBuf::from("/w/b.rs"), b"fn b".to_vec()),
+            (PathBuf::from("/w/e.rs"), b"fn a".to_vec())
         ]
     );
     assert!(unpack(b"not a tar archive at all", Path::new("/w"), &wanted).is_empty());
@@ -415,4 +422,36 @@ fn which_busybox() -> Result<PathBuf, ()> {
         .map(PathBuf::from)
         .find(|p| p.exists())
         .ok_or(())
+}
+
+#[test]
+fn ignore_files_are_read_shallowest_first_within_their_caps() {
+    let mut entries: Vec<Record> = (0..MAX_IGNORE_FILES + 5)
+        .map(|n| file(&format!("/w/d{n}/.ignore"), 10, 0))
+        .collect();
+    entries.push(file("/w/.gitignore", 10, 0));
+    entries.push(file("/w/big/.ignore", MAX_IGNORE_FILE + 1, 0));
+    let walk = Walk {
+        entries,
+        above: vec![file("/.ignore", 10, 0)],
+        git: true,
+    };
+    let files = ignore_files(&walk);
+    assert_eq!(files.len(), MAX_IGNORE_FILES);
+    assert_eq!(files[0].path, Path::new("/.ignore"));
+    assert_eq!(files[1].path, Path::new("/w/.gitignore"));
+    assert!(files.iter().all(|r| r.size <= MAX_IGNORE_FILE));
+
+    // 16 MiB of them in all.
+    let walk = Walk {
+        entries: (0..40)
+            .map(|n| file(&format!("/w/d{n}/.ignore"), MAX_IGNORE_FILE, 0))
+            .collect(),
+        above: vec![],
+        git: true,
+    };
+    assert_eq!(
+        ignore_files(&walk).len() as u64,
+        MAX_IGNORE_BYTES / MAX_IGNORE_FILE
+    );
 }
