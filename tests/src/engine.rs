@@ -7,12 +7,13 @@
 //! serves the same API.
 
 use anyhow::{Context, Result, bail};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 /// The image the tests run: busybox (no bash, no perl), as a one-layer import.
-pub const IMAGE: &str = "agentd-test/busybox:1";
+pub const IMAGE: &str = "agentd-test/busybox:2";
 /// The label the daemon puts on the containers it makes, naming the session.
 pub const SESSION_LABEL: &str = "dev.agentd.session";
 
@@ -126,7 +127,8 @@ impl Engine {
         self.containers(&format!("{SESSION_LABEL}={session}"))
     }
 
-    /// Imports [`IMAGE`]: Debian's static busybox with a link per applet, and `/tmp`.
+    /// Imports [`IMAGE`]: Debian's static busybox with a link per applet, and `/tmp` that
+    /// every user may write (as images have it), for containers of a user other than root.
     fn import_busybox(&self) -> Result<()> {
         let busybox = Path::new("/bin/busybox");
         if !busybox.exists() {
@@ -135,7 +137,9 @@ impl Engine {
         let root = tempfile::tempdir()?;
         let bin = root.path().join("bin");
         std::fs::create_dir_all(&bin)?;
-        std::fs::create_dir_all(root.path().join("tmp"))?;
+        let tmp = root.path().join("tmp");
+        std::fs::create_dir_all(&tmp)?;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o1777))?;
         std::fs::copy(busybox, bin.join("busybox"))?;
         let applets = Command::new(busybox).arg("--list").output()?;
         for applet in String::from_utf8_lossy(&applets.stdout).lines() {

@@ -402,7 +402,7 @@ async fn a_missing_image_and_a_stopped_engine_are_clear_errors(engine: &Engine) 
     let daemon = daemon(
         engine,
         &mock,
-        "[containers.box]\nimage = \"agentd-test/busybox:1\"\nmemory_mb = 128\n",
+        "[containers.box]\nimage = \"agentd-test/busybox:2\"\nmemory_mb = 128\n",
     )
     .await;
     let mut client = daemon.client().await.unwrap();

@@ -370,6 +370,99 @@ async fn a_tls_engine_lists_globs_and_greps_as_a_local_session_does(engine: &Eng
     );
 }
 
+/// A model that flips a directory of its workspace between a real one and a link to the
+/// container's `/` while it writes and reads through it gains nothing its user lacks: the
+/// engine, which works as root and follows a link swapped in after the check, neither
+/// writes nor reads the files; the container's user (not root here) does.
+async fn a_write_raced_through_a_swapped_link_is_the_container_users(engine: &Engine) {
+    let tls = TlsEngine::start(&engine.host).await.unwrap();
+    let mock = MockProvider::start().await.unwrap();
+    let daemon = TestDaemon::builder()
+        .config(&format!(
+            "[containers.user]\nimage = \"{IMAGE}\"\nuser = \"1000:1000\"\n"
+        ))
+        .env("ANTHROPIC_BASE_URL", &mock.url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("DOCKER_HOST", &tls.host)
+        .env("DOCKER_TLS_VERIFY", "1")
+        .env("DOCKER_CERT_PATH", &tls.certs.path().display().to_string())
+        .start()
+        .await
+        .unwrap();
+    let mut client = daemon.client().await.unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(workdir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let created = client
+        .call(
+            "session/create",
+            json!({"cwd": workdir.path().display().to_string(),
+                "environment": {"kind": "container", "image": "user"}}),
+        )
+        .await
+        .unwrap();
+    let mut s = Setup {
+        session: created["session_id"].as_str().unwrap().to_owned(),
+        mock,
+        daemon,
+        client,
+        workdir,
+    };
+    let container = engine.session_containers(&s.session).unwrap()[0].clone();
+    engine
+        .docker(&[
+            "exec",
+            "-u",
+            "0",
+            &container,
+            "sh",
+            "-c",
+            "echo root-only > /secret; chmod 600 /secret",
+        ])
+        .unwrap();
+    s.mock.push_stream(sse::shell(
+        "f",
+        "(while :; do mkdir sub; echo mine > sub/secret; rm -rf sub; ln -s / sub; rm -f sub; done) \
+         >/dev/null 2>&1 & echo $! > flipper.pid; id -u",
+    ));
+    for n in 0..40 {
+        let call = if n % 2 == 0 {
+            (
+                "write_file",
+                json!({"file_path": "sub/pwned", "content": "pwned\n"}),
+            )
+        } else {
+            ("read_file", json!({"file_path": "sub/secret"}))
+        };
+        s.mock
+            .push_stream(sse::tools("", &[(&format!("w{n}"), call.0, call.1)]));
+    }
+    s.mock
+        .push_stream(sse::shell("k", "kill $(cat flipper.pid); echo stopped"));
+    s.mock.push_stream(sse::text("done"));
+    let outputs = crate::tool_outputs(&s.run("race").await);
+    assert!(outputs[0].contains("1000"), "{}", outputs[0]);
+    assert!(outputs.last().unwrap().contains("stopped"));
+    for output in &outputs {
+        assert!(!output.contains("root-only"), "{output}");
+    }
+    let planted = engine
+        .docker(&[
+            "exec",
+            "-u",
+            "0",
+            &container,
+            "sh",
+            "-c",
+            "ls /pwned 2>&1; cat /secret",
+        ])
+        .unwrap();
+    assert!(
+        planted.contains("No such file") && planted.contains("root-only"),
+        "{planted}"
+    );
+}
+
 /// An engine that answers garbage, and one that never answers: a clear error at
 /// `session/create`, in bounded time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -555,5 +648,6 @@ async fn an_engine_another_ca_certified_or_a_missing_key_is_refused() {
 crate::container::on_each_engine!(
     a_tls_engine_runs_shell_rounds_file_tools_abort_and_timeout,
     a_tls_engine_lists_globs_and_greps_as_a_local_session_does,
+    a_write_raced_through_a_swapped_link_is_the_container_users,
     the_record_drives_the_sweep_and_an_empty_one_connects_nowhere,
 );

@@ -373,7 +373,7 @@ fn agreed_versions() -> std::sync::MutexGuard<'static, HashMap<EngineAddress, Cl
 }
 
 /// The user a container's commands run as: the spec's, else the daemon's uid and gid.
-pub(super) fn user(spec: &ContainerSpec) -> String {
+fn user(spec: &ContainerSpec) -> String {
     spec.user
         .clone()
         .unwrap_or_else(|| format!("{}:{}", nix::unistd::geteuid(), nix::unistd::getegid()))

@@ -22,6 +22,7 @@ mod archive;
 mod engine;
 mod record;
 mod remote;
+mod remote_files;
 mod ssh_engine;
 mod tls;
 mod tree;
@@ -35,8 +36,7 @@ use super::process::{self, MARKER_VAR};
 use super::ssh::SshConnections;
 use super::{
     DirEntry, Error, ExecRequest, ExecResult, ExecutionEnvironment, GrepOptions,
-    LocalExecutionEnvironment, LocalOptions, OutputSink, ProtectedPaths, files, local, search,
-    sh_quote,
+    LocalExecutionEnvironment, LocalOptions, OutputSink, ProtectedPaths, files, local, sh_quote,
 };
 use async_trait::async_trait;
 use std::os::unix::fs::PermissionsExt;
@@ -127,8 +127,6 @@ struct Live {
     id: String,
     /// Its name, as recorded.
     name: String,
-    /// The user its commands run as (`UID[:GID]` or a name).
-    user: String,
     worker: Worker,
     /// The control directory (command scripts and output FIFOs); `None`: a remote engine.
     control: Option<tempfile::TempDir>,
@@ -260,7 +258,6 @@ impl ContainerExecutionEnvironment {
         };
         tracing::info!(session = %self.session, container = %name, engine = %engine.address(), "session container started");
         Ok(Live {
-            user: engine::user(&self.spec),
             worker: Worker::new(engine.clone(), id.clone(), local),
             engine,
             id,
@@ -278,158 +275,6 @@ impl ContainerExecutionEnvironment {
         }
     }
 
-    /// The file tools of a remote engine's container, when the container is one.
-    async fn remote_files(&self) -> Result<Option<archive::Files<'_>>, Error> {
-        if self.address.is_local() {
-            return Ok(None);
-        }
-        let live = self.live().await?;
-        Ok(Some(archive::Files {
-            engine: &live.engine,
-            container: &live.id,
-            root: &self.root,
-            user: &live.user,
-        }))
-    }
-
-    /// `path` beneath the workspace, by its components alone (a remote engine's workspace
-    /// is not on this machine): its path relative to the workspace.
-    fn lexical(&self, path: &Path) -> Result<(PathBuf, PathBuf), Error> {
-        let shown = self.resolve(path);
-        let mut rel = PathBuf::new();
-        let outside = || {
-            Error::NotAllowed(format!(
-                "{}: in a container session the file tools reach the workspace ({}) only; use \
-                 the shell for the container's other files",
-                shown.display(),
-                self.root.display()
-            ))
-        };
-        let below = shown.strip_prefix(&self.root).map_err(|_| outside())?;
-        for part in below.components() {
-            match part {
-                std::path::Component::Normal(p) => rel.push(p),
-                std::path::Component::CurDir => {}
-                std::path::Component::ParentDir if rel.pop() => {}
-                _ => return Err(outside()),
-            }
-        }
-        Ok((shown.clone(), rel))
-    }
-
-    /// A remote engine's directory `path`, checked as a file's path is: its path there.
-    async fn remote_dir(&self, files: &archive::Files<'_>, path: &Path) -> Result<PathBuf, Error> {
-        let (shown, rel) = self.lexical(path)?;
-        match files.resolve(&shown, &rel).await? {
-            (dir, archive::Kind::Directory) => Ok(dir),
-            (_, archive::Kind::Missing) => Err(Error::NotFound(shown)),
-            _ => Err(Error::NotAllowed(format!(
-                "{} is not a directory",
-                shown.display()
-            ))),
-        }
-    }
-
-    /// Runs a walk (`tree::list_command` or `tree::tree_command`) of `base` in a remote
-    /// engine's container.
-    async fn walk(&self, command: &str, base: &Path) -> Result<tree::Walk, Error> {
-        let live = self.live().await?;
-        let out = self
-            .capture(
-                live,
-                "listing the container's files",
-                command,
-                tree::MAX_WALK,
-            )
-            .await?;
-        match out.code {
-            Some(3) => return Err(Error::NotFound(base.to_owned())),
-            Some(126..) | None => return Err(failed("listing the container's files", &out)),
-            _ => {}
-        }
-        tree::parse_walk(&out.stdout, base).map_err(|e| match out.stderr.is_empty() {
-            true => e,
-            false => Error::Unavailable(format!("{e}: {}", out.stderr)),
-        })
-    }
-
-    /// The files of `batch` (beneath `dir`) from a remote engine's container.
-    async fn fetch(
-        &self,
-        command: &str,
-        dir: &Path,
-        batch: &[&tree::Record],
-    ) -> Result<Vec<(PathBuf, Vec<u8>)>, Error> {
-        let live = self.live().await?;
-        let out = self
-            .capture(live, "fetching files", command, tree::fetch_cap(batch))
-            .await?;
-        // tar goes on past a file that went since the walk (and exits 1 or 2).
-        match out.code {
-            // The directory went.
-            Some(3) => return Err(Error::NotFound(dir.to_owned())),
-            Some(4 | 126..) | None => {
-                return Err(failed("fetching files from the container", &out));
-            }
-            _ => {}
-        }
-        let (dir, wanted) = (
-            dir.to_owned(),
-            batch.iter().map(|r| r.path.clone()).collect::<Vec<_>>(),
-        );
-        local::blocking(move |_| Ok(tree::unpack(&out.stdout, &dir, &wanted))).await
-    }
-
-    /// The ignore rules a walk's search follows.
-    async fn ignores(&self, walk: &tree::Walk) -> Result<tree::Ignores, Error> {
-        let root = Path::new("/");
-        let mut files = Vec::new();
-        for (command, batch) in tree::fetch_commands(&tree::ignore_files(walk), root) {
-            files.extend(self.fetch(&command, root, &batch).await?);
-        }
-        let git = walk.git;
-        local::blocking(move |_| Ok(tree::Ignores::new(git, &files))).await
-    }
-
-    /// Removes file `path` (a symbolic link itself) in a remote engine's container.
-    async fn remove_remote(&self, files: &archive::Files<'_>, path: &Path) -> Result<(), Error> {
-        let (shown, rel) = self.lexical(path)?;
-        let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
-            return Err(Error::NotAllowed(format!(
-                "{} is the workspace; only files are removed",
-                shown.display()
-            )));
-        };
-        let (dir, kind) = files.resolve(&shown, parent).await?;
-        if kind != archive::Kind::Directory {
-            return Err(Error::NotFound(shown));
-        }
-        let target = dir.join(name);
-        match files.kind(&target).await? {
-            archive::Kind::Missing => return Err(Error::NotFound(shown)),
-            archive::Kind::Directory => {
-                return Err(Error::NotAllowed(format!(
-                    "{} is a directory; only files are removed",
-                    shown.display()
-                )));
-            }
-            _ => {}
-        }
-        let live = self.live().await?;
-        let command = tree::command(r#"rm -f -- "$1""#, &[target.as_os_str()]);
-        let out = self
-            .capture(live, "removing a file", &command, 4096)
-            .await?;
-        match out.code {
-            Some(0) => Ok(()),
-            _ => Err(Error::NotAllowed(format!(
-                "cannot remove {}: {}",
-                shown.display(),
-                out.stderr
-            ))),
-        }
-    }
-
     /// `path` resolved, with symlinks, when it leads into the workspace: the file tools reach
     /// nothing else (the rest of the container's file system is not on this side).
     async fn beneath(&self, path: &Path) -> Result<(PathBuf, PathBuf), Error> {
@@ -444,99 +289,6 @@ impl ContainerExecutionEnvironment {
                 self.root.display()
             ))),
         }
-    }
-
-    /// Execs command `n`'s `script` in a remote engine's container, its worker following it.
-    async fn start_remote(
-        &self,
-        live: &Live,
-        n: u64,
-        script: &str,
-    ) -> Result<
-        (
-            worker::ContainerProcess,
-            tokio::io::DuplexStream,
-            tokio::io::DuplexStream,
-            worker::Stopper,
-        ),
-        Error,
-    > {
-        let spawn = |why: String| {
-            Error::Spawn(std::io::Error::other(format!(
-                "cannot start the command in the session's container: {why}"
-            )))
-        };
-        let (fifo, pending) = live.worker.follow(n).await.map_err(spawn)?;
-        let (stdout, stderr) = remote::start(&live.engine, &live.id, &fifo, n, script)
-            .await
-            .map_err(spawn)?;
-        let (_group, process, control) = pending.started().await.map_err(spawn)?;
-        Ok((process, stdout, stderr, control))
-    }
-
-    /// Runs `command`, one of the file tools' own (`what`), in a remote engine's container,
-    /// as its user (what it reads, the shell could) and returns what it printed: at most
-    /// `cap` bytes of stdout, or an error once it passes them or [`tree::TIMEOUT`], and then
-    /// what it started is stopped.
-    async fn capture(
-        &self,
-        live: &Live,
-        what: &str,
-        command: &str,
-        cap: usize,
-    ) -> Result<Captured, Error> {
-        use tokio::io::AsyncReadExt;
-        let n = self.commands.fetch_add(1, Ordering::Relaxed);
-        let marker = format!("{}{n}", self.marker);
-        let (mut process, mut stdout, mut stderr, mut control) = self
-            .start_remote(live, n, &self.script(&self.cwd, command, &marker))
-            .await?;
-        let read = async {
-            let (mut out, mut err) = (Vec::new(), Vec::new());
-            let (mut out_done, mut err_done) = (false, false);
-            let (mut out_buf, mut err_buf) = (vec![0; 64 * 1024], vec![0; 8 * 1024]);
-            // Both streams at once: a full stderr would stall stdout behind it.
-            while !(out_done && err_done) {
-                tokio::select! {
-                    read = stdout.read(&mut out_buf), if !out_done => match read {
-                        Ok(0) | Err(_) => out_done = true,
-                        Ok(n) if out.len() + n > cap => return Err(()),
-                        Ok(n) => out.extend_from_slice(&out_buf[..n]),
-                    },
-                    read = stderr.read(&mut err_buf), if !err_done => match read {
-                        Ok(0) | Err(_) => err_done = true,
-                        Ok(n) => {
-                            let room = (64 * 1024usize).saturating_sub(err.len()).min(n);
-                            err.extend_from_slice(&err_buf[..room]);
-                        }
-                    },
-                }
-            }
-            let status = child::Process::wait(&mut process).await.ok();
-            Ok((out, err, status))
-        };
-        // Past the cap or the time, the group is stopped as `control` goes.
-        let (stdout, stderr, status) = match tokio::time::timeout(tree::TIMEOUT, read).await {
-            Ok(Ok(read)) => read,
-            Ok(Err(())) => {
-                return Err(Error::NotAllowed(format!(
-                    "{what} printed more than {} MiB; narrow the path (or use the shell)",
-                    cap / (1024 * 1024)
-                )));
-            }
-            Err(_) => {
-                return Err(Error::NotAllowed(format!(
-                    "{what} was not done within {} s; narrow the path (or use the shell)",
-                    tree::TIMEOUT.as_secs()
-                )));
-            }
-        };
-        control.settle(!process.lost);
-        Ok(Captured {
-            stdout,
-            stderr: String::from_utf8_lossy(&stderr).trim().to_owned(),
-            code: status.and_then(|s| s.code()),
-        })
     }
 
     /// Runs a started command to its end (the shared loop) and reports how it ended.
@@ -589,78 +341,6 @@ impl ContainerExecutionEnvironment {
     }
 }
 
-impl ContainerExecutionEnvironment {
-    /// The grep tool in a remote engine's container: the files a local search would visit,
-    /// fetched in batches and searched here, until `max_results` or the grep's budget.
-    async fn grep_remote(
-        &self,
-        files: &archive::Files<'_>,
-        options: GrepOptions,
-    ) -> Result<String, Error> {
-        let shown = self.resolve(&options.path);
-        let (_, rel) = self.lexical(&options.path)?;
-        let (base, kind) = files.resolve(&shown, &rel).await?;
-        let glob = search::overrides(&base, options.glob.as_deref())?;
-        let mut grep = tree::Grep::new(&options, base.clone(), shown.clone(), self.cwd.clone())?;
-        let single;
-        let walk;
-        let (dir, visited) = match kind {
-            archive::Kind::Regular { size, .. } => {
-                single = tree::Record {
-                    path: base.clone(),
-                    kind: tree::Type::File,
-                    size,
-                    mtime: 0,
-                };
-                (base.parent().unwrap_or(&base).to_owned(), vec![&single])
-            }
-            archive::Kind::Directory => {
-                walk = self.walk(&tree::tree_command(&base), &base).await?;
-                let ignores = self.ignores(&walk).await?;
-                (
-                    base.clone(),
-                    tree::visited(&walk, &base, &ignores, Some(&glob)),
-                )
-            }
-            archive::Kind::Missing => return Err(Error::NotFound(shown)),
-            _ => {
-                return Err(Error::NotAllowed(format!(
-                    "{} is neither a file nor a directory",
-                    shown.display()
-                )));
-            }
-        };
-        for (command, batch) in tree::fetch_commands(&visited, &dir) {
-            if grep.done() || !grep.budget(batch.iter().map(|r| r.size).sum()) {
-                break;
-            }
-            let fetched = self.fetch(&command, &dir, &batch).await?;
-            grep = local::blocking(move |_| {
-                grep.search(&fetched);
-                Ok(grep)
-            })
-            .await?;
-        }
-        Ok(grep.report())
-    }
-}
-
-/// The error of one of the file tools' own commands that failed.
-fn failed(what: &str, out: &Captured) -> Error {
-    let how = match out.code {
-        Some(code) => format!("exit code {code}"),
-        None => "no exit status".to_owned(),
-    };
-    Error::Unavailable(format!("{what} failed ({how}): {}", out.stderr))
-}
-
-/// What one of the file tools' own commands printed, and how it exited.
-struct Captured {
-    stdout: Vec<u8>,
-    stderr: String,
-    code: Option<i32>,
-}
-
 /// A command's files in the control directory, removed when it is over.
 struct CommandFiles {
     paths: [PathBuf; 3],
@@ -690,9 +370,7 @@ impl ExecutionEnvironment for ContainerExecutionEnvironment {
 
     async fn read_file(&self, path: &Path) -> Result<Vec<u8>, Error> {
         if let Some(files) = self.remote_files().await? {
-            let (shown, rel) = self.lexical(path)?;
-            let (path, kind) = files.resolve(&shown, &rel).await?;
-            return files.read(&shown, &path, kind).await;
+            return self.read_remote(&files, path).await;
         }
         let (shown, rel) = self.beneath(path).await?;
         let (root, protected) = (self.root.clone(), self.protected.clone());
@@ -701,9 +379,7 @@ impl ExecutionEnvironment for ContainerExecutionEnvironment {
 
     async fn write_file(&self, path: &Path, content: &[u8]) -> Result<(), Error> {
         if let Some(files) = self.remote_files().await? {
-            let (shown, rel) = self.lexical(path)?;
-            let (dir, rest, kind) = files.resolve_for_write(&shown, &rel).await?;
-            return files.write(&shown, &dir, &rest, kind, content).await;
+            return self.write_remote(&files, path, content).await;
         }
         let (shown, rel) = self.beneath(path).await?;
         let (root, protected, content) =
@@ -752,11 +428,7 @@ impl ExecutionEnvironment for ContainerExecutionEnvironment {
 
     async fn list_directory(&self, path: &Path, depth: usize) -> Result<Vec<DirEntry>, Error> {
         if let Some(files) = self.remote_files().await? {
-            let base = self.remote_dir(&files, path).await?;
-            let walk = self
-                .walk(&tree::list_command(&base, depth.max(1)), &base)
-                .await?;
-            return Ok(tree::listing(walk, &base));
+            return self.list_remote(&files, path, depth).await;
         }
         let (shown, _) = self.beneath(path).await?;
         self.files.list_directory(&shown, depth).await
@@ -794,7 +466,7 @@ impl ExecutionEnvironment for ContainerExecutionEnvironment {
         let marker = format!("{}{n}", self.marker);
         let Some(control) = &live.control else {
             let (process, stdout, stderr, control) = self
-                .start_remote(live, n, &self.script(&cwd, request.command, &marker))
+                .start_remote(live, n, &self.script(&cwd, request.command, &marker), None)
                 .await?;
             let child = Child::new(process, Some(stdout), Some(stderr));
             return self
@@ -866,13 +538,7 @@ impl ExecutionEnvironment for ContainerExecutionEnvironment {
 
     async fn glob(&self, pattern: &str, base: &Path) -> Result<Vec<String>, Error> {
         if let Some(files) = self.remote_files().await? {
-            let matcher = search::glob_matcher(pattern)?;
-            let shown = self.resolve(base);
-            let base = self.remote_dir(&files, base).await?;
-            let walk = self.walk(&tree::tree_command(&base), &base).await?;
-            let ignores = self.ignores(&walk).await?;
-            let visited = tree::visited(&walk, &base, &ignores, None);
-            return Ok(tree::glob(&visited, &base, &shown, &self.cwd, &matcher));
+            return self.glob_remote(&files, pattern, base).await;
         }
         let (shown, _) = self.beneath(base).await?;
         self.files.glob(pattern, &shown).await

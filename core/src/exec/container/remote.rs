@@ -12,8 +12,15 @@ use futures::StreamExt;
 use tokio::io::{AsyncWriteExt, DuplexStream};
 
 /// The runner: `$1` the worker's report FIFO, `$2` the command's id, `$3` its script, `$4`
-/// the grace period in tenths of a second. `[ -p ]` first: a report never creates a file.
-const RUNNER: &str = r#"setsid sh -c "$3" </dev/null &
+/// the grace period in tenths of a second, `$5` 1 when the script reads the exec's stdin
+/// (an asynchronous list's stdin is `/dev/null` unless redirected). `[ -p ]` first: a
+/// report never creates a file.
+const RUNNER: &str = r#"if [ "$5" = 1 ]; then
+  exec 3<&0
+  setsid sh -c "$3" <&3 3<&- &
+else
+  setsid sh -c "$3" </dev/null &
+fi
 g=$!
 [ -p "$1" ] && echo "G $2 $g" >"$1"
 wait "$g"
@@ -30,14 +37,16 @@ exit 0
 /// in the engine's stream (and the engine's buffers), not in the daemon.
 const PIPE_BUFFER: usize = 64 * 1024;
 
-/// Execs command `id`'s `script` in `container`, reporting to `fifo`; returns the read ends
-/// of its stdout and stderr, fed by a task until the exec's stream ends or the reader goes.
+/// Execs command `id`'s `script` in `container`, reporting to `fifo`, with `stdin` (else
+/// `/dev/null`) on its stdin; returns the read ends of its stdout and stderr, fed by a task
+/// until the exec's stream ends or the reader goes.
 pub(super) async fn start(
     engine: &Engine,
     container: &str,
     fifo: &str,
     id: u64,
     script: &str,
+    stdin: Option<Vec<u8>>,
 ) -> Result<(DuplexStream, DuplexStream), String> {
     let id = id.to_string();
     let grace = (super::super::child::KILL_GRACE.as_millis() / 100).to_string();
@@ -51,8 +60,9 @@ pub(super) async fn start(
             &id,
             script,
             &grace,
+            if stdin.is_some() { "1" } else { "0" },
         ]),
-        attach_stdin: Some(false),
+        attach_stdin: Some(stdin.is_some()),
         attach_stdout: Some(true),
         attach_stderr: Some(true),
         ..CreateExecOptions::default()
@@ -62,11 +72,19 @@ pub(super) async fn start(
         .create_exec(container, options)
         .await
         .map_err(|e| format!("cannot exec the command: {e}"))?;
-    let mut output = match docker.start_exec(&created.id, None).await {
-        Ok(StartExecResults::Attached { output, .. }) => output,
+    let (mut output, mut input) = match docker.start_exec(&created.id, None).await {
+        Ok(StartExecResults::Attached { output, input }) => (output, input),
         Ok(StartExecResults::Detached) => return Err("the command's exec detached".to_owned()),
         Err(e) => return Err(format!("cannot start the command: {e}")),
     };
+    if let Some(stdin) = stdin {
+        // Until it is all written or the script went; the script reads the length it was
+        // told, so no end of stream is needed.
+        tokio::spawn(async move {
+            let _ = input.write_all(&stdin).await;
+            let _ = input.flush().await;
+        });
+    }
     let (mut out, out_reader) = tokio::io::duplex(PIPE_BUFFER);
     let (mut err, err_reader) = tokio::io::duplex(PIPE_BUFFER);
     tokio::spawn(async move {
