@@ -143,8 +143,8 @@ impl ContainerExecutionEnvironment {
         for (command, batch) in tree::fetch_commands(&tree::ignore_files(walk), root) {
             files.extend(self.fetch(&command, root, &batch).await?);
         }
-        let git = walk.git;
-        local::blocking(move |_| Ok(tree::Ignores::new(git, &files))).await
+        let repositories = walk.repositories.clone();
+        local::blocking(move |_| Ok(tree::Ignores::new(repositories, &files))).await
     }
 
     /// Removes file `path` (a symbolic link itself) in a remote engine's container.

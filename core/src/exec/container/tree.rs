@@ -40,34 +40,90 @@ const MAX_IGNORE_FILE: u64 = 1024 * 1024;
 const MAX_IGNORE_FILES: usize = 10_000;
 const MAX_IGNORE_BYTES: u64 = 16 * 1024 * 1024;
 
-/// `$1` the base; `$2` `list` or `tree`; `$3` a listing's depth. The first line is the record separator (`0`:
-/// NUL, from GNU stat; `n`: newline, from busybox's, which has no `--printf`), with `g`
-/// after it when a `.git` is in the base or above; then a record per entry, `mode size
-/// mtime path` (stat's raw mode in hex). A tree prunes hidden directories (`.git`) and
-/// starts with the ignore files of the directories above the base.
+/// `$1` the base; `$2` `list` or `tree`; `$3` a listing's depth. The first line is the
+/// record separator (`0`: NUL, from GNU stat; `n`: newline, from busybox's, which has no
+/// `--printf`); then a record per entry, `mode size mtime path` (stat's raw mode in hex).
+///
+/// A tree starts with what the directories above the base hold that the search follows:
+/// their ignore files and the nearest `.git` or `.jj` (a repository's top, where ripgrep
+/// stops reading `.gitignore` files). It never enters a hidden directory, and prints but
+/// does not enter a `.git` or `.jj`. Nor does it enter a directory that a rule of the
+/// base's or those directories' ignore files excludes by its name alone (`target/`,
+/// `node_modules`): such a rule holds at every depth below, and no rule can take back what
+/// is below an excluded directory. A rule that takes anything back (`!…`) leaves them all
+/// entered; the search applies every rule either way.
 const WALK: &str = r#"b=$1 m=$2 n=$3
 [ -d "$b" ] || exit 3
 if stat --printf '' / >/dev/null 2>&1; then o=--printf f='%f %s %Y %n\0' h=0
 else o=-c f='%f %s %Y %n' h=n
 fi
-d=$b
-while :; do
-  [ -e "$d/.git" ] && { h=${h}g; break; }
-  [ -z "$d" ] && break
-  d=${d%/*}
-done
 echo "$h"
 if [ "$m" = list ]; then
   exec find "$b" -mindepth 1 -maxdepth "$n" -exec stat "$o" "$f" -- {} +
 fi
+top=
 d=$b
-while [ -n "$d" ]; do
-  d=${d%/*}
-  for i in .gitignore .ignore; do
-    [ -f "$d/$i" ] && [ ! -L "$d/$i" ] && stat "$o" "$f" -- "$d/$i"
+while :; do
+  for i in .git .jj; do
+    [ -e "$d/$i" ] || [ -L "$d/$i" ] || continue
+    top=${d:-/}
+    [ "$d" = "$b" ] || stat "$o" "$f" -- "$d/$i"
+    break 2
   done
+  [ -n "$d" ] || break
+  d=${d%/*}
 done
-exec find "$b" -mindepth 1 \( -type d -name '.*' -prune \) -o -exec stat "$o" "$f" -- {} +"#;
+ig= gi= k=1 c=0
+d=$b
+while :; do
+  for i in .ignore .gitignore; do
+    r="$d/$i"
+    [ -f "$r" ] && [ ! -L "$r" ] || continue
+    [ "$d" = "$b" ] || stat "$o" "$f" -- "$r"
+    [ "$i" = .gitignore ] && [ -z "$top" ] && continue
+    set -f
+    x=$IFS
+    IFS='
+'
+    for l in $(head -c 65536 -- "$r"); do
+      case $l in
+        '!'*) k= ;;
+        ''|'#'*|*[\\*?[]*|' '*|*' '|/*) continue ;;
+        */) l=${l%/}; case $l in */*) continue ;; esac ;;
+        */*) continue ;;
+      esac
+      [ "$c" -lt 200 ] || continue
+      c=$((c+1))
+      if [ "$i" = .ignore ]; then ig="$ig
+$l"; else gi="$gi
+$l"; fi
+    done
+    IFS=$x
+    set +f
+  done
+  [ "${d:-/}" = "$top" ] && top=
+  [ -n "$d" ] || break
+  d=${d%/*}
+done
+[ -n "$k" ] || ig= gi=
+# A .gitignore's names hold up to the repository's top: not in a repository below the base.
+q='d=${2%/*}; while [ -n "$d" ] && [ "$d" != "$1" ]; do [ -e "$d/.git" ] || [ -e "$d/.jj" ] && exit 1; d=${d%/*}; done'
+set -f
+x=$IFS
+IFS='
+'
+set -- "$b" -mindepth 1 \( -type d \( \( -name '.*' ! -name .git ! -name .jj \)
+for l in $ig; do set -- "$@" -o -name "$l"; done
+set -- "$@" \) -prune \)
+if [ -n "$gi" ]; then
+  set -- "$@" -o \( -type d \( -name ''
+  for l in $gi; do set -- "$@" -o -name "$l"; done
+  set -- "$@" \) -exec sh -c "$q" sh "$b" {} \; -prune \)
+fi
+IFS=$x
+set +f
+# One `-exec … +` only: busybox's find runs the last one alone.
+exec find "$@" -o \( ! \( -name .git -o -name .jj \) -o -prune \) -exec stat "$o" "$f" -- {} +"#;
 
 /// `$1` the directory the other arguments, `./`-led paths, are relative to: an archive of
 /// them on stdout.
@@ -102,8 +158,9 @@ pub(super) struct Walk {
     pub(super) entries: Vec<Record>,
     /// Ignore files of the directories above the base.
     pub(super) above: Vec<Record>,
-    /// Whether the base is in a git repository (its `.gitignore` files count).
-    pub(super) git: bool,
+    /// The directories holding a `.git` or `.jj`: the tops of repositories, the nearest
+    /// above the base and any below it.
+    pub(super) repositories: HashSet<PathBuf>,
 }
 
 /// The command that lists `base` to `depth` levels.
@@ -160,7 +217,7 @@ pub(super) fn parse_walk(out: &[u8], base: &Path) -> Result<Walk, Error> {
     let mut walk = Walk {
         entries: Vec::new(),
         above: Vec::new(),
-        git: header.get(1) == Some(&b'g'),
+        repositories: HashSet::new(),
     };
     let mut records: Vec<Record> = Vec::new();
     for line in body.split(|&b| b == separator) {
@@ -180,16 +237,25 @@ pub(super) fn parse_walk(out: &[u8], base: &Path) -> Result<Walk, Error> {
         }
     }
     for record in records {
-        if below(&record.path, base).is_some_and(|rel| !rel.as_os_str().is_empty()) {
-            walk.entries.push(record);
-        } else if record.kind == Type::File
-            && record
+        let marker = matches!(
+            record.path.file_name().and_then(OsStr::to_str),
+            Some(".git" | ".jj")
+        );
+        let inside = below(&record.path, base).is_some_and(|rel| !rel.as_os_str().is_empty());
+        let above = || {
+            record
                 .path
                 .parent()
                 .is_some_and(|dir| base.starts_with(dir))
-            && is_ignore_file(&record.path)
-            && below(&record.path, Path::new("/")).is_some()
-        {
+                && below(&record.path, Path::new("/")).is_some()
+        };
+        if marker && (inside || above()) {
+            walk.repositories
+                .insert(record.path.parent().unwrap_or(Path::new("/")).to_owned());
+        }
+        if inside {
+            walk.entries.push(record);
+        } else if record.kind == Type::File && is_ignore_file(&record.path) && above() {
             walk.above.push(record);
         }
     }
@@ -285,20 +351,23 @@ pub(super) fn ignore_files(walk: &Walk) -> Vec<&Record> {
         .collect()
 }
 
-/// The `.ignore` and (in a git repository) `.gitignore` rules of each directory, matched
-/// as ripgrep's walk matches them: the nearest directory's rules first, and any `.ignore`
-/// rule before any `.gitignore` one.
+/// The `.ignore` and `.gitignore` rules of each directory, matched as ripgrep's walk
+/// matches them: the nearest directory's rules first, any `.ignore` rule before any
+/// `.gitignore` one, and `.gitignore` rules only within a repository, up to its top.
 pub(super) struct Ignores {
     ignore: HashMap<PathBuf, Gitignore>,
     gitignore: HashMap<PathBuf, Gitignore>,
+    repositories: HashSet<PathBuf>,
 }
 
 impl Ignores {
-    /// The rules of `files` (an ignore file's path and content).
-    pub(super) fn new(git: bool, files: &[(PathBuf, Vec<u8>)]) -> Self {
+    /// The rules of `files` (an ignore file's path and content) in a tree whose
+    /// repositories' tops are `repositories`.
+    pub(super) fn new(repositories: HashSet<PathBuf>, files: &[(PathBuf, Vec<u8>)]) -> Self {
         let mut ignores = Self {
             ignore: HashMap::new(),
             gitignore: HashMap::new(),
+            repositories,
         };
         for (path, content) in files {
             let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
@@ -306,7 +375,7 @@ impl Ignores {
             };
             let rules = match name.to_str() {
                 Some(".ignore") => &mut ignores.ignore,
-                Some(".gitignore") if git => &mut ignores.gitignore,
+                Some(".gitignore") => &mut ignores.gitignore,
                 _ => continue,
             };
             let mut builder = GitignoreBuilder::new(dir);
@@ -322,8 +391,18 @@ impl Ignores {
     }
 
     fn matched(&self, path: &Path, is_dir: bool) -> Match<()> {
-        for rules in [&self.ignore, &self.gitignore] {
-            for dir in path.ancestors().skip(1) {
+        let dirs = || path.ancestors().skip(1);
+        // `.gitignore` files count from the nearest repository's top down, none outside one.
+        let top = dirs().position(|dir| self.repositories.contains(dir));
+        let git = dirs().take(top.map_or(0, |top| top + 1));
+        for (rules, dirs) in [
+            (
+                &self.ignore,
+                Box::new(dirs()) as Box<dyn Iterator<Item = &Path>>,
+            ),
+            (&self.gitignore, Box::new(git)),
+        ] {
+            for dir in dirs {
                 if let Some(rules) = rules.get(dir) {
                     match rules.matched(path, is_dir) {
                         Match::None => {}

@@ -40,13 +40,15 @@ fn both_stats_walks_are_read_and_each_path_must_be_beneath_the_base() {
         "81a4 5 1700000003 /etc/passwd",
         "81a4 5 1700000003 /.gitignore",
         "81a4 5 1700000003 /etc/.gitignore",
+        "41ed 5 1700000003 /w/sub/.git",
+        "81a4 5 1700000003 /.jj",
+        "41ed 5 1700000003 /etc/.git",
         "81a4 5 1700000003 /w",
         "garbage",
         "zz 1 1 /w/x",
     ];
     for (separator, header) in [(b'\0', "0g"), (b'\n', "n")] {
         let walk = parse_walk(&walk_of(&lines, separator, header), Path::new("/w")).unwrap();
-        assert_eq!(walk.git, header.ends_with('g'));
         let paths: Vec<_> = walk.entries.iter().map(|r| r.path.clone()).collect();
         assert_eq!(
             paths,
@@ -56,6 +58,7 @@ fn both_stats_walks_are_read_and_each_path_must_be_beneath_the_base() {
                 "/w/link".into(),
                 "/w/before-1970".into(),
                 "/w/far-future".into(),
+                "/w/sub/.git".into(),
             ]
         );
         assert_eq!(walk.entries[3].mtime, 0);
@@ -76,6 +79,10 @@ fn both_stats_walks_are_read_and_each_path_must_be_beneath_the_base() {
         // An ignore file above the base counts; one elsewhere does not.
         let above: Vec<_> = walk.above.iter().map(|r| r.path.clone()).collect();
         assert_eq!(above, [PathBuf::from("/.gitignore")]);
+        // The tops of repositories: below the base, and above it; not elsewhere.
+        let mut tops: Vec<_> = walk.repositories.iter().cloned().collect();
+        tops.sort();
+        assert_eq!(tops, [PathBuf::from("/"), PathBuf::from("/w/sub")]);
     }
 }
 
@@ -99,7 +106,7 @@ fn a_listing_names_entries_relative_to_its_base_with_file_sizes() {
             },
         ],
         above: vec![],
-        git: false,
+        repositories: HashSet::new(),
     };
     let listed: Vec<_> = listing(walk, Path::new("/w"))
         .into_iter()
@@ -137,7 +144,7 @@ fn ripgrep_precedence_decides_what_a_search_visits() {
             },
         ],
         above: vec![],
-        git: true,
+        repositories: HashSet::from([PathBuf::from("/w")]),
     };
     let rules = [
         (PathBuf::from("/w/.gitignore"), b"target/\n*.log\n".to_vec()),
@@ -151,12 +158,12 @@ fn ripgrep_precedence_decides_what_a_search_visits() {
             .collect::<Vec<_>>()
     };
     assert_eq!(
-        visited_paths(&Ignores::new(true, &rules), None),
+        visited_paths(&Ignores::new(walk.repositories.clone(), &rules), None),
         ["/w/keep.log", "/w/main.rs", "/w/sub/ok.rs"]
     );
     // Outside a git repository, .gitignore rules do not count; .ignore rules do.
     assert_eq!(
-        visited_paths(&Ignores::new(false, &rules), None),
+        visited_paths(&Ignores::new(HashSet::new(), &rules), None),
         [
             "/w/a.log",
             "/w/keep.log",
@@ -169,7 +176,10 @@ fn ripgrep_precedence_decides_what_a_search_visits() {
     // The grep's glob comes first: it names hidden and ignored files too.
     let glob = search::overrides(Path::new("/w"), Some("*.rs")).unwrap();
     assert_eq!(
-        visited_paths(&Ignores::new(true, &rules), Some(&glob)),
+        visited_paths(
+            &Ignores::new(walk.repositories.clone(), &rules),
+            Some(&glob)
+        ),
         [
             "/w/.hidden.rs",
             "/w/main.rs",
@@ -356,13 +366,26 @@ fn run(command: &str, path: Option<&Path>) -> Vec<u8> {
 /// answers a `**/*.rs` glob and a depth-2 listing.
 fn walk_answers(root: &Path, path: Option<&Path>) -> (Vec<String>, Vec<String>) {
     let walk = parse_walk(&run(&tree_command(root), path), root).unwrap();
-    assert!(walk.git);
+    assert!(walk.repositories.contains(root), "{:?}", walk.repositories);
+    // What the rules above and at the base exclude by name is never entered.
+    assert!(
+        walk.entries
+            .iter()
+            .all(|r| !r.path.starts_with(root.join("target"))),
+        "{:?}",
+        walk.entries
+    );
     let mut rules = Vec::new();
     for (command, batch) in fetch_commands(&ignore_files(&walk), Path::new("/")) {
         let wanted: Vec<PathBuf> = batch.iter().map(|r| r.path.clone()).collect();
         rules.extend(unpack(&run(&command, path), Path::new("/"), &wanted));
     }
-    let visited = visited(&walk, root, &Ignores::new(walk.git, &rules), None);
+    let visited = visited(
+        &walk,
+        root,
+        &Ignores::new(walk.repositories.clone(), &rules),
+        None,
+    );
     let matcher = search::glob_matcher("**/*.rs").unwrap();
     let mut globbed = glob(&visited, root, root, root, &matcher);
     globbed.sort();
@@ -397,23 +420,29 @@ fn the_walk_over_gnu_find_and_stat_answers_as_the_local_search() {
     assert_eq!(walk_answers(&root, None), local_answers(&root));
 }
 
-#[test]
-fn the_walk_over_busybox_answers_as_the_local_search() {
+/// A directory of busybox's applets for the scripts, where busybox is (`.ci/run` installs
+/// it; missing under `CI=true`, a failure).
+fn busybox_bin() -> Option<tempfile::TempDir> {
     let Ok(busybox) = which_busybox() else {
         assert!(
             std::env::var_os("CI").is_none(),
             "busybox is missing (.ci/run installs busybox-static)"
         );
-        return;
+        return None;
     };
     let bin = tempfile::tempdir().unwrap();
-    for applet in ["sh", "find", "stat", "tar"] {
+    for applet in ["sh", "find", "stat", "tar", "head"] {
         std::os::unix::fs::symlink(&busybox, bin.path().join(applet)).unwrap();
     }
+    Some(bin)
+}
+
+#[test]
+fn the_walk_over_busybox_answers_as_the_local_search() {
+    let Some(bin) = busybox_bin() else { return };
     let dir = workspace();
     let root = std::fs::canonicalize(dir.path()).unwrap();
-    let (globbed, listed) = walk_answers(&root, Some(bin.path()));
-    assert_eq!((globbed, listed), local_answers(&root));
+    assert_eq!(walk_answers(&root, Some(bin.path())), local_answers(&root));
 }
 
 fn which_busybox() -> Result<PathBuf, ()> {
@@ -434,7 +463,7 @@ fn ignore_files_are_read_shallowest_first_within_their_caps() {
     let walk = Walk {
         entries,
         above: vec![file("/.ignore", 10, 0)],
-        git: true,
+        repositories: HashSet::new(),
     };
     let files = ignore_files(&walk);
     assert_eq!(files.len(), MAX_IGNORE_FILES);
@@ -448,10 +477,46 @@ fn ignore_files_are_read_shallowest_first_within_their_caps() {
             .map(|n| file(&format!("/w/d{n}/.ignore"), MAX_IGNORE_FILE, 0))
             .collect(),
         above: vec![],
-        git: true,
+        repositories: HashSet::new(),
     };
     assert_eq!(
         ignore_files(&walk).len() as u64,
         MAX_IGNORE_BYTES / MAX_IGNORE_FILE
     );
+}
+
+/// ripgrep reads `.gitignore` files from the nearest repository's top down and none above
+/// it, a nested repository's own; the scripts and the rules here do the same.
+#[test]
+fn repository_tops_bound_the_gitignore_rules_as_ripgreps() {
+    let dir = tempfile::tempdir().unwrap();
+    let outer = std::fs::canonicalize(dir.path()).unwrap();
+    for (name, content) in [
+        (".gitignore", "*\n"),
+        ("ws/.git/HEAD", "ref: refs/heads/main\n"),
+        ("ws/.gitignore", "target/\ndist/\n"),
+        ("ws/src/a.rs", ""),
+        ("ws/target/b.rs", ""),
+        ("ws/app/.git", "gitdir: elsewhere\n"),
+        ("ws/app/.gitignore", "gen/\n"),
+        ("ws/app/dist/c.rs", ""),
+        ("ws/app/gen/e.rs", ""),
+        ("ws/app/d.rs", ""),
+        ("ws/plain/.gitignore", "*.rs\n"),
+        ("ws/plain/f.rs", ""),
+    ] {
+        let path = outer.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+    let root = outer.join("ws");
+    let (globbed, _) = walk_answers(&root, None);
+    let (local, _) = local_answers(&root);
+    assert_eq!(globbed, local);
+    if let Some(bin) = busybox_bin() {
+        assert_eq!(walk_answers(&root, Some(bin.path())).0, local);
+    }
+    // The outer `*` is above the top; the workspace's `dist/` stops at the nested
+    // repository, whose own `gen/` holds in it.
+    assert_eq!(globbed, ["app/d.rs", "app/dist/c.rs", "src/a.rs"]);
 }
