@@ -402,8 +402,13 @@ async fn serve(
                 }
             }
             answer = answer => {
-                let broken = match answer {
-                    Ok(line) => route(&mut routes, &line).err(),
+                let broken = match answer.and_then(|line| route(&mut routes, &line)) {
+                    // Started for a caller that went (its tool call was dropped): stopped.
+                    Ok(Some((id, group))) => send(&mut exec, &format!("K {id} {group}\n"))
+                        .await
+                        .err()
+                        .map(|e| e.to_string()),
+                    Ok(None) => None,
                     Err(why) => Some(why),
                 };
                 if let Some(why) = broken {
@@ -424,7 +429,8 @@ async fn send(exec: &mut Option<Exec>, line: &str) -> std::io::Result<()> {
 }
 
 /// Hands an answer to its command; answers for commands no longer followed are dropped.
-fn route(routes: &mut HashMap<u64, Route>, line: &str) -> Result<(), String> {
+/// Returns a command whose group started after its caller went, to be stopped.
+fn route(routes: &mut HashMap<u64, Route>, line: &str) -> Result<Option<(u64, i32)>, String> {
     let malformed = || format!("a malformed answer: {line:?}");
     let mut fields = line.splitn(3, ' ');
     let kind = fields.next().unwrap_or_default();
@@ -438,8 +444,13 @@ fn route(routes: &mut HashMap<u64, Route>, line: &str) -> Result<(), String> {
     match kind {
         "G" => {
             let group = number().and_then(|g| if g > 1 { Ok(g) } else { Err(malformed()) })?;
-            if let Some(started) = routes.get_mut(&id).and_then(|r| r.started.take()) {
-                let _ = started.send(Ok(group));
+            let taken = routes
+                .get_mut(&id)
+                .and_then(|r| r.started.take())
+                .is_some_and(|started| started.send(Ok(group)).is_ok());
+            if !taken {
+                routes.remove(&id);
+                return Ok(Some((id, group)));
             }
         }
         "F" => {
@@ -472,7 +483,7 @@ fn route(routes: &mut HashMap<u64, Route>, line: &str) -> Result<(), String> {
         }
         _ => return Err(malformed()),
     }
-    Ok(())
+    Ok(None)
 }
 
 #[cfg(test)]
@@ -497,10 +508,31 @@ mod tests {
         ] {
             assert!(route(&mut routes, bad).is_err(), "{bad:?}");
         }
-        // Well-formed answers for commands nobody follows are dropped.
-        assert!(route(&mut routes, "G 7 42").is_ok());
-        assert!(route(&mut routes, "X 7 3").is_ok());
-        assert!(route(&mut routes, "Z 7").is_ok());
+        // Well-formed answers for commands nobody follows are dropped, but a group that
+        // started for nobody is to be stopped.
+        assert_eq!(route(&mut routes, "G 7 42"), Ok(Some((7, 42))));
+        assert_eq!(route(&mut routes, "X 7 3"), Ok(None));
+        assert_eq!(route(&mut routes, "Z 7"), Ok(None));
+    }
+
+    /// A tool call dropped (aborted) while its command was being started leaves no group
+    /// running: the start that comes after is stopped.
+    #[test]
+    fn a_group_started_after_its_caller_went_is_to_be_stopped() {
+        let mut routes = HashMap::new();
+        let (started, group) = oneshot::channel();
+        let (exit, _status) = oneshot::channel();
+        routes.insert(
+            5,
+            Route {
+                started: Some(started),
+                exit: Some(exit),
+                stops: Vec::new(),
+            },
+        );
+        drop(group);
+        assert_eq!(route(&mut routes, "G 5 777"), Ok(Some((5, 777))));
+        assert!(routes.is_empty());
     }
 
     #[tokio::test]
@@ -516,7 +548,7 @@ mod tests {
                 stops: Vec::new(),
             },
         );
-        route(&mut routes, "G 3 4242").unwrap();
+        assert_eq!(route(&mut routes, "G 3 4242"), Ok(None));
         route(&mut routes, "X 3 7").unwrap();
         assert_eq!(group.await.unwrap(), Ok(4242));
         assert_eq!(status.await.unwrap().code(), Some(7));
