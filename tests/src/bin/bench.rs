@@ -1686,6 +1686,45 @@ const TREE_DIRS: usize = 500;
 const TREE_FILES: usize = 100;
 const SEARCH_RUNS: usize = 5;
 
+/// Runs `tool` with `args` `runs` times over in one task of `session`; returns its events.
+async fn repeated_tool(
+    mock: &MockProvider,
+    client: &mut RawClient,
+    session: &str,
+    tool: &'static str,
+    args: Value,
+    runs: usize,
+) -> Vec<Value> {
+    mock.respond_with(move |body| {
+        if tool_results(body) < runs {
+            Reply::Stream(sse::tools("", &[("s", tool, args.clone())]))
+        } else {
+            Reply::Stream(sse::text("done"))
+        }
+    });
+    client.subscribe(session, None).await.unwrap();
+    client
+        .call(
+            "session/submit",
+            json!({"session_id": session, "text": "search"}),
+        )
+        .await
+        .unwrap();
+    client
+        .events_until("processing_end", |_| true)
+        .await
+        .unwrap()
+}
+
+/// How long each tool call of `events` took, by the daemon's clock (ms).
+fn tool_durations(events: &[Value]) -> Vec<f64> {
+    events
+        .iter()
+        .filter(|e| e["kind"] == "tool_call_end")
+        .map(|e| e["data"]["duration_ms"].as_f64().unwrap())
+        .collect()
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -1744,31 +1783,8 @@ async fn search_bench(
             .create_session(client, tree.path(), json!({}))
             .await
             .unwrap();
-        let reply_args = args.clone();
-        mock.respond_with(move |body| {
-            if tool_results(body) < SEARCH_RUNS {
-                Reply::Stream(sse::tools("", &[("s", tool, reply_args.clone())]))
-            } else {
-                Reply::Stream(sse::text("done"))
-            }
-        });
-        client.subscribe(&session, None).await.unwrap();
-        client
-            .call(
-                "session/submit",
-                json!({"session_id": session, "text": "search"}),
-            )
-            .await
-            .unwrap();
-        let events = client
-            .events_until("processing_end", |_| true)
-            .await
-            .unwrap();
-        let ours: Vec<f64> = events
-            .iter()
-            .filter(|e| e["kind"] == "tool_call_end")
-            .map(|e| e["data"]["duration_ms"].as_f64().unwrap())
-            .collect();
+        let events = repeated_tool(mock, client, &session, tool, args, SEARCH_RUNS).await;
+        let ours = tool_durations(&events);
         let lines = events
             .iter()
             .rev()

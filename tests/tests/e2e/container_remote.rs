@@ -16,8 +16,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-async fn daemon(tls: &TlsEngine, mock: &MockProvider) -> TestDaemon {
-    TestDaemon::builder()
+/// A daemon whose engine is `tls`, with `config` (TOML) as its config file if given.
+async fn daemon(tls: &TlsEngine, mock: &MockProvider, config: Option<&str>) -> TestDaemon {
+    let mut builder = TestDaemon::builder();
+    if let Some(config) = config {
+        builder = builder.config(config);
+    }
+    builder
         .env("ANTHROPIC_BASE_URL", &mock.url)
         .env("ANTHROPIC_API_KEY", "test-key")
         .env("DOCKER_HOST", &tls.host)
@@ -30,7 +35,7 @@ async fn daemon(tls: &TlsEngine, mock: &MockProvider) -> TestDaemon {
 
 async fn remote_setup(tls: &TlsEngine) -> Setup {
     let mock = MockProvider::start().await.expect("mock starts");
-    let daemon = daemon(tls, &mock).await;
+    let daemon = daemon(tls, &mock, None).await;
     let mut client = daemon.client().await.expect("client connects");
     let workdir = tempfile::tempdir().expect("tempdir");
     let snapshot = client
@@ -377,18 +382,8 @@ async fn a_tls_engine_lists_globs_and_greps_as_a_local_session_does(engine: &Eng
 async fn a_write_raced_through_a_swapped_link_is_the_container_users(engine: &Engine) {
     let tls = TlsEngine::start(&engine.host).await.unwrap();
     let mock = MockProvider::start().await.unwrap();
-    let daemon = TestDaemon::builder()
-        .config(&format!(
-            "[containers.user]\nimage = \"{IMAGE}\"\nuser = \"1000:1000\"\n"
-        ))
-        .env("ANTHROPIC_BASE_URL", &mock.url)
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .env("DOCKER_HOST", &tls.host)
-        .env("DOCKER_TLS_VERIFY", "1")
-        .env("DOCKER_CERT_PATH", &tls.certs.path().display().to_string())
-        .start()
-        .await
-        .unwrap();
+    let config = format!("[containers.user]\nimage = \"{IMAGE}\"\nuser = \"1000:1000\"\n");
+    let daemon = daemon(&tls, &mock, Some(&config)).await;
     let mut client = daemon.client().await.unwrap();
     let workdir = tempfile::tempdir().unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -591,7 +586,7 @@ async fn an_engine_another_ca_certified_or_a_missing_key_is_refused() {
     let genuine = TlsEngine::start(&engine.host).await.unwrap();
     let impostor = TlsEngine::start(&engine.host).await.unwrap();
     let mock = MockProvider::start().await.unwrap();
-    let daemon = daemon(&genuine, &mock).await;
+    let daemon = daemon(&genuine, &mock, None).await;
     let mut client = daemon.client().await.unwrap();
     let workdir = tempfile::tempdir().unwrap();
     let create = |engine: &str| {
