@@ -346,20 +346,28 @@ async fn commands_run_on_the_worker_and_on_channels_where_the_remote_has_no_perl
 /// The ssh master of the daemon: its child whose command line starts a ControlMaster.
 fn master_of(daemon: &TestDaemon) -> Option<i32> {
     let daemon_pid = daemon.pid() as i32;
-    std::fs::read_dir("/proc")
+    let parent = |pid: i32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit_once(')')
+            .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<i32>().ok())
+    };
+    // A master goes to the background by forking, the ssh client that started it (the
+    // command worker's lives on) its parent until that exits, with the same command line.
+    let ssh: Vec<i32> = std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
-        .find(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let ppid = stat
-                .rsplit_once(')')
-                .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<i32>().ok());
+        .filter(|&pid| {
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            ppid == Some(daemon_pid)
+            let ppid = parent(pid);
+            (ppid == Some(daemon_pid) || ppid.and_then(parent) == Some(daemon_pid))
                 && String::from_utf8_lossy(&cmdline).contains("ControlMaster=yes")
         })
+        .collect();
+    ssh.iter()
+        .copied()
+        .find(|&pid| !ssh.iter().any(|&other| parent(other) == Some(pid)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -393,8 +401,6 @@ async fn a_dropped_connection_ends_the_remote_command_and_the_next_call_reconnec
         live_with(&m).is_empty()
     })
     .await;
-    // A master goes to the background by forking: until its first process exits, its
-    // parent is that process, not the daemon.
     let mut again = None;
     wait_for("a new master", || {
         again = master_of(&s.daemon);
