@@ -80,10 +80,10 @@ pub(super) async fn start(
     if let Some(stdin) = stdin {
         // Until it is all written or the script went; the script reads the length it was
         // told, so no end of stream is needed.
-        tokio::spawn(async move {
+        tokio::spawn(tokio::time::timeout(super::tree::TIMEOUT, async move {
             let _ = input.write_all(&stdin).await;
             let _ = input.flush().await;
-        });
+        }));
     }
     let (mut out, out_reader) = tokio::io::duplex(PIPE_BUFFER);
     let (mut err, err_reader) = tokio::io::duplex(PIPE_BUFFER);

@@ -19,11 +19,19 @@ use std::sync::atomic::Ordering;
 const READ: &str = r#"[ -f "$1" ] && [ ! -L "$1" ] || exit 3
 exec cat -- "$1""#;
 /// `$1` a file (not a link), `$2` its new length, `$3` the directories to make first ('':
-/// none); the content comes on stdin, `$2` bytes of it (no end of stream is needed).
+/// none); the content comes on stdin, `$2` bytes of it (no end of stream is needed). It
+/// goes to a file of its own first, so the file is as it was unless all of it came; then
+/// into the file in place (its mode and owner kept).
 const WRITE: &str = r#"[ -z "$3" ] || mkdir -p -- "$3" || exit 5
 [ ! -L "$1" ] || exit 6
-head -c "$2" >"$1" || exit 5
-[ "$(wc -c <"$1")" -eq "$2" ] || { echo "only part of the content came" >&2; exit 5; }"#;
+[ ! -e "$1" ] || [ -f "$1" ] || exit 7
+t="$1.agentd-$$"
+trap 'rm -f -- "$t"' EXIT
+trap 'exit 143' TERM
+set -C
+head -c "$2" >"$t" || exit 5
+[ "$(wc -c <"$t")" -eq "$2" ] || { echo "only part of the content came" >&2; exit 5; }
+cat -- "$t" >|"$1" || exit 5"#;
 /// `$1` a file or link: removed.
 const REMOVE: &str = r#"rm -f -- "$1""#;
 
@@ -91,10 +99,11 @@ impl ContainerExecutionEnvironment {
                 tree::MAX_WALK,
                 None,
             )
-            .await?;
+            .await
+            .map_err(|e| Error::NotAllowed(format!("{e}; narrow the path (or use the shell)")))?;
         match out.code {
             Some(3) => return Err(Error::NotFound(base.to_owned())),
-            Some(126..) | None => return Err(failed("listing the container's files", &out)),
+            Some(125..) | None => return Err(failed("listing the container's files", &out)),
             _ => {}
         }
         tree::parse_walk(&out.stdout, base).map_err(|e| match out.stderr.is_empty() {
@@ -124,7 +133,7 @@ impl ContainerExecutionEnvironment {
         match out.code {
             // The directory went.
             Some(3) => return Err(Error::NotFound(dir.to_owned())),
-            Some(4 | 126..) | None => {
+            Some(4 | 125..) | None => {
                 return Err(failed("fetching files from the container", &out));
             }
             _ => {}
@@ -266,13 +275,13 @@ impl ContainerExecutionEnvironment {
             Ok(Ok(read)) => read,
             Ok(Err(())) => {
                 return Err(Error::NotAllowed(format!(
-                    "{what} printed more than {} MiB; narrow the path (or use the shell)",
+                    "{what} printed more than {} MiB",
                     cap / (1024 * 1024)
                 )));
             }
             Err(_) => {
                 return Err(Error::NotAllowed(format!(
-                    "{what} was not done within {} s; narrow the path (or use the shell)",
+                    "{what} was not done within {} s",
                     tree::TIMEOUT.as_secs()
                 )));
             }
@@ -337,10 +346,12 @@ impl ContainerExecutionEnvironment {
                 4096,
                 Some(content.to_vec()),
             )
-            .await?;
+            .await
+            .map_err(|e| Error::NotAllowed(format!("{e}; {} is as it was", shown.display())))?;
         match out.code {
             Some(0) => Ok(()),
             Some(6) => Err(archive::link(&shown, &target)),
+            Some(7) => Err(archive::not_regular(&shown)),
             _ => Err(Error::NotAllowed(format!(
                 "cannot write {}: {}",
                 shown.display(),
@@ -448,4 +459,55 @@ struct Captured {
     stdout: Vec<u8>,
     stderr: String,
     code: Option<i32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+
+    /// Runs WRITE with this machine's sh for `target`, told `length`, fed `content`.
+    fn write(target: &Path, length: usize, content: &[u8]) -> (Option<i32>, String) {
+        let command = tree::command(
+            WRITE,
+            &[target.as_os_str(), length.to_string().as_ref(), "".as_ref()],
+        );
+        let mut child = Command::new("sh")
+            .args(["-c", &command])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(content).unwrap();
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    #[test]
+    fn a_write_cut_short_leaves_the_file_as_it_was_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a.txt");
+        std::fs::write(&file, "old\n").unwrap();
+        let (code, stderr) = write(&file, 100, b"only part");
+        assert_eq!(code, Some(5), "{stderr}");
+        assert!(stderr.contains("only part of the content came"), "{stderr}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "old\n");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+
+        assert_eq!(write(&file, 4, b"new\n").0, Some(0));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "new\n");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_write_to_a_fifo_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("f");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        assert_eq!(write(&fifo, 1, b"x").0, Some(7));
+    }
 }

@@ -50,10 +50,14 @@ const MAX_IGNORE_BYTES: u64 = 16 * 1024 * 1024;
 /// does not enter a `.git` or `.jj`. Nor does it enter a directory that a rule of the
 /// base's or those directories' ignore files excludes by its name alone (`target/`,
 /// `node_modules`): such a rule holds at every depth below, and no rule can take back what
-/// is below an excluded directory. A rule that takes anything back (`!…`) leaves them all
-/// entered; the search applies every rule either way.
+/// is below an excluded directory. A rule that takes anything back (`!…`) there or in an
+/// ignore file on the way below the base, a file past 64 KiB or one with a byte the shell
+/// cannot read as ripgrep does leaves them entered, and a `.gitignore`'s name stops at a
+/// repository below the base; the search applies every rule either way.
 const WALK: &str = r#"b=$1 m=$2 n=$3
 [ -d "$b" ] || exit 3
+export LC_ALL=C
+cr=$(printf '\r')
 if stat --printf '' / >/dev/null 2>&1; then o=--printf f='%f %s %Y %n\0' h=0
 else o=-c f='%f %s %Y %n' h=n
 fi
@@ -81,14 +85,19 @@ while :; do
     [ -f "$r" ] && [ ! -L "$r" ] || continue
     [ "$d" = "$b" ] || stat "$o" "$f" -- "$r"
     [ "$i" = .gitignore ] && [ -z "$top" ] && continue
+    # What the shell cannot read as ripgrep does (a NUL, a byte past ASCII, more than it
+    # reads) leaves every directory entered.
+    [ "$(wc -c <"$r")" -le 65536 ] && [ "$(tr -d '\000' <"$r" | wc -c)" -eq "$(wc -c <"$r")" ] || k=
     set -f
     x=$IFS
     IFS='
 '
     for l in $(head -c 65536 -- "$r"); do
+      l=${l%"$cr"}
       case $l in
+        *[!\ -~]*) k= ;;
         '!'*) k= ;;
-        ''|'#'*|*[\\*?[]*|' '*|*' '|/*) continue ;;
+        ''|'#'*|.*|*[\\*?[{]*|' '*|*' '|/*) continue ;;
         */) l=${l%/}; case $l in */*) continue ;; esac ;;
         */*) continue ;;
       esac
@@ -106,20 +115,27 @@ $l"; fi
   d=${d%/*}
 done
 [ -n "$k" ] || ig= gi=
-# A .gitignore's names hold up to the repository's top: not in a repository below the base.
-q='d=${2%/*}; while [ -n "$d" ] && [ "$d" != "$1" ]; do [ -e "$d/.git" ] || [ -e "$d/.jj" ] && exit 1; d=${d%/*}; done'
+# A directory so named is pruned unless an ignore file on the way below the base may take
+# something back, or (for a .gitignore's name, `$3` g) a repository below the base begins.
+q='d=${2%/*}
+while [ -n "$d" ] && [ "$d" != "$1" ]; do
+  [ "$3" = g ] && { [ -e "$d/.git" ] || [ -e "$d/.jj" ]; } && exit 1
+  for i in .gitignore .ignore; do [ -f "$d/$i" ] && grep -q "^!" "$d/$i" && exit 1; done
+  d=${d%/*}
+done
+exit 0'
 set -f
 x=$IFS
 IFS='
 '
-set -- "$b" -mindepth 1 \( -type d \( \( -name '.*' ! -name .git ! -name .jj \)
-for l in $ig; do set -- "$@" -o -name "$l"; done
-set -- "$@" \) -prune \)
-if [ -n "$gi" ]; then
+set -- "$b" -mindepth 1 \( -type d \( -name '.*' ! -name .git ! -name .jj \) -prune \)
+for w in i g; do
+  [ $w = i ] && v=$ig || v=$gi
+  [ -n "$v" ] || continue
   set -- "$@" -o \( -type d \( -name ''
-  for l in $gi; do set -- "$@" -o -name "$l"; done
-  set -- "$@" \) -exec sh -c "$q" sh "$b" {} \; -prune \)
-fi
+  for l in $v; do set -- "$@" -o -name "$l"; done
+  set -- "$@" \) -exec sh -c "$q" sh "$b" {} $w \; -prune \)
+done
 IFS=$x
 set +f
 # One `-exec … +` only: busybox's find runs the last one alone.
@@ -379,8 +395,16 @@ impl Ignores {
                 _ => continue,
             };
             let mut builder = GitignoreBuilder::new(dir);
-            for line in String::from_utf8_lossy(content).lines() {
-                // A line ripgrep cannot read is one it skips too.
+            // As `GitignoreBuilder::add` reads a file: a BOM dropped, and nothing from the
+            // first line that is not UTF-8 on.
+            for (n, line) in std::io::BufRead::lines(content.as_slice()).enumerate() {
+                let Ok(line) = line else { break };
+                let line = if n == 0 {
+                    line.trim_start_matches('\u{feff}')
+                } else {
+                    &line
+                };
+                // A rule ripgrep cannot read is one it skips too.
                 let _ = builder.add_line(Some(path.clone()), line);
             }
             if let Ok(built) = builder.build() {

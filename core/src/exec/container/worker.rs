@@ -444,10 +444,15 @@ fn route(routes: &mut HashMap<u64, Route>, line: &str) -> Result<Option<(u64, i3
     match kind {
         "G" => {
             let group = number().and_then(|g| if g > 1 { Ok(g) } else { Err(malformed()) })?;
-            let taken = routes
-                .get_mut(&id)
-                .and_then(|r| r.started.take())
-                .is_some_and(|started| started.send(Ok(group)).is_ok());
+            // A second `G` for a command (not the worker's: a process of the container's
+            // user writing to its FIFO) changes nothing.
+            let taken = match routes.get_mut(&id) {
+                Some(route) => match route.started.take() {
+                    Some(started) => started.send(Ok(group)).is_ok(),
+                    None => true,
+                },
+                None => false,
+            };
             if !taken {
                 routes.remove(&id);
                 return Ok(Some((id, group)));
@@ -549,6 +554,9 @@ mod tests {
             },
         );
         assert_eq!(route(&mut routes, "G 3 4242"), Ok(None));
+        // A second start of the same command (forged by a process of the container's user)
+        // neither stops it nor takes its exit away.
+        assert_eq!(route(&mut routes, "G 3 99"), Ok(None));
         route(&mut routes, "X 3 7").unwrap();
         assert_eq!(group.await.unwrap(), Ok(4242));
         assert_eq!(status.await.unwrap().code(), Some(7));

@@ -367,11 +367,15 @@ fn run(command: &str, path: Option<&Path>) -> Vec<u8> {
 fn walk_answers(root: &Path, path: Option<&Path>) -> (Vec<String>, Vec<String>) {
     let walk = parse_walk(&run(&tree_command(root), path), root).unwrap();
     assert!(walk.repositories.contains(root), "{:?}", walk.repositories);
-    // What the rules above and at the base exclude by name is never entered.
+    // What the rules above and at the base exclude by name is never entered (when they
+    // can be read as ripgrep reads them).
+    let plain = std::fs::read(root.join(".gitignore")).is_ok_and(|r| r.is_ascii());
     assert!(
-        walk.entries
-            .iter()
-            .all(|r| !r.path.starts_with(root.join("target"))),
+        !plain
+            || walk
+                .entries
+                .iter()
+                .all(|r| !r.path.starts_with(root.join("target"))),
         "{:?}",
         walk.entries
     );
@@ -431,7 +435,9 @@ fn busybox_bin() -> Option<tempfile::TempDir> {
         return None;
     };
     let bin = tempfile::tempdir().unwrap();
-    for applet in ["sh", "find", "stat", "tar", "head"] {
+    for applet in [
+        "sh", "find", "stat", "tar", "head", "wc", "tr", "grep", "printf",
+    ] {
         std::os::unix::fs::symlink(&busybox, bin.path().join(applet)).unwrap();
     }
     Some(bin)
@@ -519,4 +525,48 @@ fn repository_tops_bound_the_gitignore_rules_as_ripgreps() {
     // The outer `*` is above the top; the workspace's `dist/` stops at the nested
     // repository, whose own `gen/` holds in it.
     assert_eq!(globbed, ["app/d.rs", "app/dist/c.rs", "src/a.rs"]);
+}
+
+/// Pruning never hides what ripgrep shows: a take-back in an ignore file below the base,
+/// `.git` named in an ignore file, and bytes the shell cannot read as ripgrep does.
+#[test]
+fn pruning_leaves_what_an_ignore_file_may_take_back_or_the_shell_cannot_read() {
+    let cases: &[&[(&str, &[u8])]] = &[
+        &[
+            (".gitignore", b"target/\n"),
+            ("sub/.gitignore", b"!target/\n"),
+            ("sub/target/t.rs", b""),
+            ("target/x.rs", b""),
+        ],
+        &[
+            (".ignore", b".git\n"),
+            (".gitignore", b"*.log\n"),
+            ("app.log", b""),
+            ("a.rs", b""),
+        ],
+        &[(".gitignore", b"targ\0et2\n"), ("target2/f.rs", b"")],
+        &[(".gitignore", b"\xff\nout3/\n"), ("out3/f.rs", b"")],
+        &[(".gitignore", b"{x}\n"), ("{x}/f.rs", b"")],
+        &[
+            (".gitignore", b"\xef\xbb\xbftarget/\r\n"),
+            ("target/f.rs", b""),
+            ("b.rs", b""),
+        ],
+    ];
+    let bin = busybox_bin();
+    for files in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        for (name, content) in *files {
+            let path = root.join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, content).unwrap();
+        }
+        let (local, _) = local_answers(&root);
+        assert_eq!(walk_answers(&root, None).0, local, "{files:?}");
+        if let Some(bin) = &bin {
+            assert_eq!(walk_answers(&root, Some(bin.path())).0, local, "{files:?}");
+        }
+    }
 }
