@@ -401,13 +401,40 @@ async fn a_dropped_connection_ends_the_remote_command_and_the_next_call_reconnec
         live_with(&m).is_empty()
     })
     .await;
-    let mut again = None;
-    wait_for("a new master", || {
-        again = master_of(&s.daemon);
-        again.is_some()
-    })
-    .await;
-    assert_ne!(again, Some(master));
+    let deadline = Instant::now() + agentd_tests::WAIT;
+    let again = loop {
+        if let Some(again) = master_of(&s.daemon) {
+            break again;
+        }
+        // What the daemon runs, to tell why no master is found.
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no new master; the daemon's children: {:?}",
+            children_of(s.daemon.pid() as i32)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_ne!(again, master);
+}
+
+/// The processes whose parent is `parent`, with their command lines.
+fn children_of(parent: i32) -> Vec<(i32, String)> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            stat.rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<i32>().ok())
+                == Some(parent)
+        })
+        .map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            (pid, String::from_utf8_lossy(&cmdline).replace('\0', " "))
+        })
+        .collect()
 }
 
 /// The daemon's ssh client carrying the command worker.
