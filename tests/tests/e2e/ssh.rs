@@ -343,27 +343,42 @@ async fn commands_run_on_the_worker_and_on_channels_where_the_remote_has_no_perl
     }
 }
 
-/// The ssh master of the daemon: its child whose command line starts a ControlMaster.
-fn master_of(daemon: &TestDaemon) -> Option<i32> {
-    let daemon_pid = daemon.pid() as i32;
-    let parent = |pid: i32| {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        stat.rsplit_once(')')
-            .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<i32>().ok())
-    };
-    // A master goes to the background by forking, the ssh client that started it (the
-    // command worker's lives on) its parent until that exits, with the same command line.
-    let ssh: Vec<i32> = std::fs::read_dir("/proc")
+/// Every process: its pid, its parent's and its command line (arguments joined by spaces).
+fn processes() -> Vec<(i32, Option<i32>, String)> {
+    std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
-        .filter(|&pid| {
+        .map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<i32>().ok());
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let ppid = parent(pid);
-            (ppid == Some(daemon_pid) || ppid.and_then(parent) == Some(daemon_pid))
-                && String::from_utf8_lossy(&cmdline).contains("ControlMaster=yes")
+            (
+                pid,
+                ppid,
+                String::from_utf8_lossy(&cmdline).replace('\0', " "),
+            )
         })
+        .collect()
+}
+
+/// The ssh master of the daemon: its child whose command line starts a ControlMaster.
+fn master_of(daemon: &TestDaemon) -> Option<i32> {
+    let daemon_pid = daemon.pid() as i32;
+    let all = processes();
+    let parent = |pid: i32| all.iter().find(|p| p.0 == pid).and_then(|p| p.1);
+    // A master goes to the background by forking, the ssh client that started it (the
+    // command worker's lives on) its parent until that exits, with the same command line.
+    let ssh: Vec<i32> = all
+        .iter()
+        .filter(|(_, ppid, cmdline)| {
+            (*ppid == Some(daemon_pid) || ppid.and_then(parent) == Some(daemon_pid))
+                && cmdline.contains("ControlMaster=yes")
+        })
+        .map(|p| p.0)
         .collect();
     ssh.iter()
         .copied()
@@ -419,41 +434,20 @@ async fn a_dropped_connection_ends_the_remote_command_and_the_next_call_reconnec
 
 /// The processes whose parent is `parent`, with their command lines.
 fn children_of(parent: i32) -> Vec<(i32, String)> {
-    std::fs::read_dir("/proc")
+    processes()
         .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
-        .filter(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            stat.rsplit_once(')')
-                .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<i32>().ok())
-                == Some(parent)
-        })
-        .map(|pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            (pid, String::from_utf8_lossy(&cmdline).replace('\0', " "))
-        })
+        .filter(|p| p.1 == Some(parent))
+        .map(|(pid, _, cmdline)| (pid, cmdline))
         .collect()
 }
 
 /// The daemon's ssh client carrying the command worker.
 fn worker_client_of(daemon: &TestDaemon) -> Option<i32> {
     let daemon_pid = daemon.pid() as i32;
-    std::fs::read_dir("/proc")
+    processes()
         .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
-        .find(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let ppid = stat
-                .rsplit_once(')')
-                .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<i32>().ok());
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            ppid == Some(daemon_pid)
-                && String::from_utf8_lossy(&cmdline).contains("agentd-worker 1")
-        })
+        .find(|(_, ppid, cmdline)| *ppid == Some(daemon_pid) && cmdline.contains("agentd-worker 1"))
+        .map(|p| p.0)
 }
 
 /// The command worker's own channel killed (its ssh client, the master left alone): the

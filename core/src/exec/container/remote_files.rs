@@ -397,8 +397,7 @@ impl ContainerExecutionEnvironment {
         files: &archive::Files<'_>,
         options: GrepOptions,
     ) -> Result<String, Error> {
-        let shown = self.resolve(&options.path);
-        let (_, rel) = self.lexical(&options.path)?;
+        let (shown, rel) = self.lexical(&options.path)?;
         let (base, kind) = files.resolve(&shown, &rel).await?;
         let glob = search::overrides(&base, options.glob.as_deref())?;
         let mut grep = tree::Grep::new(&options, base.clone(), shown.clone(), self.cwd.clone())?;
